@@ -1,0 +1,21 @@
+# The two commands: `make run` (the site on the real Slashdot graph, no
+# services needed) and `make test` (the whole suite on MariaDB, Redis, RabbitMQ).
+PY := .venv/bin/python
+PORT ?= 8000
+
+.PHONY: run test bootstrap services bench
+
+run:
+	bash scripts/bootstrap.sh run
+	env -u DATABASE_URL -u REDIS_URL -u CELERY_BROKER_URL DJANGO_SETTINGS_MODULE=config.settings.local \
+		$(PY) manage.py run_demo --port $(PORT)
+
+test:
+	bash scripts/bootstrap.sh dev
+	bash scripts/ensure_services.sh
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench:
+	bash scripts/bootstrap.sh dev
+	bash scripts/ensure_services.sh
+	$(PY) bench/run.py

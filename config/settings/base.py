@@ -1,0 +1,181 @@
+"""Settings shared by every environment, read from environment variables.
+
+With no variables set, followfeed runs on an embedded default: SQLite, an
+in-process Redis (fakeredis, warmed from the database at start) and Celery
+tasks run eagerly. Setting DATABASE_URL, REDIS_URL and CELERY_BROKER_URL
+switches each piece to the real service (MariaDB via mysqlclient, Redis via
+django-redis, RabbitMQ or Redis as broker).
+"""
+
+from pathlib import Path
+
+import environ
+from celery.schedules import crontab
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+
+env = environ.Env()
+if (BASE_DIR / ".env").exists():
+    environ.Env.read_env(BASE_DIR / ".env")
+
+SECRET_KEY = env("DJANGO_SECRET_KEY", default="dev-only-insecure-key-change-me")
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "users",
+    "social",
+    "feed",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+AUTH_USER_MODEL = "users.User"
+LOGIN_URL = "users:login"
+LOGIN_REDIRECT_URL = "feed:home"
+LOGOUT_REDIRECT_URL = "users:directory"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'var' / 'db.sqlite3'}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "charset": "utf8mb4",
+            # READ COMMITTED: the mirror re-reads a pair's row after another
+            # transaction commits; REPEATABLE READ snapshots would hide it.
+            "isolation_level": "read committed",
+            "init_command": "SET sql_mode='STRICT_TRANS_TABLES'",
+        }
+    )
+    DATABASES["default"]["TEST"] = {
+        "NAME": env("TEST_DATABASE_NAME", default="test_followfeed"),
+        "CHARSET": "utf8mb4",
+        "COLLATION": "utf8mb4_unicode_ci",
+    }
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    (BASE_DIR / "var").mkdir(exist_ok=True)
+    DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20})
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis ----------------------------------------------------------------
+# Empty REDIS_URL means the embedded in-process Redis (fakeredis), which
+# django-redis reaches through fakeredis' connection class.
+REDIS_URL = env("REDIS_URL", default="")
+REDIS_EMBEDDED = not REDIS_URL
+REDIS_KEY_PREFIX = env("REDIS_KEY_PREFIX", default="ff:")
+# On Redis Cluster, commands spanning two users run client-side.
+REDIS_CLUSTER = env.bool("REDIS_CLUSTER", default=False)
+# Short timeouts: a page must fall back to the database instead of waiting
+# on a dead Redis (seconds).
+REDIS_SOCKET_CONNECT_TIMEOUT = env.float("REDIS_SOCKET_CONNECT_TIMEOUT", default=0.25)
+REDIS_SOCKET_TIMEOUT = env.float("REDIS_SOCKET_TIMEOUT", default=1.0)
+# After a Redis failure, reads go straight to the database for this long
+# (seconds) instead of paying a timeout per call: the circuit breaker.
+REDIS_CIRCUIT_OPEN_SECONDS = env.float("REDIS_CIRCUIT_OPEN_SECONDS", default=5.0)
+
+_redis_options: dict[str, object] = {
+    "CLIENT_CLASS": "django_redis.client.DefaultClient",
+    "SOCKET_CONNECT_TIMEOUT": REDIS_SOCKET_CONNECT_TIMEOUT,
+    "SOCKET_TIMEOUT": REDIS_SOCKET_TIMEOUT,
+}
+if REDIS_EMBEDDED:
+    from fakeredis import FakeConnection
+
+    _redis_options["CONNECTION_POOL_KWARGS"] = {"connection_class": FakeConnection}
+CACHES = {
+    "default": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": REDIS_URL or "redis://embedded:6379/0",
+        "KEY_PREFIX": REDIS_KEY_PREFIX + "cache",
+        "OPTIONS": _redis_options,
+    }
+}
+
+# --- Celery ---------------------------------------------------------------
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="")
+# No broker configured: run tasks in-process (the embedded default).
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=not CELERY_BROKER_URL)
+CELERY_TASK_EAGER_PROPAGATES = False
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULE = {
+    "drain-social-outbox": {
+        "task": "social.tasks.social_outbox_drain",
+        "schedule": env.float("SOCIAL_OUTBOX_DRAIN_SECONDS", default=10.0),
+    },
+    "reconcile-social-cache-nightly": {
+        "task": "social.tasks.social_cache_reconcile",
+        "schedule": crontab(hour=3, minute=30),
+    },
+}
+
+# --- followfeed -----------------------------------------------------------
+FOLLOWFEED_DATA_DIR = Path(env("FOLLOWFEED_DATA_DIR", default=str(BASE_DIR.parent / "shared" / "data")))
+FOLLOWFEED_DATASET = env("FOLLOWFEED_DATASET", default="soc-Slashdot0902.txt.gz")
+# Authors with at least this many followers are not fanned out on write;
+# readers pull their outbox at read time (hybrid).
+FANOUT_PULL_THRESHOLD = env.int("FANOUT_PULL_THRESHOLD", default=10_000)
+# Followers lists above this size are split into FOLLOWERS_SHARDS keys.
+FOLLOWERS_SHARD_THRESHOLD = env.int("FOLLOWERS_SHARD_THRESHOLD", default=50_000)
+FOLLOWERS_SHARDS = env.int("FOLLOWERS_SHARDS", default=16)
+INBOX_MAX_LEN = env.int("INBOX_MAX_LEN", default=800)
+FEED_ACTIVE_DAYS = env.int("FEED_ACTIVE_DAYS", default=30)
+NOTE_MAX_LENGTH = env.int("NOTE_MAX_LENGTH", default=500)
+FOLLOW_PAGE_SIZE = env.int("FOLLOW_PAGE_SIZE", default=50)
+FEED_PAGE_SIZE = env.int("FEED_PAGE_SIZE", default=20)
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
+
+CSRF_FAILURE_VIEW = "social.http.csrf_failure"

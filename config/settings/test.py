@@ -1,0 +1,21 @@
+"""Test settings: real MariaDB and real Redis unless the environment says otherwise.
+
+Each test gets its own Redis key prefix (fixture ``redis_isolated``), so tests
+never see each other's keys.
+"""
+
+import os
+
+os.environ.setdefault("DATABASE_URL", "mysql://root:@127.0.0.1:3306/followfeed")
+os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+from .base import *  # noqa: E402,F401,F403
+from .base import env  # noqa: E402
+
+DEBUG = False
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Unit tests run Celery eagerly; tests about delivery start a real worker
+# with their own broker settings.
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=True)
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="amqp://guest:guest@127.0.0.1:5672//")
+REDIS_CIRCUIT_OPEN_SECONDS = 0.0

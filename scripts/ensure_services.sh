@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Start MariaDB, Redis and RabbitMQ on loopback if they are not answering.
+# Used by `make test` and .ci/run; idempotent.
+set -u
+
+wait_for() {  # name, seconds, command...
+  local name=$1 seconds=$2; shift 2
+  for _ in $(seq 1 "$seconds"); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 1
+  done
+  echo "ensure_services: $name did not come up" >&2
+  return 1
+}
+
+if ! mariadb -uroot -h127.0.0.1 -e 'select 1' >/dev/null 2>&1; then
+  echo "ensure_services: starting MariaDB"
+  start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+  wait_for MariaDB 60 mariadb -uroot -h127.0.0.1 -e 'select 1' || exit 1
+fi
+
+if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+  echo "ensure_services: starting Redis"
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no
+  wait_for Redis 30 redis-cli -h 127.0.0.1 -p 6379 ping || exit 1
+fi
+
+if ! (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; then
+  echo "ensure_services: starting RabbitMQ"
+  rabbitmq-server -detached
+  wait_for RabbitMQ 90 bash -c 'exec 3<>/dev/tcp/127.0.0.1/5672' || exit 1
+  sleep 3
+fi
+exit 0

@@ -1,0 +1,93 @@
+"""The Redis key layout of the follow graph; the only place that builds these keys.
+
+Every key carries its user's id as a Redis Cluster hash tag (``{42}``), and
+a shard of a big account's followers carries ``{42.s3}``, so each logical
+structure lives on one slot and the layout works unchanged on a cluster.
+Members are plain decimal user ids; scores are follow times in whole unix
+seconds (a 32-bit integer, which keeps listpack entries at 5 bytes).
+
+Keys (``ff:`` is ``REDIS_KEY_PREFIX``):
+
+- ``ff:follow:{42}``        SET  ids user 42 follows (the seed's ``follow:{id}``)
+- ``ff:followers:{42}``     SET  ids following user 42
+- ``ff:following:z:{42}``   ZSET ids user 42 follows, score = follow time
+- ``ff:followers:z:{42}``   ZSET ids following 42, score = follow time
+- ``ff:followers:{42.s3}`` / ``ff:followers:z:{42.s3}``  shard 3 of a big
+  account's follower set / sorted set (``FOLLOWERS_SHARDS`` shards)
+- ``ff:followers:layout:{42}``  STRING ``sharded`` or ``migrating`` when the
+  account is not in the single-key layout
+- ``ff:social:sentinel``    STRING written after a full rebuild; its absence
+  means Redis lost its data
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+LAYOUT_SINGLE = b"single"
+LAYOUT_SHARDED = b"sharded"
+
+
+def prefix() -> str:
+    """The configured key prefix (``REDIS_KEY_PREFIX``), e.g. ``"ff:"``."""
+    return str(settings.REDIS_KEY_PREFIX)
+
+
+def following_set_key(user_id: int) -> str:
+    """SET of the ids ``user_id`` follows."""
+    return f"{prefix()}follow:{{{int(user_id)}}}"
+
+
+def following_zset_key(user_id: int) -> str:
+    """ZSET of the ids ``user_id`` follows, scored by follow time (seconds)."""
+    return f"{prefix()}following:z:{{{int(user_id)}}}"
+
+
+def followers_set_key(user_id: int) -> str:
+    """SET of the ids following ``user_id`` (single-key layout)."""
+    return f"{prefix()}followers:{{{int(user_id)}}}"
+
+
+def followers_zset_key(user_id: int) -> str:
+    """ZSET of the ids following ``user_id``, scored by follow time (single-key layout)."""
+    return f"{prefix()}followers:z:{{{int(user_id)}}}"
+
+
+def follower_shard(follower_id: int) -> int:
+    """The shard (0..FOLLOWERS_SHARDS-1) that holds ``follower_id`` in a sharded account."""
+    return int(follower_id) % int(settings.FOLLOWERS_SHARDS)
+
+
+def followers_set_shard_key(user_id: int, shard: int) -> str:
+    """SET shard ``shard`` of the followers of big account ``user_id``."""
+    return f"{prefix()}followers:{{{int(user_id)}.s{int(shard)}}}"
+
+
+def followers_zset_shard_key(user_id: int, shard: int) -> str:
+    """ZSET shard ``shard`` of the followers of big account ``user_id``."""
+    return f"{prefix()}followers:z:{{{int(user_id)}.s{int(shard)}}}"
+
+
+def followers_layout_key(user_id: int) -> str:
+    """STRING marker naming the live followers layout of ``user_id``."""
+    return f"{prefix()}followers:layout:{{{int(user_id)}}}"
+
+
+def social_sentinel_key() -> str:
+    """STRING set when the mirror was fully built; missing means Redis lost data."""
+    return f"{prefix()}social:sentinel"
+
+
+def all_user_keys(user_id: int) -> list[str]:
+    """Every follow-graph key of ``user_id`` in every layout (for rebuild and delete)."""
+    keys = [
+        following_set_key(user_id),
+        following_zset_key(user_id),
+        followers_set_key(user_id),
+        followers_zset_key(user_id),
+        followers_layout_key(user_id),
+    ]
+    for shard in range(int(settings.FOLLOWERS_SHARDS)):
+        keys.append(followers_set_shard_key(user_id, shard))
+        keys.append(followers_zset_shard_key(user_id, shard))
+    return keys

@@ -1,0 +1,172 @@
+"""Every write of the follow graph.
+
+Each action writes the database and a ``MirrorOutbox`` row in one
+transaction; after commit the Redis mirror is applied from the database's
+truth (``social.mirror``) and the ``follow_created``/``follow_deleted``
+signals tell other apps (the feed backfills and cleans inboxes). If Redis is
+down the follow still succeeds; the outbox entry stays pending until the
+drain task applies it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+
+from .mirror import outbox_apply_after_commit
+from .models import Follow, MirrorOutbox
+from .signals import follow_created, follow_deleted
+
+User = get_user_model()
+
+
+class FollowError(Exception):
+    """A follow or unfollow that cannot be done; ``status`` is the HTTP status to answer."""
+
+    status = 400
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class SelfFollowError(FollowError):
+    """The actor named itself as the target (HTTP 400)."""
+
+
+class InvalidUserIdError(FollowError):
+    """The target id is not a positive integer (HTTP 400)."""
+
+
+class TargetNotFoundError(FollowError):
+    """No account with that id, or it is deactivated (HTTP 404)."""
+
+    status = 404
+
+
+class ActorInactiveError(FollowError):
+    """A deactivated account cannot change its follows (HTTP 403)."""
+
+    status = 403
+
+
+@dataclass(frozen=True)
+class FollowResult:
+    """Outcome of a follow/unfollow: ``changed`` is False for an idempotent repeat."""
+
+    changed: bool
+    follower_id: int
+    followee_id: int
+
+
+def parse_user_id(raw: Any) -> int:
+    """Turn a URL or JSON user id into an int.
+
+    :raises InvalidUserIdError: for anything but a positive decimal integer
+        below 2**63 (``"abc"``, ``-1``, ``"1.5"``, ``True``).
+    """
+    if isinstance(raw, bool):
+        raise InvalidUserIdError("User id must be a positive integer.")
+    text = str(raw).strip()
+    if not text.isdigit() or len(text) > 18:
+        raise InvalidUserIdError("User id must be a positive integer.")
+    value = int(text)
+    if value <= 0:
+        raise InvalidUserIdError("User id must be a positive integer.")
+    return value
+
+
+def _schedule_mirror(entry: MirrorOutbox) -> None:
+    transaction.on_commit(lambda: outbox_apply_after_commit([entry.id]))
+
+
+def follow_create(*, actor: Any, target_id: Any) -> FollowResult:
+    """Make ``actor`` follow the account ``target_id``; a repeat is a no-op success.
+
+    :param actor: the signed-in user (a ``users.User``).
+    :param target_id: the followee's id, raw from the request.
+    :returns: ``FollowResult(changed=True)`` when a row was created.
+    :raises InvalidUserIdError: malformed id (400).
+    :raises SelfFollowError: ``actor`` is the target (400).
+    :raises TargetNotFoundError: unknown or deactivated target (404).
+    :raises ActorInactiveError: ``actor`` is deactivated (403).
+    """
+    followee_id = parse_user_id(target_id)
+    if not actor.is_active:
+        raise ActorInactiveError("Your account is deactivated.")
+    if followee_id == actor.pk:
+        raise SelfFollowError("You cannot follow yourself.")
+    if not User.objects.filter(pk=followee_id, is_active=True).exists():
+        raise TargetNotFoundError("No such user.")
+    with transaction.atomic():
+        try:
+            # Concurrent duplicate follows race on the unique constraint;
+            # the loser's IntegrityError inside the savepoint means "already
+            # following", which is a success, not a 500.
+            with transaction.atomic():
+                Follow.objects.create(follower_id=actor.pk, followee_id=followee_id)
+        except IntegrityError:
+            if Follow.objects.filter(follower_id=actor.pk, followee_id=followee_id).exists():
+                return FollowResult(changed=False, follower_id=actor.pk, followee_id=followee_id)
+            # The target vanished between the check and the insert.
+            raise TargetNotFoundError("No such user.") from None
+        entry = MirrorOutbox.objects.create(kind=MirrorOutbox.KIND_PAIR, follower_id=actor.pk, followee_id=followee_id)
+        _schedule_mirror(entry)
+        transaction.on_commit(
+            lambda: follow_created.send(sender=Follow, follower_id=actor.pk, followee_id=followee_id)
+        )
+    return FollowResult(changed=True, follower_id=actor.pk, followee_id=followee_id)
+
+
+def follow_delete(*, actor: Any, target_id: Any) -> FollowResult:
+    """Make ``actor`` stop following ``target_id``; not following is a no-op success.
+
+    Works when the target is deactivated (the edge is cleaned up).
+
+    :returns: ``FollowResult(changed=True)`` when a row was deleted.
+    :raises InvalidUserIdError: malformed id (400).
+    :raises SelfFollowError: ``actor`` is the target (400).
+    :raises TargetNotFoundError: no account with that id (404).
+    """
+    followee_id = parse_user_id(target_id)
+    if followee_id == actor.pk:
+        raise SelfFollowError("You cannot unfollow yourself.")
+    if not User.objects.filter(pk=followee_id).exists():
+        raise TargetNotFoundError("No such user.")
+    return follow_delete_pair(follower_id=actor.pk, followee_id=followee_id)
+
+
+def follow_delete_pair(*, follower_id: int, followee_id: int) -> FollowResult:
+    """Delete the edge ``follower_id -> followee_id`` if present (admin and bulk paths too).
+
+    :returns: ``FollowResult(changed=...)``; mirror and signals on commit.
+    """
+    with transaction.atomic():
+        deleted, _ = Follow.objects.filter(follower_id=follower_id, followee_id=followee_id).delete()
+        if not deleted:
+            return FollowResult(changed=False, follower_id=follower_id, followee_id=followee_id)
+        entry = MirrorOutbox.objects.create(kind=MirrorOutbox.KIND_PAIR, follower_id=follower_id, followee_id=followee_id)
+        _schedule_mirror(entry)
+        transaction.on_commit(
+            lambda: follow_deleted.send(sender=Follow, follower_id=follower_id, followee_id=followee_id)
+        )
+    return FollowResult(changed=True, follower_id=follower_id, followee_id=followee_id)
+
+
+def user_mirror_refresh(*, user_id: int) -> None:
+    """Record that every edge of ``user_id`` must be re-mirrored (activation change, deletion).
+
+    Call inside the transaction that changed the user; the refresh runs
+    after commit (in Celery: a big account has many edges).
+    """
+    entry = MirrorOutbox.objects.create(kind=MirrorOutbox.KIND_USER, follower_id=user_id, followee_id=None)
+
+    def _enqueue() -> None:
+        from .tasks import social_outbox_apply
+
+        social_outbox_apply.delay(entry_ids=[entry.id])
+
+    transaction.on_commit(_enqueue)

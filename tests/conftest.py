@@ -1,0 +1,89 @@
+"""Shared fixtures: factories, an isolated Redis prefix per test, personas.
+
+Every test gets its own REDIS_KEY_PREFIX (``redis_isolated``, autouse), so
+tests never see each other's keys, and the prefix's keys are unlinked
+afterwards. The mirror's sentinel key is set so reads use Redis.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import factory
+import pytest
+from django.conf import settings as django_settings
+
+from social import redis_keys
+from social.redis_client import get_redis, redis_reset_breaker
+from social.selectors import forget_sentinel
+from users.models import User
+
+
+class UserFactory(factory.django.DjangoModelFactory):  # type: ignore[misc]
+    class Meta:
+        model = User
+        skip_postgeneration_save = True
+
+    username = factory.Sequence(lambda n: f"user{n}")
+    display_name = factory.LazyAttribute(lambda o: o.username.title())
+    password = factory.django.Password("pw")
+    is_active = True
+
+
+def unlink_prefix(client: Any, prefix: str) -> int:
+    """Unlink every key under ``prefix`` (SCAN, never KEYS); returns how many."""
+    removed = 0
+    batch: list[bytes] = []
+    for key in client.scan_iter(match=f"{prefix}*", count=1000):
+        batch.append(key)
+        if len(batch) >= 500:
+            removed += client.unlink(*batch)
+            batch = []
+    if batch:
+        removed += client.unlink(*batch)
+    return removed
+
+
+@pytest.fixture(autouse=True)
+def redis_isolated(settings: Any) -> Iterator[str]:
+    """A fresh key prefix for this test; its keys are removed afterwards."""
+    prefix = f"test:{uuid.uuid4().hex[:12]}:"
+    settings.REDIS_KEY_PREFIX = prefix
+    redis_reset_breaker()
+    forget_sentinel()
+    client = get_redis()
+    client.set(redis_keys.social_sentinel_key(), "test")
+    yield prefix
+    redis_reset_breaker()
+    forget_sentinel()
+    unlink_prefix(get_redis(), prefix)
+
+
+@pytest.fixture
+def user_factory() -> type[UserFactory]:
+    return UserFactory
+
+
+@pytest.fixture
+def alice(db: Any) -> User:
+    """The follower persona."""
+    return UserFactory(username="alice")
+
+
+@pytest.fixture
+def bob(db: Any) -> User:
+    """The followee persona."""
+    return UserFactory(username="bob")
+
+
+@pytest.fixture
+def charlie(db: Any) -> User:
+    """The stranger persona (for permission tests)."""
+    return UserFactory(username="charlie")
+
+
+@pytest.fixture
+def redis_client() -> Any:
+    return get_redis()

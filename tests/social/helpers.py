@@ -1,0 +1,62 @@
+"""Assertions shared by the follow-graph tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+from social import redis_keys
+from social.models import Follow
+
+
+def db_edges() -> set[tuple[int, int]]:
+    """Active edges in the database as ``{(follower_id, followee_id)}``."""
+    return set(
+        Follow.objects.filter(follower__is_active=True, followee__is_active=True).values_list("follower_id", "followee_id")
+    )
+
+
+def redis_edges(client: Any, user_ids: list[int]) -> dict[str, set[tuple[int, int]]]:
+    """Edges as seen by each of the four Redis structures of ``user_ids``.
+
+    :returns: ``{"following_set": {...}, "following_zset": ..., "followers_set": ..., "followers_zset": ...}``.
+    """
+    found: dict[str, set[tuple[int, int]]] = {
+        "following_set": set(),
+        "following_zset": set(),
+        "followers_set": set(),
+        "followers_zset": set(),
+    }
+    for user_id in user_ids:
+        found["following_set"] |= {(user_id, int(m)) for m in client.smembers(redis_keys.following_set_key(user_id))}
+        found["following_zset"] |= {
+            (user_id, int(m)) for m in client.zrange(redis_keys.following_zset_key(user_id), 0, -1)
+        }
+        layout = client.get(redis_keys.followers_layout_key(user_id))
+        if layout == redis_keys.LAYOUT_SHARDED:
+            set_keys = [redis_keys.followers_set_shard_key(user_id, s) for s in range(settings.FOLLOWERS_SHARDS)]
+            zset_keys = [redis_keys.followers_zset_shard_key(user_id, s) for s in range(settings.FOLLOWERS_SHARDS)]
+        else:
+            set_keys = [redis_keys.followers_set_key(user_id)]
+            zset_keys = [redis_keys.followers_zset_key(user_id)]
+        for key in set_keys:
+            found["followers_set"] |= {(int(m), user_id) for m in client.smembers(key)}
+        for key in zset_keys:
+            found["followers_zset"] |= {(int(m), user_id) for m in client.zrange(key, 0, -1)}
+    return found
+
+
+def assert_mirror_equals_database(client: Any, user_ids: list[int]) -> None:
+    """Every Redis structure of ``user_ids`` holds exactly the database's active edges."""
+    users = set(user_ids)
+    truth = {(a, b) for a, b in db_edges() if a in users or b in users}
+    found = redis_edges(client, user_ids)
+    expected = {
+        "following_set": {(a, b) for a, b in truth if a in users},
+        "following_zset": {(a, b) for a, b in truth if a in users},
+        "followers_set": {(a, b) for a, b in truth if b in users},
+        "followers_zset": {(a, b) for a, b in truth if b in users},
+    }
+    for name in expected:
+        assert found[name] == expected[name], name

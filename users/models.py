@@ -1,0 +1,24 @@
+from django.contrib.auth.models import AbstractUser
+from django.db import models
+
+
+class User(AbstractUser):
+    """An account: username, display name, bio, date joined and active flag.
+
+    ``is_active`` False means deactivated: the account's follows in both
+    directions stop counting and leave every Redis structure (see
+    ``social.services.user_mirror_refresh``); reactivation restores them.
+    ``last_seen_at`` decides whether fan-out on write still delivers to the
+    account's inbox (``FEED_ACTIVE_DAYS``).
+    """
+
+    display_name = models.CharField(max_length=100, blank=True)
+    bio = models.TextField(max_length=500, blank=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    @property
+    def shown_name(self) -> str:
+        return self.display_name or self.username
+
+    def __str__(self) -> str:
+        return self.username

@@ -1,0 +1,64 @@
+"""Every write of accounts."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from .models import User
+from .signals import user_activity_changed
+
+# last_seen_at is written at most this often per account (seconds), so
+# browsing does not turn every page view into an UPDATE.
+SEEN_RESOLUTION_SECONDS = 300
+
+
+def user_create(*, username: str, password: str, display_name: str = "") -> User:
+    """Create an active account; ``username`` is validated by the caller's form.
+
+    :returns: the saved ``User``.
+    """
+    user = User(username=username, display_name=display_name)
+    user.set_password(password)
+    user.full_clean()
+    user.save()
+    return user
+
+
+def user_touch_seen(*, user: Any) -> bool:
+    """Record that ``user`` was active now (feeds fan out only to recently seen accounts).
+
+    :returns: True when the stored time was updated.
+    """
+    now = timezone.now()
+    if user.last_seen_at and now - user.last_seen_at < timedelta(seconds=SEEN_RESOLUTION_SECONDS):
+        return False
+    User.objects.filter(pk=user.pk).update(last_seen_at=now)
+    user.last_seen_at = now
+    return True
+
+
+def user_set_active(*, user: Any, is_active: bool) -> bool:
+    """Deactivate or reactivate ``user``.
+
+    A deactivated account's follows in both directions stop counting at
+    once in database reads and leave every Redis structure after commit
+    (``social.services.user_mirror_refresh``); reactivation restores them
+    from the rows, which are kept.
+
+    :returns: True when the flag changed.
+    """
+    from social.services import user_mirror_refresh
+
+    if user.is_active == is_active:
+        return False
+    with transaction.atomic():
+        User.objects.filter(pk=user.pk).update(is_active=is_active)
+        user.is_active = is_active
+        user_mirror_refresh(user_id=user.pk)
+        transaction.on_commit(lambda: user_activity_changed.send(sender=User, user_id=user.pk, is_active=is_active))
+    return True
+

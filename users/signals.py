@@ -1,0 +1,17 @@
+"""Thin receivers: schedule work on commit, nothing else."""
+
+from typing import Any
+
+from django.contrib.auth.signals import user_logged_in
+from django.dispatch import Signal, receiver
+
+# Sent after commit with ``user_id`` and ``is_active`` when an account is
+# deactivated or reactivated; the feed listens.
+user_activity_changed = Signal()
+
+
+@receiver(user_logged_in, dispatch_uid="users.touch_last_seen")
+def on_user_logged_in(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
+    from .services import user_touch_seen
+
+    user_touch_seen(user=user)
