@@ -58,7 +58,8 @@ def redis_isolated(settings: Any) -> Iterator[str]:
     yield prefix
     redis_reset_breaker()
     forget_sentinel()
-    unlink_prefix(get_redis(), prefix)
+    # The client from set-up: a test may have pointed settings at a dead Redis.
+    unlink_prefix(client, prefix)
 
 
 @pytest.fixture

@@ -1,0 +1,61 @@
+"""Invariant 5 (reads): with Redis unreachable, every selector answers from the database."""
+
+import pytest
+
+from social import selectors, services
+from social.redis_client import redis_available
+
+pytestmark = pytest.mark.django_db
+
+DEAD_REDIS = "redis://127.0.0.1:1/0"
+
+
+@pytest.fixture
+def graph(alice, bob, charlie, user_factory, django_capture_on_commit_callbacks):
+    dave = user_factory(username="dave")
+    with django_capture_on_commit_callbacks(execute=True):
+        for actor, target in [(alice, bob), (alice, dave), (charlie, bob), (charlie, dave), (bob, alice), (dave, alice)]:
+            services.follow_create(actor=actor, target_id=target.pk)
+    return alice, bob, charlie, dave
+
+
+def answers(alice, bob, charlie, dave):
+    return {
+        "is_following": selectors.is_following(follower_id=alice.pk, followee_id=bob.pk),
+        "relationship": selectors.relationship(viewer_id=alice.pk, user_id=bob.pk),
+        "counts": selectors.follow_counts(user_id=bob.pk),
+        "followers": [e.user.pk for e in selectors.followers_page(user_id=bob.pk, cursor=None, limit=10).entries],
+        "following": [e.user.pk for e in selectors.following_page(user_id=alice.pk, cursor=None, limit=10).entries],
+        "common": {u.pk for u in selectors.common_following(user_id=alice.pk, other_id=charlie.pk).users},
+        "familiar": {u.pk for u in selectors.familiar_followers(viewer_id=alice.pk, user_id=charlie.pk).users},
+        "mutual": {u.pk for u in selectors.mutual_follows(user_id=alice.pk).users},
+    }
+
+
+class TestReadsWithRedisDown:
+    def test_database_answers_equal_redis_answers(self, graph, settings):
+        alice, bob, charlie, dave = graph
+        from_redis = answers(*graph)
+
+        settings.CACHES = {**settings.CACHES, "default": {**settings.CACHES["default"], "LOCATION": DEAD_REDIS}}
+        settings.REDIS_CIRCUIT_OPEN_SECONDS = 30.0
+        from_database = answers(*graph)
+
+        assert not redis_available()  # the breaker opened on the first failure
+        assert from_database == from_redis
+        assert from_database["common"] == {bob.pk, dave.pk}
+        assert from_database["mutual"] == {bob.pk, dave.pk}
+        assert from_database["counts"] == selectors.Counts(followers=2, following=1)
+
+    def test_follow_succeeds_and_queues_while_redis_is_down(self, alice, bob, settings, django_capture_on_commit_callbacks):
+        from social.models import Follow, MirrorOutbox
+
+        settings.CACHES = {**settings.CACHES, "default": {**settings.CACHES["default"], "LOCATION": DEAD_REDIS}}
+
+        with django_capture_on_commit_callbacks(execute=True):
+            result = services.follow_create(actor=alice, target_id=bob.pk)
+
+        assert result.changed is True
+        assert Follow.objects.filter(follower=alice, followee=bob).exists()
+        assert MirrorOutbox.objects.filter(applied_at__isnull=True).count() == 1
+        assert selectors.is_following(follower_id=alice.pk, followee_id=bob.pk) is True

@@ -1,0 +1,156 @@
+"""Cursor paging of followers/following lists: ties, both paths, mutation while paging (C07)."""
+
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
+
+import pytest
+from hypothesis import HealthCheck, given, settings as hypothesis_settings
+from hypothesis import strategies as st
+
+from social import selectors
+from social.models import Follow
+from social.paging import InvalidCursorError, decode_cursor, encode_cursor
+from social.rebuild import rebuild_range
+from social.redis_client import redis_failed
+
+pytestmark = pytest.mark.django_db
+
+BASE = datetime(2024, 5, 1, 12, 0, 0, tzinfo=dt_timezone.utc)
+
+
+def make_followers(user_factory, target, times):
+    followers = [user_factory() for _ in times]
+    Follow.objects.bulk_create(
+        [Follow(follower=f, followee=target, created_at=at) for f, at in zip(followers, times)]
+    )
+    return followers
+
+
+def rebuild(users, redis_client):
+    ids = sorted(u.pk for u in users)
+    rebuild_range(redis_client, ids[0] - 1, ids[-1])
+
+
+def walk(user_id, *, limit, reader=selectors.followers_page, database=False):
+    """All pages, newest first: (list of ids per page)."""
+    pages, cursor = [], None
+    while True:
+        if database:
+            redis_failed(RuntimeError("simulated outage"))
+        page = reader(user_id=user_id, cursor=cursor, limit=limit)
+        pages.append([e.user.pk for e in page.entries])
+        cursor = page.next_cursor
+        if cursor is None:
+            return pages
+        assert len(pages) < 100, "endless cursor"
+
+
+@pytest.fixture
+def fast_breaker(settings):
+    settings.REDIS_CIRCUIT_OPEN_SECONDS = 60.0
+
+
+class TestFollowersPaging:
+    @pytest.mark.parametrize("database", [False, True], ids=["redis", "database"])
+    def test_equal_times_page_exactly_once(self, bob, user_factory, redis_client, database, fast_breaker):
+        times = [BASE] * 25 + [BASE - timedelta(seconds=s) for s in (5, 4, 3, 2, 1)]
+        followers = make_followers(user_factory, bob, times)
+        rebuild([bob, *followers], redis_client)
+
+        pages = walk(bob.pk, limit=10, database=database)
+
+        flat = [pk for page in pages for pk in page]
+        assert [len(p) for p in pages] == [10, 10, 10]
+        assert sorted(flat) == sorted(f.pk for f in followers)
+        tied = sorted((f.pk for f in followers[:25]), key=lambda pk: str(pk), reverse=True)
+        older = [f.pk for f in reversed(followers[25:])]
+        assert flat == tied + older  # stable order: time desc, then id as string desc
+
+    def test_redis_and_database_paths_agree_page_for_page(self, bob, user_factory, redis_client, fast_breaker):
+        times = [BASE - timedelta(seconds=i // 7) for i in range(40)]
+        followers = make_followers(user_factory, bob, times)
+        rebuild([bob, *followers], redis_client)
+
+        from_redis = walk(bob.pk, limit=6)
+        from_database = walk(bob.pk, limit=6, database=True)
+
+        assert from_redis == from_database
+
+    def test_going_back_a_page_returns_the_same_page(self, bob, user_factory, redis_client):
+        followers = make_followers(user_factory, bob, [BASE] * 25)
+        rebuild([bob, *followers], redis_client)
+        first = selectors.followers_page(user_id=bob.pk, cursor=None, limit=10)
+        second = selectors.followers_page(user_id=bob.pk, cursor=first.next_cursor, limit=10)
+
+        again = selectors.followers_page(user_id=bob.pk, cursor=first.next_cursor, limit=10)
+
+        assert [e.user.pk for e in again.entries] == [e.user.pk for e in second.entries]
+        assert again.next_cursor == second.next_cursor
+
+    def test_exact_multiple_of_page_size_has_no_empty_last_page(self, bob, user_factory, redis_client):
+        followers = make_followers(user_factory, bob, [BASE] * 20)
+        rebuild([bob, *followers], redis_client)
+
+        pages = walk(bob.pk, limit=10)
+
+        assert [len(p) for p in pages] == [10, 10]
+
+    def test_removals_while_paging_skip_nobody_else(self, bob, user_factory, redis_client, django_capture_on_commit_callbacks):
+        from social import services
+
+        followers = make_followers(user_factory, bob, [BASE] * 12 + [BASE - timedelta(seconds=1)] * 12)
+        rebuild([bob, *followers], redis_client)
+        first = selectors.followers_page(user_id=bob.pk, cursor=None, limit=8)
+        shown = [e.user for e in first.entries]
+        # The cursor's own item and another seen item unfollow meanwhile.
+        with django_capture_on_commit_callbacks(execute=True):
+            services.follow_delete(actor=shown[-1], target_id=bob.pk)
+            services.follow_delete(actor=shown[0], target_id=bob.pk)
+
+        rest, cursor = [], first.next_cursor
+        while cursor:
+            page = selectors.followers_page(user_id=bob.pk, cursor=cursor, limit=8)
+            rest.extend(e.user.pk for e in page.entries)
+            cursor = page.next_cursor
+
+        seen = [u.pk for u in shown] + rest
+        assert len(seen) == len(set(seen)) == 24
+
+    def test_following_list_pages_newest_first(self, alice, user_factory, redis_client):
+        followees = [user_factory() for _ in range(7)]
+        Follow.objects.bulk_create(
+            [Follow(follower=alice, followee=f, created_at=BASE + timedelta(seconds=i)) for i, f in enumerate(followees)]
+        )
+        rebuild([alice, *followees], redis_client)
+
+        pages = walk(alice.pk, limit=3, reader=selectors.following_page)
+
+        assert [pk for page in pages for pk in page] == [f.pk for f in reversed(followees)]
+
+
+class TestCursor:
+    @pytest.mark.parametrize("raw", ["garbage", "djE6YWJjOjE", "!!!", "x" * 65, encode_cursor(1, 2)[:-2] + "@@"])
+    def test_malformed_cursor_is_rejected(self, raw):
+        with pytest.raises(InvalidCursorError):
+            decode_cursor(raw)
+
+    def test_round_trip(self):
+        assert decode_cursor(encode_cursor(1714564800, 42)) == (1714564800, 42)
+
+
+@pytest.mark.django_db
+@hypothesis_settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    offsets=st.lists(st.integers(min_value=0, max_value=4), min_size=1, max_size=30),
+    limit=st.integers(min_value=1, max_value=7),
+)
+def test_any_tie_pattern_pages_exactly_once(offsets, limit, user_factory, redis_client):
+    target = user_factory()
+    followers = make_followers(user_factory, target, [BASE - timedelta(seconds=o) for o in offsets])
+    rebuild([target, *followers], redis_client)
+
+    pages = walk(target.pk, limit=limit)
+
+    flat = [pk for page in pages for pk in page]
+    assert sorted(flat) == sorted(f.pk for f in followers)
+    assert all(pages[:-1]) and all(len(p) == limit for p in pages[:-1])
