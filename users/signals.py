@@ -3,6 +3,7 @@
 from typing import Any
 
 from django.contrib.auth.signals import user_logged_in
+from django.db.models.signals import post_delete
 from django.dispatch import Signal, receiver
 
 # Sent after commit with ``user_id`` and ``is_active`` when an account is
@@ -15,3 +16,12 @@ def on_user_logged_in(sender: Any, request: Any, user: Any, **kwargs: Any) -> No
     from .services import user_touch_seen
 
     user_touch_seen(user=user)
+
+
+@receiver(post_delete, sender="users.User", dispatch_uid="users.remirror_deleted_user")
+def on_user_deleted(sender: Any, instance: Any, **kwargs: Any) -> None:
+    # Any delete path (admin, shell, QuerySet.delete) cascades the follow
+    # rows without the services: re-mirror the account's edges on commit.
+    from social.services import user_mirror_refresh
+
+    user_mirror_refresh(user_id=instance.pk)
