@@ -74,3 +74,42 @@ class MirrorOutbox(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.follower_id} -> {self.followee_id}"
+
+
+class ReconcileRun(models.Model):
+    """One run of ``reconcile_social_cache`` (command or nightly task) and its drift figures.
+
+    Updated after every batch of accounts, so an interrupted run keeps its
+    checkpoint (``last_user_id``) and ``--resume`` continues it; the admin
+    health page shows the latest row. ``finished_at`` is None while the run
+    is under way or after it was interrupted.
+    """
+
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    dry_run = models.BooleanField(default=False)
+    # "full" (every member), "digest" (counts and digests, full diff where
+    # they differ) or "counts" (cardinalities only).
+    check_level = models.CharField(max_length=8, default="digest")
+    sample = models.FloatField(default=1.0)  # fraction of accounts checked
+    only_user_id = models.BigIntegerField(null=True, blank=True)
+    last_user_id = models.BigIntegerField(default=0)  # checkpoint: every id <= this was walked
+    users_checked = models.PositiveIntegerField(default=0)
+    users_drifted = models.PositiveIntegerField(default=0)
+    edges_checked = models.PositiveBigIntegerField(default=0)
+    edges_missing = models.PositiveIntegerField(default=0)
+    edges_extra = models.PositiveIntegerField(default=0)
+    scores_wrong = models.PositiveIntegerField(default=0)
+    pairs_repaired = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        indexes = [models.Index(fields=["started_at"], name="reconcile_run_started")]
+
+    def __str__(self) -> str:
+        return f"reconcile {self.started_at:%Y-%m-%d %H:%M} missing={self.edges_missing} extra={self.edges_extra}"
+
+    @property
+    def drift(self) -> int:
+        """Edges missing + extra + with a wrong score (each counted per side)."""
+        return self.edges_missing + self.edges_extra + self.scores_wrong

@@ -1,169 +1,536 @@
 """Reconcile: find and repair drift between the database (the truth) and the Redis mirror.
 
-Accounts are walked in id order, ``batch_users`` at a time (bounded memory,
-resumable with ``start_after``). For each account the four structures are
-compared with the database: cheap first (cardinalities and score sums in
-one pipeline), full member diff only where those differ. Drifted pairs are
-repaired through ``mirror_apply_pairs`` (race-safe, the database wins).
+Accounts are walked in id order, ``batch_users`` ids at a time, so memory is
+bounded by one batch's edges and a run can resume after any id
+(``start_after``; ``reconcile_run`` also stores that checkpoint in
+``ReconcileRun.last_user_id`` after every batch).
+
+Each account has two sides: its following (``follow:{u}`` SET +
+``following:z:{u}`` ZSET) and its followers (``followers:{u}`` SET +
+``followers:z:{u}`` ZSET, or the shards of a big account). Every side is
+checked cheap first, in one Redis pipeline and one aggregate SQL query per
+direction, and fully diffed only when the cheap figures differ:
+
+``counts``  SCARD and ZCARD equal the database count, and ZINTERCARD of the
+            zset and the set equals it too (so the set and the zset hold the
+            same members). O(1) reads per key; misses a member swapped for
+            another in both structures and a changed score.
+``digest``  (default) also reads each zset (ZRANGE WITHSCORES, in slices of
+            ``SLICE`` members so no single command blocks on a huge key) and
+            compares its digest, the sum of CRC32(``"<member>:<score>"``),
+            with the same sum computed by MariaDB over the index
+            (``SUM(CRC32(CONCAT(...)))``, one row per account). Catches
+            deleted, added and swapped members and altered scores; only
+            the database's per-account aggregate crosses the wire.
+``full``    diffs every member and score of every account.
+
+A side that differs is diffed member by member: ``edges_missing`` (in the
+database, absent from the set or the zset), ``edges_extra`` (in Redis only,
+including members that are not decimal ids) and ``scores_wrong`` (zset score
+is not the follow time). Figures count (edge, side): an edge missing from
+both the follower's and the followee's structures counts twice. Repair goes
+through ``mirror_apply_pairs`` (race-safe, the database wins); members that
+are not ids are removed as they are.
 """
 
 from __future__ import annotations
 
 import logging
+import random
+import zlib
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from django.conf import settings
+import redis
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.db.models import Max
+from django.utils import timezone
 
 from . import redis_keys
 from .mirror import follow_score, followers_layouts, mirror_apply_pairs
-from .models import Follow
+from .models import Follow, ReconcileRun
 from .redis_client import get_redis
 
 logger = logging.getLogger(__name__)
 User = get_user_model()
 
 Pair = tuple[int, int]
+CHECK_COUNTS = "counts"
+CHECK_DIGEST = "digest"
+CHECK_FULL = "full"
+CHECKS = (CHECK_COUNTS, CHECK_DIGEST, CHECK_FULL)
+# Members per ZRANGE/SSCAN step when reading a key, so no single command
+# walks a huge key while other clients wait (Redis runs one command at a time).
+SLICE = 5000
+
+FOLLOWING = "following"
+FOLLOWERS = "followers"
 
 
 @dataclass
 class ReconcileReport:
-    """Drift figures: ``users_checked``, ``users_drifted``, ``edges_missing``
-    (in the database, not in Redis), ``edges_extra`` (in Redis only),
-    ``scores_wrong`` (present with another follow time), ``pairs_repaired``."""
+    """Drift figures of one run.
+
+    ``users_checked`` accounts compared; ``users_drifted`` of them with any
+    drift; ``edges_checked`` database edges whose follower was checked;
+    ``edges_missing`` / ``edges_extra`` / ``scores_wrong`` counted per
+    (edge, side); ``pairs_repaired`` distinct pairs re-applied (0 in a dry
+    run); ``last_user_id`` the checkpoint (every id up to it was walked).
+    """
 
     users_checked: int = 0
     users_drifted: int = 0
+    edges_checked: int = 0
     edges_missing: int = 0
     edges_extra: int = 0
     scores_wrong: int = 0
     pairs_repaired: int = 0
     last_user_id: int = 0
     drifted_pairs: set[Pair] = field(default_factory=set, repr=False)
+    # (command, key, member) removing members that are not decimal ids.
+    garbage: list[tuple[str, str, bytes]] = field(default_factory=list, repr=False)
 
     def as_dict(self) -> dict[str, int]:
+        """The figures as ``{name: int}`` (no pair lists)."""
         data = asdict(self)
         data.pop("drifted_pairs")
+        data.pop("garbage")
         return data
 
-
-def _db_edges(low: int, high: int) -> tuple[dict[int, dict[int, int]], dict[int, dict[int, int]]]:
-    following: dict[int, dict[int, int]] = defaultdict(dict)
-    followers: dict[int, dict[int, int]] = defaultdict(dict)
-    active = Follow.objects.filter(follower__is_active=True, followee__is_active=True)
-    for follower_id, followee_id, at in active.filter(follower_id__gt=low, follower_id__lte=high).values_list(
-        "follower_id", "followee_id", "created_at"
-    ):
-        following[follower_id][followee_id] = follow_score(at)
-    for follower_id, followee_id, at in active.filter(followee_id__gt=low, followee_id__lte=high).values_list(
-        "follower_id", "followee_id", "created_at"
-    ):
-        followers[followee_id][follower_id] = follow_score(at)
-    return following, followers
+    @property
+    def drift(self) -> int:
+        """``edges_missing + edges_extra + scores_wrong``."""
+        return self.edges_missing + self.edges_extra + self.scores_wrong
 
 
-def _follower_keys(user_id: int, layout: bytes) -> list[tuple[str, str]]:
-    if layout == redis_keys.LAYOUT_SHARDED:
-        return [
-            (redis_keys.followers_set_shard_key(user_id, s), redis_keys.followers_zset_shard_key(user_id, s))
-            for s in range(settings.FOLLOWERS_SHARDS)
-        ]
-    return [(redis_keys.followers_set_key(user_id), redis_keys.followers_zset_key(user_id))]
+def edge_digest(other_id: int | str, score: int | str) -> int:
+    """CRC32 of ``"<other_id>:<score>"``, the term one edge adds to a side's digest.
+
+    MariaDB computes the same value with ``CRC32(CONCAT(other_id, ':', score))``.
+    """
+    return zlib.crc32(f"{other_id}:{score}".encode())
 
 
-def _read_structures(client: Any, user_ids: list[int]) -> dict[int, dict[str, Any]]:
-    """Read the four structures of each account in one pipeline."""
-    layouts = followers_layouts(client, user_ids)
-    pipe = client.pipeline(transaction=False)
-    plan: list[tuple[int, str]] = []
-    for user_id in user_ids:
-        pipe.smembers(redis_keys.following_set_key(user_id))
-        plan.append((user_id, "following_set"))
-        pipe.zrange(redis_keys.following_zset_key(user_id), 0, -1, withscores=True)
-        plan.append((user_id, "following_zset"))
-        for set_key, zset_key in _follower_keys(user_id, layouts[user_id]):
-            pipe.smembers(set_key)
-            plan.append((user_id, "followers_set"))
-            pipe.zrange(zset_key, 0, -1, withscores=True)
-            plan.append((user_id, "followers_zset"))
-    found: dict[int, dict[str, Any]] = {
-        u: {"following_set": set(), "following_zset": {}, "followers_set": set(), "followers_zset": {}} for u in user_ids
-    }
-    for (user_id, name), reply in zip(plan, pipe.execute()):
-        if name.endswith("_set"):
-            found[user_id][name] |= {int(m) for m in reply}
-        else:
-            found[user_id][name].update({int(m): int(s) for m, s in reply})
+def _score_text(score: float) -> str:
+    # A follow time is a whole second; anything else must not match.
+    return str(int(score)) if float(score).is_integer() else repr(float(score))
+
+
+# --- database side --------------------------------------------------------
+
+
+@dataclass
+class SideFigures:
+    """Count and digest of one side of one account."""
+
+    count: int = 0
+    digest: int = 0
+
+
+def _sql_aggregates(own: str, other: str, low: int, high: int, ids: Sequence[int] | None) -> dict[int, SideFigures]:
+    follow_table = connection.ops.quote_name(Follow._meta.db_table)
+    user_table = connection.ops.quote_name(User._meta.db_table)
+    params: list[Any] = [low, high]
+    only = ""
+    if ids is not None:
+        only = f" AND f.{own} IN ({', '.join(['%s'] * len(ids))})"
+        params.extend(ids)
+    # Index range scan on (own, created_at, other); the two primary-key
+    # joins drop edges of deactivated accounts, as every reader does.
+    sql = (
+        f"SELECT f.{own}, COUNT(*), "
+        f"SUM(CRC32(CONCAT(f.{other}, ':', TIMESTAMPDIFF(SECOND, '1970-01-01 00:00:00', f.created_at)))) "
+        f"FROM {follow_table} f JOIN {user_table} a ON a.id = f.follower_id JOIN {user_table} b ON b.id = f.followee_id "
+        f"WHERE f.{own} > %s AND f.{own} <= %s AND a.is_active AND b.is_active{only} GROUP BY f.{own}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {int(user_id): SideFigures(int(count), int(digest or 0)) for user_id, count, digest in cursor.fetchall()}
+
+
+def _python_aggregates(own: str, other: str, low: int, high: int, ids: Sequence[int] | None) -> dict[int, SideFigures]:
+    # Databases without CRC32 (SQLite, the embedded demo): same figures from the rows.
+    rows = Follow.objects.filter(follower__is_active=True, followee__is_active=True, **{f"{own}__gt": low, f"{own}__lte": high})
+    if ids is not None:
+        rows = rows.filter(**{f"{own}__in": list(ids)})
+    figures: dict[int, SideFigures] = defaultdict(SideFigures)
+    for user_id, other_id, created_at in rows.values_list(own, other, "created_at").iterator(chunk_size=5000):
+        side = figures[user_id]
+        side.count += 1
+        side.digest += edge_digest(other_id, follow_score(created_at))
+    return dict(figures)
+
+
+def database_aggregates(direction: str, low: int, high: int, ids: Sequence[int] | None = None) -> dict[int, SideFigures]:
+    """Per-account count and digest of one side, for accounts ``low < id <= high`` (or only ``ids``).
+
+    :param direction: ``FOLLOWING`` (edges the account makes) or ``FOLLOWERS``.
+    :returns: ``{user_id: SideFigures}``; accounts without edges are absent.
+    """
+    own, other = ("follower_id", "followee_id") if direction == FOLLOWING else ("followee_id", "follower_id")
+    if connection.vendor == "mysql":
+        return _sql_aggregates(own, other, low, high, ids)
+    return _python_aggregates(own, other, low, high, ids)
+
+
+def database_edges(direction: str, user_ids: Sequence[int]) -> dict[int, dict[int, int]]:
+    """Active edges of one side of ``user_ids``: ``{user_id: {other_id: score_seconds}}``."""
+    own, other = ("follower_id", "followee_id") if direction == FOLLOWING else ("followee_id", "follower_id")
+    found: dict[int, dict[int, int]] = defaultdict(dict)
+    rows = Follow.objects.filter(follower__is_active=True, followee__is_active=True, **{f"{own}__in": list(user_ids)})
+    for user_id, other_id, created_at in rows.values_list(own, other, "created_at").iterator(chunk_size=5000):
+        found[user_id][other_id] = follow_score(created_at)
     return found
 
 
-def _diff(
-    truth: dict[int, int], members: set[int], scored: dict[int, int], pair: Callable[[int], Pair], report: ReconcileReport
-) -> None:
+# --- Redis side -----------------------------------------------------------
+
+
+@dataclass
+class RedisSide:
+    """What Redis holds for one side of one account.
+
+    ``keys`` the ``(set_key, zset_key)`` pairs readers use; ``set_count``,
+    ``zset_count``, ``common`` (ZINTERCARD of each pair) summed over them;
+    ``zset`` the members and scores when read; ``digest`` over ``zset``.
+    """
+
+    keys: list[tuple[str, str]]
+    set_count: int = 0
+    zset_count: int = 0
+    common: int = 0
+    zset: dict[bytes, float] | None = None
+    digest: int = 0
+
+
+def _side_keys(user_id: int, direction: str, layout: bytes) -> list[tuple[str, str]]:
+    if direction == FOLLOWING:
+        return [(redis_keys.following_set_key(user_id), redis_keys.following_zset_key(user_id))]
+    return redis_keys.followers_read_keys(user_id, layout)
+
+
+def read_cardinalities(client: Any, user_ids: Sequence[int]) -> dict[tuple[int, str], RedisSide]:
+    """SCARD, ZCARD and ZINTERCARD of both sides of ``user_ids`` in one pipeline.
+
+    :returns: ``{(user_id, direction): RedisSide}``.
+    :raises redis.exceptions.RedisError: Redis unreachable (or older than 7.0).
+    """
+    layouts = followers_layouts(client, user_ids)
+    sides = {
+        (user_id, direction): RedisSide(keys=_side_keys(user_id, direction, layouts[user_id]))
+        for user_id in user_ids
+        for direction in (FOLLOWING, FOLLOWERS)
+    }
+    pipe = client.pipeline(transaction=False)
+    for side in sides.values():
+        for set_key, zset_key in side.keys:
+            pipe.scard(set_key)
+            pipe.zcard(zset_key)
+            pipe.zintercard(2, [zset_key, set_key])
+    replies = iter(pipe.execute())
+    for side in sides.values():
+        for _ in side.keys:
+            side.set_count += int(next(replies))
+            side.zset_count += int(next(replies))
+            side.common += int(next(replies))
+    return sides
+
+
+def read_zsets(client: Any, sides: Iterable[RedisSide]) -> None:
+    """Fill ``zset`` and ``digest`` of each side, reading every zset in ``SLICE``-member slices."""
+    wanted = list(sides)
+    pipe = client.pipeline(transaction=False)
+    plan: list[RedisSide] = []
+    for side in wanted:
+        side.zset = {}
+        side.digest = 0
+        # The slice count comes from ZCARD read a moment ago; members added
+        # since then are picked up by the last slice's open end.
+        for _, zset_key in side.keys:
+            slices = max(1, -(-side.zset_count // SLICE))
+            for index in range(slices):
+                stop = -1 if index == slices - 1 else (index + 1) * SLICE - 1
+                pipe.zrange(zset_key, index * SLICE, stop, withscores=True)
+                plan.append(side)
+    for side, reply in zip(plan, pipe.execute()):
+        assert side.zset is not None
+        for member, score in reply:
+            side.zset[member] = score
+    for side in wanted:
+        assert side.zset is not None
+        side.digest = sum(edge_digest(_member_text(m), _score_text(s)) for m, s in side.zset.items())
+
+
+def _member_text(member: bytes) -> str:
+    return member.decode("utf-8", "replace")
+
+
+def read_sets(client: Any, side: RedisSide) -> set[bytes]:
+    """Members of the side's sets (SSCAN in ``SLICE`` steps for big ones, SMEMBERS otherwise)."""
+    members: set[bytes] = set()
+    for set_key, _ in side.keys:
+        if side.set_count > SLICE:
+            members.update(client.sscan_iter(set_key, count=SLICE))
+        else:
+            members.update(client.smembers(set_key))
+    return members
+
+
+# --- comparison -----------------------------------------------------------
+
+
+def _cheap_equal(side: RedisSide, truth: SideFigures, check: str) -> bool:
+    if not (side.set_count == side.zset_count == side.common == truth.count):
+        return False
+    if check == CHECK_DIGEST:
+        return side.digest == truth.digest
+    return True
+
+
+def _as_id(member: bytes) -> int | None:
+    text = member.decode("ascii", "replace")
+    return int(text) if text.isdigit() and not (len(text) > 1 and text[0] == "0") else None
+
+
+def diff_side(
+    user_id: int,
+    direction: str,
+    truth: dict[int, int],
+    members: set[bytes],
+    scored: dict[bytes, float],
+    side: RedisSide,
+    report: ReconcileReport,
+) -> bool:
+    """Diff one side member by member into ``report``; returns whether it drifted."""
+
+    def pair(other: int) -> Pair:
+        return (user_id, other) if direction == FOLLOWING else (other, user_id)
+
+    found = report.drift
+    set_ids: set[int] = set()
+    zset_ids: dict[int, float] = {}
+    junk: set[bytes] = set()
+    for member in members:
+        other = _as_id(member)
+        if other is None:
+            junk.add(member)
+            report.garbage.extend(("srem", set_key, member) for set_key, _ in side.keys)
+        else:
+            set_ids.add(other)
+    for member, score in scored.items():
+        other = _as_id(member)
+        if other is None:
+            junk.add(member)
+            report.garbage.extend(("zrem", zset_key, member) for _, zset_key in side.keys)
+        else:
+            zset_ids[other] = score
+    # A member that is not a plain decimal id ("042", "ff:42") is never
+    # right: one extra edge per such member and side.
+    report.edges_extra += len(junk)
     for other, score in truth.items():
-        if other not in members or other not in scored:
+        if other not in set_ids or other not in zset_ids:
             report.edges_missing += 1
             report.drifted_pairs.add(pair(other))
-        elif scored[other] != score:
+        elif zset_ids[other] != score:
             report.scores_wrong += 1
             report.drifted_pairs.add(pair(other))
-    for other in (members | set(scored)) - set(truth):
+    for other in (set_ids | set(zset_ids)) - set(truth):
         report.edges_extra += 1
         report.drifted_pairs.add(pair(other))
+    return report.drift > found
 
 
-def reconcile_range(client: Any, low: int, high: int, report: ReconcileReport) -> None:
-    """Compare and collect drift for accounts ``low < id <= high`` into ``report``."""
-    user_ids = list(User.objects.filter(pk__gt=low, pk__lte=high).values_list("pk", flat=True))
+def reconcile_users(
+    client: Any,
+    low: int,
+    high: int,
+    user_ids: Sequence[int],
+    report: ReconcileReport,
+    *,
+    check: str,
+    whole_range: bool,
+) -> None:
+    """Check the accounts ``user_ids`` (all in ``low < id <= high``) and add their drift to ``report``.
+
+    :param check: ``CHECK_COUNTS``, ``CHECK_DIGEST`` or ``CHECK_FULL``.
+    :param whole_range: ``user_ids`` are every account of the range (the
+        aggregate queries then need no id list).
+    """
     if not user_ids:
         return
-    following, followers = _db_edges(low, high)
-    found = _read_structures(client, user_ids)
-    for user_id in user_ids:
-        before = len(report.drifted_pairs)
-        mine = found[user_id]
-        _diff(following.get(user_id, {}), mine["following_set"], mine["following_zset"], lambda o: (user_id, o), report)
-        _diff(followers.get(user_id, {}), mine["followers_set"], mine["followers_zset"], lambda o: (o, user_id), report)
-        report.users_checked += 1
-        if len(report.drifted_pairs) > before:
-            report.users_drifted += 1
+    wanted = set(user_ids)
+    only = None if whole_range else sorted(wanted)
+    sides = read_cardinalities(client, sorted(wanted))
+    if check == CHECK_DIGEST:
+        read_zsets(client, sides.values())
+    suspects: dict[str, list[int]] = {FOLLOWING: [], FOLLOWERS: []}
+    for direction in (FOLLOWING, FOLLOWERS):
+        aggregates = database_aggregates(direction, low, high, only) if check != CHECK_FULL else {}
+        for user_id in sorted(wanted):
+            if direction == FOLLOWING and check != CHECK_FULL:
+                report.edges_checked += aggregates.get(user_id, SideFigures()).count
+            if check == CHECK_FULL or not _cheap_equal(sides[(user_id, direction)], aggregates.get(user_id, SideFigures()), check):
+                suspects[direction].append(user_id)
+    drifted: set[int] = set()
+    for direction, suspect_ids in suspects.items():
+        if not suspect_ids:
+            continue
+        truth = database_edges(direction, suspect_ids)
+        if check == CHECK_FULL and direction == FOLLOWING:
+            report.edges_checked += sum(len(edges) for edges in truth.values())
+        # Re-read the suspects' zsets after the database rows, so a follow
+        # applied since the cheap pass is not reported as drift. (A write
+        # that commits between the two reads can still be reported; its
+        # repair is a harmless re-apply from the database.)
+        read_zsets(client, [sides[(u, direction)] for u in suspect_ids])
+        for user_id in suspect_ids:
+            side = sides[(user_id, direction)]
+            assert side.zset is not None
+            if diff_side(user_id, direction, truth.get(user_id, {}), read_sets(client, side), side.zset, side, report):
+                drifted.add(user_id)
+    report.users_checked += len(wanted)
+    report.users_drifted += len(drifted)
+
+
+def repair(client: Any, report: ReconcileReport) -> None:
+    """Apply the drifted pairs from the database and drop non-id members; clears both lists."""
+    if report.garbage:
+        pipe = client.pipeline(transaction=False)
+        for command, key, member in report.garbage:
+            getattr(pipe, command)(key, member)
+        pipe.execute()
+        report.garbage.clear()
+    if report.drifted_pairs:
+        report.pairs_repaired += mirror_apply_pairs(sorted(report.drifted_pairs))
+        report.drifted_pairs.clear()
+
+
+def sampled(user_ids: Iterable[int], fraction: float, rng: random.Random) -> list[int]:
+    """The ids kept by a ``fraction`` sample (1.0 keeps all)."""
+    if fraction >= 1.0:
+        return list(user_ids)
+    return [user_id for user_id in user_ids if rng.random() < fraction]
 
 
 def reconcile_all(
     *,
-    repair: bool = True,
+    repair_drift: bool = True,
     user_id: int | None = None,
     start_after: int = 0,
     batch_users: int = 1000,
+    check: str = CHECK_DIGEST,
+    sample: float = 1.0,
+    seed: int | None = None,
     on_progress: Callable[[int], None] | None = None,
+    on_batch: Callable[[ReconcileReport], None] | None = None,
 ) -> ReconcileReport:
-    """Reconcile every account (or one ``user_id``) and repair unless ``repair`` is False.
+    """Reconcile every account (or one ``user_id``, or a ``sample``) and repair unless told not to.
 
-    :returns: a ``ReconcileReport``; an edge missing on both of its sides
-        counts once per side that lacks it.
+    :param repair_drift: False for a dry run (report only).
+    :param start_after: walk ids above this one (resume).
+    :param batch_users: account ids per batch (memory bound: one batch's edges).
+    :param check: ``"digest"`` (default), ``"counts"`` or ``"full"`` (module docstring).
+    :param sample: fraction 0 < f <= 1 of accounts to check, chosen at random per id.
+    :param on_progress: called with the number of ids walked after each batch.
+    :param on_batch: called with the running report after each batch (checkpoint).
+    :returns: a ``ReconcileReport``.
+    :raises ValueError: unknown ``check`` or a ``sample`` outside (0, 1].
+    :raises redis.exceptions.RedisError: Redis unreachable; repaired batches stay repaired.
     """
+    if check not in CHECKS:
+        raise ValueError(f"check must be one of {CHECKS}")
+    if not 0 < sample <= 1:
+        raise ValueError("sample must be in (0, 1]")
     client = get_redis()
+    rng = random.Random(seed)
     report = ReconcileReport(last_user_id=start_after)
     if user_id is not None:
-        reconcile_range(client, user_id - 1, user_id, report)
+        ranges: Iterable[tuple[int, int]] = [(user_id - 1, user_id)]
     else:
         top = User.objects.aggregate(top=Max("pk"))["top"] or 0
-        low = start_after
-        while low < top:
-            high = min(low + batch_users, top)
-            reconcile_range(client, low, high, report)
-            if repair and report.drifted_pairs:
-                report.pairs_repaired += mirror_apply_pairs(sorted(report.drifted_pairs))
-                report.drifted_pairs.clear()
-            report.last_user_id = high
-            if on_progress is not None:
-                on_progress(high - low)
-            low = high
-    if repair and report.drifted_pairs:
-        report.pairs_repaired += mirror_apply_pairs(sorted(report.drifted_pairs))
+        ranges = ((low, min(low + batch_users, top)) for low in range(start_after, top, batch_users))
+    for low, high in ranges:
+        ids = list(User.objects.filter(pk__gt=low, pk__lte=high).order_by("pk").values_list("pk", flat=True))
+        chosen = sampled(ids, sample, rng)
+        reconcile_users(client, low, high, chosen, report, check=check, whole_range=sample >= 1.0)
+        if repair_drift:
+            repair(client, report)
+        else:
+            report.drifted_pairs.clear()
+            report.garbage.clear()
+        report.last_user_id = high
+        if on_batch is not None:
+            on_batch(report)
+        if on_progress is not None:
+            on_progress(high - low)
     logger.info("reconcile: %s", report.as_dict())
     return report
+
+
+def reconcile_run(
+    *,
+    dry_run: bool = False,
+    user_id: int | None = None,
+    start_after: int | None = None,
+    resume: bool = False,
+    check: str = CHECK_DIGEST,
+    sample: float = 1.0,
+    batch_users: int = 1000,
+    on_progress: Callable[[int], None] | None = None,
+) -> tuple[ReconcileRun, ReconcileReport]:
+    """Run ``reconcile_all`` and record it as a ``ReconcileRun`` (checkpointed after every batch).
+
+    :param resume: continue the latest unfinished whole-graph run of the same
+        kind from its checkpoint, adding to its figures.
+    :param start_after: walk ids above this one (overrides the checkpoint).
+    :returns: ``(run, report)``; ``run.finished_at`` is set on success.
+    :raises: as ``reconcile_all``; the run keeps its checkpoint and the error text.
+    """
+    run: ReconcileRun | None = None
+    if resume and user_id is None:
+        run = (
+            ReconcileRun.objects.filter(finished_at__isnull=True, only_user_id__isnull=True, dry_run=dry_run)
+            .order_by("-started_at", "-id")
+            .first()
+        )
+    base = {name: 0 for name in ("users_checked", "users_drifted", "edges_checked", "edges_missing", "edges_extra", "scores_wrong", "pairs_repaired")}
+    if run is None:
+        run = ReconcileRun.objects.create(dry_run=dry_run, check_level=check, sample=sample, only_user_id=user_id)
+    else:
+        base = {name: getattr(run, name) for name in base}
+    begin = start_after if start_after is not None else run.last_user_id
+
+    def checkpoint(report: ReconcileReport) -> None:
+        figures = report.as_dict()
+        for name, value in base.items():
+            setattr(run, name, value + figures[name])
+        run.last_user_id = report.last_user_id
+        run.save(update_fields=[*base, "last_user_id"])
+
+    try:
+        report = reconcile_all(
+            repair_drift=not dry_run,
+            user_id=user_id,
+            start_after=begin,
+            batch_users=batch_users,
+            check=check,
+            sample=sample,
+            on_progress=on_progress,
+            on_batch=checkpoint,
+        )
+    except (redis.exceptions.RedisError, OSError) as exc:
+        run.error = repr(exc)[:2000]
+        run.save(update_fields=["error"])
+        raise
+    checkpoint(report)
+    run.finished_at = timezone.now()
+    run.error = ""
+    run.save(update_fields=["finished_at", "error"])
+    logger.info(
+        "reconcile run %s: users_checked=%s edges_missing=%s edges_extra=%s scores_wrong=%s pairs_repaired=%s dry_run=%s",
+        run.pk, run.users_checked, run.edges_missing, run.edges_extra, run.scores_wrong, run.pairs_repaired, dry_run,
+    )
+    return run, report

@@ -1,11 +1,23 @@
 """The one way followfeed code reaches Redis, with a circuit breaker.
 
 ``get_redis()`` returns the redis-py client behind django-redis (a real
-Redis, or the embedded fakeredis). ``redis_available()`` is the breaker:
-after a connection error or timeout every caller skips Redis for
-``REDIS_CIRCUIT_OPEN_SECONDS`` and uses the database, so a page never
-waits for one timeout per read while Redis is down (the pattern in
-Nygard, *Release It!*, ch. 5 "Circuit Breaker").
+Redis, or the embedded fakeredis). ``redis_available()`` is the breaker
+(Nygard, *Release It!*, ch. 5 "Circuit Breaker"), one per process:
+
+- closed: every caller uses Redis;
+- open: after a failure (``redis_failed``) every caller skips Redis and uses
+  the database for ``REDIS_CIRCUIT_OPEN_SECONDS``, so a page never waits for
+  one socket timeout per read while Redis is down or hung;
+- half-open: when that time is up exactly one caller is let through as a
+  probe (the others keep using the database for up to
+  ``REDIS_SOCKET_CONNECT_TIMEOUT + REDIS_SOCKET_TIMEOUT`` seconds, the
+  longest the probe can take); ``redis_succeeded`` closes the breaker,
+  another failure opens it again.
+
+``REDIS_ERRORS`` is every way Redis can fail a command: unreachable,
+timed out, loading, read-only replica, refusing writes (OOM, MISCONF) or
+refusing the client (NOAUTH). Callers treat all of them alike: reads fall
+back to the database and mirror writes stay pending in the outbox.
 """
 
 from __future__ import annotations
@@ -21,17 +33,15 @@ from django_redis import get_redis_connection
 
 logger = logging.getLogger(__name__)
 
-# Errors that mean "Redis is not reachable right now"; anything else is a bug.
-REDIS_ERRORS: tuple[type[BaseException], ...] = (
-    redis.exceptions.ConnectionError,
-    redis.exceptions.TimeoutError,
-    redis.exceptions.BusyLoadingError,
-    redis.exceptions.ReadOnlyError,
-    redis.exceptions.ClusterDownError if hasattr(redis.exceptions, "ClusterDownError") else redis.exceptions.ConnectionError,
-    OSError,
-)
+# Any redis-py error (ConnectionError, TimeoutError, ResponseError such as
+# OOM or MISCONF, AuthenticationError, ...) plus socket-level OSError. A
+# ResponseError can also be a bug (WRONGTYPE); it is logged with its text,
+# but a user's page must not fail because of it.
+REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.exceptions.RedisError, OSError)
 
+_CLOSED, _OPEN, _HALF_OPEN = "closed", "open", "half-open"
 _lock = threading.Lock()
+_state = _CLOSED
 _open_until = 0.0
 
 
@@ -43,29 +53,69 @@ def get_redis() -> Any:
     return get_redis_connection("default")
 
 
-def redis_available() -> bool:
-    """Whether callers should try Redis now (the breaker is closed).
+def _probe_seconds() -> float:
+    return float(settings.REDIS_SOCKET_CONNECT_TIMEOUT) + float(settings.REDIS_SOCKET_TIMEOUT)
 
-    :returns: False during ``REDIS_CIRCUIT_OPEN_SECONDS`` after a failure.
+
+def redis_available() -> bool:
+    """Whether this caller should try Redis now.
+
+    :returns: True while the breaker is closed; False while it is open; True
+        for exactly one caller (the probe) when the open period has passed.
+        ``REDIS_CIRCUIT_OPEN_SECONDS <= 0`` disables the breaker.
     """
-    return time.monotonic() >= _open_until
+    global _state, _open_until
+    if _state == _CLOSED or float(settings.REDIS_CIRCUIT_OPEN_SECONDS) <= 0:
+        return True
+    now = time.monotonic()
+    if now < _open_until:
+        return False
+    with _lock:
+        if _state == _CLOSED:
+            return True
+        if now < _open_until:
+            return False
+        # Let this caller probe; hold the others off for as long as the
+        # probe can take, after which another caller may probe.
+        _state = _HALF_OPEN
+        _open_until = now + _probe_seconds()
+        return True
 
 
 def redis_failed(exc: BaseException) -> None:
-    """Open the breaker after a Redis failure ``exc`` and log it once."""
-    global _open_until
+    """Open the breaker for ``REDIS_CIRCUIT_OPEN_SECONDS`` after a failure ``exc``; log it once."""
+    global _state, _open_until
     with _lock:
-        already_open = time.monotonic() < _open_until
-        _open_until = time.monotonic() + settings.REDIS_CIRCUIT_OPEN_SECONDS
-    if not already_open:
-        logger.warning("Redis unavailable, reads fall back to the database: %s", exc)
+        was_closed = _state == _CLOSED
+        _state = _OPEN
+        _open_until = time.monotonic() + float(settings.REDIS_CIRCUIT_OPEN_SECONDS)
+    if was_closed:
+        logger.warning("Redis unavailable, reads fall back to the database: %r", exc)
+
+
+def redis_succeeded() -> None:
+    """Record a successful Redis call: closes a half-open breaker (no lock taken when closed)."""
+    global _state, _open_until
+    if _state == _CLOSED:
+        return
+    with _lock:
+        if _state == _HALF_OPEN:
+            _state = _CLOSED
+            _open_until = 0.0
+            logger.warning("Redis is back, reads use it again")
 
 
 def redis_reset_breaker() -> None:
     """Close the breaker (tests, and after a successful health check)."""
-    global _open_until
+    global _state, _open_until
     with _lock:
+        _state = _CLOSED
         _open_until = 0.0
+
+
+def breaker_state() -> str:
+    """The breaker's state in this process: ``"closed"``, ``"open"`` or ``"half-open"`` (health page)."""
+    return _state
 
 
 def intersect_sets(client: Any, keys: list[str]) -> set[bytes]:

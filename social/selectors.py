@@ -23,7 +23,7 @@ from . import redis_keys
 from .mirror import followers_layouts
 from .models import Follow
 from .paging import Item, db_page, decode_cursor, encode_cursor, redis_page
-from .redis_client import REDIS_ERRORS, get_redis, intersect_sets, redis_available, redis_failed
+from .redis_client import REDIS_ERRORS, get_redis, intersect_sets, redis_available, redis_failed, redis_succeeded
 
 User = get_user_model()
 T = TypeVar("T")
@@ -59,7 +59,10 @@ def redis_or_database(redis_read: Callable[[Any], T], database_read: Callable[[]
         try:
             client = get_redis()
             if mirror_ready(client):
-                return redis_read(client)
+                answer = redis_read(client)
+                redis_succeeded()  # closes a half-open breaker
+                return answer
+            redis_succeeded()  # Redis answered; the mirror is just not built yet
         except REDIS_ERRORS as exc:
             redis_failed(exc)
     return database_read()

@@ -1,8 +1,9 @@
-"""manage.py reconcile_social_cache: compare Redis with the database and repair drift."""
+"""manage.py reconcile_social_cache: compare the Redis mirror with the database and repair drift."""
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import Any
 
@@ -10,43 +11,95 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from social.reconcile import reconcile_all
+from social.models import ReconcileRun
+from social.reconcile import CHECK_DIGEST, CHECKS, reconcile_run
 from social.redis_client import REDIS_ERRORS
+
+logger = logging.getLogger("social.reconcile")
+
+EXIT_DRIFT_FOUND = 2  # --dry-run found drift (nothing was repaired)
+
+
+def _fraction(raw: str) -> float:
+    value = float(raw)
+    if not 0 < value <= 1:
+        raise ValueError(raw)
+    return value
 
 
 class Command(BaseCommand):
     help = (
-        "Compare the Redis mirror with the database for every user (or --user N) and repair drift "
-        "with the database as the truth; --dry-run only reports. Prints users checked, edges missing, "
-        "edges extra, scores wrong and pairs repaired. Resumable with --start-after. "
-        "Exit code 0 when no drift was left, 2 when --dry-run found drift, 1 on error."
+        "Compare the Redis mirror of the follow graph with the database for every account (or --user N, "
+        "or a --sample fraction), in id order and bounded memory, cheap first (counts and a per-account "
+        "digest, --check) and member by member only where they differ. Repairs drift with the database as "
+        "the truth unless --dry-run. Prints users checked, edges missing, edges extra, scores wrong and "
+        "pairs repaired, records the run (ReconcileRun) after every batch, and resumes with --resume "
+        "(the last interrupted run's checkpoint) or --start-after ID. "
+        "Exit code 0: no drift left (none found, or all repaired); 2: --dry-run found drift; 1: error "
+        "(Redis unreachable, bad arguments)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--user", type=int, default=None, help="reconcile only this user id")
+        parser.add_argument("--sample", type=_fraction, default=1.0, help="check this fraction (0 < f <= 1) of accounts, chosen at random")
         parser.add_argument("--dry-run", action="store_true", help="report drift, repair nothing")
-        parser.add_argument("--start-after", type=int, default=0, help="resume after this user id")
-        parser.add_argument("--json", action="store_true", help="print the report as JSON")
+        parser.add_argument("--check", choices=CHECKS, default=CHECK_DIGEST, help="cheap check before the full diff (default digest; full diffs every account)")
+        parser.add_argument("--start-after", type=int, default=None, help="walk user ids above this one")
+        parser.add_argument("--resume", action="store_true", help="continue the last interrupted run from its checkpoint")
+        parser.add_argument("--batch", type=int, default=1000, help="user ids per batch (default 1000)")
+        parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        user_id = options["user"]
+        if user_id is not None and not get_user_model().objects.filter(pk=user_id).exists():
+            raise CommandError(f"no user {user_id}")
+        if options["batch"] < 1:
+            raise CommandError("--batch must be at least 1")
         started = time.perf_counter()
-        total = get_user_model().objects.filter(pk__gt=options["start_after"]).count()
+        begin = options["start_after"]
+        if begin is None and options["resume"]:
+            last = (
+                ReconcileRun.objects.filter(finished_at__isnull=True, only_user_id__isnull=True, dry_run=options["dry_run"])
+                .order_by("-started_at", "-id")
+                .first()
+            )
+            begin = last.last_user_id if last else 0
+        total = 1 if user_id is not None else get_user_model().objects.filter(pk__gt=begin or 0).count()
+        quiet = options["verbosity"] == 0 or user_id is not None
         try:
-            with tqdm(total=total, desc="reconcile", unit="user", disable=options["verbosity"] == 0 or options["user"] is not None) as bar:
-                report = reconcile_all(
-                    repair=not options["dry_run"],
-                    user_id=options["user"],
+            with tqdm(total=total, desc="reconcile", unit="user", disable=quiet) as bar:
+                run, report = reconcile_run(
+                    dry_run=options["dry_run"],
+                    user_id=user_id,
                     start_after=options["start_after"],
-                    on_progress=bar.update,
+                    resume=options["resume"],
+                    check=options["check"],
+                    sample=options["sample"],
+                    batch_users=options["batch"],
+                    on_progress=lambda ids: bar.update(min(ids, bar.total - bar.n)),
                 )
         except REDIS_ERRORS as exc:
-            raise CommandError(f"Redis unreachable: {exc}") from exc
-        figures = report.as_dict()
-        figures["seconds"] = round(time.perf_counter() - started, 3)
+            raise CommandError(f"Redis unreachable: {exc!r}; re-run with --resume to continue") from exc
+        seconds = time.perf_counter() - started
+        figures: dict[str, Any] = {
+            "run": run.pk,
+            "users_checked": run.users_checked,
+            "users_drifted": run.users_drifted,
+            "edges_checked": run.edges_checked,
+            "edges_missing": run.edges_missing,
+            "edges_extra": run.edges_extra,
+            "scores_wrong": run.scores_wrong,
+            "pairs_repaired": run.pairs_repaired,
+            "last_user_id": run.last_user_id,
+            "dry_run": run.dry_run,
+            "check": run.check_level,
+            "seconds": round(seconds, 3),
+            "edges_per_second": round(report.edges_checked / seconds) if seconds else 0,
+        }
         if options["json"]:
             self.stdout.write(json.dumps(figures))
         else:
-            self.stdout.write(" ".join(f"{k}={v}" for k, v in figures.items()))
-        drift = report.edges_missing + report.edges_extra + report.scores_wrong
-        if options["dry_run"] and drift:
-            raise SystemExit(2)
+            self.stdout.write(" ".join(f"{key}={value}" for key, value in figures.items()))
+        logger.info("reconcile_social_cache %s", figures)
+        if options["dry_run"] and report.drift:
+            raise SystemExit(EXIT_DRIFT_FOUND)
