@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from . import redis_keys
 from .models import Follow, MirrorOutbox
-from .redis_client import REDIS_ERRORS, get_redis, redis_failed
+from .redis_client import REDIS_ERRORS, get_redis, redis_available, redis_failed
 
 logger = logging.getLogger(__name__)
 
@@ -215,7 +215,11 @@ def outbox_apply_after_commit(entry_ids: Sequence[int]) -> None:
 
     A Redis failure is logged and opens the breaker; the entries stay
     pending for ``social_outbox_drain`` (Celery beat, every few seconds).
+    While the breaker is open the write is not tried at all, so a follow
+    never waits for a Redis timeout.
     """
+    if not redis_available():
+        return
     try:
         entries = list(MirrorOutbox.objects.filter(id__in=entry_ids, applied_at__isnull=True))
         outbox_apply(entries)

@@ -395,7 +395,7 @@ def reconcile_users(
     report.users_drifted += len(drifted)
 
 
-def repair(client: Any, report: ReconcileReport) -> None:
+def repair_report(client: Any, report: ReconcileReport) -> None:
     """Apply the drifted pairs from the database and drop non-id members; clears both lists."""
     if report.garbage:
         pipe = client.pipeline(transaction=False)
@@ -417,7 +417,8 @@ def sampled(user_ids: Iterable[int], fraction: float, rng: random.Random) -> lis
 
 def reconcile_all(
     *,
-    repair_drift: bool = True,
+    repair: bool = True,
+    repair_drift: bool | None = None,
     user_id: int | None = None,
     start_after: int = 0,
     batch_users: int = 1000,
@@ -429,7 +430,8 @@ def reconcile_all(
 ) -> ReconcileReport:
     """Reconcile every account (or one ``user_id``, or a ``sample``) and repair unless told not to.
 
-    :param repair_drift: False for a dry run (report only).
+    :param repair: False for a dry run (report only); ``repair_drift`` is
+        the same switch under another name (wins when given).
     :param start_after: walk ids above this one (resume).
     :param batch_users: account ids per batch (memory bound: one batch's edges).
     :param check: ``"digest"`` (default), ``"counts"`` or ``"full"`` (module docstring).
@@ -440,6 +442,8 @@ def reconcile_all(
     :raises ValueError: unknown ``check`` or a ``sample`` outside (0, 1].
     :raises redis.exceptions.RedisError: Redis unreachable; repaired batches stay repaired.
     """
+    if repair_drift is not None:
+        repair = repair_drift
     if check not in CHECKS:
         raise ValueError(f"check must be one of {CHECKS}")
     if not 0 < sample <= 1:
@@ -456,8 +460,8 @@ def reconcile_all(
         ids = list(User.objects.filter(pk__gt=low, pk__lte=high).order_by("pk").values_list("pk", flat=True))
         chosen = sampled(ids, sample, rng)
         reconcile_users(client, low, high, chosen, report, check=check, whole_range=sample >= 1.0)
-        if repair_drift:
-            repair(client, report)
+        if repair:
+            repair_report(client, report)
         else:
             report.drifted_pairs.clear()
             report.garbage.clear()
@@ -512,7 +516,7 @@ def reconcile_run(
 
     try:
         report = reconcile_all(
-            repair_drift=not dry_run,
+            repair=not dry_run,
             user_id=user_id,
             start_after=begin,
             batch_users=batch_users,

@@ -18,6 +18,8 @@ Keys (``ff:`` is ``REDIS_KEY_PREFIX``):
   account is not in the single-key layout
 - ``ff:social:sentinel``    STRING written after a full rebuild; its absence
   means Redis lost its data
+- ``ff:social:rebuild:lock``  STRING held by the one background rebuild
+  (``social.recovery``)
 """
 
 from __future__ import annotations
@@ -76,6 +78,11 @@ def followers_layout_key(user_id: int) -> str:
 def social_sentinel_key() -> str:
     """STRING set when the mirror was fully built; missing means Redis lost data."""
     return f"{prefix()}social:sentinel"
+
+
+def social_rebuild_lock_key() -> str:
+    """STRING lock (token, TTL) held by the background rebuild after Redis lost its data."""
+    return f"{prefix()}social:rebuild:lock"
 
 
 def all_user_keys(user_id: int) -> list[str]:

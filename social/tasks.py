@@ -6,8 +6,9 @@ from typing import Any
 
 from celery import shared_task
 
-from .mirror import outbox_apply, outbox_drain, outbox_purge
+from .mirror import outbox_apply
 from .models import MirrorOutbox
+from .recovery import mirror_rebuild_locked, outbox_drain_pending
 from .redis_client import REDIS_ERRORS
 
 
@@ -19,19 +20,30 @@ def social_outbox_apply(self: Any, *, entry_ids: list[int]) -> int:
 
 
 @shared_task(acks_late=True)
-def social_outbox_drain() -> int:
-    """Apply every pending outbox entry (beat, every SOCIAL_OUTBOX_DRAIN_SECONDS); purge old applied ones."""
-    try:
-        applied = outbox_drain()
-    except REDIS_ERRORS:
-        return 0  # still down; the next beat tries again
-    outbox_purge()
-    return applied
+def social_outbox_drain() -> dict[str, Any]:
+    """Apply every pending outbox entry (beat, every SOCIAL_OUTBOX_DRAIN_SECONDS); purge old applied ones.
+
+    Also queues ``social_mirror_rebuild`` when the sentinel key is missing
+    (Redis lost its data). Redis being down is not an error: the entries
+    stay pending and the next beat tries again.
+
+    :returns: ``DrainResult.as_dict()``.
+    """
+    return outbox_drain_pending().as_dict()
+
+
+@shared_task(acks_late=True)
+def social_mirror_rebuild() -> dict[str, Any]:
+    """Rebuild the whole mirror after Redis lost its data; a no-op while another rebuild holds the lock."""
+    return mirror_rebuild_locked()
+
 
 
 @shared_task(acks_late=True)
 def social_cache_reconcile() -> dict[str, int]:
-    """Nightly reconcile of the whole mirror against the database (repairs drift)."""
-    from .reconcile import reconcile_all
+    """Nightly reconcile of the whole mirror against the database (repairs drift), recorded as a
+    ``ReconcileRun``; an interrupted nightly run is resumed from its checkpoint."""
+    from .reconcile import reconcile_run
 
-    return reconcile_all(repair=True).as_dict()
+    _, report = reconcile_run(resume=True)
+    return report.as_dict()
