@@ -200,7 +200,8 @@ def _probe_queues(url: str, names: list[str], timeout: float) -> list[QueueHealt
         options = {"read_timeout": timeout, "write_timeout": timeout}
     found: list[QueueHealth] = []
     with Connection(url, connect_timeout=timeout, transport_options=options) as connection:
-        connection.connect()
+        # One attempt: kombu's connect() retries with a 2 s pause.
+        connection.ensure_connection(max_retries=0)
         for name in names:
             # A passive declare of a missing queue closes the channel (404),
             # so each queue gets its own channel.
@@ -302,6 +303,6 @@ def mirror_health() -> MirrorHealth:
         checked_at=timezone.now(),
         outbox=outbox_health(),
         redis=redis_health(),
-        broker=broker_health(),
+        broker=broker_health(timeout=BROKER_TIMEOUT_SECONDS),
         reconcile=reconcile_health(),
     )

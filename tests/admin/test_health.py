@@ -1,0 +1,177 @@
+"""The mirror health page: figures from the database, Redis and the broker, and never a hang.
+
+Only holders of ``social.view_mirroroutbox`` (superusers, operators) see it
+(see test_permissions); here the superuser reads its figures, including
+while Redis or the broker is unreachable or the broker never answers.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import redis
+from django.utils import timezone
+
+from social import health
+from social.models import MirrorOutbox
+from social.reconcile import reconcile_run
+
+pytestmark = pytest.mark.django_db
+HEALTH = "/admin/social/mirroroutbox/health/"
+
+
+@pytest.fixture
+def silent_broker() -> Iterator[int]:
+    """A TCP port that accepts connections and never says a word (a hung broker)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join()
+    for connection in accepted:
+        connection.close()
+    server.close()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class TestOutboxBacklog:
+    def test_counts_pending_entries_and_the_oldest_age(self, superuser_client: Any) -> None:
+        old = timezone.now() - timedelta(minutes=5)
+        MirrorOutbox.objects.create(follower_id=1, followee_id=2, created_at=old)
+        MirrorOutbox.objects.create(follower_id=3, followee_id=4)
+        MirrorOutbox.objects.create(follower_id=5, followee_id=6, applied_at=timezone.now())
+
+        response = superuser_client.get(HEALTH)
+
+        outbox = response.context["health"].outbox
+        assert response.status_code == 200
+        assert (outbox.pending, outbox.pending_is_lower_bound) == (2, False)
+        assert outbox.oldest_created_at == old
+        assert 300 <= outbox.oldest_age_seconds < 400
+
+    def test_empty_backlog(self, superuser_client: Any) -> None:
+        outbox = superuser_client.get(HEALTH).context["health"].outbox
+
+        assert (outbox.pending, outbox.oldest_created_at) == (0, None)
+
+
+class TestRedisFigures:
+    def test_reports_memory_and_key_counts(self, superuser_client: Any, redis_client: Any, redis_isolated: str) -> None:
+        redis_client.set(f"{redis_isolated}extra", "1")
+
+        figures = superuser_client.get(HEALTH).context["health"].redis
+
+        assert figures.reachable and figures.breaker_closed
+        assert figures.used_memory_bytes > 0
+        assert figures.dbsize >= 2
+        assert figures.sentinel_present is True
+        assert figures.prefix == redis_isolated
+        if figures.prefix_scan_complete:
+            assert figures.prefix_keys_seen == 2  # the sentinel and "extra"
+        assert figures.keys_examined > 0
+
+    def test_unreachable_redis_is_shown_not_raised(self, superuser_client: Any, monkeypatch: Any) -> None:
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        dead = redis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
+        monkeypatch.setattr(health, "get_redis", lambda: dead)
+
+        response = superuser_client.get(HEALTH)
+
+        figures = response.context["health"].redis
+        assert response.status_code == 200
+        assert figures.reachable is False
+        assert "ConnectionError" in figures.error
+
+
+class TestBrokerFigures:
+    def test_eager_mode_says_so(self, superuser_client: Any, settings: Any) -> None:
+        settings.CELERY_TASK_ALWAYS_EAGER = True
+
+        response = superuser_client.get(HEALTH)
+
+        assert response.context["health"].broker.eager is True
+        assert b"eager mode" in response.content
+
+    def test_reads_queue_lengths_from_the_real_broker(self, superuser_client: Any, settings: Any) -> None:
+        settings.CELERY_TASK_ALWAYS_EAGER = False
+        settings.CELERY_BROKER_URL = "amqp://guest:guest@127.0.0.1:5672//"
+        from kombu import Connection
+
+        with Connection(settings.CELERY_BROKER_URL, connect_timeout=2) as connection:
+            channel = connection.channel()
+            channel.queue_declare(queue="celery", durable=True, auto_delete=False)
+            channel.close()
+
+        broker = superuser_client.get(HEALTH).context["health"].broker
+
+        assert broker.error == ""
+        assert broker.url == "amqp://guest:**@127.0.0.1:5672//"
+        assert [q.name for q in broker.queues] == ["celery"]
+        assert broker.queues[0].error == "" and broker.queues[0].messages >= 0
+
+    def test_a_broker_that_refuses_connections_is_an_error_line(self, superuser_client: Any, settings: Any) -> None:
+        settings.CELERY_TASK_ALWAYS_EAGER = False
+        settings.CELERY_BROKER_URL = f"amqp://guest:guest@127.0.0.1:{free_port()}//"
+
+        response = superuser_client.get(HEALTH)
+
+        assert response.status_code == 200
+        assert response.context["health"].broker.error
+        assert b"unreachable" in response.content
+
+    def test_a_broker_that_never_answers_does_not_hang_the_page(
+        self, superuser_client: Any, settings: Any, silent_broker: int, monkeypatch: Any
+    ) -> None:
+        monkeypatch.setattr(health, "BROKER_TIMEOUT_SECONDS", 0.3)
+        settings.CELERY_TASK_ALWAYS_EAGER = False
+        settings.CELERY_BROKER_URL = f"amqp://guest:guest@127.0.0.1:{silent_broker}//"
+
+        response = superuser_client.get(HEALTH)
+
+        assert response.status_code == 200
+        assert response.context["health"].broker.error
+
+
+class TestReconcileFigures:
+    def test_shows_the_newest_whole_graph_run_not_single_accounts(self, superuser_client: Any, alice: Any) -> None:
+        whole, _ = reconcile_run()
+        reconcile_run(user_id=alice.pk)
+
+        figures = superuser_client.get(HEALTH).context["health"].reconcile
+
+        assert figures.state == "finished"
+        assert figures.started_at == whole.started_at
+        assert dict(figures.figures)["users_checked"] == whole.users_checked
+        assert dict(figures.figures)["edges_missing"] == 0
+
+    def test_no_run_yet(self, superuser_client: Any) -> None:
+        figures = superuser_client.get(HEALTH).context["health"].reconcile
+
+        assert figures.figures == []
+        assert "no reconcile" in figures.note

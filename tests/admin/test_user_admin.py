@@ -1,0 +1,242 @@
+"""The account admin: follow panel, repair buttons, deactivation and deletion (C05).
+
+C05: A follows B, C and D; D is deactivated (admin action, button or the
+is_active checkbox) or deleted. Whatever the path, A's following count
+equals the length of A's following list and the Redis set size, D is in no
+list, set, count or common follows, and reconcile finds nothing afterwards.
+Pinned: deactivation keeps the follow rows, so reactivation restores every
+edge with its original follow time; deletion removes them for good.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.admin.models import CHANGE, LogEntry
+
+from social import redis_keys, selectors
+from social.models import Follow
+from social.reconcile import reconcile_all
+from tests.conftest import UserFactory
+from tests.social.helpers import assert_mirror_equals_database
+from users.models import User
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def quartet(follow: Any) -> dict[str, Any]:
+    """A follows B, C, D; X follows C and D (so A and X have C, D in common); D follows A."""
+    users = {name: UserFactory(username=name.lower()) for name in "ABCDX"}
+    for followee in "BCD":
+        follow(users["A"], users[followee])
+    for followee in "CD":
+        follow(users["X"], users[followee])
+    follow(users["D"], users["A"])
+    return users
+
+
+def following_ids(user: Any) -> list[int]:
+    page = selectors.following_page(user_id=user.pk, cursor=None, limit=50)
+    return [entry.user.pk for entry in page.entries]
+
+
+def assert_d_is_gone(users: dict[str, Any], client: Any) -> None:
+    a, d, x = users["A"], users["D"], users["X"]
+    listed = following_ids(a)
+    counts = selectors.follow_counts(user_id=a.pk)
+    assert counts.following == len(listed) == client.scard(redis_keys.following_set_key(a.pk)) == 2
+    assert d.pk not in listed
+    assert counts.followers == 0  # D followed A; that edge stops counting too
+    assert selectors.follow_counts(user_id=x.pk).following == 1
+    common = selectors.common_following(user_id=a.pk, other_id=x.pk)
+    assert (common.count, [u.pk for u in common.users]) == (1, [users["C"].pk])
+    assert not client.exists(redis_keys.following_set_key(d.pk))
+    assert not client.exists(redis_keys.followers_set_key(d.pk))
+    assert_mirror_equals_database(client, [u.pk for u in users.values()])
+    assert reconcile_all(repair_drift=False).drift == 0
+
+
+def assert_d_is_back(users: dict[str, Any], client: Any) -> None:
+    a = users["A"]
+    assert selectors.follow_counts(user_id=a.pk) == selectors.Counts(followers=1, following=3)
+    assert set(following_ids(a)) == {users[n].pk for n in "BCD"}
+    assert selectors.common_following(user_id=a.pk, other_id=users["X"].pk).count == 2
+    assert_mirror_equals_database(client, [u.pk for u in users.values()])
+    assert reconcile_all(repair_drift=False).drift == 0
+
+
+class TestDeactivation:
+    def test_by_list_action_removes_both_directions_and_reactivation_restores(
+        self, quartet: Any, superuser_client: Any, redis_client: Any, django_capture_on_commit_callbacks: Any
+    ) -> None:
+        d = quartet["D"]
+        score = redis_client.zscore(redis_keys.following_zset_key(quartet["A"].pk), d.pk)
+
+        with django_capture_on_commit_callbacks(execute=True):
+            off = superuser_client.post("/admin/users/user/", {"action": "deactivate_accounts", "_selected_action": [d.pk]})
+        assert off.status_code == 302
+        assert_d_is_gone(quartet, redis_client)
+
+        with django_capture_on_commit_callbacks(execute=True):
+            on = superuser_client.post("/admin/users/user/", {"action": "reactivate_accounts", "_selected_action": [d.pk]})
+        assert on.status_code == 302
+        assert_d_is_back(quartet, redis_client)
+        assert redis_client.zscore(redis_keys.following_zset_key(quartet["A"].pk), d.pk) == score
+        assert list(LogEntry.objects.filter(object_id=str(d.pk)).values_list("change_message", flat=True).order_by("id")) == [
+            "Deactivated d.",
+            "Reactivated d.",
+        ]
+
+    def test_by_the_is_active_checkbox_goes_through_the_service(
+        self, quartet: Any, superuser_client: Any, redis_client: Any, django_capture_on_commit_callbacks: Any
+    ) -> None:
+        d = quartet["D"]
+        form = {
+            "username": "d",
+            "display_name": "Dee",
+            "bio": "",
+            "first_name": "",
+            "last_name": "",
+            "email": "",
+            "is_staff": "",
+            "is_superuser": "",
+        }  # is_active left out: the checkbox is unticked
+
+        with django_capture_on_commit_callbacks(execute=True):
+            response = superuser_client.post(f"/admin/users/user/{d.pk}/change/", form)
+
+        assert response.status_code == 302
+        d.refresh_from_db()
+        assert (d.is_active, d.display_name) == (False, "Dee")
+        assert_d_is_gone(quartet, redis_client)
+
+        with django_capture_on_commit_callbacks(execute=True):
+            superuser_client.post(f"/admin/users/user/{d.pk}/change/", {**form, "is_active": "on"})
+        assert_d_is_back(quartet, redis_client)
+
+    def test_by_button(self, quartet: Any, superuser_client: Any, redis_client: Any, django_capture_on_commit_callbacks: Any) -> None:
+        with django_capture_on_commit_callbacks(execute=True):
+            response = superuser_client.post(f"/admin/users/user/{quartet['D'].pk}/mirror/deactivate/")
+
+        assert response.status_code == 302
+        assert_d_is_gone(quartet, redis_client)
+
+    def test_the_follow_rows_are_kept(self, quartet: Any, superuser_client: Any, django_capture_on_commit_callbacks: Any) -> None:
+        with django_capture_on_commit_callbacks(execute=True):
+            superuser_client.post(f"/admin/users/user/{quartet['D'].pk}/mirror/deactivate/")
+
+        assert Follow.objects.filter(follower=quartet["A"]).count() == 3
+
+
+class TestDeletion:
+    def test_admin_delete_removes_every_edge_from_redis(
+        self, quartet: Any, superuser_client: Any, redis_client: Any, django_capture_on_commit_callbacks: Any
+    ) -> None:
+        d = quartet["D"]
+
+        with django_capture_on_commit_callbacks(execute=True):
+            response = superuser_client.post(f"/admin/users/user/{d.pk}/delete/", {"post": "yes"})
+
+        assert response.status_code == 302
+        assert not User.objects.filter(pk=d.pk).exists()
+        assert_d_is_gone(quartet, redis_client)
+
+    def test_a_delete_outside_the_admin_is_mirrored_too(
+        self, quartet: Any, redis_client: Any, django_capture_on_commit_callbacks: Any
+    ) -> None:
+        with django_capture_on_commit_callbacks(execute=True):
+            User.objects.filter(pk=quartet["D"].pk).delete()
+
+        assert_d_is_gone(quartet, redis_client)
+
+
+class TestFollowPanel:
+    def test_shows_mirror_counts_and_newest_follows(self, quartet: Any, superuser_client: Any) -> None:
+        a = quartet["A"]
+
+        response = superuser_client.get(f"/admin/users/user/{a.pk}/change/")
+
+        panel = response.context["follow_panel"]
+        assert (panel.mirror_followers, panel.mirror_following) == (1, 3)
+        assert (panel.database_followers, panel.database_following) == (1, 3)
+        assert [f.followee.username for f in panel.recent_following] == ["d", "c", "b"]
+        assert [f.follower.username for f in panel.recent_followers] == ["d"]
+        assert b"(differs)" not in response.content
+
+    def test_shows_the_database_figure_when_redis_drifted_and_rebuild_repairs_it(
+        self, quartet: Any, superuser_client: Any, redis_client: Any
+    ) -> None:
+        a, b = quartet["A"], quartet["B"]
+        redis_client.srem(redis_keys.following_set_key(a.pk), b.pk)  # drift behind the app's back
+
+        before = superuser_client.get(f"/admin/users/user/{a.pk}/change/")
+        rebuilt = superuser_client.post(f"/admin/users/user/{a.pk}/mirror/rebuild-social/")
+        after = superuser_client.get(f"/admin/users/user/{a.pk}/change/")
+
+        assert before.context["follow_panel"].mirror_following == 2
+        assert b"3 (differs)" in before.content
+        assert rebuilt.status_code == 302
+        assert after.context["follow_panel"].mirror_following == 3
+        assert b"(differs)" not in after.content
+        assert LogEntry.objects.get(object_id=str(a.pk), action_flag=CHANGE).change_message.startswith(
+            "Rebuilt the social cache of a"
+        )
+
+    def test_reconcile_button_repairs_and_reports(self, quartet: Any, superuser_client: Any, redis_client: Any) -> None:
+        a, b = quartet["A"], quartet["B"]
+        redis_client.srem(redis_keys.following_set_key(a.pk), b.pk)
+
+        response = superuser_client.post(f"/admin/users/user/{a.pk}/mirror/reconcile/", follow=True)
+
+        assert redis_client.sismember(redis_keys.following_set_key(a.pk), b.pk)
+        assert "pairs_repaired=1" in response.content.decode()
+
+    def test_redis_failure_is_a_message_not_a_500(self, quartet: Any, superuser_client: Any, monkeypatch: Any) -> None:
+        import redis
+
+        def broken(user_id: int) -> int:
+            raise redis.exceptions.ConnectionError("connection refused")
+
+        monkeypatch.setattr("social.rebuild.rebuild_user", broken)
+
+        response = superuser_client.post(f"/admin/users/user/{quartet['A'].pk}/mirror/rebuild-social/", follow=True)
+
+        assert response.status_code == 200
+        assert "failed (ConnectionError: connection refused)" in response.content.decode()
+        assert not LogEntry.objects.exists()
+
+
+class TestSearch:
+    def test_matches_username_prefix_and_id(self, quartet: Any, superuser_client: Any) -> None:
+        by_name = superuser_client.get("/admin/users/user/", {"q": "X"})
+        by_id = superuser_client.get("/admin/users/user/", {"q": str(quartet["B"].pk)})
+
+        assert [u.username for u in by_name.context["cl"].result_list] == ["x"]
+        assert [u.username for u in by_id.context["cl"].result_list] == ["b"]
+
+
+class TestQueryCounts:
+    @pytest.mark.parametrize("followers", [3, 40])
+    def test_change_page_queries_do_not_grow_with_followers(
+        self, followers: int, superuser_client: Any, django_assert_max_num_queries: Any
+    ) -> None:
+        star = UserFactory(username="star")
+        Follow.objects.bulk_create([Follow(follower=UserFactory(), followee=star) for _ in range(followers)])
+        superuser_client.get(f"/admin/users/user/{star.pk}/change/")
+
+        with django_assert_max_num_queries(14):
+            response = superuser_client.get(f"/admin/users/user/{star.pk}/change/")
+
+        assert response.context["follow_panel"].database_followers == followers
+
+    def test_user_list_queries_are_bounded(self, superuser_client: Any, django_assert_max_num_queries: Any) -> None:
+        for _ in range(30):
+            UserFactory()
+        superuser_client.get("/admin/users/user/")
+
+        with django_assert_max_num_queries(8):
+            response = superuser_client.get("/admin/users/user/")
+
+        assert len(response.context["cl"].result_list) == 31
