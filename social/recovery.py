@@ -25,6 +25,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
@@ -80,20 +81,22 @@ def mirror_needs_rebuild(client: Any) -> bool:
     return not has_sentinel and not locked
 
 
-def outbox_drain_pending(*, batch: int = 500, max_batches: int | None = None, start_rebuild: bool = True) -> DrainResult:
+def outbox_drain_pending(*, batch: int | None = None, max_batches: int | None = None, start_rebuild: bool = True) -> DrainResult:
     """Queue a rebuild if Redis lost the mirror, then apply every pending outbox entry, oldest first.
 
     Entries are walked by id (keyset), so an entry that cannot be applied
     now is skipped for this run instead of being retried in a loop; entries
     created while the drain runs are picked up as the walk reaches them.
 
-    :param batch: entries per round (one database read, one Redis pipeline).
+    :param batch: entries per round (one database read, one Redis pipeline);
+        default ``SOCIAL_OUTBOX_DRAIN_BATCH`` (500).
     :param max_batches: stop after this many rounds (None: until the end).
     :param start_rebuild: queue ``social_mirror_rebuild`` when the sentinel is missing.
     :returns: a ``DrainResult``; Redis errors are caught (``redis_down``), the
         entries stay pending and the next run retries.
     """
     result = DrainResult()
+    batch = batch or int(settings.SOCIAL_OUTBOX_DRAIN_BATCH)
     try:
         client = get_redis()
         if start_rebuild and mirror_needs_rebuild(client):

@@ -135,6 +135,10 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
+# Tests that start their own worker give it (and everything it sends) a queue of its own.
+CELERY_TASK_DEFAULT_QUEUE = env("CELERY_TASK_DEFAULT_QUEUE", default="celery")
+# Outbox entries applied per drain round (one database read, one Redis pipeline).
+SOCIAL_OUTBOX_DRAIN_BATCH = env.int("SOCIAL_OUTBOX_DRAIN_BATCH", default=500)
 CELERY_BEAT_SCHEDULE = {
     "drain-social-outbox": {
         "task": "social.tasks.social_outbox_drain",

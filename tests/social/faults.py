@@ -1,0 +1,173 @@
+"""Real faults for tests: a private redis-server to kill and restart, a real Celery worker to kill.
+
+How a test points the application at the private Redis: it overrides
+``settings.CACHES["default"]["LOCATION"]`` with pytest-django's ``settings``
+fixture. Django's ``setting_changed`` receiver for CACHES closes and drops
+the cache handlers, so the next ``get_redis()`` builds a django-redis client
+for the new URL (django-redis keeps one connection pool per URL); redis-py
+reconnects by itself after the server is restarted on the same port.
+Processes forked afterwards inherit the override; a Celery worker is a new
+process, so it gets the URL, the key prefix and the test database's name
+through the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.db import connection
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(condition: Callable[[], Any], *, timeout: float, interval: float = 0.05, what: str = "condition") -> Any:
+    """Poll ``condition`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class RedisServer:
+    """A real ``redis-server`` on a spare port, without persistence, that a test may kill and restart."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self, password: str | None = None) -> redis.Redis:
+        """A plain client of this server (not the application's), for the test's own looks."""
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2, password=password)
+
+    def start(self) -> None:
+        """Start (or restart, empty) the server and wait until it answers PING."""
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--daemonize", "no", "--loglevel", "warning"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        probe = self.client()
+        wait_until(lambda: _pings(probe), timeout=10, what=f"redis-server on {self.port}")
+
+    def kill(self) -> None:
+        """SIGKILL the server: every client command now fails with a connection error."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+    def pause(self) -> None:
+        """SIGSTOP: connections are accepted by the kernel but nothing answers (a hung Redis)."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after ``pause``."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        """End the server for good (test teardown)."""
+        if self.process is not None:
+            self.process.send_signal(signal.SIGCONT)
+        self.kill()
+
+
+def _pings(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.exceptions.RedisError:
+        return False
+
+
+def point_at(settings_fixture: Any, server: RedisServer) -> None:
+    """Make the application use ``server`` (see the module docstring)."""
+    caches = {**settings_fixture.CACHES, "default": {**settings_fixture.CACHES["default"], "LOCATION": server.url}}
+    settings_fixture.CACHES = caches
+
+
+class CeleryWorker:
+    """A real ``celery worker`` process on a queue of its own, using the test database and ``redis_url``."""
+
+    def __init__(self, *, queue: str, redis_url: str, extra_env: dict[str, str] | None = None) -> None:
+        self.queue = queue
+        self.redis_url = redis_url
+        self.extra_env = extra_env or {}
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = Path(f"/tmp/{queue}.worker.log")
+
+    def start(self) -> None:
+        """Start the worker (solo pool, prefetch 1, acks late) and wait until it is ready."""
+        db = connection.settings_dict
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "config.settings.test",
+            "CELERY_TASK_ALWAYS_EAGER": "false",
+            "CELERY_TASK_DEFAULT_QUEUE": self.queue,
+            "DATABASE_URL": f"mysql://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 3306}/{db['NAME']}",
+            "REDIS_URL": self.redis_url,
+            "REDIS_KEY_PREFIX": str(settings.REDIS_KEY_PREFIX),
+            "CELERY_BROKER_URL": str(settings.CELERY_BROKER_URL),
+            **self.extra_env,
+        }
+        self.log.write_bytes(b"")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "config.celery_app", "worker", "--pool=solo", "-Q", self.queue,
+             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{self.queue}@%h", "--loglevel=INFO"],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=self.log.open("ab"),
+            stderr=subprocess.STDOUT,
+        )
+        wait_until(lambda: b"ready." in self.log.read_bytes() or self.process.poll() is not None, timeout=60, what="worker ready")
+        assert self.process.poll() is None, self.log.read_text()[-3000:]
+
+    def kill(self) -> None:
+        """SIGKILL the worker (no clean shutdown: an unacked task goes back to the queue)."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+    def stop(self) -> None:
+        """Stop for good (test teardown)."""
+        self.kill()
+
+
+def purge_queue(queue: str) -> None:
+    """Drop the messages left in ``queue`` and delete it (teardown)."""
+    from config.celery_app import app
+
+    with app.connection_for_write() as conn:
+        channel = conn.default_channel
+        try:
+            channel.queue_purge(queue)
+            channel.queue_delete(queue)
+        except Exception:  # noqa: BLE001 - the queue may not exist
+            pass
