@@ -29,7 +29,8 @@ User = get_user_model()
 
 # Slashdot Zoo was crawled in February 2009: imported follows start there.
 IMPORT_EPOCH = datetime(2009, 2, 1, tzinfo=dt_timezone.utc)
-BATCH = 20_000
+# Rows per INSERT statement (about 2 MB of SQL; max_allowed_packet is 16 MB by default).
+BATCH = 50_000
 
 
 @dataclass
@@ -49,34 +50,73 @@ def username_for(node_id: int) -> str:
     return f"u{node_id}"
 
 
+def _insert_users_mysql(usernames: list[str], password_hash: str) -> None:
+    """Multi-row INSERT IGNORE of new accounts; every other column takes the model's default.
+
+    The column values are rendered once through Django (a template
+    ``User``) and MySQLdb's escaping; only the username differs per row, and
+    it is ``u<int>`` (no quoting needed). bulk_create spent most of its
+    time rendering 13 fields per row.
+    """
+    template = User(username="", password=password_hash)
+    fields = [f for f in User._meta.concrete_fields if not f.primary_key]
+    literal = connection.connection.literal
+    rendered = {
+        f.column: literal(f.get_db_prep_save(f.pre_save(template, add=True), connection)).decode()
+        for f in fields
+        if f.column != "username"
+    }
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    values = ",".join(
+        "(" + ", ".join(f"'{name}'" if f.column == "username" else rendered[f.column] for f in fields) + ")"
+        for name in usernames
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT IGNORE INTO {User._meta.db_table} ({columns}) VALUES {values}")
+
+
 def _ensure_users(node_ids: list[int], password_hash: str) -> tuple[dict[int, int], int]:
     existing = dict(User.objects.filter(username__startswith="u").values_list("username", "pk"))
     missing = [n for n in node_ids if username_for(n) not in existing]
     for start in range(0, len(missing), BATCH):
-        User.objects.bulk_create(
-            [User(username=username_for(n), password=password_hash) for n in missing[start : start + BATCH]],
-            ignore_conflicts=True,
-            batch_size=5000,
-        )
+        names = [username_for(n) for n in missing[start : start + BATCH]]
+        if connection.vendor == "mysql":
+            _insert_users_mysql(names, password_hash)
+        else:
+            User.objects.bulk_create(
+                [User(username=name, password=password_hash) for name in names], ignore_conflicts=True, batch_size=5000
+            )
     if missing:
         existing = dict(User.objects.filter(username__startswith="u").values_list("username", "pk"))
     return {n: existing[username_for(n)] for n in node_ids}, len(missing)
 
 
-def _insert_follows(rows: list[tuple[int, int, datetime]]) -> int:
-    """Insert ``(follower_id, followee_id, created_at)`` rows, skipping existing pairs."""
+def _insert_follows(rows: list[tuple[int, int, int]]) -> int:
+    """Insert ``(follower_id, followee_id, offset_seconds)`` rows, skipping existing pairs.
+
+    ``offset_seconds`` counts from IMPORT_EPOCH.
+
+    :returns: the number of new rows.
+    """
     if connection.vendor == "mysql":
         table = Follow._meta.db_table
+        # Every value is an int we computed, so the statement is built
+        # directly: escaping 2.6M parameters one by one (MySQLdb's
+        # executemany) took half of the import. Foreign-key checks are
+        # skipped for this session's bulk insert (MySQL manual, "Bulk Data
+        # Loading for InnoDB Tables"): both ids come from rows just read;
+        # the unique index still rejects duplicates, so re-runs stay safe.
+        epoch = IMPORT_EPOCH.strftime("%Y-%m-%d %H:%M:%S")
+        values = ",".join(f"({a},{b},'{epoch}' + INTERVAL {offset} SECOND)" for a, b, offset in rows)
         with connection.cursor() as cursor:
-            # mysqlclient turns executemany of one INSERT ... VALUES into
-            # multi-row statements: the fastest path short of LOAD DATA.
-            cursor.executemany(
-                f"INSERT IGNORE INTO {table} (follower_id, followee_id, created_at) VALUES (%s, %s, %s)",
-                [(a, b, at.replace(tzinfo=None)) for a, b, at in rows],
-            )
-            return int(cursor.rowcount)
+            cursor.execute("SET SESSION foreign_key_checks = 0")
+            try:
+                cursor.execute(f"INSERT IGNORE INTO {table} (follower_id, followee_id, created_at) VALUES {values}")
+                return int(cursor.rowcount)
+            finally:
+                cursor.execute("SET SESSION foreign_key_checks = 1")
     created = Follow.objects.bulk_create(
-        [Follow(follower_id=a, followee_id=b, created_at=at) for a, b, at in rows],
+        [Follow(follower_id=a, followee_id=b, created_at=IMPORT_EPOCH + timedelta(seconds=offset)) for a, b, offset in rows],
         ignore_conflicts=True,
         batch_size=5000,
     )
@@ -117,10 +157,7 @@ def graph_import(
     user_of, stats.users_created = _ensure_users(node_ids, password_hash)
     for start in range(0, len(edges), BATCH):
         chunk = edges[start : start + BATCH]
-        rows = [
-            (user_of[a], user_of[b], IMPORT_EPOCH + timedelta(seconds=start + offset))
-            for offset, (a, b) in enumerate(chunk)
-        ]
+        rows = [(user_of[a], user_of[b], start + offset) for offset, (a, b) in enumerate(chunk)]
         with transaction.atomic():
             stats.edges_inserted += _insert_follows(rows)
         if on_progress is not None:
