@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+EPOCH = datetime(1970, 1, 1, tzinfo=dt_timezone.utc)
+ONE_MS = timedelta(milliseconds=1)
+
+
+def now_whole_ms() -> datetime:
+    """Current time truncated to the millisecond.
+
+    Inbox scores are publish times in whole milliseconds, so the database
+    keeps exactly the same value and the Redis and database paths order
+    notes alike (a microsecond part would split one Redis tie into several
+    database values).
+    """
+    now = timezone.now()
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+def to_ms(at: datetime) -> int:
+    """Unix time of ``at`` in whole milliseconds (integer arithmetic, no float rounding)."""
+    return (at - EPOCH) // ONE_MS
+
+
+def from_ms(ms: int) -> datetime:
+    """The aware UTC datetime of unix time ``ms`` (milliseconds)."""
+    return EPOCH + timedelta(milliseconds=int(ms))
+
+
+class Note(models.Model):
+    """A short post by ``author``; shown in the home feed of every follower.
+
+    ``created_at`` is the publish time, truncated to the millisecond: it is
+    the note's score in every inbox and outbox. A note leaves every feed when
+    it is hidden by a moderator (``is_hidden``), deleted by its author
+    (``deleted_at``, a soft delete) or its author is deactivated; readers
+    filter these out at once and background tasks clean the inboxes.
+
+    Mirrored in Redis (``feed.redis_keys``): the author's outbox
+    ``feed:outbox:{author}`` and the inbox ``feed:inbox:{follower}`` of every
+    active follower (fan-out on write by ``feed.tasks.feed_note_fan_out``,
+    scheduled on commit by ``feed.services.note_create``), or only the outbox
+    for authors above ``FANOUT_PULL_THRESHOLD`` (pulled at read time).
+    ``fanned_out_at`` is set when the fan-out finished; a beat task re-runs
+    notes whose fan-out never finished (the note row is its own outbox entry).
+    """
+
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notes")
+    body = models.TextField()
+    created_at = models.DateTimeField(default=now_whole_ms)
+    is_hidden = models.BooleanField(default=False)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    fanned_out_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        permissions = [("hide_note", "Can hide or unhide notes")]
+        indexes = [
+            # An author's notes newest first (user timeline, backfill,
+            # outbox rebuild); ties in one millisecond by id ascending.
+            models.Index(fields=["author", "created_at", "id"], name="note_author_newest"),
+            # The home feed from the database (catch-up, past the inbox
+            # cap, Redis down) walks all notes newest first.
+            models.Index(fields=["created_at", "id"], name="note_newest"),
+            # The beat task finds notes whose fan-out never finished.
+            models.Index(fields=["fanned_out_at", "created_at"], name="note_fan_out_pending"),
+        ]
+
+    @property
+    def published_ms(self) -> int:
+        """The publish time in unix milliseconds (the note's inbox score)."""
+        return to_ms(self.created_at)
+
+    @property
+    def is_visible(self) -> bool:
+        """Whether the note may be shown: not hidden, not deleted, author active."""
+        return not self.is_hidden and self.deleted_at is None and bool(self.author.is_active)
+
+    def __str__(self) -> str:
+        return f"note {self.pk} by {self.author_id}"

@@ -1,0 +1,262 @@
+"""Rebuild feeds in Redis from the database: one inbox, or every outbox, the pull set and active inboxes.
+
+Each sorted set is built aside under a temporary key with the same hash tag
+and swapped in with RENAME, so readers see the old or the new set, never a
+half-built one. A fan-out that lands between the rebuild's database read
+and its swap would be overwritten, so after the swap the notes published
+since the rebuild started (minus ``REBUILD_OVERLAP``, for notes whose
+transaction committed late) are added again. Every step is idempotent: an
+interrupted rebuild is simply run again.
+
+While a reader's inbox is rebuilt its ``rebuilding`` flag is set (readers
+use the database and the page says it is catching up); the flag is removed
+when the rebuild ends, also when it fails, and expires by itself if the
+worker dies.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db.models import Count, F, Max, Window
+from django.db.models.functions import RowNumber
+from django.utils import timezone
+
+from social.redis_client import get_redis
+from social.selectors import active_follows
+
+from . import redis_keys
+from .delivery import Entry, active_cutoff, queue_add
+from .models import to_ms
+from .timeline import visible_notes
+
+logger = logging.getLogger(__name__)
+User = get_user_model()
+
+# Notes published this long before a rebuild started are added again after
+# its swap: a transaction that commits late is still covered (seconds).
+REBUILD_OVERLAP = timedelta(seconds=60)
+# The synced marker expires this long before the reader would start being
+# skipped at fan-out, so a marker never outlives the reader's deliveries.
+SYNC_MARGIN = timedelta(hours=1)
+
+
+def synced_until(last_seen_at: datetime | None) -> datetime | None:
+    """Until when an inbox rebuilt now stays complete: the reader's last visit plus
+    ``FEED_ACTIVE_DAYS`` minus ``SYNC_MARGIN``; None when that is already past
+    (a reader never seen counts as inactive).
+    """
+    if last_seen_at is None:
+        return None
+    until = last_seen_at + timedelta(days=int(settings.FEED_ACTIVE_DAYS)) - SYNC_MARGIN
+    return until if until > timezone.now() else None
+
+
+def pulled_among(client: Any, author_ids: Collection[int]) -> set[int]:
+    """Which of ``author_ids`` are pull authors (SMISMEMBER on the pull set)."""
+    ordered = sorted(set(author_ids))
+    if not ordered:
+        return set()
+    flags = client.smismember(redis_keys.pull_authors_key(), ordered)
+    return {author for author, flag in zip(ordered, flags) if flag}
+
+
+def recent_entries(author_ids: Collection[int], limit: int, *, since: datetime | None = None) -> list[Entry]:
+    """The newest ``limit`` visible notes of ``author_ids``: ``[(note_id, score_ms)]``."""
+    if not author_ids:
+        return []
+    rows = visible_notes().filter(author_id__in=list(author_ids))
+    if since is not None:
+        rows = rows.filter(created_at__gte=since)
+    return [(note_id, to_ms(at)) for note_id, at in rows.order_by("-created_at", "id").values_list("id", "created_at")[:limit]]
+
+
+@dataclass
+class InboxRebuild:
+    """Outcome of one inbox rebuild: ``entries`` written, ``synced`` marker set."""
+
+    entries: int
+    synced: bool
+
+
+def inbox_rebuild(*, user_id: int) -> InboxRebuild:
+    """Rebuild ``user_id``'s inbox from the database: the newest ``INBOX_MAX_LEN`` visible
+    notes of the accounts it follows, pull authors left out (they are merged at read time).
+
+    Marks the inbox synced when the reader is active (see ``synced_until``).
+
+    :raises: Redis errors (REDIS_ERRORS) and database errors propagate; the
+        rebuilding flag is removed either way.
+    """
+    client = get_redis()
+    flag = redis_keys.inbox_rebuilding_key(user_id)
+    client.set(flag, "1", ex=redis_keys.REBUILDING_TTL_SECONDS)
+    try:
+        started = timezone.now()
+        row = User.objects.filter(pk=user_id).values_list("is_active", "last_seen_at").first()
+        inbox = redis_keys.inbox_key(user_id)
+        if row is None or not row[0]:
+            client.unlink(inbox, redis_keys.inbox_synced_key(user_id))
+            return InboxRebuild(entries=0, synced=False)
+        followees = list(active_follows().filter(follower_id=user_id).values_list("followee_id", flat=True))
+        pushed = set(followees) - pulled_among(client, followees)
+        entries = recent_entries(pushed, redis_keys.inbox_max_len())
+        _replace(client, inbox, entries)
+        late = recent_entries(pushed, redis_keys.inbox_max_len(), since=started - REBUILD_OVERLAP)
+        if late:
+            pipe = client.pipeline(transaction=False)
+            queue_add(pipe, inbox, late)
+            pipe.execute()
+        until = synced_until(row[1])
+        if until is None:
+            client.unlink(redis_keys.inbox_synced_key(user_id))
+        else:
+            client.set(redis_keys.inbox_synced_key(user_id), "1", exat=int(until.timestamp()))
+        return InboxRebuild(entries=len(entries), synced=until is not None)
+    finally:
+        client.delete(flag)
+
+
+def _queue_replace(pipe: Any, key: str, entries: list[Entry]) -> None:
+    tmp = redis_keys.rebuild_tmp_key(key)
+    pipe.delete(tmp)
+    if entries:
+        queue_add(pipe, tmp, entries)
+        pipe.rename(tmp, key)
+    else:
+        pipe.unlink(key)
+
+
+def _replace(client: Any, key: str, entries: list[Entry]) -> None:
+    pipe = client.pipeline(transaction=True)  # one slot: tmp and key share the hash tag
+    _queue_replace(pipe, key, entries)
+    pipe.execute()
+
+
+def outbox_rebuild(*, author_id: int) -> int:
+    """Rebuild ``author_id``'s outbox from the database; returns the entries written."""
+    client = get_redis()
+    entries = recent_entries([author_id], redis_keys.inbox_max_len())
+    _replace(client, redis_keys.outbox_key(author_id), entries)
+    return len(entries)
+
+
+def pull_authors_rebuild() -> set[int]:
+    """Re-derive the pull set from the database: authors with at least
+    ``FANOUT_PULL_THRESHOLD`` active followers. Returns the set written."""
+    client = get_redis()
+    threshold = int(settings.FANOUT_PULL_THRESHOLD)
+    authors = set(
+        active_follows()
+        .values("followee_id")
+        .annotate(n=Count("follower_id"))
+        .filter(n__gte=threshold)
+        .values_list("followee_id", flat=True)
+    )
+    key = redis_keys.pull_authors_key()
+    pipe = client.pipeline(transaction=True)
+    tmp = redis_keys.rebuild_tmp_key(key)
+    pipe.delete(tmp)
+    if authors:
+        pipe.sadd(tmp, *sorted(authors))
+        pipe.rename(tmp, key)
+    else:
+        pipe.unlink(key)
+    pipe.execute()
+    return authors
+
+
+def _outboxes_range(client: Any, low: int, high: int) -> int:
+    cap = redis_keys.inbox_max_len()
+    # Top-N per author in one query (ROW_NUMBER over the author index).
+    ranked = (
+        visible_notes()
+        .filter(author_id__gt=low, author_id__lte=high)
+        .annotate(rank=Window(RowNumber(), partition_by=[F("author_id")], order_by=[F("created_at").desc(), F("id").asc()]))
+        .filter(rank__lte=cap)
+        .values_list("author_id", "id", "created_at")
+    )
+    by_author: dict[int, list[Entry]] = defaultdict(list)
+    for author_id, note_id, at in ranked:
+        by_author[author_id].append((note_id, to_ms(at)))
+    user_ids = list(User.objects.filter(pk__gt=low, pk__lte=high).values_list("pk", flat=True))
+    pipe = client.pipeline(transaction=False)
+    for user_id in user_ids:
+        _queue_replace(pipe, redis_keys.outbox_key(user_id), by_author.get(user_id, []))
+    pipe.execute()
+    return sum(len(entries) for entries in by_author.values())
+
+
+@dataclass
+class FeedRebuildStats:
+    """What a full rebuild did: ``pull_authors``, ``outbox_entries``, ``inboxes`` rebuilt,
+    ``inbox_entries`` written, ``last_user_id`` reached."""
+
+    pull_authors: int = 0
+    outbox_entries: int = 0
+    inboxes: int = 0
+    inbox_entries: int = 0
+    last_user_id: int = 0
+
+
+def readers_to_rebuild(*, start_after: int = 0, include_inactive: bool = False) -> Any:
+    """Ids of the accounts whose inboxes a full rebuild writes: active, and seen within
+    ``FEED_ACTIVE_DAYS`` unless ``include_inactive`` (a queryset, ascending ids)."""
+    users = User.objects.filter(is_active=True, pk__gt=start_after)
+    if not include_inactive:
+        users = users.filter(last_seen_at__gte=active_cutoff())
+    return users.order_by("pk").values_list("pk", flat=True)
+
+
+def rebuild_all_inboxes(
+    *,
+    start_after: int = 0,
+    batch_users: int = 2000,
+    include_inactive: bool = False,
+    on_progress: Callable[[str, int], None] | None = None,
+) -> FeedRebuildStats:
+    """Rebuild every feed structure from the database.
+
+    1. the pull set; 2. every author's outbox, ``batch_users`` ids at a
+    time; 3. the inbox of every reader seen within ``FEED_ACTIVE_DAYS``
+    (others are rebuilt when they come back).
+
+    :param start_after: skip accounts with ids up to this one (resume).
+    :param on_progress: called with ``("outboxes", users_in_batch)`` and
+        ``("inboxes", 1)`` as work is done.
+    :returns: ``FeedRebuildStats``.
+    """
+    client = get_redis()
+    stats = FeedRebuildStats(last_user_id=start_after)
+    started = timezone.now()
+    stats.pull_authors = len(pull_authors_rebuild())
+    top = User.objects.aggregate(top=Max("pk"))["top"] or 0
+    low = start_after
+    while low < top:
+        high = min(low + batch_users, top)
+        stats.outbox_entries += _outboxes_range(client, low, high)
+        if on_progress is not None:
+            on_progress("outboxes", high - low)
+        low = high
+    late = visible_notes().filter(created_at__gte=started - REBUILD_OVERLAP, author_id__gt=start_after)
+    pipe = client.pipeline(transaction=False)
+    for author_id, note_id, at in late.values_list("author_id", "id", "created_at"):
+        queue_add(pipe, redis_keys.outbox_key(author_id), [(note_id, to_ms(at))])
+    pipe.execute()
+    for user_id in readers_to_rebuild(start_after=start_after, include_inactive=include_inactive).iterator():
+        result = inbox_rebuild(user_id=user_id)
+        stats.inboxes += 1
+        stats.inbox_entries += result.entries
+        stats.last_user_id = user_id
+        if on_progress is not None:
+            on_progress("inboxes", 1)
+    stats.last_user_id = max(stats.last_user_id, top)
+    logger.info("feeds rebuilt: %s", stats)
+    return stats

@@ -1,0 +1,95 @@
+"""The Redis key layout of notes and home feeds; the only place that builds these keys.
+
+Every per-user key carries the user's id as a Redis Cluster hash tag
+(``{42}``), so an inbox, its rebuild copy and its markers share one slot and
+RENAME works on a cluster. Members are note ids as plain decimal strings on
+every path (``note_member``), scores are publish times in unix milliseconds
+(exact integers: a double holds integers up to 2**53 exactly).
+
+Keys (``ff:`` is ``REDIS_KEY_PREFIX``, read at call time):
+
+- ``ff:feed:inbox:{42}``   ZSET note ids delivered to user 42 (home timeline),
+  score = publish time (ms), at most ``INBOX_MAX_LEN`` members (trimmed on
+  every write)
+- ``ff:feed:outbox:{42}``  ZSET user 42's own recent note ids (user
+  timeline), same scores and cap; readers pull it when 42 is a pull author
+- ``ff:feed:{pull_authors}``  SET ids of authors not fanned out on write
+  (followers >= ``FANOUT_PULL_THRESHOLD``); one key (its own hash tag, so
+  its rebuild copy shares its slot), intersected with a reader's following
+  set through ``social.redis_client.intersect_sets``
+- ``ff:feed:inbox:synced:{42}``  STRING present while the inbox is known to
+  be complete (rebuilt, and 42 active since); expires when 42 would start
+  being skipped at fan-out
+- ``ff:feed:inbox:rebuilding:{42}``  STRING set (with a TTL) while a rebuild
+  of 42's inbox is queued or running
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+# A queued or running inbox rebuild holds its flag at most this long
+# (seconds); a crashed worker's flag expires and the next visit retries.
+REBUILDING_TTL_SECONDS = 300
+
+
+def prefix() -> str:
+    """The configured key prefix (``REDIS_KEY_PREFIX``), e.g. ``"ff:"``."""
+    return str(settings.REDIS_KEY_PREFIX)
+
+
+def inbox_max_len() -> int:
+    """How many note ids an inbox or an outbox keeps (``INBOX_MAX_LEN``, default 800)."""
+    return int(settings.INBOX_MAX_LEN)
+
+
+def note_member(note_id: int | str | bytes) -> str:
+    """The one member string of a note in every inbox and outbox: ``"123"``.
+
+    :raises ValueError: when ``note_id`` is not an integer (``"12.0"``, ``"x"``).
+    """
+    if isinstance(note_id, bytes):
+        note_id = note_id.decode("ascii")
+    return str(int(note_id))
+
+
+def inbox_key(user_id: int) -> str:
+    """ZSET of note ids in ``user_id``'s home timeline, scored by publish time (ms)."""
+    return f"{prefix()}feed:inbox:{{{int(user_id)}}}"
+
+
+def outbox_key(author_id: int) -> str:
+    """ZSET of ``author_id``'s own recent note ids, scored by publish time (ms)."""
+    return f"{prefix()}feed:outbox:{{{int(author_id)}}}"
+
+
+def pull_authors_key() -> str:
+    """SET of author ids whose notes readers pull at read time (hybrid)."""
+    return f"{prefix()}feed:{{pull_authors}}"
+
+
+def inbox_synced_key(user_id: int) -> str:
+    """STRING present while ``user_id``'s inbox is complete (expires with the user's activity)."""
+    return f"{prefix()}feed:inbox:synced:{{{int(user_id)}}}"
+
+
+def inbox_rebuilding_key(user_id: int) -> str:
+    """STRING present while a rebuild of ``user_id``'s inbox is queued or running."""
+    return f"{prefix()}feed:inbox:rebuilding:{{{int(user_id)}}}"
+
+
+def rebuild_tmp_key(key: str) -> str:
+    """Where a rebuild builds ``key`` aside (same hash tag, so RENAME stays in one slot)."""
+    return key + ":rebuild"
+
+
+def all_user_keys(user_id: int) -> list[str]:
+    """Every feed key of ``user_id`` (for deletes and tests)."""
+    return [
+        inbox_key(user_id),
+        outbox_key(user_id),
+        inbox_synced_key(user_id),
+        inbox_rebuilding_key(user_id),
+        rebuild_tmp_key(inbox_key(user_id)),
+        rebuild_tmp_key(outbox_key(user_id)),
+    ]

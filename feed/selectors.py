@@ -1,0 +1,206 @@
+"""Every read of notes and feeds.
+
+The home timeline comes from Redis (the reader's inbox merged with the
+outboxes of followed pull authors) while the reader's inbox is known to be
+complete, and from the database otherwise: while Redis is down (circuit
+breaker open), while the follow mirror is not built, and while the inbox is
+missing or being rebuilt (the page then says it is catching up). Both paths
+give the same notes in the same order (``feed.timeline``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth import get_user_model
+
+from social import redis_keys as social_keys
+from social.paging import InvalidCursorError, decode_cursor, encode_cursor
+from social.redis_client import REDIS_ERRORS, get_redis, intersect_sets, redis_available, redis_failed
+from social.selectors import active_follows, mirror_ready
+
+from . import redis_keys
+from .models import Note
+from .timeline import Feed, Page, Position, after_filter, position_from_scroll, read_page, scroll_state, visible_notes
+
+User = get_user_model()
+
+__all__ = [
+    "InvalidCursorError",
+    "InvalidScrollError",
+    "TimelinePage",
+    "ScrollPage",
+    "home_timeline",
+    "home_timeline_scroll",
+    "user_timeline",
+    "note_detail",
+    "inbox_state",
+]
+
+
+class InvalidScrollError(ValueError):
+    """``lastId``/``offset`` of the scroll contract are not what it accepts (HTTP 400)."""
+
+
+@dataclass(frozen=True)
+class InboxState:
+    """What Redis knows about a reader's inbox: ``synced`` (complete) and ``rebuilding``."""
+
+    synced: bool
+    rebuilding: bool
+
+
+@dataclass
+class TimelinePage:
+    """A page of a timeline, newest first.
+
+    ``next_cursor`` is None at the end; ``catching_up`` is True while the
+    reader's inbox is being rebuilt (the notes then come from the
+    database); ``source`` is ``"redis"`` or ``"database"``.
+    """
+
+    notes: list[Note]
+    next_cursor: str | None
+    catching_up: bool = False
+    source: str = "redis"
+
+
+@dataclass
+class ScrollPage:
+    """A page of the seed's scroll contract: ``notes`` and the ``min_time``/``offset`` to send next."""
+
+    notes: list[Note]
+    min_time: int | None
+    offset: int
+    has_more: bool
+    catching_up: bool = False
+
+
+def _database_feed(user_id: int) -> Feed:
+    followees = active_follows().filter(follower_id=user_id).values("followee_id")
+    return Feed(reader_id=user_id, followees=followees, keys=[])
+
+
+def _redis_feed(client: Any, user_id: int) -> tuple[Feed | None, bool]:
+    """The Redis feed of ``user_id`` and whether it is catching up; None when Redis can't serve it."""
+    if not mirror_ready(client):
+        return None, False
+    pipe = client.pipeline(transaction=False)
+    pipe.exists(redis_keys.inbox_synced_key(user_id))
+    pipe.exists(redis_keys.inbox_rebuilding_key(user_id))
+    pipe.smembers(social_keys.following_set_key(user_id))
+    synced, rebuilding, following = pipe.execute()
+    if not synced or rebuilding:
+        return None, True
+    followees = {int(member) for member in following}
+    pulled = intersect_sets(client, [social_keys.following_set_key(user_id), redis_keys.pull_authors_key()])
+    keys = [redis_keys.inbox_key(user_id)] + [redis_keys.outbox_key(int(author)) for author in sorted(pulled, key=int)]
+    return Feed(reader_id=user_id, followees=followees, keys=keys, client=client), False
+
+
+def _with_feed(user_id: int, read: Any) -> tuple[Any, bool, str]:
+    """Run ``read(feed)`` on the Redis feed, or on the database feed when Redis can't serve it."""
+    catching_up = False
+    if redis_available():
+        try:
+            feed, catching_up = _redis_feed(get_redis(), user_id)
+            if feed is not None:
+                return read(feed), False, "redis"
+        except REDIS_ERRORS as exc:
+            redis_failed(exc)
+    return read(_database_feed(user_id)), catching_up, "database"
+
+
+def home_timeline(*, user_id: int, cursor: str | None, limit: int) -> TimelinePage:
+    """The home timeline of ``user_id``: notes of the accounts it follows, newest first.
+
+    :param cursor: opaque position from a previous page's ``next_cursor``
+        (None or "" for the first page).
+    :param limit: notes per page (1..100).
+    :raises InvalidCursorError: malformed cursor (HTTP 400).
+    """
+    decoded = decode_cursor(cursor)
+    after = Position(*decoded) if decoded is not None else None
+    page, catching_up, source = _with_feed(user_id, lambda feed: read_page(feed, after, limit))
+    last = page.last
+    next_cursor = encode_cursor(last.score, last.note_id) if page.has_more and last is not None else None
+    return TimelinePage(notes=page.notes, next_cursor=next_cursor, catching_up=catching_up, source=source)
+
+
+# Largest lastId accepted: 2**53, the largest integer a JSON client holds exactly.
+MAX_SCROLL_SCORE = 2**53
+MAX_SCROLL_OFFSET = 100_000
+
+
+def parse_scroll(last_id: str | None, offset: str | None) -> tuple[int | None, int]:
+    """Parse the scroll contract's query values.
+
+    :returns: ``(last_id_ms or None for the top, offset)``.
+    :raises InvalidScrollError: anything but decimal integers in range.
+    """
+
+    def number(raw: str, name: str, top: int) -> int:
+        text = raw.strip()
+        if not text.isdigit() or len(text) > 16 or int(text) > top:
+            raise InvalidScrollError(f"{name} must be an integer from 0 to {top}.")
+        return int(text)
+
+    parsed_last = None if last_id in (None, "") else number(last_id, "lastId", MAX_SCROLL_SCORE)
+    parsed_offset = 0 if offset in (None, "") else number(offset, "offset", MAX_SCROLL_OFFSET)
+    if parsed_last is None and parsed_offset:
+        raise InvalidScrollError("offset needs lastId.")
+    return parsed_last, parsed_offset
+
+
+def home_timeline_scroll(*, user_id: int, last_id: int | None, offset: int, limit: int) -> ScrollPage:
+    """The home timeline in the seed's scroll contract (``lastId`` = a publish time in ms).
+
+    The first request passes no ``lastId`` (or the current time) and
+    ``offset`` 0; each next request passes the ``minTime`` and ``offset``
+    of the previous answer.
+    """
+
+    def read(feed: Feed) -> tuple[Page, int]:
+        if last_id is None:
+            return read_page(feed, None, limit), 0
+        position, seen = position_from_scroll(feed, last_id, offset)
+        return read_page(feed, position, limit), seen
+
+    (page, seen), catching_up, _ = _with_feed(user_id, read)
+    min_time, next_offset = scroll_state(page, last_id, seen)
+    return ScrollPage(notes=page.notes, min_time=min_time, offset=next_offset, has_more=page.has_more, catching_up=catching_up)
+
+
+def user_timeline(*, author_id: int, cursor: str | None, limit: int) -> TimelinePage:
+    """``author_id``'s own visible notes, newest first (profile and user timeline page).
+
+    From the database through the ``(author, created_at, id)`` index.
+
+    :raises InvalidCursorError: malformed cursor (HTTP 400).
+    """
+    decoded = decode_cursor(cursor)
+    rows = visible_notes().filter(author_id=author_id)
+    if decoded is not None:
+        rows = rows.filter(after_filter(Position(*decoded)))
+    notes = list(rows.select_related("author").order_by("-created_at", "id")[: limit + 1])
+    shown = notes[:limit]
+    next_cursor = encode_cursor(shown[-1].published_ms, shown[-1].pk) if len(notes) > limit else None
+    return TimelinePage(notes=shown, next_cursor=next_cursor, source="database")
+
+
+def note_detail(*, note_id: int) -> Note | None:
+    """The visible note ``note_id`` with its author, or None (missing, hidden, deleted, author inactive)."""
+    return visible_notes().select_related("author").filter(pk=note_id).first()
+
+
+def inbox_state(*, user_id: int) -> InboxState:
+    """Whether ``user_id``'s inbox is synced and whether a rebuild is queued or running.
+
+    :raises: Redis errors (REDIS_ERRORS) propagate.
+    """
+    pipe = get_redis().pipeline(transaction=False)
+    pipe.exists(redis_keys.inbox_synced_key(user_id))
+    pipe.exists(redis_keys.inbox_rebuilding_key(user_id))
+    synced, rebuilding = pipe.execute()
+    return InboxState(synced=bool(synced), rebuilding=bool(rebuilding))

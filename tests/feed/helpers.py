@@ -1,0 +1,29 @@
+"""Helpers shared by the feed tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+
+from feed import redis_keys
+from tests.conftest import UserFactory
+
+
+def make_user(username: str | None = None, *, active: bool = True, **fields: Any) -> Any:
+    """A user; ``active`` readers were seen now (fan-out delivers to them)."""
+    if username is not None:
+        fields["username"] = username
+    if active:
+        fields.setdefault("last_seen_at", timezone.now())
+    return UserFactory(**fields)
+
+
+def inbox(client: Any, user: Any) -> list[tuple[bytes, int]]:
+    """The inbox of ``user`` newest first: ``[(member, score_ms)]``."""
+    return [(member, int(score)) for member, score in client.zrevrange(redis_keys.inbox_key(user.pk), 0, -1, withscores=True)]
+
+
+def inbox_ids(client: Any, user: Any) -> list[int]:
+    """Note ids in ``user``'s inbox, newest first."""
+    return [int(member) for member, _ in inbox(client, user)]

@@ -1,0 +1,345 @@
+"""Notes and their delivery: publish, fan-out, hide/delete, follow and unfollow, (de)activation."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import redis
+from django.db import transaction
+from django.utils import timezone
+
+from feed import delivery, redis_keys, services, tasks
+from feed.models import Note
+from feed.rebuild import inbox_rebuild
+from tests.feed.helpers import inbox, inbox_ids, make_user
+
+pytestmark = pytest.mark.django_db
+
+BASE_MS = int((timezone.now() - timedelta(hours=1)).timestamp() * 1000)
+
+
+class TestNoteCreate:
+    def test_saves_the_note_and_fans_out_only_after_commit(self, alice, bob, follow, redis_client, django_capture_on_commit_callbacks):
+        follow(alice, bob)
+
+        with django_capture_on_commit_callbacks(execute=False) as callbacks:
+            note = services.note_create(author=bob, body="  hello world  ")
+            assert inbox(redis_client, alice) == []  # nothing before commit
+        for callback in callbacks:
+            callback()
+
+        note.refresh_from_db()
+        assert note.body == "hello world"
+        assert note.created_at.microsecond % 1000 == 0  # whole milliseconds
+        assert inbox(redis_client, alice) == [(str(note.pk).encode(), note.published_ms)]
+        assert redis_client.zscore(redis_keys.outbox_key(bob.pk), note.pk) == note.published_ms
+        assert note.fanned_out_at is not None
+
+    def test_a_rolled_back_note_sends_no_task_and_reaches_no_inbox(self, alice, bob, follow, redis_client, monkeypatch, django_capture_on_commit_callbacks):
+        follow(alice, bob)
+        sent = []
+        monkeypatch.setattr(tasks.feed_note_fan_out, "apply_async", lambda *a, **k: sent.append(k))
+
+        with django_capture_on_commit_callbacks(execute=True) as callbacks:
+            with pytest.raises(RuntimeError):
+                with transaction.atomic():
+                    services.note_create(author=bob, body="never committed")
+                    raise RuntimeError("the request failed after the insert")
+
+        assert callbacks == []
+        assert sent == []
+        assert Note.objects.count() == 0
+        assert inbox(redis_client, alice) == []
+
+    def test_the_task_of_a_committed_note_finds_its_row(self, alice, bob, follow, monkeypatch, django_capture_on_commit_callbacks):
+        follow(alice, bob)
+        results = []
+        real = services.note_fan_out
+        monkeypatch.setattr(services, "note_fan_out", lambda **kw: results.append(real(**kw)) or results[-1])
+
+        with django_capture_on_commit_callbacks(execute=True):
+            services.note_create(author=bob, body="committed")
+
+        assert [r.mode for r in results] == ["push"]
+        assert results[0].followers == 1
+
+    @pytest.mark.parametrize("body", ["", "   ", "\n\t"])
+    def test_an_empty_body_is_rejected(self, bob, body, django_capture_on_commit_callbacks):
+        with django_capture_on_commit_callbacks(execute=True) as callbacks:
+            with pytest.raises(services.NoteInvalidError):
+                services.note_create(author=bob, body=body)
+
+        assert Note.objects.count() == 0
+        assert callbacks == []
+
+    def test_the_length_limit_is_inclusive(self, bob, settings, django_capture_on_commit_callbacks):
+        settings.NOTE_MAX_LENGTH = 10
+
+        with django_capture_on_commit_callbacks(execute=True):
+            note = services.note_create(author=bob, body="x" * 10)
+            with pytest.raises(services.NoteInvalidError):
+                services.note_create(author=bob, body="x" * 11)
+
+        assert list(Note.objects.values_list("pk", flat=True)) == [note.pk]
+
+    def test_a_deactivated_author_cannot_publish(self, bob):
+        bob.is_active = False
+
+        with pytest.raises(services.NoteForbiddenError) as raised:
+            services.note_create(author=bob, body="hi")
+
+        assert raised.value.status == 403
+        assert Note.objects.count() == 0
+
+
+class TestFanOut:
+    def test_reaches_every_active_follower_and_skips_inactive_ones(self, bob, follow, people, redis_client, publish):
+        active = people(3)
+        never_seen = make_user(active=False)
+        away = make_user(last_seen_at=timezone.now() - timedelta(days=31))
+        for reader in [*active, never_seen, away]:
+            follow(reader, bob)
+
+        note = publish(bob)
+
+        member = [(str(note.pk).encode(), note.published_ms)]
+        assert [inbox(redis_client, reader) for reader in active] == [member] * 3
+        assert inbox(redis_client, never_seen) == []
+        assert inbox(redis_client, away) == []
+
+    def test_reads_followers_in_batches_with_one_pipeline_each(self, bob, follow, people, redis_client, publish, settings, monkeypatch):
+        settings.FEED_FANOUT_BATCH_SIZE = 2
+        readers = people(5)
+        for reader in readers:
+            follow(reader, bob)
+        batches = []
+        real = delivery.deliver
+        monkeypatch.setattr(delivery, "deliver", lambda client, ids, entries: batches.append(sorted(ids)) or real(client, ids, entries))
+
+        note = publish(bob)
+
+        assert sorted(i for batch in batches for i in batch) == sorted(r.pk for r in readers)
+        assert max(len(batch) for batch in batches) <= 2
+        assert all(inbox_ids(redis_client, r) == [note.pk] for r in readers)
+
+    def test_inboxes_are_trimmed_to_the_cap_on_every_write(self, alice, bob, follow, publish, redis_client, settings):
+        settings.INBOX_MAX_LEN = 5
+        follow(alice, bob)
+
+        notes = [publish(bob, at_ms=BASE_MS + i) for i in range(8)]
+
+        assert inbox_ids(redis_client, alice) == [n.pk for n in reversed(notes[3:])]
+        assert redis_client.zcard(redis_keys.outbox_key(bob.pk)) == 5
+
+    def test_a_retry_after_a_partial_run_then_a_delete_leaves_one_canonical_member_then_none(
+        self, bob, follow, people, publish, redis_client, settings, monkeypatch, django_capture_on_commit_callbacks
+    ):
+        # C11
+        settings.FEED_FANOUT_BATCH_SIZE = 2
+        readers = people(5)
+        for reader in readers:
+            follow(reader, bob)
+        real = delivery.deliver
+        calls = []
+
+        def flaky(client, ids, entries):
+            calls.append(ids)
+            if len(calls) == 2:
+                raise redis.exceptions.ConnectionError("connection lost mid fan-out")
+            return real(client, ids, entries)
+
+        monkeypatch.setattr(delivery, "deliver", flaky)
+        with django_capture_on_commit_callbacks(execute=False) as callbacks:
+            note = services.note_create(author=bob, body="n1")
+        with pytest.raises(redis.exceptions.ConnectionError):
+            services.note_fan_out(note_id=note.pk)
+        partial = [r for r in readers if inbox_ids(redis_client, r)]
+        monkeypatch.setattr(delivery, "deliver", real)
+
+        tasks.feed_note_fan_out.apply(kwargs={"note_id": note.pk})  # the retry
+        services.note_fan_out(note_id=note.pk)  # and a duplicate delivery
+        for reader in readers[:2]:  # a backfill and a rebuild write it too
+            services.inbox_backfill_followee(follower_id=reader.pk, followee_id=bob.pk)
+        inbox_rebuild(user_id=readers[2].pk)
+
+        assert 0 < len(partial) < 5
+        assert [inbox(redis_client, r) for r in readers] == [[(str(note.pk).encode(), note.published_ms)]] * 5
+
+        with django_capture_on_commit_callbacks(execute=True):
+            services.note_delete(note=note)
+
+        assert [inbox(redis_client, r) for r in readers] == [[]] * 5
+        assert redis_client.zcard(redis_keys.outbox_key(bob.pk)) == 0
+        del callbacks
+
+    def test_a_pull_author_is_not_fanned_out(self, alice, bob, charlie, follow, publish, redis_client, settings):
+        settings.FANOUT_PULL_THRESHOLD = 2
+        follow(alice, bob)
+        follow(charlie, bob)
+
+        note = publish(bob)
+
+        assert inbox(redis_client, alice) == []
+        assert redis_client.zrange(redis_keys.outbox_key(bob.pk), 0, -1) == [str(note.pk).encode()]
+        assert redis_client.smembers(redis_keys.pull_authors_key()) == {str(bob.pk).encode()}
+
+    def test_members_are_plain_decimal_strings(self):
+        assert [redis_keys.note_member(v) for v in (7, "7", b"7")] == ["7", "7", "7"]
+        with pytest.raises(ValueError):
+            redis_keys.note_member("7.0")
+
+
+class TestHideAndDelete:
+    def test_a_hidden_note_leaves_every_inbox_and_unhiding_restores_it(self, alice, charlie, bob, follow, publish, redis_client, django_capture_on_commit_callbacks):
+        follow(alice, bob)
+        follow(charlie, bob)
+        older = publish(bob, at_ms=BASE_MS)
+        note = publish(bob, at_ms=BASE_MS + 5)
+
+        with django_capture_on_commit_callbacks(execute=True):
+            changed = services.note_hide(note=note, hidden=True)
+
+        assert changed is True
+        assert inbox_ids(redis_client, alice) == inbox_ids(redis_client, charlie) == [older.pk]
+        assert redis_client.zscore(redis_keys.outbox_key(bob.pk), note.pk) is None
+
+        with django_capture_on_commit_callbacks(execute=True):
+            services.note_hide(note=note, hidden=False)
+
+        assert inbox(redis_client, alice) == [(str(note.pk).encode(), BASE_MS + 5), (str(older.pk).encode(), BASE_MS)]
+
+    def test_hiding_twice_changes_nothing_the_second_time(self, bob, publish, django_capture_on_commit_callbacks):
+        note = publish(bob)
+
+        with django_capture_on_commit_callbacks(execute=True) as callbacks:
+            first = services.note_hide(note=note, hidden=True)
+            second = services.note_hide(note=note, hidden=True)
+
+        assert (first, second) == (True, False)
+        assert len(callbacks) == 1
+
+    def test_only_the_author_can_delete(self, bob, charlie, publish):
+        note = publish(bob)
+
+        with pytest.raises(services.NoteForbiddenError):
+            services.note_delete(note=note, actor=charlie)
+
+        note.refresh_from_db()
+        assert note.deleted_at is None
+
+    def test_a_note_hidden_during_its_fan_out_is_withdrawn(self, alice, bob, follow, redis_client, monkeypatch, django_capture_on_commit_callbacks):
+        follow(alice, bob)
+        with django_capture_on_commit_callbacks(execute=False):
+            note = services.note_create(author=bob, body="racing a moderator")
+        real = delivery.fan_out_to_followers
+
+        def hide_meanwhile(*args, **kwargs):
+            result = real(*args, **kwargs)
+            Note.objects.filter(pk=note.pk).update(is_hidden=True)  # the moderator's commit
+            return result
+
+        monkeypatch.setattr(delivery, "fan_out_to_followers", hide_meanwhile)
+
+        services.note_fan_out(note_id=note.pk)
+
+        assert inbox(redis_client, alice) == []
+
+
+class TestFollowAndUnfollow:
+    def test_unfollow_removes_the_followee_and_refollow_backfills_it(self, alice, bob, charlie, follow, unfollow, publish, redis_client):
+        # C10: A->B, A->C; b1@100, c1@101, b2@102; A unfollows B.
+        follow(alice, bob)
+        follow(alice, charlie)
+        b1 = publish(bob, at_ms=BASE_MS + 100)
+        c1 = publish(charlie, at_ms=BASE_MS + 101)
+        b2 = publish(bob, at_ms=BASE_MS + 102)
+
+        unfollow(alice, bob)
+
+        assert inbox(redis_client, alice) == [(str(c1.pk).encode(), BASE_MS + 101)]
+
+        follow(alice, bob)  # pinned: a re-follow backfills like a first follow
+
+        assert inbox(redis_client, alice) == [
+            (str(b2.pk).encode(), BASE_MS + 102),
+            (str(c1.pk).encode(), BASE_MS + 101),
+            (str(b1.pk).encode(), BASE_MS + 100),
+        ]
+
+    def test_follow_backfills_the_newest_notes_up_to_the_cap(self, alice, bob, follow, publish, redis_client, settings):
+        settings.INBOX_MAX_LEN = 3
+        notes = [publish(bob, at_ms=BASE_MS + i) for i in range(5)]
+
+        follow(alice, bob)
+
+        assert inbox_ids(redis_client, alice) == [n.pk for n in reversed(notes[2:])]
+
+    def test_unfollowing_someone_not_followed_touches_nothing(self, alice, bob, charlie, follow, unfollow, publish, redis_client):
+        follow(alice, bob)
+        note = publish(bob)
+
+        unfollow(alice, charlie)
+
+        assert inbox_ids(redis_client, alice) == [note.pk]
+
+    def test_a_late_removal_after_a_refollow_keeps_the_notes(self, alice, bob, follow, publish, redis_client):
+        follow(alice, bob)
+        note = publish(bob)
+
+        removed = services.inbox_remove_followee(follower_id=alice.pk, followee_id=bob.pk)
+
+        assert removed == 0
+        assert inbox_ids(redis_client, alice) == [note.pk]
+
+    def test_a_late_backfill_after_an_unfollow_adds_nothing(self, alice, bob, follow, unfollow, publish, redis_client):
+        follow(alice, bob)
+        publish(bob)
+        unfollow(alice, bob)
+
+        added = services.inbox_backfill_followee(follower_id=alice.pk, followee_id=bob.pk)
+
+        assert added == 0
+        assert inbox(redis_client, alice) == []
+
+
+class TestAuthorDeactivation:
+    def test_a_deactivated_authors_notes_leave_feeds_and_come_back_on_reactivation(
+        self, alice, bob, charlie, follow, publish, redis_client, django_capture_on_commit_callbacks
+    ):
+        from users.services import user_set_active
+
+        follow(alice, bob)
+        follow(alice, charlie)
+        b1 = publish(bob, at_ms=BASE_MS + 1)
+        c1 = publish(charlie, at_ms=BASE_MS + 2)
+
+        with django_capture_on_commit_callbacks(execute=True):
+            user_set_active(user=bob, is_active=False)
+
+        assert inbox_ids(redis_client, alice) == [c1.pk]
+
+        with django_capture_on_commit_callbacks(execute=True):
+            user_set_active(user=bob, is_active=True)
+
+        assert inbox_ids(redis_client, alice) == [c1.pk, b1.pk]
+        assert redis_client.zrange(redis_keys.outbox_key(bob.pk), 0, -1) == [str(b1.pk).encode()]
+
+
+class TestPendingFanOut:
+    def test_delivers_notes_whose_fan_out_never_ran(self, alice, bob, follow, redis_client, django_capture_on_commit_callbacks):
+        follow(alice, bob)
+        with django_capture_on_commit_callbacks(execute=False):  # the task was lost
+            note = services.note_create(author=bob, body="lost task")
+
+        handled = services.fan_out_pending(older_than_seconds=0)
+        again = services.fan_out_pending(older_than_seconds=0)
+
+        assert (handled, again) == (1, 0)
+        assert inbox_ids(redis_client, alice) == [note.pk]
+
+    def test_leaves_young_notes_to_their_own_task(self, bob, django_capture_on_commit_callbacks):
+        with django_capture_on_commit_callbacks(execute=False):
+            services.note_create(author=bob, body="just now")
+
+        assert services.fan_out_pending(older_than_seconds=60) == 0
