@@ -8,8 +8,9 @@ Django's bulk delete (``QuerySet.delete``) would skip all of that, so
 
 The lists stay fast on the full graph (870k follows): raw-id widgets, no
 full-table COUNT (``EstimatedCountPaginator``), sorting only by id (the
-primary key; other columns have no index to sort 870k rows), search
-resolved to user ids first so both follow indexes can be used.
+primary key; other columns have no index to sort 870k rows), the page's
+accounts fetched by id rather than joined, search and the account-state
+filter resolved to user ids first so both follow indexes can be used.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.actions import delete_selected as django_delete_selected
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path
@@ -37,8 +39,27 @@ from .services import FollowError, follow_create, follow_delete_pair
 BULK_DELETE_MAX = 1000
 
 
+# Deactivated accounts listed by id in the "a side deactivated" filter;
+# above this many the filter uses a subquery instead.
+INACTIVE_LIST_MAX = 1000
+
+
+def inactive_user_ids() -> Any:
+    """Ids of deactivated accounts: a list when few (so MariaDB can merge the
+    two follow indexes), else a subquery. One scan of the user table."""
+    user_model = get_user_model()
+    ids = list(user_model.objects.filter(is_active=False).order_by().values_list("pk", flat=True)[: INACTIVE_LIST_MAX + 1])
+    if len(ids) > INACTIVE_LIST_MAX:
+        return user_model.objects.filter(is_active=False).values("pk")
+    return ids
+
+
 class AccountsStateFilter(admin.SimpleListFilter):
-    """Whether both accounts of a follow are active (only those count and are mirrored)."""
+    """Whether both accounts of a follow are active (only those count and are mirrored).
+
+    Filters by follower/followee id rather than joining the user table:
+    the join made MariaDB walk all 870k follows (1.4 s on Slashdot).
+    """
 
     title = "accounts"
     parameter_name = "accounts"
@@ -48,9 +69,11 @@ class AccountsStateFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         if self.value() == "active":
-            return queryset.filter(follower__is_active=True, followee__is_active=True)
+            inactive = inactive_user_ids()
+            return queryset.exclude(follower_id__in=inactive).exclude(followee_id__in=inactive)
         if self.value() == "deactivated":
-            return queryset.filter(Q(follower__is_active=False) | Q(followee__is_active=False))
+            inactive = inactive_user_ids()
+            return queryset.filter(Q(follower_id__in=inactive) | Q(followee_id__in=inactive))
         return queryset
 
 
@@ -79,7 +102,12 @@ class FollowAdmin(admin.ModelAdmin):
     """Follows: list, search by username or id, filter by date and account state, delete via the service."""
 
     list_display = ("id", "follower", "followee", "created_at", "accounts_active")
-    list_select_related = ("follower", "followee")
+    # Not select_related: with the two joins MariaDB 10.11 starts from the
+    # user table and sorts all 870k follows (3.7 s per page on Slashdot);
+    # without them the page is a backward primary-key range scan and the
+    # 100 rows' accounts come in two ``id IN (...)`` queries (get_queryset).
+    # An empty tuple, because False would make Django add select_related().
+    list_select_related = ()
     list_filter = (("created_at", admin.DateFieldListFilter), AccountsStateFilter)
     search_fields = ("follower__username",)  # shows the box; get_search_results does the work
     search_help_text = "A username prefix or a user id; matches the follower or the followee."
@@ -92,6 +120,14 @@ class FollowAdmin(admin.ModelAdmin):
     paginator = EstimatedCountPaginator
     form = FollowAddForm
     actions = ["delete_selected"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        accounts = get_user_model().objects.only("id", "username", "is_active")
+        return (
+            super()
+            .get_queryset(request)
+            .prefetch_related(Prefetch("follower", queryset=accounts), Prefetch("followee", queryset=accounts))
+        )
 
     @admin.display(boolean=True, description="both active")
     def accounts_active(self, obj: Follow) -> bool:
