@@ -10,11 +10,14 @@ drain task applies it.
 
 from __future__ import annotations
 
+import random
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, OperationalError, transaction
 
 from .mirror import outbox_apply_after_commit
 from .models import Follow, MirrorOutbox
@@ -79,6 +82,36 @@ def parse_user_id(raw: Any) -> int:
     return value
 
 
+# MariaDB errors after which the whole transaction may simply run again:
+# 1213 deadlock (InnoDB picked us as the victim), 1205 lock wait timeout.
+# A follow racing an unfollow of the same pair takes gap and insert-intention
+# locks on the unique index in opposite orders, so deadlocks are expected
+# under contention (MariaDB manual, "InnoDB Deadlocks": "always be prepared
+# to re-issue a transaction if it fails due to deadlock").
+RETRYABLE_DATABASE_ERRORS = (1213, 1205)
+WRITE_ATTEMPTS = 5
+
+
+def _retry_on_deadlock(write: Callable[[], FollowResult]) -> FollowResult:
+    """Run the transaction ``write``; after a deadlock or lock timeout run it again (up to
+    WRITE_ATTEMPTS times, with a short random back-off). Inside an outer transaction the error
+    propagates, since only the outermost transaction can be retried.
+
+    :raises OperationalError: when every attempt failed, or for any other database error.
+    """
+    for attempt in range(WRITE_ATTEMPTS):
+        try:
+            return write()
+        except OperationalError as exc:
+            code = exc.args[0] if exc.args else None
+            if code not in RETRYABLE_DATABASE_ERRORS or attempt == WRITE_ATTEMPTS - 1:
+                raise
+            if transaction.get_connection().in_atomic_block:
+                raise
+            time.sleep(random.uniform(0, 0.005 * 2**attempt))
+    raise AssertionError("unreachable")
+
+
 def _schedule_mirror(entry: MirrorOutbox) -> None:
     transaction.on_commit(lambda: outbox_apply_after_commit([entry.id]))
 
@@ -101,24 +134,34 @@ def follow_create(*, actor: Any, target_id: Any) -> FollowResult:
         raise SelfFollowError("You cannot follow yourself.")
     if not User.objects.filter(pk=followee_id, is_active=True).exists():
         raise TargetNotFoundError("No such user.")
+    return _retry_on_deadlock(lambda: _follow_insert(follower_id=actor.pk, followee_id=followee_id))
+
+
+def _follow_insert(*, follower_id: int, followee_id: int) -> FollowResult:
     with transaction.atomic():
-        try:
-            # Concurrent duplicate follows race on the unique constraint;
-            # the loser's IntegrityError inside the savepoint means "already
-            # following", which is a success, not a 500.
-            with transaction.atomic():
-                Follow.objects.create(follower_id=actor.pk, followee_id=followee_id)
-        except IntegrityError:
-            if Follow.objects.filter(follower_id=actor.pk, followee_id=followee_id).exists():
-                return FollowResult(changed=False, follower_id=actor.pk, followee_id=followee_id)
-            # The target vanished between the check and the insert.
-            raise TargetNotFoundError("No such user.") from None
-        entry = MirrorOutbox.objects.create(kind=MirrorOutbox.KIND_PAIR, follower_id=actor.pk, followee_id=followee_id)
+        for _ in range(WRITE_ATTEMPTS):
+            try:
+                # Concurrent duplicate follows race on the unique constraint;
+                # the loser's IntegrityError inside the savepoint means
+                # "already following", which is a success, not a 500.
+                with transaction.atomic():
+                    Follow.objects.create(follower_id=follower_id, followee_id=followee_id)
+                break
+            except IntegrityError:
+                if Follow.objects.filter(follower_id=follower_id, followee_id=followee_id).exists():
+                    return FollowResult(changed=False, follower_id=follower_id, followee_id=followee_id)
+                if not User.objects.filter(pk=followee_id, is_active=True).exists():
+                    raise TargetNotFoundError("No such user.") from None
+                # The row we collided with was deleted by a concurrent
+                # unfollow after it blocked our insert: insert again.
+        else:
+            raise TargetNotFoundError("No such user.")  # pragma: no cover - five collisions in a row
+        entry = MirrorOutbox.objects.create(kind=MirrorOutbox.KIND_PAIR, follower_id=follower_id, followee_id=followee_id)
         _schedule_mirror(entry)
         transaction.on_commit(
-            lambda: follow_created.send(sender=Follow, follower_id=actor.pk, followee_id=followee_id)
+            lambda: follow_created.send(sender=Follow, follower_id=follower_id, followee_id=followee_id)
         )
-    return FollowResult(changed=True, follower_id=actor.pk, followee_id=followee_id)
+    return FollowResult(changed=True, follower_id=follower_id, followee_id=followee_id)
 
 
 def follow_delete(*, actor: Any, target_id: Any) -> FollowResult:
@@ -144,6 +187,10 @@ def follow_delete_pair(*, follower_id: int, followee_id: int) -> FollowResult:
 
     :returns: ``FollowResult(changed=...)``; mirror and signals on commit.
     """
+    return _retry_on_deadlock(lambda: _follow_remove(follower_id=follower_id, followee_id=followee_id))
+
+
+def _follow_remove(*, follower_id: int, followee_id: int) -> FollowResult:
     with transaction.atomic():
         deleted, _ = Follow.objects.filter(follower_id=follower_id, followee_id=followee_id).delete()
         if not deleted:

@@ -1,0 +1,139 @@
+"""Concurrency: processes with their own database connections toggle the same pair and the same celebrity.
+
+Afterwards (once the outbox is drained) the database, the Redis sets, the
+sorted sets and the counts agree, and no count read meanwhile was negative.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+from typing import Any
+
+import pytest
+from django.db import connections
+
+from social import selectors, services
+from social.models import Follow, MirrorOutbox
+from social.reconcile import reconcile_all
+from social.recovery import outbox_drain_pending
+from tests.social.helpers import assert_mirror_equals_database
+from users.models import User
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+PROCESSES = 8
+
+
+def toggle_pair(args: tuple[int, int, int, int]) -> tuple[int, int]:
+    """Child: follow then unfollow ``followee`` as ``follower``, ``rounds`` times each; returns (ops, errors)."""
+    follower_id, followee_id, rounds, seed = args
+    connections.close_all()
+    actor = User.objects.get(pk=follower_id)
+    rng = random.Random(seed)
+    ops = errors = 0
+    for index in range(rounds):
+        try:
+            if (index + rng.randint(0, 1)) % 2 == 0:
+                services.follow_create(actor=actor, target_id=followee_id)
+            else:
+                services.follow_delete(actor=actor, target_id=followee_id)
+        except Exception as exc:  # noqa: BLE001 - counted and asserted zero
+            print("toggle error", repr(exc)[:300], flush=True)
+            errors += 1
+        ops += 1
+    connections.close_all()
+    return ops, errors
+
+
+def toggle_celebrity(args: tuple[list[int], int, int, int]) -> tuple[int, int]:
+    """Child: random follows and unfollows of ``celebrity_id`` by its own ``follower_ids``."""
+    follower_ids, celebrity_id, rounds, seed = args
+    connections.close_all()
+    actors = list(User.objects.filter(pk__in=follower_ids))
+    rng = random.Random(seed)
+    ops = errors = 0
+    for _ in range(rounds):
+        actor = rng.choice(actors)
+        try:
+            if rng.random() < 0.5:
+                services.follow_create(actor=actor, target_id=celebrity_id)
+            else:
+                services.follow_delete(actor=actor, target_id=celebrity_id)
+        except Exception:  # noqa: BLE001
+            errors += 1
+        ops += 1
+    connections.close_all()
+    return ops, errors
+
+
+def watch_counts(args: tuple[int, int, Any]) -> int:
+    """Child: read the followers count of ``user_id`` until ``stop`` is set; returns the lowest seen."""
+    user_id, _, stop = args
+    connections.close_all()
+    lowest = 10**9
+    while not stop.is_set():
+        lowest = min(lowest, selectors.follow_counts(user_id=user_id).followers)
+    connections.close_all()
+    return lowest
+
+
+def run_children(target: Any, jobs: list[Any], watched_user_id: int) -> tuple[list[tuple[int, int]], int]:
+    """Fork one process per job (own DB connections) plus a count watcher; returns results and lowest count."""
+    connections.close_all()  # children must not share the parent's socket
+    context = multiprocessing.get_context("fork")
+    with context.Manager() as manager, context.Pool(len(jobs) + 1) as pool:
+        manager_stop = manager.Event()
+        watcher = pool.apply_async(watch_counts, ((watched_user_id, 0, manager_stop),))
+        results = pool.map(target, jobs)
+        manager_stop.set()
+        lowest = watcher.get(timeout=60)
+    return results, lowest
+
+
+def drain_until_empty() -> int:
+    """Drain like the beat would until nothing is pending; returns how many drains it took."""
+    for attempt in range(1, 20):
+        outbox_drain_pending(start_rebuild=False)
+        if not MirrorOutbox.objects.filter(applied_at__isnull=True).exists():
+            return attempt
+    raise AssertionError("outbox did not drain")
+
+
+class TestSamePair:
+    def test_eight_processes_toggling_one_pair_500_times_end_with_redis_equal_to_the_database(self, user_factory, redis_client):
+        alice, bob = user_factory(username="alice"), user_factory(username="bob")
+
+        results, lowest = run_children(toggle_pair, [(alice.pk, bob.pk, 500, seed) for seed in range(PROCESSES)], bob.pk)
+        drain_until_empty()
+
+        assert sum(ops for ops, _ in results) == PROCESSES * 500
+        assert sum(errors for _, errors in results) == 0
+        assert lowest >= 0
+        edge = Follow.objects.filter(follower=alice, followee=bob).first()
+        expected = 1 if edge else 0
+        assert selectors.follow_counts(user_id=bob.pk) == selectors.Counts(followers=expected, following=0)
+        assert selectors.follow_counts(user_id=alice.pk) == selectors.Counts(followers=0, following=expected)
+        assert_mirror_equals_database(redis_client, [alice.pk, bob.pk])
+        full = reconcile_all(repair=False, check="full")  # scores too
+        assert (full.edges_missing, full.edges_extra, full.scores_wrong) == (0, 0, 0)
+
+
+class TestSameCelebrity:
+    def test_eight_processes_following_and_unfollowing_one_account_agree_afterwards(self, user_factory, redis_client):
+        celebrity = user_factory(username="celebrity")
+        groups = [[user_factory().pk for _ in range(10)] for _ in range(PROCESSES)]
+
+        results, lowest = run_children(
+            toggle_celebrity, [(ids, celebrity.pk, 150, seed) for seed, ids in enumerate(groups)], celebrity.pk
+        )
+        drain_until_empty()
+
+        assert sum(errors for _, errors in results) == 0
+        assert lowest >= 0
+        followers = Follow.objects.filter(followee=celebrity).count()
+        assert selectors.follow_counts(user_id=celebrity.pk).followers == followers
+        everyone = [celebrity.pk] + [pk for ids in groups for pk in ids]
+        assert_mirror_equals_database(redis_client, everyone)
+        full = reconcile_all(repair=False, check="full")
+        assert (full.edges_missing, full.edges_extra, full.scores_wrong) == (0, 0, 0)
