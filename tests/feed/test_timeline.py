@@ -1,0 +1,310 @@
+"""Paging the home timeline: ties, arrivals while paging, stale ids, the cap, hybrid pull, both paths."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+
+from feed import redis_keys, selectors
+from feed.models import Note
+from tests.feed.helpers import inbox_ids
+
+pytestmark = pytest.mark.django_db
+
+BASE_MS = int((timezone.now() - timedelta(hours=1)).timestamp() * 1000)
+
+
+def scroll_all(user, limit, *, between_pages=None, max_pages=50):
+    """Page with the scroll contract until the end: ``(ids, [(minTime, offset)], pages)``."""
+    seen, states, pages = [], [], 0
+    last_id, offset = None, 0
+    while pages < max_pages:
+        page = selectors.home_timeline_scroll(user_id=user.pk, last_id=last_id, offset=offset, limit=limit)
+        pages += 1
+        seen.extend(n.pk for n in page.notes)
+        states.append((page.min_time, page.offset))
+        if not page.has_more:
+            return seen, states, pages
+        last_id, offset = page.min_time, page.offset
+        if between_pages:
+            between_pages(pages)
+    raise AssertionError("the feed never ended")
+
+
+def cursor_all(user, limit, *, between_pages=None, max_pages=50):
+    """Page with the opaque cursor until the end: ``(ids, pages)``."""
+    seen, cursor, pages = [], None, 0
+    while pages < max_pages:
+        page = selectors.home_timeline(user_id=user.pk, cursor=cursor, limit=limit)
+        pages += 1
+        seen.extend(n.pk for n in page.notes)
+        if page.next_cursor is None:
+            return seen, pages
+        assert len(page.notes) == limit  # no short page before the end
+        cursor = page.next_cursor
+        if between_pages:
+            between_pages(pages)
+    raise AssertionError("the feed never ended")
+
+
+class TestScrollContractC08:
+    @pytest.fixture
+    def inbox_c08(self, alice, bob, follow, publish, synced):
+        follow(alice, bob)
+        synced(alice)
+        notes = {}
+        for name, at in [("n1", 105), ("n2", 104), ("n3", 104), ("n4", 104), ("n5", 103), ("n7", 100)]:
+            notes[name] = publish(bob, name, at_ms=BASE_MS + at)
+        return notes
+
+    def test_the_offset_accumulates_when_a_page_shares_the_previous_minimum(self, alice, bob, inbox_c08, publish):
+        notes = inbox_c08
+
+        ids, states, _ = scroll_all(
+            alice, 2, between_pages=lambda page: page == 1 and notes.setdefault("n6", publish(bob, "n6", at_ms=BASE_MS + 104))
+        )
+
+        names = {n.pk: name for name, n in notes.items()}
+        assert [names[i] for i in ids] == ["n1", "n2", "n3", "n4", "n6", "n5", "n7"]
+        # page 2 is n3, n4: all at 104 like page 1's minimum -> 1 + 2 = 3 (the seed's recipe says 2)
+        assert states == [(BASE_MS + 104, 1), (BASE_MS + 104, 3), (BASE_MS + 103, 1), (BASE_MS + 100, 1)]
+
+    @pytest.mark.parametrize("arrives_after_page", [1, 2])
+    def test_every_note_once_newest_first_whenever_n6_arrives(self, alice, bob, inbox_c08, publish, arrives_after_page):
+        notes = inbox_c08
+
+        def arrive(page):
+            if page == arrives_after_page:
+                notes["n6"] = publish(bob, "n6", at_ms=BASE_MS + 104)
+
+        ids, _, _ = scroll_all(alice, 2, between_pages=arrive)
+
+        scores = [Note.objects.get(pk=i).published_ms for i in ids]
+        assert sorted(ids) == sorted(n.pk for n in notes.values())
+        assert len(ids) == len(set(ids)) == 7
+        assert scores == sorted(scores, reverse=True)
+
+    def test_the_cursor_variant_returns_the_same_order(self, alice, bob, inbox_c08, publish):
+        notes = inbox_c08
+
+        ids, pages = cursor_all(alice, 2, between_pages=lambda page: page == 1 and notes.setdefault("n6", publish(bob, "n6", at_ms=BASE_MS + 104)))
+
+        names = {n.pk: name for name, n in notes.items()}
+        assert [names[i] for i in ids] == ["n1", "n2", "n3", "n4", "n6", "n5", "n7"]
+        assert pages == 4
+
+
+class TestStaleIdsC09:
+    def test_deleted_rows_are_skipped_filled_from_older_ids_and_removed(self, alice, bob, follow, publish, synced, redis_client):
+        follow(alice, bob)
+        synced(alice)
+        notes = [publish(bob, f"n{i}", at_ms=BASE_MS + i) for i in range(1, 13)]
+        Note.objects.filter(pk__in=[n.pk for n in notes[4:]]).delete()  # n5..n12, Redis untouched
+
+        page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=5)
+
+        assert [n.body for n in page.notes] == ["n4", "n3", "n2", "n1"]
+        assert page.next_cursor is None
+        assert sorted(inbox_ids(redis_client, alice)) == sorted(n.pk for n in notes[:4])
+
+    def test_the_next_page_continues_after_the_stale_run(self, alice, bob, follow, publish, synced, redis_client):
+        follow(alice, bob)
+        synced(alice)
+        notes = [publish(bob, f"n{i}", at_ms=BASE_MS + i) for i in range(1, 13)]
+        Note.objects.filter(pk__in=[n.pk for n in notes[4:8]]).delete()  # n5..n8
+
+        first = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=5)
+        second = selectors.home_timeline(user_id=alice.pk, cursor=first.next_cursor, limit=5)
+
+        assert [n.body for n in first.notes] == ["n12", "n11", "n10", "n9", "n4"]
+        assert [n.body for n in second.notes] == ["n3", "n2", "n1"]
+        assert second.next_cursor is None
+        assert len(inbox_ids(redis_client, alice)) == 8
+
+    def test_hidden_notes_disappear_at_once_before_any_cleanup(self, alice, bob, follow, publish, synced):
+        follow(alice, bob)
+        synced(alice)
+        kept = publish(bob, "kept", at_ms=BASE_MS)
+        hidden = publish(bob, "hidden", at_ms=BASE_MS + 1)
+        Note.objects.filter(pk=hidden.pk).update(is_hidden=True)  # no task ran
+
+        page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)
+
+        assert [n.pk for n in page.notes] == [kept.pk]
+
+    def test_scroll_contract_skips_stale_ids_without_a_short_page(self, alice, bob, follow, publish, synced):
+        follow(alice, bob)
+        synced(alice)
+        notes = [publish(bob, f"n{i}", at_ms=BASE_MS + i) for i in range(1, 13)]
+        Note.objects.filter(pk__in=[n.pk for n in notes[4:8]]).delete()
+
+        ids, _, pages = scroll_all(alice, 5)
+
+        assert ids == [n.pk for n in reversed(notes[8:])] + [n.pk for n in reversed(notes[:4])]
+        assert pages == 2
+
+
+class TestPastTheCapC12:
+    @pytest.fixture
+    def capped(self, alice, bob, follow, publish, synced, settings):
+        settings.INBOX_MAX_LEN = 5
+        follow(alice, bob)
+        synced(alice)
+        return [publish(bob, f"n{i}", at_ms=BASE_MS + i) for i in range(1, 9)]
+
+    def test_the_inbox_never_holds_more_than_the_cap(self, alice, capped, redis_client):
+        assert redis_client.zcard(redis_keys.inbox_key(alice.pk)) == 5
+
+    def test_scrolling_past_the_cap_continues_from_the_database_then_ends(self, alice, capped, redis_client):
+        pages = []
+        cursor = None
+        while True:
+            page = selectors.home_timeline(user_id=alice.pk, cursor=cursor, limit=3)
+            pages.append([n.body for n in page.notes])
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+
+        assert pages == [["n8", "n7", "n6"], ["n5", "n4", "n3"], ["n2", "n1"]]
+        assert redis_client.zcard(redis_keys.inbox_key(alice.pk)) == 5
+
+    def test_the_scroll_contract_does_the_same_with_an_explicit_end(self, alice, capped):
+        ids, states, pages = scroll_all(alice, 3)
+
+        assert ids == [n.pk for n in reversed(capped)]
+        assert pages == 3
+        last = selectors.home_timeline_scroll(user_id=alice.pk, last_id=states[-1][0], offset=states[-1][1], limit=3)
+        assert (last.notes, last.has_more) == ([], False)
+
+
+class TestHybrid:
+    def test_a_pull_authors_notes_are_merged_at_read_time(self, alice, bob, charlie, follow, publish, synced, settings, people, redis_client):
+        settings.FANOUT_PULL_THRESHOLD = 3
+        for fan in people(2):
+            follow(fan, bob)
+        follow(alice, bob)  # bob now has 3 followers: pulled
+        follow(alice, charlie)
+        synced(alice)
+        b1 = publish(bob, "b1", at_ms=BASE_MS + 1)
+        c1 = publish(charlie, "c1", at_ms=BASE_MS + 2)
+        b2 = publish(bob, "b2", at_ms=BASE_MS + 3)
+
+        page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)
+
+        assert inbox_ids(redis_client, alice) == [c1.pk]
+        assert [n.pk for n in page.notes] == [b2.pk, c1.pk, b1.pk]
+        assert page.source == "redis"
+
+    def test_an_unfollowed_pull_author_is_no_longer_merged(self, alice, bob, follow, unfollow, publish, synced, settings):
+        settings.FANOUT_PULL_THRESHOLD = 1
+        follow(alice, bob)
+        synced(alice)
+        publish(bob, "b1")
+
+        unfollow(alice, bob)
+
+        assert selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10).notes == []
+
+
+class TestBothPaths:
+    def test_redis_and_database_pages_are_identical(self, alice, bob, charlie, follow, publish, synced, redis_client):
+        follow(alice, bob)
+        follow(alice, charlie)
+        synced(alice)
+        for i in range(12):
+            publish(bob if i % 3 else charlie, at_ms=BASE_MS + i // 4)  # runs of equal ms
+
+        from_redis, _ = cursor_all(alice, 4)
+        redis_client.delete(redis_keys.inbox_synced_key(alice.pk))
+        redis_client.set(redis_keys.inbox_rebuilding_key(alice.pk), "1")  # catching up: database only
+        from_database, _ = cursor_all(alice, 4)
+
+        assert from_redis == from_database
+        assert len(from_redis) == 12
+        page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=4)
+        assert (page.source, page.catching_up) == ("database", True)
+
+    def test_a_malformed_cursor_is_rejected(self, alice):
+        with pytest.raises(selectors.InvalidCursorError):
+            selectors.home_timeline(user_id=alice.pk, cursor="not-a-cursor", limit=5)
+
+    @pytest.mark.parametrize(("last_id", "offset"), [("abc", "0"), ("-1", "0"), ("1", "x"), ("1", "-2"), ("", "3"), (str(2**60), "0"), ("1", "1000001")])
+    def test_malformed_scroll_values_are_rejected(self, last_id, offset):
+        with pytest.raises(selectors.InvalidScrollError):
+            selectors.parse_scroll(last_id, offset)
+
+
+# --- the paging invariant under generated timestamps --------------------------------
+
+published = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 6)), min_size=0, max_size=25)
+arrivals = st.lists(st.tuples(st.integers(1, 6), st.integers(0, 2), st.integers(0, 7)), max_size=8)
+
+
+@hypothesis_settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(
+    initial=published,
+    later=arrivals,
+    limit=st.integers(1, 4),
+    cap=st.sampled_from([3, 6, 800]),
+    contract=st.sampled_from(["cursor", "scroll"]),
+    deletions=st.sets(st.integers(0, 24), max_size=4),
+)
+def test_paging_returns_every_note_once_newest_first(
+    initial, later, limit, cap, contract, deletions, alice, people, follow, publish, synced, redis_client, settings
+):
+    """Invariant 2: each note present at the start (and not deleted) exactly once, newest
+    first; a note published while paging exactly once if it sorts after the reader's
+    position at that moment, else never; deleted ones never."""
+    settings.INBOX_MAX_LEN = cap
+    Note.objects.all().delete()
+    if not hasattr(alice, "authors"):
+        alice.authors = people(3)
+        for author in alice.authors:
+            follow(alice, author)
+    authors = alice.authors
+    redis_client.delete(redis_keys.inbox_key(alice.pk), *[redis_keys.outbox_key(a.pk) for a in authors])
+    synced(alice)
+    start = [publish(authors[a], at_ms=BASE_MS + t) for a, t in initial]
+    gone = {start[i].pk for i in deletions if i < len(start)}
+    Note.objects.filter(pk__in=gone).delete()  # rows gone, Redis untouched
+    must = {n.pk for n in start} - gone
+    may: set[int] = set()
+    seen: list[int] = []
+    state = {"cursor": None, "last": None, "offset": 0}
+
+    for page_number in range(1, 100):
+        if contract == "cursor":
+            page = selectors.home_timeline(user_id=alice.pk, cursor=state["cursor"], limit=limit)
+            state["cursor"] = page.next_cursor
+            more = page.next_cursor is not None
+        else:
+            page = selectors.home_timeline_scroll(user_id=alice.pk, last_id=state["last"], offset=state["offset"], limit=limit)
+            state["last"], state["offset"] = page.min_time, page.offset
+            more = page.has_more
+        if more:
+            assert len(page.notes) == limit  # no short page before the end
+        seen.extend(n.pk for n in page.notes)
+        if not more:
+            break
+        last = Note.objects.get(pk=seen[-1])
+        for after_page, a, t in later:
+            if after_page == page_number:
+                note = publish(authors[a], at_ms=BASE_MS + t)
+                after_reader = note.published_ms < last.published_ms or (
+                    note.published_ms == last.published_ms and note.pk > last.pk
+                )
+                (must if after_reader else may).add(note.pk)
+    else:
+        raise AssertionError("the feed never ended")
+
+    assert len(seen) == len(set(seen))
+    assert must <= set(seen)
+    assert set(seen) <= must | may
+    assert not (set(seen) & may)
+    scores = [Note.objects.get(pk=i).published_ms for i in seen]
+    assert scores == sorted(scores, reverse=True)
