@@ -12,6 +12,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonR
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from feed import selectors as feed_selectors
+
 from . import selectors, services
 from .paging import InvalidCursorError
 
@@ -30,6 +32,7 @@ def profile(request: HttpRequest, username: str) -> HttpResponse:
         "counts": selectors.follow_counts(user_id=user.pk),
         "mutual": selectors.mutual_follows(user_id=user.pk, limit=8),
         "is_self": request.user.is_authenticated and request.user.pk == user.pk,
+        "notes": feed_selectors.user_timeline(author_id=user.pk, cursor=None, limit=10),
     }
     if request.user.is_authenticated and request.user.pk != user.pk:
         context["relationship"] = selectors.relationship(viewer_id=request.user.pk, user_id=user.pk)
