@@ -148,6 +148,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "social.tasks.social_cache_reconcile",
         "schedule": crontab(hour=3, minute=30),
     },
+    # Notes whose fan-out never finished (Redis down, broker refused the task).
+    "feed-fan-out-pending": {
+        "task": "feed.tasks.feed_fan_out_pending",
+        "schedule": env.float("FEED_PENDING_FAN_OUT_SECONDS", default=30.0),
+    },
 }
 
 # --- followfeed -----------------------------------------------------------
@@ -164,6 +169,10 @@ FEED_ACTIVE_DAYS = env.int("FEED_ACTIVE_DAYS", default=30)
 NOTE_MAX_LENGTH = env.int("NOTE_MAX_LENGTH", default=500)
 FOLLOW_PAGE_SIZE = env.int("FOLLOW_PAGE_SIZE", default=50)
 FEED_PAGE_SIZE = env.int("FEED_PAGE_SIZE", default=20)
+# Followers per fan-out batch (one users query + one Redis pipeline each),
+# and an optional pause between batches (seconds) to spread a big fan-out.
+FEED_FANOUT_BATCH_SIZE = env.int("FEED_FANOUT_BATCH_SIZE", default=1000)
+FEED_FANOUT_BATCH_PAUSE_SECONDS = env.float("FEED_FANOUT_BATCH_PAUSE_SECONDS", default=0.0)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
