@@ -133,8 +133,9 @@ class TestModeratorCanView:
         mine = action_names(moderator_client.get("/admin/users/user/"))
         root = action_names(superuser_client.get("/admin/users/user/"))
 
-        assert mine == {"rebuild_social_caches", "reconcile_accounts"}
-        assert root == {"delete_selected", "deactivate_accounts", "reactivate_accounts", "rebuild_social_caches", "reconcile_accounts"}
+        repairs = {"rebuild_social_caches", "rebuild_inboxes", "reconcile_accounts"}
+        assert mine == repairs
+        assert root == repairs | {"delete_selected", "deactivate_accounts", "reactivate_accounts"}
 
     def test_follow_list_offers_the_bulk_delete(self, moderator_client: Any) -> None:
         assert action_names(moderator_client.get("/admin/social/follow/")) == {"delete_selected"}
@@ -171,14 +172,15 @@ class TestStateChanges:
 
         statuses = [
             moderator_client.post(f"/admin/users/user/{bob.pk}/mirror/{operation}/").status_code
-            for operation in ("rebuild-social", "reconcile")
+            for operation in ("rebuild-social", "rebuild-inbox", "reconcile")
         ]
 
-        assert statuses == [302, 302]
+        assert statuses == [302, 302, 302]
         entries = list(LogEntry.objects.filter(user=moderator, object_id=str(bob.pk)).order_by("id"))
-        assert [e.action_flag for e in entries] == [CHANGE, CHANGE]
-        assert entries[0].change_message.startswith("Rebuilt the social cache of bob: 2 follows")
-        assert entries[1].change_message.startswith("Reconciled bob")
+        assert [e.action_flag for e in entries] == [CHANGE, CHANGE, CHANGE]
+        assert entries[0].change_message == "Rebuilt the social cache of bob: 2 follows."
+        assert entries[1].change_message == "Rebuilt the inbox of bob: 0 notes."
+        assert entries[2].change_message.startswith("Reconciled bob (run ")
 
     def test_superuser_deactivation_is_logged(self, superuser_client: Any, superuser: Any, graph: Any, django_capture_on_commit_callbacks: Any) -> None:
         bob = graph["bob"]
