@@ -1,0 +1,96 @@
+"""Redis outage (C14): publishing still works, pages read the database, nothing is lost after recovery."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from feed import selectors, services
+from feed.models import Note
+from social.redis_client import redis_reset_breaker
+from tests.feed.helpers import inbox_ids
+
+pytestmark = pytest.mark.django_db
+
+DEAD_REDIS = "redis://127.0.0.1:1/0"
+BASE_MS = int((timezone.now() - timedelta(hours=1)).timestamp() * 1000)
+
+
+@pytest.fixture
+def redis_switch(settings):
+    """``redis_switch(up: bool)``: point the cache at the real Redis or at a closed port."""
+    live = settings.CACHES
+
+    def switch(up: bool) -> None:
+        if up:
+            settings.CACHES = live
+        else:
+            settings.CACHES = {**live, "default": {**live["default"], "LOCATION": DEAD_REDIS}}
+        redis_reset_breaker()
+
+    return switch
+
+
+def all_pages(user, limit=2):
+    ids, cursor = [], None
+    while True:
+        page = selectors.home_timeline(user_id=user.pk, cursor=cursor, limit=limit)
+        ids.extend(n.pk for n in page.notes)
+        if page.next_cursor is None:
+            return ids
+        cursor = page.next_cursor
+
+
+class TestNotePublishedWhileRedisIsDown:
+    def test_the_note_is_kept_shown_from_the_database_and_delivered_after_recovery(
+        self, alice, bob, follow, publish, synced, redis_switch, redis_client
+    ):
+        follow(alice, bob)
+        synced(alice)
+        n0 = publish(bob, "n0", at_ms=BASE_MS)
+        n1 = publish(bob, "n1", at_ms=BASE_MS + 10)
+
+        redis_switch(up=False)
+        n2 = publish(bob, "n2", at_ms=BASE_MS + 20)  # the fan-out task fails
+        client = Client()
+        client.force_login(alice)
+        during = client.get("/home")
+        feed_during = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)
+
+        redis_switch(up=True)
+        n3 = publish(bob, "n3", at_ms=BASE_MS + 30)
+        inbox_before_repair = inbox_ids(redis_client, alice)
+        repaired = services.fan_out_pending(older_than_seconds=0)
+
+        assert Note.objects.filter(pk=n2.pk, fanned_out_at__isnull=True).count() == 0
+        assert during.status_code == 200 and "n2" in during.content.decode()
+        assert (feed_during.source, [n.body for n in feed_during.notes]) == ("database", ["n2", "n1", "n0"])
+        assert inbox_before_repair == [n3.pk, n1.pk, n0.pk]
+        assert repaired == 1
+        assert inbox_ids(redis_client, alice) == [n3.pk, n2.pk, n1.pk, n0.pk]
+        assert all_pages(alice) == [n3.pk, n2.pk, n1.pk, n0.pk]
+
+    def test_publishing_through_the_api_answers_201_while_redis_is_down(self, bob, redis_switch):
+        client = Client()
+        client.force_login(bob)
+        redis_switch(up=False)
+
+        response = client.post("/api/notes", {"body": "still works"})
+
+        assert response.status_code == 201
+        assert Note.objects.get().fanned_out_at is None
+
+    def test_follow_and_unfollow_work_and_the_feed_reads_the_database(self, alice, bob, follow, unfollow, publish, redis_switch):
+        note = publish(bob, "visible after follow")
+        redis_switch(up=False)
+
+        follow(alice, bob)
+        followed = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=5)
+        unfollow(alice, bob)
+        unfollowed = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=5)
+
+        assert [n.pk for n in followed.notes] == [note.pk]
+        assert unfollowed.notes == []
