@@ -1,34 +1,156 @@
-// Progressive enhancement: the follow button toggles without a reload when
-// JavaScript is on; without it the form posts and the page reloads.
-document.addEventListener("submit", async (event) => {
-  const form = event.target;
-  if (!form.classList.contains("follow-form")) return;
-  event.preventDefault();
-  const button = form.querySelector("button");
-  button.disabled = true;
-  try {
-    const response = await fetch(form.action, {
-      method: "POST",
-      headers: { "Accept": "application/json" },
-      body: new FormData(form),
-      credentials: "same-origin",
-    });
-    const data = await response.json();
-    if (!response.ok || !data.success) { form.submit(); return; }
-    const following = data.following;
-    form.action = form.action.replace(following ? /\/follow\/$/ : /\/unfollow\/$/, following ? "/unfollow/" : "/follow/");
-    button.textContent = following ? "Following" : "Follow";
-    button.classList.toggle("following", following);
-    button.setAttribute("aria-pressed", following ? "true" : "false");
-    const count = document.getElementById("followers-count");
-    if (count) {
-      count.dataset.count = data.followers;
-      count.title = data.followers;
-      count.textContent = Number(data.followers).toLocaleString("en-US");
+// followfeed: progressive enhancement. Every page works without JavaScript
+// (forms post, "Load more" and "Older" are links); with it:
+// - the follow button toggles in place (fetch, no navigation) and updates
+//   aria-pressed, the followers count and the "Mutual" badge;
+// - "Load more" on the home feed appends the next page to the list;
+// - relative times ("3 min ago") stay current.
+// The two formats mirror users/templatetags/formatting.py; the browser tests
+// check that both give the same text.
+(function () {
+  "use strict";
+
+  const UNITS = [[1e9, "B"], [1e6, "M"], [1e3, "k"]];
+  const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+  // 12345 -> "12.3k": at most three significant digits, rounded toward zero.
+  function compactCount(value) {
+    const n = Math.trunc(Number(value));
+    if (!Number.isFinite(n) || n < 0) return String(value);
+    if (n < 1000) return String(n);
+    for (const [unit, suffix] of UNITS) {
+      if (n >= unit) {
+        const tenths = Math.floor((n * 10) / unit);
+        const whole = Math.floor(tenths / 10);
+        const tenth = tenths % 10;
+        return whole >= 100 || tenth === 0 ? `${whole}${suffix}` : `${whole}.${tenth}${suffix}`;
+      }
     }
-  } catch (error) {
-    form.submit();
-  } finally {
-    button.disabled = false;
+    return String(n);
   }
-});
+
+  // "3 min ago"; dates in UTC after a week.
+  function relativeTime(whenMs, nowMs) {
+    const seconds = Math.floor((nowMs - whenMs) / 1000);
+    if (seconds < 10) return "just now";
+    if (seconds < 60) return `${seconds} s ago`;
+    if (seconds < 3600) return `${Math.floor(seconds / 60)} min ago`;
+    if (seconds < 86400) return `${Math.floor(seconds / 3600)} h ago`;
+    if (seconds < 7 * 86400) return `${Math.floor(seconds / 86400)} d ago`;
+    const when = new Date(whenMs);
+    const now = new Date(nowMs);
+    const day = `${MONTHS[when.getUTCMonth()]} ${when.getUTCDate()}`;
+    return when.getUTCFullYear() === now.getUTCFullYear() ? day : `${day}, ${when.getUTCFullYear()}`;
+  }
+
+  function announce(text) {
+    const region = document.getElementById("live-status");
+    if (!region) return;
+    region.textContent = "";
+    // A new text node after a tick makes screen readers announce repeats too.
+    window.setTimeout(() => { region.textContent = text; }, 50);
+  }
+
+  // --- follow toggle -------------------------------------------------------
+  async function toggleFollow(form) {
+    const button = form.querySelector("button");
+    button.disabled = true;
+    button.setAttribute("aria-busy", "true");
+    try {
+      const response = await fetch(form.action, {
+        method: "POST",
+        headers: { "Accept": "application/json" },
+        body: new FormData(form),
+        credentials: "same-origin",
+      });
+      const data = await response.json();
+      if (!response.ok || !data.success) { form.submit(); return; }
+      const following = data.following;
+      form.action = form.action.replace(following ? /\/follow\/$/ : /\/unfollow\/$/, following ? "/unfollow/" : "/follow/");
+      button.textContent = following ? "Following" : "Follow";
+      button.classList.toggle("following", following);
+      button.setAttribute("aria-pressed", following ? "true" : "false");
+      const count = document.getElementById("followers-count");
+      if (count) {
+        const n = Number(data.followers);
+        count.dataset.count = String(n);
+        count.title = n.toLocaleString("en-US");
+        count.textContent = compactCount(n);
+        const label = count.parentElement && count.parentElement.querySelector(".count-label");
+        if (label) label.textContent = n === 1 ? label.dataset.one : label.dataset.many;
+      }
+      const profile = form.closest(".profile");
+      const mutual = profile && profile.querySelector(".badge-mutual");
+      if (mutual && profile.dataset.followsYou === "true") mutual.hidden = !following;
+      announce(following ? "You follow this account now." : "You no longer follow this account.");
+    } catch (error) {
+      form.submit();
+    } finally {
+      button.disabled = false;
+      button.removeAttribute("aria-busy");
+    }
+  }
+
+  document.addEventListener("submit", (event) => {
+    const form = event.target;
+    if (!(form instanceof HTMLFormElement) || !form.classList.contains("follow-form")) return;
+    event.preventDefault();
+    toggleFollow(form);
+  });
+
+  // --- "Load more" on the home feed ------------------------------------------
+  // Fetches the next page (the link's own URL, same HTML as without
+  // JavaScript), appends its notes and takes over its pager. Notes are not
+  // de-duplicated here on purpose: the server's cursor must never repeat one.
+  async function loadMore(link) {
+    const list = document.querySelector("ol.notes");
+    const pager = link.closest(".pager");
+    if (!list || !pager) { window.location.assign(link.href); return; }
+    link.setAttribute("aria-busy", "true");
+    link.textContent = "Loading…";
+    try {
+      const response = await fetch(link.href, { headers: { "Accept": "text/html" }, credentials: "same-origin" });
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      const page = new DOMParser().parseFromString(await response.text(), "text/html");
+      const incoming = Array.from(page.querySelectorAll("ol.notes > li"));
+      incoming.forEach((item) => list.appendChild(document.adoptNode(item)));
+      const nextPager = page.querySelector(".pager");
+      if (nextPager) {
+        // Keep "Newest" off: this page still starts at the newest note.
+        nextPager.querySelectorAll("a:not(.load-more)").forEach((a) => a.remove());
+        if (!nextPager.querySelector(".load-more, .end-of-feed")) {
+          nextPager.insertAdjacentHTML("beforeend", '<span class="muted end-of-feed">End of your feed.</span>');
+        }
+        pager.replaceWith(document.adoptNode(nextPager));
+      } else {
+        pager.remove();
+      }
+      refreshTimes();
+      if (incoming.length) {
+        incoming[0].tabIndex = -1;
+        incoming[0].focus({ preventScroll: true });
+      }
+      announce(incoming.length ? `${incoming.length} more notes loaded.` : "No more notes.");
+    } catch (error) {
+      window.location.assign(link.href);
+    }
+  }
+
+  document.addEventListener("click", (event) => {
+    const link = event.target instanceof Element ? event.target.closest("a.load-more") : null;
+    if (!link || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+    event.preventDefault();
+    loadMore(link);
+  });
+
+  // --- relative times ----------------------------------------------------------
+  function refreshTimes() {
+    const now = Date.now();
+    document.querySelectorAll("time.relative[datetime]").forEach((node) => {
+      const when = Date.parse(node.getAttribute("datetime"));
+      if (!Number.isNaN(when)) node.textContent = relativeTime(when, now);
+    });
+  }
+  window.setInterval(refreshTimes, 30000);
+
+  window.followfeed = { compactCount, relativeTime, refreshTimes };
+})();
