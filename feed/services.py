@@ -254,13 +254,17 @@ def inbox_backfill_followee(*, follower_id: int, followee_id: int) -> int:
     """After ``follower_id`` followed ``followee_id``: add the followee's newest
     ``INBOX_MAX_LEN`` visible notes to the follower's inbox, at their publish times.
 
-    Nothing when the follow is gone again, or the followee is a pull author
-    (merged at read time). A re-follow backfills like a first follow.
+    Nothing when the follow is gone again, the followee is a pull author
+    (merged at read time) or the follower is not seen within
+    ``FEED_ACTIVE_DAYS`` (skipped like at fan-out; rebuilt when back). A
+    re-follow backfills like a first follow.
 
     :returns: the number of notes added.
     :raises: Redis errors (REDIS_ERRORS) so the task retries.
     """
     if not _follows(follower_id, followee_id):
+        return 0
+    if not User.objects.filter(pk=follower_id, last_seen_at__gte=delivery.active_cutoff()).exists():
         return 0
     client = get_redis()
     if client.sismember(redis_keys.pull_authors_key(), followee_id):
