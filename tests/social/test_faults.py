@@ -196,3 +196,134 @@ class TestDataLoss:
         assert drained["rebuild_queued"] is False
         assert not client.exists(redis_keys.social_sentinel_key())
         assert client.get(redis_keys.social_rebuild_lock_key()) == b"other-worker"
+
+
+# --- many writers through a Redis crash and a worker crash -----------------
+
+
+def random_writer(args: tuple[list[int], int, int, int]) -> tuple[int, int]:
+    """Child process: ``ops`` random follows/unfollows among ``user_ids`` (30% aimed at ``hot_id``).
+
+    :returns: ``(ops_done, errors)``; each op is its own request-like transaction.
+    """
+    import random
+
+    from django.db import connections
+
+    from users.models import User
+
+    user_ids, hot_id, ops, seed = args
+    connections.close_all()
+    rng = random.Random(seed)
+    actors = {u.pk: u for u in User.objects.filter(pk__in=user_ids)}
+    done = errors = 0
+    while done < ops:
+        actor = actors[rng.choice(user_ids)]
+        target = hot_id if rng.random() < 0.3 else rng.choice(user_ids)
+        if target == actor.pk:
+            continue
+        try:
+            if rng.random() < 0.55:
+                services.follow_create(actor=actor, target_id=target)
+            else:
+                services.follow_delete(actor=actor, target_id=target)
+        except Exception as exc:  # noqa: BLE001 - counted and asserted zero
+            print("writer error", repr(exc)[:300], flush=True)
+            errors += 1
+        done += 1
+    connections.close_all()
+    return done, errors
+
+
+@pytest.mark.slow
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+class TestManyWritersThroughFaults:
+    WRITERS = 5
+    OPS_EACH = 2000
+
+    def test_ten_thousand_ops_survive_a_redis_crash_and_a_worker_killed_mid_drain(self, settings, user_factory, redis_isolated):
+        import multiprocessing
+        import uuid
+
+        from django.db import connections
+
+        from config.celery_app import app
+        from social.reconcile import reconcile_all
+        from tests.social.faults import CeleryWorker, purge_queue, wait_until
+
+        settings.REDIS_CIRCUIT_OPEN_SECONDS = 0.5
+        server = RedisServer()
+        server.start()
+        point_at(settings, server)
+        probe = server.client()
+        probe.set(redis_keys.social_sentinel_key(), "test")
+        users = [user_factory() for _ in range(40)]
+        ids = [u.pk for u in users]
+        queue = f"ff_faults_{uuid.uuid4().hex[:8]}"
+        worker = CeleryWorker(queue=queue, redis_url=server.url, extra_env={"SOCIAL_OUTBOX_DRAIN_BATCH": "20"})
+        second = CeleryWorker(queue=queue, redis_url=server.url, extra_env={"SOCIAL_OUTBOX_DRAIN_BATCH": "20"})
+
+        def outbox() -> tuple[int, int]:
+            return MirrorOutbox.objects.count(), MirrorOutbox.objects.filter(applied_at__isnull=True).count()
+
+        def drain() -> None:  # what beat sends every SOCIAL_OUTBOX_DRAIN_SECONDS
+            app.send_task("social.tasks.social_outbox_drain", queue=queue)
+
+        try:
+            worker.start()
+            connections.close_all()
+            context = multiprocessing.get_context("fork")
+            jobs = [(ids, ids[0], self.OPS_EACH, seed) for seed in range(self.WRITERS)]
+            with context.Pool(self.WRITERS) as pool:
+                running = pool.map_async(random_writer, jobs)
+                # Redis dies after 1,000 changes and comes back empty 2,000 changes later.
+                wait_until(lambda: outbox()[0] >= 1000, timeout=300, what="1,000 changes")
+                server.kill()
+                killed_at = outbox()[0]
+                wait_until(lambda: outbox()[0] >= killed_at + 2000, timeout=300, what="2,000 changes with Redis down")
+                server.start()
+                results = running.get(timeout=600)
+            total, pending_before = outbox()
+            # One drain, killed once it has applied some entries but not all.
+            drain()
+            wait_until(lambda: 0 < outbox()[1] < pending_before - 40, timeout=120, interval=0.01, what="drain under way")
+            worker.kill()
+            pending_after_kill = outbox()[1]
+            # A new worker: the unacked drain is redelivered, beat keeps sending drains.
+            second.start()
+            drain()
+            wait_until(
+                lambda: outbox()[1] == 0 and probe.exists(redis_keys.social_sentinel_key())
+                and not probe.exists(redis_keys.social_rebuild_lock_key()),
+                timeout=300,
+                interval=0.2,
+                what="outbox drained and mirror rebuilt",
+            )
+            drain()  # and one more beat after everything settled
+            wait_until(lambda: b"social_outbox_drain" in second.log.read_bytes(), timeout=60, what="final drain")
+            time.sleep(1)
+        finally:
+            worker.stop()
+            second.stop()
+            purge_queue(queue)
+
+        redis_reset_breaker()
+        selectors.forget_sentinel()
+        full = reconcile_all(repair=False, check="full")
+        assert sum(done for done, _ in results) == self.WRITERS * self.OPS_EACH >= 10_000
+        assert sum(errors for _, errors in results) == 0  # every write succeeded, Redis or not
+        assert pending_before >= 2000 and 0 < pending_after_kill < pending_before
+        assert outbox()[1] == 0
+        assert_mirror_equals_database(probe, ids)  # sets and sorted sets, edge for edge
+        assert (full.edges_missing, full.edges_extra, full.scores_wrong) == (0, 0, 0)  # scores too
+        for user_id in ids:
+            counts = selectors.follow_counts(user_id=user_id)
+            assert counts.followers == _db_count(followee_id=user_id) >= 0
+            assert counts.following == _db_count(follower_id=user_id) >= 0
+
+
+def _db_count(**where: int) -> int:
+    from social.models import Follow
+
+    return Follow.objects.filter(**where).count()
