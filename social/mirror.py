@@ -45,7 +45,8 @@ def follow_score(created_at: Any) -> int:
 
 
 def followers_layouts(client: Any, user_ids: Iterable[int]) -> dict[int, bytes]:
-    """Live followers layout of each user (``LAYOUT_SINGLE``/``LAYOUT_SHARDED``/``migrating``).
+    """Followers layout marker of each user (``LAYOUT_SINGLE`` when absent, ``LAYOUT_SHARDED``,
+    ``LAYOUT_MIGRATING`` or ``LAYOUT_UNSHARDING``).
 
     :returns: ``{user_id: layout}`` read in one round trip.
     """
@@ -58,24 +59,34 @@ def followers_layouts(client: Any, user_ids: Iterable[int]) -> dict[int, bytes]:
     return {user_id: (value or redis_keys.LAYOUT_SINGLE) for user_id, value in zip(ids, pipe.execute())}
 
 
-def queue_pair_write(pipe: Any, *, follower_id: int, followee_id: int, score: int | None, layout: bytes) -> None:
+def queue_pair_write(
+    pipe: Any, *, follower_id: int, followee_id: int, score: int | None, layout: bytes, scrub: bool = False
+) -> None:
     """Queue on ``pipe`` the commands that make Redis show the pair as ``score``.
 
-    ``score`` None removes the edge from all four structures. During a
-    layout migration (``migrating``) both layouts are written, so neither
-    reads empty or stale when the marker flips.
+    ``score`` None removes the edge from all four structures. While a layout
+    migration runs (``migrating``/``unsharding``) both layouts are written,
+    so neither reads empty or stale when the marker flips. ``scrub`` (used
+    when a write raced with a marker flip) also removes the follower from
+    the layout that is no longer live, so a write that landed in the old
+    keys after they were unlinked leaves no orphan key behind.
     """
+    single = (redis_keys.followers_set_key(followee_id), redis_keys.followers_zset_key(followee_id))
+    shard = redis_keys.follower_shard(follower_id)
+    sharded = (
+        redis_keys.followers_set_shard_key(followee_id, shard),
+        redis_keys.followers_zset_shard_key(followee_id, shard),
+    )
     targets: list[tuple[str, str]] = []
-    if layout != redis_keys.LAYOUT_SHARDED:
-        targets.append((redis_keys.followers_set_key(followee_id), redis_keys.followers_zset_key(followee_id)))
-    if layout != redis_keys.LAYOUT_SINGLE:
-        shard = redis_keys.follower_shard(follower_id)
-        targets.append(
-            (
-                redis_keys.followers_set_shard_key(followee_id, shard),
-                redis_keys.followers_zset_shard_key(followee_id, shard),
-            )
-        )
+    if redis_keys.writes_single(layout):
+        targets.append(single)
+    if redis_keys.writes_shards(layout):
+        targets.append(sharded)
+    stale: list[tuple[str, str]] = []
+    if scrub and layout == redis_keys.LAYOUT_SHARDED:
+        stale.append(single)
+    elif scrub and layout == redis_keys.LAYOUT_SINGLE:
+        stale.append(sharded)
     if score is None:
         pipe.srem(redis_keys.following_set_key(follower_id), followee_id)
         pipe.zrem(redis_keys.following_zset_key(follower_id), followee_id)
@@ -88,6 +99,9 @@ def queue_pair_write(pipe: Any, *, follower_id: int, followee_id: int, score: in
         for set_key, zset_key in targets:
             pipe.sadd(set_key, follower_id)
             pipe.zadd(zset_key, {str(follower_id): score})
+    for set_key, zset_key in stale:
+        pipe.srem(set_key, follower_id)
+        pipe.zrem(zset_key, follower_id)
 
 
 def pair_states(pairs: Sequence[Pair]) -> dict[Pair, int | None]:
@@ -114,10 +128,20 @@ def pair_states(pairs: Sequence[Pair]) -> dict[Pair, int | None]:
     return states
 
 
-def mirror_apply_pairs(pairs: Iterable[Pair]) -> int:
+def mirror_apply_pairs(pairs: Iterable[Pair], *, layout_check: bool = True) -> int:
     """Make Redis show each pair exactly as the database has it, race-safely.
 
+    Each round writes every pair with its followee's layout, then (in the
+    same pipeline) re-reads each followee's layout marker and follower
+    count; a pair is written again when its database row changed meanwhile
+    or when a layout migration (``social.sharding``) flipped the marker
+    between our read and our write, so no write is left only in keys that
+    stopped being live.
+
     :param pairs: ``(follower_id, followee_id)`` tuples, duplicates allowed.
+    :param layout_check: queue a layout migration for followees whose
+        follower count crossed the sharding thresholds (the migration itself
+        passes False).
     :returns: the number of distinct pairs written.
     :raises redis.exceptions.ConnectionError: (and the other REDIS_ERRORS)
         when Redis is unreachable; the caller keeps the outbox entry.
@@ -129,8 +153,11 @@ def mirror_apply_pairs(pairs: Iterable[Pair]) -> int:
     client = get_redis()
     states = pair_states(wanted)
     todo = wanted
+    moved: set[int] = set()
+    observed: dict[int, tuple[int, bytes]] = {}  # followee -> (follower count, layout)
     for _ in range(MAX_VERIFY_ROUNDS):
-        layouts = followers_layouts(client, (followee for _, followee in todo))
+        followees = list(dict.fromkeys(followee for _, followee in todo))
+        layouts = followers_layouts(client, followees)
         pipe = client.pipeline(transaction=False)
         for follower_id, followee_id in todo:
             queue_pair_write(
@@ -139,14 +166,38 @@ def mirror_apply_pairs(pairs: Iterable[Pair]) -> int:
                 followee_id=followee_id,
                 score=states[(follower_id, followee_id)],
                 layout=layouts[followee_id],
+                scrub=followee_id in moved,
             )
-        pipe.execute()
+        for followee_id in followees:
+            pipe.get(redis_keys.followers_layout_key(followee_id))
+            for set_key, _ in redis_keys.followers_read_keys(followee_id, layouts[followee_id]):
+                pipe.scard(set_key)
+        replies = pipe.execute()
+        tail = len(replies) - sum(1 + len(redis_keys.followers_read_keys(f, layouts[f])) for f in followees)
+        moved = set()
+        for followee_id in followees:
+            now_layout = replies[tail] or redis_keys.LAYOUT_SINGLE
+            width = len(redis_keys.followers_read_keys(followee_id, layouts[followee_id]))
+            if now_layout != layouts[followee_id]:
+                moved.add(followee_id)
+            else:
+                observed[followee_id] = (sum(int(n) for n in replies[tail + 1 : tail + 1 + width]), now_layout)
+            tail += 1 + width
         again = pair_states(todo)
-        todo = [pair for pair in todo if again[pair] != states[pair]]
-        if not todo:
-            return len(wanted)
+        todo = [pair for pair in todo if again[pair] != states[pair] or pair[1] in moved]
         states.update(again)
+        if not todo:
+            if layout_check:
+                _layout_check(observed)
+            return len(wanted)
     raise MirrorNotConverged(f"{len(todo)} pairs kept changing, e.g. {todo[:3]}")
+
+
+def _layout_check(observed: dict[int, tuple[int, bytes]]) -> None:
+    # Imported here because social.sharding builds on this module.
+    from .sharding import layout_migrations_enqueue
+
+    layout_migrations_enqueue(observed)
 
 
 def user_pairs(user_id: int) -> list[Pair]:

@@ -130,15 +130,11 @@ class Counts:
 
 
 def _follower_set_keys(user_id: int, layout: bytes) -> list[str]:
-    if layout == redis_keys.LAYOUT_SHARDED:
-        return [redis_keys.followers_set_shard_key(user_id, s) for s in range(settings.FOLLOWERS_SHARDS)]
-    return [redis_keys.followers_set_key(user_id)]
+    return [set_key for set_key, _ in redis_keys.followers_read_keys(user_id, layout)]
 
 
 def _follower_zset_keys(user_id: int, layout: bytes) -> list[str]:
-    if layout == redis_keys.LAYOUT_SHARDED:
-        return [redis_keys.followers_zset_shard_key(user_id, s) for s in range(settings.FOLLOWERS_SHARDS)]
-    return [redis_keys.followers_zset_key(user_id)]
+    return [zset_key for _, zset_key in redis_keys.followers_read_keys(user_id, layout)]
 
 
 def follow_counts(*, user_id: int) -> Counts:
@@ -154,9 +150,9 @@ def follow_counts(*, user_id: int) -> Counts:
         pipe.scard(redis_keys.followers_set_key(user_id))
         pipe.scard(redis_keys.following_set_key(user_id))
         layout, followers, following = pipe.execute()
-        if layout == redis_keys.LAYOUT_SHARDED:
+        if redis_keys.reads_shards(layout):
             pipe = client.pipeline(transaction=False)
-            for key in _follower_set_keys(user_id, redis_keys.LAYOUT_SHARDED):
+            for key in _follower_set_keys(user_id, layout):
                 pipe.scard(key)
             followers = sum(pipe.execute())
         return Counts(followers=int(followers), following=int(following))
@@ -267,20 +263,25 @@ def _members(reply: Any) -> set[int]:
 
 
 def _followers_among(client: Any, user_id: int, candidates: set[int]) -> set[int]:
-    """Which ``candidates`` follow ``user_id``: SMISMEMBER against the right key or shard."""
+    """Which ``candidates`` follow ``user_id``: SMISMEMBER against the one key, or per shard
+    against the one shard that can hold each candidate (one round trip)."""
     if not candidates:
         return set()
     layout = followers_layouts(client, [user_id])[user_id]
-    ordered = sorted(candidates)
+    by_key: dict[str, list[int]] = {}
+    for candidate in sorted(candidates):
+        if redis_keys.reads_shards(layout):
+            key = redis_keys.followers_set_shard_key(user_id, redis_keys.follower_shard(candidate))
+        else:
+            key = redis_keys.followers_set_key(user_id)
+        by_key.setdefault(key, []).append(candidate)
     pipe = client.pipeline(transaction=False)
-    if layout == redis_keys.LAYOUT_SHARDED:
-        for candidate in ordered:
-            pipe.sismember(redis_keys.followers_set_shard_key(user_id, redis_keys.follower_shard(candidate)), candidate)
-    else:
-        pipe.smismember(redis_keys.followers_set_key(user_id), ordered)
-    replies = pipe.execute()
-    flags = replies if layout == redis_keys.LAYOUT_SHARDED else replies[0]
-    return {candidate for candidate, flag in zip(ordered, flags) if flag}
+    for key, members in by_key.items():
+        pipe.smismember(key, members)
+    found: set[int] = set()
+    for members, flags in zip(by_key.values(), pipe.execute()):
+        found |= {member for member, flag in zip(members, flags) if flag}
+    return found
 
 
 def common_following(*, user_id: int, other_id: int, limit: int = 12) -> UserSample:
@@ -305,7 +306,7 @@ def familiar_followers(*, viewer_id: int, user_id: int, limit: int = 3) -> UserS
 
     def from_redis(client: Any) -> set[int]:
         layout = followers_layouts(client, [user_id])[user_id]
-        if layout == redis_keys.LAYOUT_SINGLE:
+        if not redis_keys.reads_shards(layout):
             keys = [redis_keys.followers_set_key(user_id), redis_keys.following_set_key(viewer_id)]
             return _members(intersect_sets(client, keys))
         followed = _members(client.smembers(redis_keys.following_set_key(viewer_id)))
@@ -323,7 +324,7 @@ def mutual_follows(*, user_id: int, limit: int = 12) -> UserSample:
 
     def from_redis(client: Any) -> set[int]:
         layout = followers_layouts(client, [user_id])[user_id]
-        if layout == redis_keys.LAYOUT_SINGLE:
+        if not redis_keys.reads_shards(layout):
             keys = [redis_keys.following_set_key(user_id), redis_keys.followers_set_key(user_id)]
             return _members(intersect_sets(client, keys))
         followed = _members(client.smembers(redis_keys.following_set_key(user_id)))

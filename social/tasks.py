@@ -10,6 +10,7 @@ from .mirror import outbox_apply
 from .models import MirrorOutbox
 from .recovery import mirror_rebuild_locked, outbox_drain_pending
 from .redis_client import REDIS_ERRORS
+from .sharding import followers_layout_migrate
 
 
 @shared_task(bind=True, acks_late=True, autoretry_for=REDIS_ERRORS, retry_backoff=True, retry_backoff_max=60, max_retries=None)
@@ -37,6 +38,15 @@ def social_mirror_rebuild() -> dict[str, Any]:
     """Rebuild the whole mirror after Redis lost its data; a no-op while another rebuild holds the lock."""
     return mirror_rebuild_locked()
 
+
+@shared_task(acks_late=True, autoretry_for=REDIS_ERRORS, retry_backoff=True, retry_backoff_max=60, max_retries=20)
+def social_followers_layout_migrate(*, user_id: int) -> dict[str, Any]:
+    """Move ``user_id``'s followers between one key and shards as its count asks (``social.sharding``).
+
+    Queued by the mirror when an account crosses a sharding threshold; a
+    duplicate or late run finds the lock taken or the layout settled.
+    """
+    return followers_layout_migrate(user_id=user_id).as_dict()
 
 
 @shared_task(acks_late=True)

@@ -161,9 +161,14 @@ FOLLOWFEED_DATASET = env("FOLLOWFEED_DATASET", default="soc-Slashdot0902.txt.gz"
 # Authors with at least this many followers are not fanned out on write;
 # readers pull their outbox at read time (hybrid).
 FANOUT_PULL_THRESHOLD = env.int("FANOUT_PULL_THRESHOLD", default=10_000)
-# Followers lists above this size are split into FOLLOWERS_SHARDS keys.
+# Followers lists of at least this size are split into FOLLOWERS_SHARDS keys
+# (a follower in shard id % FOLLOWERS_SHARDS; changing FOLLOWERS_SHARDS needs
+# a rebuild_social_cache). A sharded account goes back to one key only below
+# FOLLOWERS_SHARD_THRESHOLD * FOLLOWERS_UNSHARD_RATIO (hysteresis, so an
+# account at the edge does not migrate back and forth); see social.sharding.
 FOLLOWERS_SHARD_THRESHOLD = env.int("FOLLOWERS_SHARD_THRESHOLD", default=50_000)
 FOLLOWERS_SHARDS = env.int("FOLLOWERS_SHARDS", default=16)
+FOLLOWERS_UNSHARD_RATIO = env.float("FOLLOWERS_UNSHARD_RATIO", default=0.8)
 INBOX_MAX_LEN = env.int("INBOX_MAX_LEN", default=800)
 FEED_ACTIVE_DAYS = env.int("FEED_ACTIVE_DAYS", default=30)
 NOTE_MAX_LENGTH = env.int("NOTE_MAX_LENGTH", default=500)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
-
 from social import redis_keys
 from social.models import Follow
 
@@ -33,13 +31,9 @@ def redis_edges(client: Any, user_ids: list[int]) -> dict[str, set[tuple[int, in
         found["following_zset"] |= {
             (user_id, int(m)) for m in client.zrange(redis_keys.following_zset_key(user_id), 0, -1)
         }
-        layout = client.get(redis_keys.followers_layout_key(user_id))
-        if layout == redis_keys.LAYOUT_SHARDED:
-            set_keys = [redis_keys.followers_set_shard_key(user_id, s) for s in range(settings.FOLLOWERS_SHARDS)]
-            zset_keys = [redis_keys.followers_zset_shard_key(user_id, s) for s in range(settings.FOLLOWERS_SHARDS)]
-        else:
-            set_keys = [redis_keys.followers_set_key(user_id)]
-            zset_keys = [redis_keys.followers_zset_key(user_id)]
+        layout = client.get(redis_keys.followers_layout_key(user_id)) or redis_keys.LAYOUT_SINGLE
+        set_keys = [set_key for set_key, _ in redis_keys.followers_read_keys(user_id, layout)]
+        zset_keys = [zset_key for _, zset_key in redis_keys.followers_read_keys(user_id, layout)]
         for key in set_keys:
             found["followers_set"] |= {(int(m), user_id) for m in client.smembers(key)}
         for key in zset_keys:
