@@ -1,0 +1,105 @@
+"""Give one account N followers quickly (tests, benchmarks, demos): ``celebrity_make``.
+
+Followers are real accounts (``fan<celebrity id>_<n>``) and real ``Follow``
+rows, written with ``bulk_create(ignore_conflicts=True)`` in batches, which
+is ``INSERT IGNORE`` on MariaDB/MySQL (and ``INSERT ... ON CONFLICT DO
+NOTHING`` elsewhere), so a re-run skips what exists and fills in the rest.
+Bulk inserts fire no signals and write no outbox rows, so the mirror is
+then rebuilt for the account (``social.rebuild.rebuild_user``: its own
+keys built aside and swapped in, sharded when big, plus its entry in every
+follower's following set).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from .models import Follow
+from .rebuild import rebuild_user
+
+User = get_user_model()
+
+# Rows per INSERT; 5000 users of ~12 columns stay well under max_allowed_packet.
+BATCH = 5000
+# An unusable password (Django's "!" prefix): fan accounts cannot sign in.
+UNUSABLE_PASSWORD = "!celebrity-fan"
+
+
+@dataclass(frozen=True)
+class CelebrityResult:
+    """``user_id`` of the account, its ``followers`` in the database afterwards,
+    and ``edges_written`` by the mirror rebuild (both directions)."""
+
+    user_id: int
+    followers: int
+    edges_written: int
+
+
+def fan_username(celebrity_id: int, index: int) -> str:
+    """Username of fan number ``index`` (0-based) of account ``celebrity_id``."""
+    return f"fan{int(celebrity_id)}_{int(index)}"
+
+
+def celebrity_make(
+    *,
+    username: str,
+    followers: int,
+    ties: int = 4,
+    batch: int = BATCH,
+    rebuild: bool = True,
+    on_progress: Callable[[int], None] | None = None,
+) -> CelebrityResult:
+    """Make sure account ``username`` (created if missing) has ``followers`` fan accounts following it.
+
+    :param followers: number of fans, 0..1_000_000 or more; fans
+        ``0..followers-1`` are created if missing (re-runnable).
+    :param ties: fans per follow second: fan ``i`` followed at
+        ``start + i // ties`` seconds, so runs of ``ties`` equal follow
+        times exercise the tie order of paging.
+    :param batch: rows per INSERT.
+    :param rebuild: rebuild the account's Redis keys afterwards.
+    :param on_progress: called with the number of fans done in each batch.
+    :returns: a ``CelebrityResult``.
+    :raises ValueError: for a negative ``followers`` or ``ties`` < 1.
+    """
+    if followers < 0 or ties < 1 or batch < 1:
+        raise ValueError("followers must be >= 0, ties and batch >= 1")
+    celebrity, _ = User.objects.get_or_create(
+        username=username, defaults={"display_name": username.title(), "password": UNUSABLE_PASSWORD}
+    )
+    start = timezone.now().replace(microsecond=0) - timedelta(seconds=followers // ties + 1)
+    for low in range(0, followers, batch):
+        indexes = range(low, min(low + batch, followers))
+        names = [fan_username(celebrity.pk, i) for i in indexes]
+        User.objects.bulk_create(
+            [User(username=name, display_name=name, password=UNUSABLE_PASSWORD) for name in names],
+            batch_size=batch,
+            ignore_conflicts=True,
+        )
+        ids = dict(User.objects.filter(username__in=names).values_list("username", "pk"))
+        Follow.objects.bulk_create(
+            [
+                Follow(follower_id=ids[name], followee_id=celebrity.pk, created_at=start + timedelta(seconds=i // ties))
+                for i, name in zip(indexes, names)
+            ],
+            batch_size=batch,
+            ignore_conflicts=True,
+        )
+        if on_progress is not None:
+            on_progress(len(names))
+    edges = rebuild_user(celebrity.pk) if rebuild else 0
+    count = Follow.objects.filter(followee_id=celebrity.pk).count()
+    return CelebrityResult(user_id=celebrity.pk, followers=count, edges_written=edges)
+
+
+def celebrity_fan_ids(celebrity_id: int, *, limit: int | None = None) -> list[Any]:
+    """Ids of the fans following ``celebrity_id``, oldest follow first (for benchmarks)."""
+    rows = Follow.objects.filter(followee_id=celebrity_id).order_by("created_at", "follower_id")
+    ids = rows.values_list("follower_id", flat=True)
+    return list(ids[:limit] if limit is not None else ids)

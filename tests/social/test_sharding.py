@@ -1,0 +1,572 @@
+"""Big accounts: sharded follower keys, live layout migrations, non-blocking rebuilds (issue 4, C17).
+
+Thresholds are lowered per test (``settings`` fixture) so that a few dozen
+real accounts cross them; everything runs against the real MariaDB and
+Redis of the test settings.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from social import mirror, redis_keys, selectors, services, sharding
+from social.celebrity import celebrity_make
+from social.models import Follow
+from social.paging import sort_key
+from social.rebuild import ADD_CHUNK, rebuild_user
+from users.models import User
+from tests.social.helpers import assert_mirror_equals_database, db_edges
+
+pytestmark = pytest.mark.django_db
+
+SINGLE, SHARDED = redis_keys.LAYOUT_SINGLE, redis_keys.LAYOUT_SHARDED
+
+
+@pytest.fixture
+def low_threshold(settings: Any) -> Any:
+    """Shard at 10 followers into 4 shards; back to one key below 8."""
+    settings.FOLLOWERS_SHARD_THRESHOLD = 10
+    settings.FOLLOWERS_SHARDS = 4
+    settings.FOLLOWERS_UNSHARD_RATIO = 0.8
+    return settings
+
+
+def layout_of(client: Any, user_id: int) -> bytes:
+    return client.get(redis_keys.followers_layout_key(user_id)) or SINGLE
+
+
+def database_followers(user_id: int) -> list[int]:
+    """Active followers of ``user_id`` in the order the lists use: newest first, ties by member string."""
+    active = db_edges()
+    rows = Follow.objects.filter(followee_id=user_id).values_list("follower_id", "followee_id", "created_at")
+    items = [(a, int(at.timestamp())) for a, b, at in rows if (a, b) in active]
+    return [member for member, _ in sorted(items, key=sort_key, reverse=True)]
+
+
+def paged_followers(user_id: int, limit: int) -> list[int]:
+    """Walk the followers list of ``user_id`` with the cursor, ``limit`` per page."""
+    seen: list[int] = []
+    cursor = None
+    for _ in range(10_000):
+        page = selectors.followers_page(user_id=user_id, cursor=cursor, limit=limit)
+        seen.extend(entry.user.pk for entry in page.entries)
+        cursor = page.next_cursor
+        if cursor is None:
+            return seen
+    raise AssertionError("endless cursor")
+
+
+def assert_reads_match_database(client: Any, user_id: int, *, limit: int = 7) -> None:
+    """What readers see of ``user_id``'s followers equals the database: list, count, membership."""
+    expected = database_followers(user_id)
+    assert paged_followers(user_id, limit=limit) == expected
+    assert selectors.follow_counts(user_id=user_id).followers == len(expected)
+    assert_mirror_equals_database(client, [user_id])
+
+
+def stale_keys(client: Any, user_id: int) -> list[str]:
+    """Keys of the layout that is not live, which must not exist once the account is settled."""
+    layout = layout_of(client, user_id)
+    if layout == SHARDED:
+        keys = [redis_keys.followers_set_key(user_id), redis_keys.followers_zset_key(user_id)]
+    else:
+        keys = [key for pair in redis_keys.followers_shard_keys(user_id) for key in pair]
+    return [key for key in keys if client.exists(key)]
+
+
+def follow(actor: Any, target: Any, capture: Any) -> None:
+    with capture(execute=True):
+        services.follow_create(actor=actor, target_id=target.pk)
+
+
+def unfollow(actor: Any, target: Any, capture: Any) -> None:
+    with capture(execute=True):
+        services.follow_delete(actor=actor, target_id=target.pk)
+
+
+class TestDesiredLayout:
+    @pytest.mark.parametrize(
+        ("followers", "layout", "expected"),
+        [
+            (9, SINGLE, SINGLE),
+            (10, SINGLE, SHARDED),
+            (9, SHARDED, SHARDED),  # inside the band: keeps its layout
+            (8, SHARDED, SHARDED),
+            (7, SHARDED, SINGLE),  # below 10 * 0.8
+            (9, redis_keys.LAYOUT_MIGRATING, SHARDED),  # a migration under way is finished
+            (9, redis_keys.LAYOUT_UNSHARDING, SINGLE),
+            (0, SINGLE, SINGLE),
+        ],
+    )
+    def test_shards_at_the_threshold_and_unshards_below_the_ratio(self, low_threshold, followers, layout, expected):
+        assert sharding.unshard_threshold() == 8
+
+        assert sharding.desired_layout(followers=followers, layout=layout) == expected
+
+
+class TestGrowAndShrink:
+    def test_lists_and_counts_match_the_database_at_every_step(
+        self, low_threshold, user_factory, redis_client, django_capture_on_commit_callbacks
+    ):
+        star = user_factory(username="star")
+        fans = [user_factory() for _ in range(12)]
+        layouts = []
+
+        for fan in fans:
+            follow(fan, star, django_capture_on_commit_callbacks)
+            assert_reads_match_database(redis_client, star.pk)
+            assert stale_keys(redis_client, star.pk) == []
+            layouts.append(layout_of(redis_client, star.pk))
+        for fan in fans:
+            unfollow(fan, star, django_capture_on_commit_callbacks)
+            assert_reads_match_database(redis_client, star.pk)
+            assert stale_keys(redis_client, star.pk) == []
+            layouts.append(layout_of(redis_client, star.pk))
+
+        # Followers after each step: 1..12, then 11..0.
+        assert layouts == [SINGLE] * 9 + [SHARDED] * 3 + [SHARDED] * 4 + [SINGLE] * 8
+        assert not redis_client.exists(redis_keys.followers_migration_lock_key(star.pk))
+        assert not redis_client.exists(redis_keys.followers_migration_queued_key(star.pk))
+
+    def test_sharded_keys_place_each_follower_in_its_shard(
+        self, low_threshold, user_factory, redis_client, django_capture_on_commit_callbacks
+    ):
+        star = user_factory()
+        fans = [user_factory() for _ in range(11)]
+
+        for fan in fans:
+            follow(fan, star, django_capture_on_commit_callbacks)
+
+        assert layout_of(redis_client, star.pk) == SHARDED
+        for shard, (set_key, zset_key) in enumerate(redis_keys.followers_shard_keys(star.pk)):
+            expected = {fan.pk for fan in fans if fan.pk % 4 == shard}
+            assert {int(m) for m in redis_client.smembers(set_key)} == expected
+            assert {int(m) for m in redis_client.zrange(zset_key, 0, -1)} == expected
+
+    def test_membership_reads_of_a_sharded_account_agree_with_the_database(
+        self, low_threshold, user_factory, redis_client, django_capture_on_commit_callbacks
+    ):
+        star, viewer = user_factory(), user_factory()
+        fans = [user_factory() for _ in range(12)]
+        for fan in fans:
+            follow(fan, star, django_capture_on_commit_callbacks)
+        for fan in fans[:5]:
+            follow(viewer, fan, django_capture_on_commit_callbacks)
+        for fan in fans[3:7]:
+            follow(star, fan, django_capture_on_commit_callbacks)
+
+        familiar = selectors.familiar_followers(viewer_id=viewer.pk, user_id=star.pk, limit=20)
+        mutual = selectors.mutual_follows(user_id=star.pk, limit=20)
+
+        assert layout_of(redis_client, star.pk) == SHARDED
+        assert {u.pk for u in familiar.users} == {f.pk for f in fans[:5]}
+        assert {u.pk for u in mutual.users} == {f.pk for f in fans[3:7]}
+
+    def test_counts_are_never_negative(self, low_threshold, user_factory, redis_client, django_capture_on_commit_callbacks):
+        star, fan = user_factory(), user_factory()
+        follow(fan, star, django_capture_on_commit_callbacks)
+
+        unfollow(fan, star, django_capture_on_commit_callbacks)
+        unfollow(fan, star, django_capture_on_commit_callbacks)
+
+        assert selectors.follow_counts(user_id=star.pk) == selectors.Counts(followers=0, following=0)
+        assert selectors.follow_counts(user_id=fan.pk) == selectors.Counts(followers=0, following=0)
+
+
+def make_followers(star: Any, fans: list[Any], seconds: list[int]) -> None:
+    """Follow rows ``fan -> star`` at ``now - seconds[i]`` (bulk, then the mirror is rebuilt)."""
+    now = timezone.now().replace(microsecond=0)
+    Follow.objects.bulk_create(
+        [Follow(follower=fan, followee=star, created_at=now - timedelta(seconds=s)) for fan, s in zip(fans, seconds)]
+    )
+
+
+class TestShardedPaging:
+    def test_every_follower_once_newest_first_with_ties(self, low_threshold, user_factory, redis_client):
+        star = user_factory()
+        fans = [user_factory() for _ in range(60)]
+        # 25 followers share one follow second, the others are older, some tied in pairs.
+        make_followers(star, fans, [5] * 25 + [100 + i // 2 for i in range(35)])
+
+        rebuild_user(star.pk)
+        pages = [paged_followers(star.pk, limit) for limit in (1, 7, 10, 25, 60, 100)]
+
+        assert layout_of(redis_client, star.pk) == SHARDED
+        expected = database_followers(star.pk)
+        assert len(expected) == 60
+        for seen in pages:
+            assert seen == expected
+            assert len(set(seen)) == 60
+
+    def test_a_cursor_gives_the_same_page_again(self, low_threshold, user_factory, redis_client):
+        star = user_factory()
+        fans = [user_factory() for _ in range(30)]
+        make_followers(star, fans, [7] * 25 + [50, 51, 52, 53, 54])
+        rebuild_user(star.pk)
+        first = selectors.followers_page(user_id=star.pk, cursor=None, limit=10)
+
+        second = selectors.followers_page(user_id=star.pk, cursor=first.next_cursor, limit=10)
+        again = selectors.followers_page(user_id=star.pk, cursor=first.next_cursor, limit=10)
+
+        assert [e.user.pk for e in second.entries] == [e.user.pk for e in again.entries]
+        assert [e.user.pk for e in second.entries] == database_followers(star.pk)[10:20]
+
+    def test_the_database_path_pages_a_sharded_list_identically(
+        self, low_threshold, user_factory, redis_client, monkeypatch
+    ):
+        star = user_factory()
+        fans = [user_factory() for _ in range(40)]
+        make_followers(star, fans, [3] * 20 + [9] * 20)
+        rebuild_user(star.pk)
+        from_redis = paged_followers(star.pk, limit=6)
+
+        monkeypatch.setattr(selectors, "redis_available", lambda: False)
+        from_database = paged_followers(star.pk, limit=6)
+
+        assert from_redis == from_database == database_followers(star.pk)
+
+
+class TestMigrationInterleavedReads:
+    """Reads between every step of a migration never see the list empty, doubled or stale."""
+
+    @pytest.fixture
+    def star(self, settings, redis_client):
+        """An account in the single-key layout, with more followers than the server keeps in a
+        listpack or intset, so that ZSCAN/SSCAN really walk it in slices."""
+        compact = max(int(v) for v in redis_client.config_get("*-max-*-entries").values())
+        self.FANS = max(600, compact + 500)
+        self.SLICE = self.FANS // 6
+        settings.FOLLOWERS_SHARDS = 4
+        settings.FOLLOWERS_SHARD_THRESHOLD = 10 * self.FANS
+        result = celebrity_make(username="star", followers=self.FANS, ties=3)
+        assert layout_of(redis_client, result.user_id) == SINGLE
+        return User.objects.get(pk=result.user_id)
+
+    def check(self, client: Any, star: Any) -> None:
+        assert_reads_match_database(client, star.pk, limit=self.FANS // 7)
+
+    def test_to_shards_with_follows_and_unfollows_between_steps(
+        self, settings, star, user_factory, redis_client, django_capture_on_commit_callbacks
+    ):
+        settings.FOLLOWERS_SHARD_THRESHOLD = self.FANS // 2
+        newcomers = [user_factory() for _ in range(3)]
+        leavers = list(Follow.objects.filter(followee=star).order_by("id")[:3].values_list("follower", flat=True))
+        phases: list[str] = []
+
+        def between_steps(phase: str) -> None:
+            phases.append(phase)
+            self.check(redis_client, star)
+            if phase in ("marked", "verified") or len(phases) in (3, 20):
+                who = newcomers.pop() if newcomers else None
+                if who is not None:
+                    follow(who, star, django_capture_on_commit_callbacks)
+                if leavers:
+                    with django_capture_on_commit_callbacks(execute=True):
+                        services.follow_delete_pair(follower_id=leavers.pop(), followee_id=star.pk)
+                self.check(redis_client, star)
+
+        result = sharding.followers_layout_migrate(user_id=star.pk, slice_size=self.SLICE, on_step=between_steps)
+
+        assert result.to_layout == SHARDED and result.skipped == ""
+        assert phases[0] == "marked" and phases[-2:] == ["flipped", "cleaned"]
+        assert phases.count("copy") > 3  # the copy really ran in slices
+        assert layout_of(redis_client, star.pk) == SHARDED
+        assert stale_keys(redis_client, star.pk) == []
+        self.check(redis_client, star)
+        assert selectors.follow_counts(user_id=star.pk).followers == self.FANS
+
+    def test_back_to_one_key_with_reads_between_steps(self, settings, star, redis_client):
+        sharding.followers_layout_migrate(user_id=star.pk, target=SHARDED, slice_size=self.SLICE)
+        seen_layouts = []
+
+        def between_steps(phase: str) -> None:
+            seen_layouts.append(layout_of(redis_client, star.pk))
+            self.check(redis_client, star)
+
+        result = sharding.followers_layout_migrate(user_id=star.pk, slice_size=self.SLICE, on_step=between_steps)
+
+        assert (result.from_layout, result.to_layout) == (SHARDED, SINGLE)
+        assert redis_keys.LAYOUT_UNSHARDING in seen_layouts
+        assert layout_of(redis_client, star.pk) == SINGLE
+        assert stale_keys(redis_client, star.pk) == []
+        self.check(redis_client, star)
+
+    def test_verification_repairs_a_copy_that_raced_with_an_unfollow(self, settings, star, redis_client):
+        settings.FOLLOWERS_SHARD_THRESHOLD = self.FANS // 2
+        leavers: list[int] = []
+
+        def between_steps(phase: str) -> None:
+            if phase == "copy" and not leavers:
+                # The copy has written this follower into its shard. Now its
+                # unfollow commits, and the applier (which read the marker
+                # before the migration set it) removes it from the single
+                # key only: the layouts disagree, and only verification
+                # can notice.
+                copied = [redis_client.srandmember(set_key) for set_key, _ in redis_keys.followers_shard_keys(star.pk)]
+                leaver = int(next(member for member in copied if member is not None))
+                leavers.append(leaver)
+                Follow.objects.filter(follower_id=leaver, followee=star).delete()
+                pipe = redis_client.pipeline(transaction=False)
+                mirror.queue_pair_write(pipe, follower_id=leaver, followee_id=star.pk, score=None, layout=SINGLE)
+                pipe.execute()
+
+        result = sharding.followers_layout_migrate(user_id=star.pk, slice_size=self.SLICE, on_step=between_steps)
+
+        assert layout_of(redis_client, star.pk) == SHARDED
+        assert result.repaired >= 1
+        assert leavers[0] not in paged_followers(star.pk, limit=self.SLICE)
+        assert selectors.follow_counts(user_id=star.pk).followers == self.FANS - 1
+        self.check(redis_client, star)
+
+    def test_a_writer_that_read_the_marker_before_the_flip_writes_again(
+        self, settings, star, user_factory, redis_client, monkeypatch, django_capture_on_commit_callbacks
+    ):
+        settings.FOLLOWERS_SHARD_THRESHOLD = self.FANS // 2
+        sharding.followers_layout_migrate(user_id=star.pk)
+        newcomer = user_factory()
+        real = mirror.followers_layouts
+        calls = []
+
+        def stale_once(client: Any, user_ids: Any) -> dict[int, bytes]:
+            found = real(client, user_ids)
+            calls.append(dict(found))
+            return {u: SINGLE for u in found} if len(calls) == 1 else found
+
+        monkeypatch.setattr(mirror, "followers_layouts", stale_once)
+
+        follow(newcomer, star, django_capture_on_commit_callbacks)
+
+        assert len(calls) >= 2  # the write was redone after the marker check
+        shard = redis_keys.follower_shard(newcomer.pk)
+        assert redis_client.sismember(redis_keys.followers_set_shard_key(star.pk, shard), newcomer.pk)
+        assert stale_keys(redis_client, star.pk) == []  # the stray single-key write was scrubbed
+        self.check(redis_client, star)
+
+    def test_a_second_migration_is_refused_while_one_holds_the_lock(self, settings, star, redis_client):
+        settings.FOLLOWERS_SHARD_THRESHOLD = self.FANS // 2
+        results = []
+
+        def between_steps(phase: str) -> None:
+            if phase == "marked":
+                results.append(sharding.followers_layout_migrate(user_id=star.pk))
+
+        first = sharding.followers_layout_migrate(user_id=star.pk, on_step=between_steps)
+
+        assert results[0].skipped == "locked"
+        assert first.skipped == "" and layout_of(redis_client, star.pk) == SHARDED
+
+    def test_an_interrupted_migration_is_finished_by_a_rerun(self, settings, star, redis_client):
+        settings.FOLLOWERS_SHARD_THRESHOLD = self.FANS // 2
+
+        def crash(phase: str) -> None:
+            if phase == "copy":
+                raise RuntimeError("worker killed")
+
+        with pytest.raises(RuntimeError):
+            sharding.followers_layout_migrate(user_id=star.pk, slice_size=self.SLICE, on_step=crash)
+        halfway = layout_of(redis_client, star.pk)
+        self.check(redis_client, star)  # readers still read the single key
+
+        result = sharding.followers_layout_migrate(user_id=star.pk, slice_size=self.SLICE)
+
+        assert halfway == redis_keys.LAYOUT_MIGRATING
+        assert result.from_layout == redis_keys.LAYOUT_MIGRATING and result.to_layout == SHARDED
+        assert stale_keys(redis_client, star.pk) == []
+        self.check(redis_client, star)
+
+
+class TestTrigger:
+    def test_queues_one_task_per_account_that_crossed(
+        self, low_threshold, user_factory, redis_client, monkeypatch, django_capture_on_commit_callbacks
+    ):
+        from social import tasks
+
+        queued = []
+        monkeypatch.setattr(tasks.social_followers_layout_migrate, "delay", lambda **kw: queued.append(kw))
+        big, small, shrunk = user_factory(), user_factory(), user_factory()
+
+        with django_capture_on_commit_callbacks(execute=True):
+            first = sharding.layout_migrations_enqueue({big.pk: (10, SINGLE), small.pk: (9, SINGLE), shrunk.pk: (8, SHARDED)})
+            again = sharding.layout_migrations_enqueue({big.pk: (11, SINGLE)})
+
+        assert first == [big.pk]
+        assert again == []  # the queued key stops a stream of follows from queueing more
+        assert queued == [{"user_id": big.pk}]
+
+    def test_crossing_by_follows_migrates_through_the_task(
+        self, low_threshold, user_factory, redis_client, django_capture_on_commit_callbacks
+    ):
+        star = user_factory()
+        fans = [user_factory() for _ in range(10)]
+        make_followers(star, fans[:9], list(range(9)))
+        rebuild_user(star.pk)
+        assert layout_of(redis_client, star.pk) == SINGLE
+
+        follow(fans[9], star, django_capture_on_commit_callbacks)  # eager Celery runs the task
+
+        assert layout_of(redis_client, star.pk) == SHARDED
+        assert_reads_match_database(redis_client, star.pk)
+
+
+class TestMakeCelebrity:
+    def test_gives_an_account_exactly_n_followers_and_is_rerunnable(self, low_threshold, redis_client):
+        first = celebrity_make(username="celeb", followers=30, ties=4, batch=7)
+        second = celebrity_make(username="celeb", followers=45, ties=4, batch=7)
+
+        assert first.followers == 30 and second.followers == 45
+        assert second.user_id == first.user_id
+        assert layout_of(redis_client, first.user_id) == SHARDED
+        assert_reads_match_database(redis_client, first.user_id)
+        fans = database_followers(first.user_id)
+        assert redis_client.sismember(redis_keys.following_set_key(fans[0]), first.user_id)
+
+    def test_rejects_a_negative_count(self, db):
+        with pytest.raises(ValueError):
+            celebrity_make(username="celeb", followers=-1)
+
+
+# --- C17: a rebuild of a 200k-follower account while a client reads every 10 ms ------
+
+
+@pytest.fixture
+def own_redis(settings: Any, tmp_path: Any) -> Any:
+    """A redis-server of this test's own (spare port), so its INFO and SLOWLOG are ours alone."""
+    import socket
+    import subprocess
+
+    import redis as redis_py
+
+    from social.redis_client import get_redis, redis_reset_breaker
+    from social.selectors import forget_sentinel
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(tmp_path), "--slowlog-log-slower-than", "-1", "--slowlog-max-len", "1000000"],
+        stdout=subprocess.DEVNULL,
+    )
+    client = redis_py.Redis(port=port)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis_py.ConnectionError:
+            time.sleep(0.05)
+    shared = settings.CACHES
+    settings.CACHES = {**shared, "default": {**shared["default"], "LOCATION": f"redis://127.0.0.1:{port}/0"}}
+    redis_reset_breaker()
+    forget_sentinel()
+    get_redis().set(redis_keys.social_sentinel_key(), "test")
+    yield client
+    settings.CACHES = shared  # back to the shared Redis before the prefix cleanup runs
+    forget_sentinel()
+    process.terminate()
+    process.wait(timeout=10)
+
+
+def slowlog_argc(entry: dict[str, Any]) -> int:
+    """Argument count of a SLOWLOG entry (Redis keeps 32 and says how many more)."""
+    args = entry["command"].split()
+    if args and args[-1] == b"arguments)":  # "... (4990 more arguments)"
+        return 31 + int(args[-3].lstrip(b"("))
+    return len(args)
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+class TestC17RebuildOfABigAccount:
+    FOLLOWERS = 200_000
+
+    def test_reads_keep_answering_no_step_blocks_and_follows_landing_meanwhile_are_kept(
+        self, own_redis, user_factory, monkeypatch
+    ):
+        from social import rebuild
+
+        star_id = celebrity_make(username="c17star", followers=self.FOLLOWERS, ties=8).user_id
+        latecomers = [user_factory(username=f"late{i}") for i in range(3)]
+        leavers = list(Follow.objects.filter(followee_id=star_id).order_by("id")[:2].values_list("follower", flat=True))
+        expected_count = self.FOLLOWERS + len(latecomers) - len(leavers)
+        big_keys = 2 * 16  # shard sets and sorted sets replaced by the rebuild
+        own_redis.config_resetstat()
+        own_redis.config_set("slowlog-log-slower-than", 0)  # log every command from here on
+        lazyfreed_before = own_redis.info("memory")["lazyfreed_objects"]
+
+        # Follows and unfollows land after the rebuild read its snapshot and
+        # before it swaps the keys in: only the outbox replay can keep them.
+        real_write = rebuild._write_users
+
+        def write_after_changes(*args: Any, **kwargs: Any) -> None:
+            for user in latecomers:
+                services.follow_create(actor=user, target_id=star_id)
+            for follower_id in leavers:
+                services.follow_delete_pair(follower_id=follower_id, followee_id=star_id)
+            real_write(*args, **kwargs)
+
+        monkeypatch.setattr(rebuild, "_write_users", write_after_changes)
+        reads: list[tuple[float, int, int]] = []  # (ms, count, first page length)
+        done = threading.Event()
+
+        def reader() -> None:
+            try:
+                while not done.is_set():
+                    started = time.perf_counter()
+                    count = selectors.follow_counts(user_id=star_id).followers
+                    page = selectors.followers_page(user_id=star_id, cursor=None, limit=20)
+                    reads.append(((time.perf_counter() - started) * 1000, count, len(page.entries)))
+                    time.sleep(0.01)
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=reader)
+        thread.start()
+        time.sleep(0.05)
+        try:
+            rebuilt = rebuild_user(star_id)
+        finally:
+            time.sleep(0.05)
+            done.set()
+            thread.join()
+
+        layout = own_redis.get(redis_keys.followers_layout_key(star_id))
+        shard_sizes = [own_redis.zcard(zset_key) for _, zset_key in redis_keys.followers_shard_keys(star_id)]
+        followers = {int(m) for k, _ in redis_keys.followers_shard_keys(star_id) for m in own_redis.smembers(k)}
+        commands = own_redis.slowlog_get(1_000_000)
+        stats = own_redis.info("commandstats")
+        lazyfreed = own_redis.info("memory")["lazyfreed_objects"] - lazyfreed_before
+        latencies = sorted(ms for ms, _, _ in reads)
+        commands = [e for e in commands if not e["command"].startswith((b"SLOWLOG", b"CONFIG", b"INFO"))]
+        slowest = max(commands, key=lambda e: e["duration"])
+        print(
+            f"\nC17: rebuilt {rebuilt} edges; {len(reads)} reads, p50 {statistics.median(latencies):.2f} ms, "
+            f"max {latencies[-1]:.2f} ms; {len(commands)} Redis commands, the slowest {slowest['duration']} us "
+            f"({slowest['command'][:60]!r}, {slowlog_argc(slowest)} arguments); "
+            f"{lazyfreed} values freed in the background"
+        )
+
+        assert rebuilt == self.FOLLOWERS  # its snapshot, read before the late changes
+        assert layout == SHARDED
+        assert sum(shard_sizes) == expected_count
+        assert max(shard_sizes) <= expected_count / 16 * 1.2
+        assert {u.pk for u in latecomers} <= followers
+        assert not set(leavers) & followers
+        assert selectors.follow_counts(user_id=star_id).followers == expected_count
+        # Reads kept answering from Redis with a whole list: never empty, never doubled.
+        assert len(reads) >= 3
+        assert all(self.FOLLOWERS - len(leavers) <= count <= expected_count + len(leavers) for _, count, _ in reads)
+        assert all(length == 20 for _, _, length in reads)
+        # No single step on a huge key: no DEL at all, no command with more
+        # than one ADD_CHUNK of members, and the old shard values were freed
+        # by the background thread (a RENAME over them would free in line).
+        assert "cmdstat_del" not in stats
+        assert max(slowlog_argc(entry) for entry in commands) <= 2 * ADD_CHUNK + 2
+        assert lazyfreed >= big_keys
