@@ -281,6 +281,8 @@ def shot(request: Any) -> Callable[[Session, str], Path]:
 
     def take(session: Session, name: str) -> Path:
         path = artifact_dir(request.node) / f"{next(counter):02d}-{session.label}-{name}.png"
+        # From the top: a full-page capture of a scrolled page draws the sticky bar mid-page.
+        session.page.evaluate("window.scrollTo(0, 0)")
         session.page.screenshot(path=str(path), full_page=True)
         return path
 

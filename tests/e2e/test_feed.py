@@ -1,0 +1,154 @@
+"""Journeys of the home feed: publish, fan-out by the real worker, load more, unfollow.
+
+Tasks go to the worker process (the live server is not eager), so each
+journey waits for what the worker does (a note in the follower's Redis inbox,
+its ``fanned_out_at``), never for a fixed time.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from feed import redis_keys
+from feed import services as feed_services
+from feed.models import Note
+from social import services as social_services
+from social.redis_client import get_redis
+from tests.e2e.conftest import MOBILE
+from tests.e2e.helpers import note_ids, wait_until
+from tests.feed.helpers import make_user
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WORKER_TIMEOUT = 30.0  # seconds; a task normally lands in well under one
+
+
+def inbox_ids(user: Any) -> set[int]:
+    """Note ids in ``user``'s Redis inbox (what fan-out wrote)."""
+    return {int(member) for member in get_redis().zrange(redis_keys.inbox_key(user.pk), 0, -1)}
+
+
+def wait_for_synced_inbox(user: Any) -> None:
+    """Until ``user``'s inbox is complete in Redis (the worker's rebuild, after a visit or sign-in)."""
+    wait_until(lambda: get_redis().exists(redis_keys.inbox_synced_key(user.pk)), timeout=WORKER_TIMEOUT, what="synced inbox")
+
+
+def wait_for_fan_out(note_ids_: list[int]) -> None:
+    """Until the worker has fanned out every note in ``note_ids_``."""
+    wait_until(
+        lambda: Note.objects.filter(pk__in=note_ids_, fanned_out_at__isnull=False).count() == len(note_ids_),
+        timeout=WORKER_TIMEOUT,
+        what=f"fan-out of {len(note_ids_)} notes",
+    )
+
+
+class TestPublish:
+    def test_a_note_reaches_a_followers_home_feed_through_the_worker(self, stack, open_session, shot):
+        author = make_user("bob", display_name="Bob Stone")
+        reader = make_user("alice", display_name="Alice Ng")
+        social_services.follow_create(actor=reader, target_id=author.pk)
+        writer = open_session(author, label="bob")
+        follower = open_session(reader, label="alice", viewport=MOBILE)
+        follower.page.goto("/home")
+        wait_for_synced_inbox(reader)
+
+        writer.page.goto("/home")
+        writer.page.get_by_label("What's new?").fill("Trains run on time today. Mostly.")
+        writer.page.get_by_role("button", name="Publish").click()
+        writer.page.wait_for_url(re.compile(r"/n/\d+/$"))
+        assert "Published" in writer.page.locator(".messages").inner_text()
+        shot(writer, "published")
+        note = Note.objects.get(author=author)
+
+        wait_until(lambda: note.pk in inbox_ids(reader), timeout=WORKER_TIMEOUT, what="the note in alice's inbox")
+        wait_for_fan_out([note.pk])
+        follower.page.reload()
+
+        assert note_ids(follower.page)[0] == note.pk
+        first = follower.page.locator("li.note").first
+        assert "Trains run on time today. Mostly." in first.inner_text()
+        assert "Bob Stone" in first.inner_text()
+        assert first.locator("time").inner_text() in {"just now"} | {f"{s} s ago" for s in range(10, 60)}
+        assert follower.page.locator(".catching-up").count() == 0
+        shot(follower, "home-with-note")
+
+
+class TestLoadMore:
+    def test_load_more_reaches_the_end_with_every_note_once(self, stack, open_session, shot, settings):
+        settings.FEED_PAGE_SIZE = 5
+        reader = make_user("alice")
+        authors = [make_user("bob"), make_user("carol")]
+        for author in authors:
+            social_services.follow_create(actor=reader, target_id=author.pk)
+        base = timezone.now().replace(microsecond=0) - timedelta(hours=3)
+        published = []
+        for n in range(23):
+            # Pairs of notes share a millisecond: the cursor must break ties.
+            at = base + timedelta(minutes=7 * (n // 2))
+            published.append(feed_services.note_create(author=authors[n % 2], body=f"note number {n}", created_at=at).pk)
+        wait_for_fan_out(published)
+        wait_until(lambda: set(published) <= inbox_ids(reader), timeout=WORKER_TIMEOUT, what="23 notes in the inbox")
+        with_js = open_session(reader, label="alice-js")
+        page = with_js.page
+        page.goto("/home")
+        navigations = with_js.navigations
+
+        clicks = 0
+        while page.locator("a.load-more").count():
+            shown = page.locator("li.note").count()
+            page.locator("a.load-more").click()
+            page.wait_for_function(f"document.querySelectorAll('li.note').length > {shown} || !document.querySelector('a.load-more')")
+            clicks += 1
+        shot(with_js, "end-of-feed")
+
+        ids = note_ids(page)
+        assert clicks == 4  # 5 + 5 + 5 + 5 + 3
+        assert len(ids) == len(set(ids)) == 23
+        assert set(ids) == set(published)
+        # The feed's order: publish time descending, ties by note id ascending (feed.timeline).
+        published_ms = dict(Note.objects.filter(pk__in=ids).values_list("pk", "created_at"))
+        assert ids == sorted(ids, key=lambda pk: (-published_ms[pk].timestamp(), pk))
+        assert page.locator(".end-of-feed").is_visible()
+        assert with_js.navigations == navigations  # appended in place
+
+        without_js = open_session(reader, js=False, label="alice-nojs", viewport=MOBILE)
+        without_js.page.goto("/home")
+        pages_ids = note_ids(without_js.page)
+        while without_js.page.locator("a.load-more").count():
+            without_js.page.locator("a.load-more").click()
+            without_js.page.wait_for_load_state()
+            pages_ids += note_ids(without_js.page)
+
+        assert pages_ids == ids
+        shot(without_js, "last-page-without-js")
+
+
+class TestUnfollow:
+    def test_unfollowing_removes_that_authors_notes_from_the_feed(self, stack, open_session, shot):
+        reader = make_user("alice")
+        bob, carol = make_user("bob", display_name="Bob"), make_user("carol", display_name="Carol")
+        for author in (bob, carol):
+            social_services.follow_create(actor=reader, target_id=author.pk)
+        bobs = [feed_services.note_create(author=bob, body=f"bob says {n}").pk for n in range(3)]
+        carols = [feed_services.note_create(author=carol, body=f"carol says {n}").pk for n in range(2)]
+        wait_for_fan_out(bobs + carols)
+        wait_until(lambda: set(bobs + carols) <= inbox_ids(reader), timeout=WORKER_TIMEOUT, what="notes in the inbox")
+        person = open_session(reader)
+        page = person.page
+        page.goto("/home")
+        assert set(note_ids(page)) == set(bobs + carols)
+
+        page.goto("/u/bob/")
+        page.get_by_role("button", name="Following").click()
+        page.wait_for_selector("button.follow-button[aria-pressed=false]")
+        wait_until(lambda: not (set(bobs) & inbox_ids(reader)), timeout=WORKER_TIMEOUT, what="bob's notes to leave the inbox")
+        page.goto("/home")
+
+        assert set(note_ids(page)) == set(carols)
+        assert "bob says" not in page.locator("main").inner_text()
+        shot(person, "home-after-unfollow")
