@@ -177,7 +177,7 @@ class TestCountDriftedLow:
 
 
 class TestReconcileCommand:
-    def test_dry_run_exits_2_and_repairs_nothing(self, graph, redis_client):
+    def test_dry_run_exits_3_and_repairs_nothing(self, graph, redis_client):
         pair = sorted(db_edges())[0]
         set_key, _, member = side_keys(pair, "following")
         redis_client.srem(set_key, member)
@@ -187,7 +187,7 @@ class TestReconcileCommand:
             call_command("reconcile_social_cache", "--dry-run", "--json", stdout=out, verbosity=0)
 
         figures = json.loads(out.getvalue())
-        assert exit_info.value.code == 2
+        assert exit_info.value.code == 3  # social.management.exit_codes.EXIT_DRIFT_FOUND
         assert (figures["edges_missing"], figures["pairs_repaired"], figures["dry_run"]) == (1, 0, True)
         assert not redis_client.sismember(set_key, member)
         run = ReconcileRun.objects.get(pk=figures["run"])

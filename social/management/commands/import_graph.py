@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from social.datasets import DatasetError, dataset_path
+from social.management.exit_codes import EXIT_CODES_HELP
 from social.importer import graph_import
 from social.rebuild import rebuild_all
 
@@ -18,7 +19,8 @@ class Command(BaseCommand):
         "Import a follow graph from a SNAP edge list ('a b' per line = a follows b; '#' comments; .gz ok). "
         "Creates users u<node id>, inserts follows in batches with deterministic times, skips self-loops, "
         "and can be re-run safely (nothing is duplicated). PATH may be a file or a dataset name looked up "
-        "in FOLLOWFEED_DATA_DIR (downloaded from SNAP and sha256-checked when absent). Exit code 1 on error."
+        "in FOLLOWFEED_DATA_DIR (downloaded from SNAP and sha256-checked when absent). "
+        + EXIT_CODES_HELP
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -37,9 +39,13 @@ class Command(BaseCommand):
             from social.datasets import read_edges
 
             total = loops = 0
-            for a, b in read_edges(path):
-                total += 1
-                loops += a == b
+            with tqdm(desc="read edges", unit="edge", disable=options["verbosity"] == 0) as bar:
+                for a, b in read_edges(path):
+                    if options["limit"] is not None and total >= options["limit"]:
+                        break
+                    total += 1
+                    loops += a == b
+                    bar.update()
             self.stdout.write(f"{path}: {total} edges, {loops} self-loops (dry run, nothing written)")
             return
         started = time.perf_counter()

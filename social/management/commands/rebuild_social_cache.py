@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
+from social.management.exit_codes import EXIT_CODES_HELP, unavailable
 from social.rebuild import rebuild_all, rebuild_user
 from social.redis_client import REDIS_ERRORS
 
@@ -17,15 +18,19 @@ class Command(BaseCommand):
     help = (
         "Rebuild the Redis sets and sorted sets of the follow graph from the database (the truth). "
         "Keys are built aside and swapped in, so reads keep answering. Safe to interrupt and re-run; "
-        "--start-after resumes. Exit code 1 if Redis is unreachable."
+        "--start-after resumes; --dry-run prints what would be rebuilt. " + EXIT_CODES_HELP
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--user", type=int, default=None, help="rebuild only this user id")
         parser.add_argument("--start-after", type=int, default=0, help="resume after this user id")
         parser.add_argument("--batch", type=int, default=2000, help="user ids per batch")
+        parser.add_argument("--dry-run", action="store_true", help="count the accounts and follows to rebuild, write nothing")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["dry_run"]:
+            self._plan(options)
+            return
         started = time.perf_counter()
         try:
             if options["user"] is not None:
@@ -42,9 +47,25 @@ class Command(BaseCommand):
                     on_progress=lambda users, edges: bar.update(users),
                 )
         except REDIS_ERRORS as exc:
-            raise CommandError(f"Redis unreachable: {exc}") from exc
+            raise unavailable("Redis", exc) from exc
         elapsed = time.perf_counter() - started
         rate = stats.edges / elapsed if elapsed else 0.0
         self.stdout.write(
             f"rebuilt {stats.users} users, {stats.edges} edges in {elapsed:.1f}s ({rate:,.0f} edges/s)"
         )
+
+    def _plan(self, options: dict[str, Any]) -> None:
+        """--dry-run: how many accounts and active follows a rebuild would write (two COUNTs)."""
+        from social.selectors import active_follows
+
+        users = get_user_model().objects.all()
+        follows = active_follows()
+        if options["user"] is not None:
+            if not users.filter(pk=options["user"]).exists():
+                raise CommandError(f"no user {options['user']}")
+            users = users.filter(pk=options["user"])
+            edges = follows.filter(follower_id=options["user"]).count() + follows.filter(followee_id=options["user"]).count()
+        else:
+            users = users.filter(pk__gt=options["start_after"])
+            edges = follows.filter(follower_id__gt=options["start_after"]).count()
+        self.stdout.write(f"would rebuild {users.count()} users, {edges} follows (dry run, nothing written)")

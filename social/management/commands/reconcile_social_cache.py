@@ -13,11 +13,11 @@ from tqdm import tqdm
 
 from social.models import ReconcileRun
 from social.reconcile import CHECK_DIGEST, CHECKS, reconcile_run
+from social.management.exit_codes import EXIT_CODES_HELP, EXIT_DRIFT_FOUND, EXIT_UNAVAILABLE
 from social.redis_client import REDIS_ERRORS
 
 logger = logging.getLogger("social.reconcile")
 
-EXIT_DRIFT_FOUND = 2  # --dry-run found drift (nothing was repaired)
 
 
 def _fraction(raw: str) -> float:
@@ -35,8 +35,7 @@ class Command(BaseCommand):
         "the truth unless --dry-run. Prints users checked, edges missing, edges extra, scores wrong and "
         "pairs repaired, records the run (ReconcileRun) after every batch, and resumes with --resume "
         "(the last interrupted run's checkpoint) or --start-after ID. "
-        "Exit code 0: no drift left (none found, or all repaired); 2: --dry-run found drift; 1: error "
-        "(Redis unreachable, bad arguments)."
+        "Exit code 0: no drift left (none found, or all repaired). " + EXIT_CODES_HELP
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -79,7 +78,9 @@ class Command(BaseCommand):
                     on_progress=lambda ids: bar.update(min(ids, bar.total - bar.n)),
                 )
         except REDIS_ERRORS as exc:
-            raise CommandError(f"Redis unreachable: {exc!r}; re-run with --resume to continue") from exc
+            raise CommandError(
+                f"Redis unreachable: {exc!r}; re-run with --resume to continue", returncode=EXIT_UNAVAILABLE
+            ) from exc
         seconds = time.perf_counter() - started
         figures: dict[str, Any] = {
             "run": run.pk,

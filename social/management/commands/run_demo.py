@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
+from social.management.exit_codes import EXIT_CODES_HELP
 from social.models import Follow
 
 logger = logging.getLogger(__name__)
@@ -22,16 +23,20 @@ class Command(BaseCommand):
         "Serve the demo: migrate, import FOLLOWFEED_DATASET (default soc-Slashdot0902) on first run with "
         f"password '{DEMO_PASSWORD}' for every imported user, warm the Redis mirror in the background "
         "(pages read the database until it is ready), then run the development server without the reloader "
-        "so the embedded Redis lives in this one process."
+        "so the embedded Redis lives in this one process. --dry-run prints the plan. " + EXIT_CODES_HELP
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--port", default="8000")
-        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", default="8000", help="port to serve on (default 8000)")
+        parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
         parser.add_argument("--dataset", default=None, help="dataset name or path (default FOLLOWFEED_DATASET)")
         parser.add_argument("--no-serve", action="store_true", help="prepare the data and exit")
+        parser.add_argument("--dry-run", action="store_true", help="print what would be migrated and imported, change nothing")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["dry_run"]:
+            self._plan(options)
+            return
         call_command("migrate", interactive=False, verbosity=0)
         if not Follow.objects.exists():
             self.stdout.write("First run: importing the graph (about a minute on SQLite)...")
@@ -65,3 +70,16 @@ class Command(BaseCommand):
             rebuild_all_inboxes()
         except ImportError:
             pass
+
+    def _plan(self, options: dict[str, Any]) -> None:
+        """--dry-run: the pending migrations and whether the graph would be imported."""
+        from django.db import connection
+        from django.db.migrations.executor import MigrationExecutor
+
+        executor = MigrationExecutor(connection)
+        pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+        has_graph = Follow._meta.db_table in connection.introspection.table_names() and Follow.objects.exists()
+        dataset = options["dataset"] or settings.FOLLOWFEED_DATASET
+        self.stdout.write(f"would apply {len(pending)} migrations")
+        self.stdout.write("the graph is imported already" if has_graph else f"would import {dataset}")
+        self.stdout.write("would serve" if not options["no_serve"] else "would not serve (--no-serve)")
