@@ -12,7 +12,7 @@ from tests.feed.helpers import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-PAGES = ["/", "/?q=b", "/login/", "/signup/", "/home", "/u/bob/", "/u/bob/followers/", "/u/alice/following/", "/u/bob/notes/"]
+PAGES = ["/", "/?q=b", "/login/", "/signup/", "/home", "/u/bob/", "/u/bob/followers/", "/u/alexandra_featherstonehaugh/following/", "/u/bob/notes/"]
 
 
 def overflow(page) -> int:
@@ -22,7 +22,7 @@ def overflow(page) -> int:
 
 @pytest.fixture
 def small_world(stack):
-    alice = make_user("alice", display_name="Alice Ng")
+    alice = make_user("alexandra_featherstonehaugh", display_name="Alexandra Featherstonehaugh")  # a long name in the top bar
     bob = make_user("bob", display_name="Bartholomew Featherstonehaugh-Cholmondeley", bio="A name that does not fit a phone " * 3)
     social_services.follow_create(actor=alice, target_id=bob.pk)
     social_services.follow_create(actor=bob, target_id=alice.pk)
