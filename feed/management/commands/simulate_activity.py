@@ -11,6 +11,8 @@ from tqdm import tqdm
 from feed import simulate
 from feed.rebuild import rebuild_all_inboxes
 from social.datasets import DatasetError, dataset_path
+from social.management.exit_codes import EXIT_CODES_HELP, unavailable
+from social.redis_client import REDIS_ERRORS
 
 
 class Command(BaseCommand):
@@ -18,7 +20,7 @@ class Command(BaseCommand):
         "Publish notes for the imported accounts by replaying the real timing and skew of the SNAP Higgs "
         "Twitter activity (higgs-activity_time.txt.gz): the most prolific Higgs posters become the most "
         "followed accounts, every k-th row is kept so bursts keep their shape, and times are shifted so the "
-        "last note is a minute old. Then the feeds are rebuilt."
+        "last note is a minute old. Then the feeds are rebuilt. " + EXIT_CODES_HELP
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -27,7 +29,7 @@ class Command(BaseCommand):
         parser.add_argument("--if-empty", action="store_true", help="do nothing when any note exists")
         parser.add_argument("--no-rebuild", action="store_true", help="skip the feed rebuild afterwards")
         parser.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
-        parser.add_argument("--no-progress", action="store_true")
+        parser.add_argument("--no-progress", action="store_true", help="no progress bar (also with --verbosity 0)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["notes"] < 1:
@@ -51,11 +53,15 @@ class Command(BaseCommand):
         )
         if options["dry_run"]:
             return
-        with tqdm(total=len(plan.rows), desc="notes", unit="note", disable=options["no_progress"]) as bar:
+        quiet = options["no_progress"] or options["verbosity"] == 0
+        with tqdm(total=len(plan.rows), desc="notes", unit="note", disable=quiet) as bar:
             created = simulate.replay(plan, on_progress=bar.update)
         self.stdout.write(f"created {created} notes in {time.perf_counter() - started:.1f}s")
         if not options["no_rebuild"]:
-            stats = rebuild_all_inboxes()
+            try:
+                stats = rebuild_all_inboxes()
+            except REDIS_ERRORS as exc:
+                raise unavailable("Redis", exc) from exc
             self.stdout.write(
                 f"feeds rebuilt: {stats.outbox_entries} outbox entries, {stats.inboxes} active inboxes "
                 f"(others catch up at sign-in) in {time.perf_counter() - started:.1f}s"
