@@ -3,7 +3,7 @@
 from typing import Any
 
 from django.contrib.auth.signals import user_logged_in
-from django.db.models.signals import post_delete
+from django.db.models.signals import pre_delete
 from django.dispatch import Signal, receiver
 
 # Sent after commit with ``user_id`` and ``is_active`` when an account is
@@ -18,10 +18,11 @@ def on_user_logged_in(sender: Any, request: Any, user: Any, **kwargs: Any) -> No
     user_touch_seen(user=user)
 
 
-@receiver(post_delete, sender="users.User", dispatch_uid="users.remirror_deleted_user")
+@receiver(pre_delete, sender="users.User", dispatch_uid="users.remirror_deleted_user")
 def on_user_deleted(sender: Any, instance: Any, **kwargs: Any) -> None:
     # Any delete path (admin, shell, QuerySet.delete) cascades the follow
     # rows without the services: re-mirror the account's edges on commit.
+    # pre_delete, so the edges are still there to be counted.
     from social.services import user_mirror_refresh
 
     user_mirror_refresh(user_id=instance.pk)

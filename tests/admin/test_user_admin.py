@@ -240,3 +240,56 @@ class TestQueryCounts:
             response = superuser_client.get("/admin/users/user/")
 
         assert len(response.context["cl"].result_list) == 31
+
+
+class TestDeactivationAtOnce:
+    """Before any Celery worker has run, counts, lists and common follows already agree."""
+
+    @pytest.mark.parametrize("path", ["deactivate", "delete"])
+    def test_a_small_account_is_re_mirrored_right_after_commit(
+        self, path: str, quartet: Any, superuser_client: Any, redis_client: Any, monkeypatch: Any, django_capture_on_commit_callbacks: Any
+    ) -> None:
+        queued: list[Any] = []
+        monkeypatch.setattr("social.tasks.social_outbox_apply.delay", lambda **kwargs: queued.append(kwargs))
+        d = quartet["D"]
+
+        with django_capture_on_commit_callbacks(execute=True):
+            if path == "deactivate":
+                superuser_client.post(f"/admin/users/user/{d.pk}/mirror/deactivate/")
+            else:
+                superuser_client.post(f"/admin/users/user/{d.pk}/delete/", {"post": "yes"})
+
+        assert queued == []  # nothing waited for a worker
+        assert_d_is_gone(quartet, redis_client)
+
+    def test_a_big_account_goes_to_celery_and_reads_stay_consistent_meanwhile(
+        self, quartet: Any, superuser_client: Any, redis_client: Any, monkeypatch: Any, django_capture_on_commit_callbacks: Any
+    ) -> None:
+        queued: list[Any] = []
+        monkeypatch.setattr("social.tasks.social_outbox_apply.delay", lambda **kwargs: queued.append(kwargs))
+        monkeypatch.setattr("social.services.USER_REFRESH_INLINE_EDGES", 2)  # D has 3 edges
+        d = quartet["D"]
+
+        with django_capture_on_commit_callbacks(execute=True):
+            superuser_client.post(f"/admin/users/user/{d.pk}/mirror/deactivate/")
+        from social.tasks import social_outbox_apply
+
+        assert len(queued) == 1
+        social_outbox_apply.apply(kwargs=queued[0])  # the worker runs
+        assert_d_is_gone(quartet, redis_client)
+
+    def test_the_database_fallback_hides_a_deactivated_account_too(
+        self, quartet: Any, superuser_client: Any, redis_client: Any, monkeypatch: Any, django_capture_on_commit_callbacks: Any
+    ) -> None:
+        from social.selectors import forget_sentinel
+
+        with django_capture_on_commit_callbacks(execute=False):  # the mirror is never told
+            superuser_client.post(f"/admin/users/user/{quartet['D'].pk}/mirror/deactivate/")
+        redis_client.unlink(redis_keys.social_sentinel_key())  # reads go to the database
+        forget_sentinel()
+
+        a, x = quartet["A"], quartet["X"]
+        listed = following_ids(a)
+        assert selectors.follow_counts(user_id=a.pk) == selectors.Counts(followers=0, following=2)
+        assert len(listed) == 2 and quartet["D"].pk not in listed
+        assert selectors.common_following(user_id=a.pk, other_id=x.pk).count == 1
