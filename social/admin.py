@@ -85,7 +85,7 @@ class FollowAddForm(forms.ModelForm):
         fields = ["follower", "followee"]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = super().clean() or {}
         follower, followee = data.get("follower"), data.get("followee")
         if follower and followee:
             if follower.pk == followee.pk:

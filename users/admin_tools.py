@@ -71,7 +71,7 @@ class EstimatedCountPaginator(Paginator):
     count_is_lower_bound = False
 
     @cached_property
-    def count(self) -> int:  # type: ignore[override]
+    def count(self) -> int:
         queryset = self.object_list
         if not isinstance(queryset, QuerySet):
             return len(queryset)
