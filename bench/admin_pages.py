@@ -39,6 +39,7 @@ from django.db.models import Count  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
 
+from feed.models import Note  # noqa: E402
 from social.models import Follow  # noqa: E402
 from users.models import User  # noqa: E402
 
@@ -51,6 +52,9 @@ MAX_QUERIES = {
     "follow changelist, filter 'a side deactivated'": 8,
     "user changelist": 8,
     "user change page, most-followed account": 14,
+    "note changelist": 7,
+    "note changelist, filter hidden": 7,
+    "mirror health page": 8,
 }
 
 
@@ -98,7 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     top = User.objects.get(pk=top_id)
     follows = Follow.objects.count()
     users = User.objects.count()
-    print(f"graph: {users:,} accounts, {follows:,} follows; most-followed {top.username} (id {top_id}) with {top_followers:,} followers")
+    notes = Note.objects.count()
+    print(
+        f"graph: {users:,} accounts, {follows:,} follows, {notes:,} notes; "
+        f"most-followed {top.username} (id {top_id}) with {top_followers:,} followers"
+    )
     print(f"database {connection.settings_dict['NAME']} ({connection.vendor}), {args.repeat} timed renders per page\n")
 
     pages = {
@@ -108,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         "follow changelist, filter 'a side deactivated'": "/admin/social/follow/?accounts=deactivated",
         "user changelist": "/admin/users/user/",
         "user change page, most-followed account": f"/admin/users/user/{top_id}/change/",
+        "note changelist": "/admin/feed/note/",
+        "note changelist, filter hidden": "/admin/feed/note/?state=hidden",
+        "mirror health page": "/admin/social/mirroroutbox/health/",
     }
     failed = False
     print(f"{'page':52} {'status':>6} {'queries':>7} {'bound':>5} {'median ms':>10} {'max ms':>8} {'SQL ms':>7}")
