@@ -29,11 +29,12 @@ from django.contrib.admin.utils import unquote
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
+from django.utils.html import format_html
 
-from .admin_tools import EstimatedCountPaginator, user_ids_matching
+from .admin_tools import EstimatedCountPaginator, bounded_count, user_ids_matching
 from .models import User
 from .services import user_set_active
 
@@ -43,6 +44,9 @@ logger = logging.getLogger(__name__)
 RECENT_FOLLOWS = 10
 # Accounts one list action may repair or (de)activate at once.
 BULK_ACTION_MAX = 200
+# Related rows (follows, notes, log entries) listed one by one on the
+# delete confirmation page; above this the page shows counts.
+DELETE_LIST_MAX = 500
 
 
 @dataclass
@@ -208,8 +212,51 @@ class UserAdmin(DjangoUserAdmin):
             return
         super().save_model(request, obj, form, change)
 
-    # Deleting an account needs no override: ``users.signals`` re-mirrors
+    # Deleting an account needs no service call: ``users.signals`` re-mirrors
     # every edge of a deleted account after commit, whatever path deleted it.
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[list[Any], dict[str, int], set[str], list[Any]]:
+        """What deleting ``objs`` takes with it; counted, not listed, for big accounts.
+
+        Django lists every cascaded row, which loads and renders each of a
+        big account's follows (a 200k-follower account: 200k lines). Above
+        ``DELETE_LIST_MAX`` related rows the page shows their counts; the
+        deletion itself is the same. Every relation to ``User`` cascades
+        (follows, notes, admin log entries), so nothing protected is hidden.
+
+        :returns: Django's ``(to_delete, model_count, perms_needed, protected)``.
+        """
+        from django.contrib.admin.models import LogEntry
+
+        from feed.models import Note
+        from social.models import Follow
+
+        users = list(objs)
+        ids = [user.pk for user in users]
+        related = {
+            Follow: Follow.objects.filter(Q(follower_id__in=ids) | Q(followee_id__in=ids)),
+            Note: Note.objects.filter(author_id__in=ids),
+            LogEntry: LogEntry.objects.filter(user_id__in=ids),
+        }
+        if sum(bounded_count(rows, DELETE_LIST_MAX) for rows in related.values()) <= DELETE_LIST_MAX:
+            return super().get_deleted_objects(users, request)
+        counts = {model: rows.count() for model, rows in related.items()}
+        perms_needed = {
+            str(model._meta.verbose_name)
+            for model, count in counts.items()
+            if count
+            and self.admin_site.is_registered(model)
+            and not self.admin_site.get_model_admin(model).has_delete_permission(request)
+        }
+        summary = [f"{count:,} {model._meta.verbose_name_plural} (too many to list)" for model, count in counts.items() if count]
+        to_delete: list[Any] = []
+        for user in users:
+            url = reverse("admin:users_user_change", args=[user.pk])
+            to_delete += [format_html('User: <a href="{}">{}</a>', url, user)]
+        to_delete.append(summary)
+        model_count = {str(User._meta.verbose_name_plural): len(users)}
+        model_count.update({str(model._meta.verbose_name_plural): count for model, count in counts.items() if count})
+        return to_delete, model_count, perms_needed, []
 
     # --- the follow panel and the per-account buttons -----------------------
 

@@ -293,3 +293,29 @@ class TestDeactivationAtOnce:
         assert selectors.follow_counts(user_id=a.pk) == selectors.Counts(followers=0, following=2)
         assert len(listed) == 2 and quartet["D"].pk not in listed
         assert selectors.common_following(user_id=a.pk, other_id=x.pk).count == 1
+
+
+class TestDeleteConfirmation:
+    def test_a_big_account_gets_counts_not_a_line_per_follow(
+        self, quartet: Any, superuser_client: Any, redis_client: Any, monkeypatch: Any, django_capture_on_commit_callbacks: Any
+    ) -> None:
+        monkeypatch.setattr("users.admin.DELETE_LIST_MAX", 2)
+        d = quartet["D"]  # followed by A and X, follows A: 3 follows
+
+        page = superuser_client.get(f"/admin/users/user/{d.pk}/delete/")
+        with django_capture_on_commit_callbacks(execute=True):
+            done = superuser_client.post(f"/admin/users/user/{d.pk}/delete/", {"post": "yes"})
+
+        assert page.status_code == 200
+        assert "3 follows (too many to list)" in page.content.decode()
+        assert f"{quartet['A'].pk} -&gt; {d.pk}" not in page.content.decode()
+        assert dict(page.context["model_count"]) == {"users": 1, "follows": 3}
+        assert done.status_code == 302
+        assert_d_is_gone(quartet, redis_client)
+
+    def test_a_small_account_gets_django_s_full_list(self, quartet: Any, superuser_client: Any) -> None:
+        d = quartet["D"]
+
+        page = superuser_client.get(f"/admin/users/user/{d.pk}/delete/")
+
+        assert f"{quartet['A'].pk} -&gt; {d.pk}" in page.content.decode()
