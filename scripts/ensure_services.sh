@@ -21,7 +21,11 @@ fi
 
 if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
   echo "ensure_services: starting Redis"
-  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no
+  # lazyfree-*: a server-side DEL, RENAME over a key, expiry or eviction of a
+  # big value frees it in the background thread, as UNLINK does (the code
+  # already uses UNLINK; this also covers what it does not control).
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+    --lazyfree-lazy-server-del yes --lazyfree-lazy-user-del yes --lazyfree-lazy-expire yes --lazyfree-lazy-eviction yes
   wait_for Redis 30 redis-cli -h 127.0.0.1 -p 6379 ping || exit 1
 fi
 

@@ -1,9 +1,9 @@
 """Give one account N followers quickly (tests, benchmarks, demos): ``celebrity_make``.
 
 Followers are real accounts (``fan<celebrity id>_<n>``) and real ``Follow``
-rows, written with ``bulk_create(ignore_conflicts=True)`` in batches, which
-is ``INSERT IGNORE`` on MariaDB/MySQL (and ``INSERT ... ON CONFLICT DO
-NOTHING`` elsewhere), so a re-run skips what exists and fills in the rest.
+rows, written in batches with multi-row ``INSERT IGNORE`` on MariaDB/MySQL
+(``bulk_create(ignore_conflicts=True)`` elsewhere), so a re-run skips what
+exists and fills in the rest.
 Bulk inserts fire no signals and write no outbox rows, so the mirror is
 then rebuilt for the account (``social.rebuild.rebuild_user``: its own
 keys built aside and swapped in, sharded when big, plus its entry in every
@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.utils import timezone
 
 from .models import Follow
@@ -44,6 +46,51 @@ class CelebrityResult:
 def fan_username(celebrity_id: int, index: int) -> str:
     """Username of fan number ``index`` (0-based) of account ``celebrity_id``."""
     return f"fan{int(celebrity_id)}_{int(index)}"
+
+
+def _insert_fans(names: list[str]) -> None:
+    """INSERT IGNORE the accounts ``names`` (one statement); existing usernames are skipped.
+
+    On MariaDB/MySQL the other columns are rendered once through Django (a
+    template ``User``: its defaults, the unusable password) and the
+    statement is built directly: bulk_create spent about 80% of its time
+    preparing 13 fields per row in Python. Fan usernames are
+    ``fan<digits>_<digits>``, which need no quoting.
+    """
+    if connection.vendor != "mysql":
+        User.objects.bulk_create(
+            [User(username=name, display_name=name, password=UNUSABLE_PASSWORD) for name in names], ignore_conflicts=True
+        )
+        return
+    template = User(username="", display_name="", password=UNUSABLE_PASSWORD)
+    fields = [f for f in User._meta.concrete_fields if not f.primary_key]
+    literal = connection.connection.literal
+    rendered = {
+        f.column: literal(f.get_db_prep_save(f.pre_save(template, add=True), connection)).decode() for f in fields
+    }
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    per_name = {"username", "display_name"}
+    values = ",".join(
+        "(" + ", ".join(f"'{name}'" if f.column in per_name else rendered[f.column] for f in fields) + ")"
+        for name in names
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT IGNORE INTO {User._meta.db_table} ({columns}) VALUES {values}")
+
+
+def _insert_follows(rows: list[tuple[int, int, datetime]]) -> None:
+    """INSERT IGNORE ``(follower_id, followee_id, created_at)`` rows; existing pairs are skipped."""
+    if connection.vendor != "mysql":
+        Follow.objects.bulk_create(
+            [Follow(follower_id=a, followee_id=b, created_at=at) for a, b, at in rows], ignore_conflicts=True
+        )
+        return
+    # Every value is an int or a datetime we computed (stored as naive UTC,
+    # as Django does with USE_TZ), so the statement is built directly.
+    utc = [(a, b, at.astimezone(dt_timezone.utc).strftime("%Y-%m-%d %H:%M:%S")) for a, b, at in rows]
+    values = ",".join(f"({int(a)},{int(b)},'{at}')" for a, b, at in utc)
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT IGNORE INTO {Follow._meta.db_table} (follower_id, followee_id, created_at) VALUES {values}")
 
 
 def celebrity_make(
@@ -77,19 +124,10 @@ def celebrity_make(
     for low in range(0, followers, batch):
         indexes = range(low, min(low + batch, followers))
         names = [fan_username(celebrity.pk, i) for i in indexes]
-        User.objects.bulk_create(
-            [User(username=name, display_name=name, password=UNUSABLE_PASSWORD) for name in names],
-            batch_size=batch,
-            ignore_conflicts=True,
-        )
+        _insert_fans(names)
         ids = dict(User.objects.filter(username__in=names).values_list("username", "pk"))
-        Follow.objects.bulk_create(
-            [
-                Follow(follower_id=ids[name], followee_id=celebrity.pk, created_at=start + timedelta(seconds=i // ties))
-                for i, name in zip(indexes, names)
-            ],
-            batch_size=batch,
-            ignore_conflicts=True,
+        _insert_follows(
+            [(ids[name], celebrity.pk, start + timedelta(seconds=i // ties)) for i, name in zip(indexes, names)]
         )
         if on_progress is not None:
             on_progress(len(names))

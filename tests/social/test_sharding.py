@@ -11,9 +11,12 @@ import statistics
 import threading
 import time
 from datetime import timedelta
+from io import StringIO
 from typing import Any
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import connection
 from django.utils import timezone
 
@@ -431,6 +434,22 @@ class TestMakeCelebrity:
     def test_rejects_a_negative_count(self, db):
         with pytest.raises(ValueError):
             celebrity_make(username="celeb", followers=-1)
+
+    def test_command_reports_database_and_redis_counts(self, low_threshold, redis_client):
+        out = StringIO()
+
+        call_command("make_celebrity", "--followers", "25", "--username", "cmdstar", verbosity=0, stdout=out)
+
+        star = User.objects.get(username="cmdstar")
+        assert f"user {star.pk} (cmdstar): 25 followers in the database, 25 in Redis (sharded layout)" in out.getvalue()
+        assert selectors.follow_counts(user_id=star.pk).followers == 25
+
+    @pytest.mark.parametrize("args", [["--followers", "-5"], ["--followers", "20000000"], ["--followers", "3", "--ties", "0"]])
+    def test_command_rejects_bad_arguments_and_writes_nothing(self, args):
+        with pytest.raises(CommandError):
+            call_command("make_celebrity", *args, "--username", "nobody", verbosity=0, stdout=StringIO())
+
+        assert not User.objects.filter(username="nobody").exists()
 
 
 # --- C17: a rebuild of a 200k-follower account while a client reads every 10 ms ------
