@@ -182,10 +182,15 @@ def _write_users(
     followers: dict[int, list[tuple[int, int]]],
 ) -> None:
     """Replace the keys of ``user_ids`` with these edges (one layout read, one write pipeline)."""
-    layout_pipe = client.pipeline(transaction=False)
-    for user_id in user_ids:
-        layout_pipe.get(redis_keys.followers_layout_key(user_id))
-    layouts = layout_pipe.execute()
+    if getattr(settings, "REDIS_CLUSTER", False):
+        layout_pipe = client.pipeline(transaction=False)
+        for user_id in user_ids:
+            layout_pipe.get(redis_keys.followers_layout_key(user_id))
+        layouts = layout_pipe.execute()
+    else:
+        # One MGET instead of a GET per account (the markers of different
+        # accounts are on different slots, hence the per-key GETs on a cluster).
+        layouts = client.mget([redis_keys.followers_layout_key(user_id) for user_id in user_ids]) if user_ids else []
     pipe = client.pipeline(transaction=False)
     for user_id, layout in zip(user_ids, layouts):
         queue_user_keys(
