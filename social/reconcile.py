@@ -268,15 +268,22 @@ def _member_text(member: bytes) -> str:
     return member.decode("utf-8", "replace")
 
 
-def read_sets(client: Any, side: RedisSide) -> set[bytes]:
-    """Members of the side's sets (SSCAN in ``SLICE`` steps for big ones, SMEMBERS otherwise)."""
-    members: set[bytes] = set()
-    for set_key, _ in side.keys:
-        if side.set_count > SLICE:
-            members.update(client.sscan_iter(set_key, count=SLICE))
-        else:
-            members.update(client.smembers(set_key))
-    return members
+def read_sets(client: Any, sides: Sequence[RedisSide]) -> list[set[bytes]]:
+    """Members of each side's sets: SMEMBERS in one pipeline for small sides, SSCAN in ``SLICE``
+    steps for big ones. :returns: one set per side, in order."""
+    found: list[set[bytes]] = [set() for _ in sides]
+    pipe = client.pipeline(transaction=False)
+    plan: list[int] = []
+    for index, side in enumerate(sides):
+        for set_key, _ in side.keys:
+            if side.set_count > SLICE:
+                found[index].update(client.sscan_iter(set_key, count=SLICE))
+            else:
+                pipe.smembers(set_key)
+                plan.append(index)
+    for index, reply in zip(plan, pipe.execute()):
+        found[index].update(reply)
+    return found
 
 
 # --- comparison -----------------------------------------------------------
@@ -385,11 +392,11 @@ def reconcile_users(
         # applied since the cheap pass is not reported as drift. (A write
         # that commits between the two reads can still be reported; its
         # repair is a harmless re-apply from the database.)
-        read_zsets(client, [sides[(u, direction)] for u in suspect_ids])
-        for user_id in suspect_ids:
-            side = sides[(user_id, direction)]
+        suspect_sides = [sides[(u, direction)] for u in suspect_ids]
+        read_zsets(client, suspect_sides)
+        for user_id, side, members in zip(suspect_ids, suspect_sides, read_sets(client, suspect_sides)):
             assert side.zset is not None
-            if diff_side(user_id, direction, truth.get(user_id, {}), read_sets(client, side), side.zset, side, report):
+            if diff_side(user_id, direction, truth.get(user_id, {}), members, side.zset, side, report):
                 drifted.add(user_id)
     report.users_checked += len(wanted)
     report.users_drifted += len(drifted)
