@@ -205,22 +205,42 @@ def _page(items: list[Item], limit: int) -> FollowPage:
     return FollowPage(entries=entries, next_cursor=next_cursor)
 
 
-def followers_page(*, user_id: int, cursor: str | None, limit: int) -> FollowPage:
-    """Followers of ``user_id`` newest first, ``limit`` per page, after ``cursor``.
+def followers_items(*, user_id: int, cursor: str | None, limit: int) -> list[Item]:
+    """The followers of ``user_id`` after ``cursor`` as ``[(follower_id, score_seconds)]``, newest
+    first, at most ``limit``: the ids of a followers page without the user rows.
 
     :raises InvalidCursorError: malformed cursor (400).
     """
     position = decode_cursor(cursor)
 
     def from_redis(client: Any) -> list[Item]:
+        if position is None:
+            # The first page in one round trip: the layout marker and the
+            # single key's top together (a sharded account, rare, costs a
+            # second trip). Measured on Slashdot: 2 round trips were 5x a
+            # PING, this is about 2x.
+            pipe = client.pipeline(transaction=False)
+            pipe.get(redis_keys.followers_layout_key(user_id))
+            pipe.zrevrange(redis_keys.followers_zset_key(user_id), 0, limit - 1, withscores=True)
+            layout, rows = pipe.execute()
+            if not redis_keys.reads_shards(layout or redis_keys.LAYOUT_SINGLE):
+                return [(int(member), int(score)) for member, score in rows]
         layout = followers_layouts(client, [user_id])[user_id]
-        return redis_page(client, _follower_zset_keys(user_id, layout), cursor=position, limit=limit + 1)
+        return redis_page(client, _follower_zset_keys(user_id, layout), cursor=position, limit=limit)
 
     def from_database() -> list[Item]:
         rows = active_follows().filter(followee_id=user_id)
-        return db_page(rows, member_field="follower_id", cursor=position, limit=limit + 1)
+        return db_page(rows, member_field="follower_id", cursor=position, limit=limit)
 
-    return _page(redis_or_database(from_redis, from_database), limit)
+    return redis_or_database(from_redis, from_database)
+
+
+def followers_page(*, user_id: int, cursor: str | None, limit: int) -> FollowPage:
+    """Followers of ``user_id`` newest first, ``limit`` per page, after ``cursor``.
+
+    :raises InvalidCursorError: malformed cursor (400).
+    """
+    return _page(followers_items(user_id=user_id, cursor=cursor, limit=limit + 1), limit)
 
 
 def following_page(*, user_id: int, cursor: str | None, limit: int) -> FollowPage:
