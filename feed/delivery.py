@@ -177,9 +177,15 @@ def deliver(client: Any, user_ids: Sequence[int], entries: Sequence[Entry]) -> i
     """
     if not user_ids or not entries:
         return 0
+    # The same ZADD + trim as queue_add, with the mapping built once per
+    # batch instead of once per follower (this loop is the fan-out's cost).
+    mapping = {redis_keys.note_member(note_id): int(score) for note_id, score in entries}
+    oldest_extra = -(redis_keys.inbox_max_len() + 1)
     pipe = client.pipeline(transaction=False)
     for user_id in user_ids:
-        queue_add(pipe, redis_keys.inbox_key(user_id), entries)
+        key = redis_keys.inbox_key(user_id)
+        pipe.zadd(key, mapping)
+        pipe.zremrangebyrank(key, 0, oldest_extra)
     pipe.execute()
     return len(user_ids) * len(entries)
 
