@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
@@ -36,6 +36,12 @@ def note_json(note: Note) -> dict[str, Any]:
         "createdAt": note.published_ms,
         "url": reverse("feed:note_detail", args=[note.pk]),
     }
+
+
+def _reader_id(request: HttpRequest) -> int:
+    user_id = request.user.pk
+    assert isinstance(user_id, int)  # api_login_required ran
+    return user_id
 
 
 def _limit(request: HttpRequest) -> int:
@@ -71,7 +77,7 @@ def note_create(request: HttpRequest) -> JsonResponse:
         return api_error(str(exc), status=400)
     except services.NoteError as exc:
         return api_error(exc.message, status=exc.status)
-    note.author = request.user
+    note.author = cast(Any, request.user)  # the signed-in author, no query
     return api_ok(note_json(note), status=201)
 
 
@@ -81,7 +87,7 @@ def feed_scroll(request: HttpRequest) -> JsonResponse:
     """GET /api/blog/of/follow?lastId=&offset=&limit=: home timeline, scroll contract."""
     try:
         last_id, offset = selectors.parse_scroll(request.GET.get("lastId"), request.GET.get("offset"))
-        page = selectors.home_timeline_scroll(user_id=request.user.pk, last_id=last_id, offset=offset, limit=_limit(request))
+        page = selectors.home_timeline_scroll(user_id=_reader_id(request), last_id=last_id, offset=offset, limit=_limit(request))
     except ValueError as exc:
         return api_error(str(exc), status=400)
     return api_ok(
@@ -100,7 +106,7 @@ def feed_scroll(request: HttpRequest) -> JsonResponse:
 def feed_page(request: HttpRequest) -> JsonResponse:
     """GET /api/feed?cursor=&limit=: home timeline with an opaque cursor."""
     try:
-        page = selectors.home_timeline(user_id=request.user.pk, cursor=request.GET.get("cursor"), limit=_limit(request))
+        page = selectors.home_timeline(user_id=_reader_id(request), cursor=request.GET.get("cursor"), limit=_limit(request))
     except ValueError as exc:  # InvalidCursorError is a ValueError
         return api_error(str(exc), status=400)
     return api_ok(
@@ -114,6 +120,8 @@ def note_item(request: HttpRequest, raw_id: str) -> JsonResponse:
     if not raw_id.isdigit() or len(raw_id) > 18 or int(raw_id) == 0:
         return api_error("Note id must be a positive integer.", status=400)
     if request.method == "DELETE":
+        if not request.user.is_authenticated:
+            return api_error("Sign in first.", status=401)
         return _note_delete(request, int(raw_id))
     note = selectors.note_detail(note_id=int(raw_id))
     if note is None:
@@ -121,7 +129,6 @@ def note_item(request: HttpRequest, raw_id: str) -> JsonResponse:
     return api_ok(note_json(note))
 
 
-@api_login_required
 def _note_delete(request: HttpRequest, note_id: int) -> JsonResponse:
     note = Note.objects.filter(pk=note_id, deleted_at__isnull=True).first()
     if note is None:

@@ -62,7 +62,7 @@ def read_activity(path: Path) -> Iterator[Row]:
     """
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as raw:
-        for number, line in enumerate(io.BufferedReader(raw), start=1):  # type: ignore[arg-type]
+        for number, line in enumerate(io.BufferedReader(raw), start=1):
             parts = line.split()
             if not parts:
                 continue

@@ -25,10 +25,16 @@ from .models import Note
 User = get_user_model()
 
 
+def _reader_id(request: HttpRequest) -> int:
+    user_id = request.user.pk
+    assert isinstance(user_id, int)  # login_required ran
+    return user_id
+
+
 def _home(request: HttpRequest, form: NoteForm, *, status: int = 200) -> HttpResponse:
     try:
         page = selectors.home_timeline(
-            user_id=request.user.pk, cursor=request.GET.get("cursor"), limit=settings.FEED_PAGE_SIZE
+            user_id=_reader_id(request), cursor=request.GET.get("cursor"), limit=settings.FEED_PAGE_SIZE
         )
     except selectors.InvalidCursorError:
         return HttpResponseBadRequest("Malformed cursor.")
