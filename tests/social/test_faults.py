@@ -238,6 +238,7 @@ def random_writer(args: tuple[list[int], int, int, int]) -> tuple[int, int]:
 @pytest.mark.slow
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.filterwarnings("ignore:task_always_eager has no effect on send_task")  # sending to the broker is the point
 class TestManyWritersThroughFaults:
     WRITERS = 5
     OPS_EACH = 2000
