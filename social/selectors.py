@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.db import connections, router
 
 from . import redis_keys
 from .mirror import followers_layouts
@@ -185,12 +186,46 @@ class FollowPage:
     next_cursor: str | None = None
 
 
+# The fields a list row shows; the others load on access, as with ``.only()``.
+LIST_FIELDS = ("id", "username", "display_name", "is_active")
+
+
 def users_by_id(ids: Sequence[int]) -> dict[int, Any]:
-    """Active users with these ids, in one query: ``{id: User}``."""
-    if not ids:
+    """Active users with these ids, in one query: ``{id: User}`` with ``LIST_FIELDS`` loaded.
+
+    The same instances ``User.objects.filter(pk__in=ids, is_active=True)
+    .only(*LIST_FIELDS)`` gives, built with ``Model.from_db`` from one
+    statement run through the cursor: the ORM's query compilation and row
+    iteration took two thirds of every list page (bench/run.py on Slashdot,
+    50 rows: about 600 µs through the ORM, 250 µs this way, of which the
+    database's answer is about 100 µs).
+    """
+    wanted = sorted({int(i) for i in ids})
+    if not wanted:
         return {}
-    users = User.objects.filter(pk__in=list(ids), is_active=True).only("id", "username", "display_name", "is_active")
-    return {user.pk: user for user in users}
+    meta = User._meta
+    alias = router.db_for_read(User)
+    connection = connections[alias]
+    quote = connection.ops.quote_name
+    # from_db wants the values in the model's field order.
+    fields = [f for f in meta.concrete_fields if f.attname in LIST_FIELDS]
+    names = [f.attname for f in fields]
+    active = names.index("is_active")
+    sql = (
+        f"SELECT {', '.join(quote(f.column) for f in fields)} FROM {quote(meta.db_table)} "
+        f"WHERE {quote(meta.pk.column)} IN ({', '.join(['%s'] * len(wanted))}) "
+        f"AND {quote(meta.get_field('is_active').column)} = %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*wanted, True])
+        rows = cursor.fetchall()
+    users: dict[int, Any] = {}
+    for row in rows:
+        values = list(row)
+        values[active] = bool(values[active])  # 1 from MySQL and SQLite
+        user = User.from_db(alias, names, values)
+        users[int(user.pk)] = user
+    return users
 
 
 def _page(items: list[Item], limit: int) -> FollowPage:
@@ -304,11 +339,8 @@ def _followers_among(client: Any, user_id: int, candidates: set[int]) -> set[int
     return found
 
 
-def common_following(*, user_id: int, other_id: int, limit: int = 12) -> UserSample:
-    """Accounts both ``user_id`` and ``other_id`` follow ("you both follow"): SINTER.
-
-    Neither account itself is listed.
-    """
+def common_following_ids(*, user_id: int, other_id: int) -> set[int]:
+    """Ids of the accounts both ``user_id`` and ``other_id`` follow: SINTER, or one query."""
 
     def from_redis(client: Any) -> set[int]:
         keys = [redis_keys.following_set_key(user_id), redis_keys.following_set_key(other_id)]
@@ -318,7 +350,15 @@ def common_following(*, user_id: int, other_id: int, limit: int = 12) -> UserSam
         mine = active_follows().filter(follower_id=user_id).values_list("followee_id", flat=True)
         return set(active_follows().filter(follower_id=other_id, followee_id__in=mine).values_list("followee_id", flat=True))
 
-    return _sample(redis_or_database(from_redis, from_database), limit, exclude=(user_id, other_id))
+    return redis_or_database(from_redis, from_database)
+
+
+def common_following(*, user_id: int, other_id: int, limit: int = 12) -> UserSample:
+    """Accounts both ``user_id`` and ``other_id`` follow ("you both follow"): SINTER.
+
+    Neither account itself is listed.
+    """
+    return _sample(common_following_ids(user_id=user_id, other_id=other_id), limit, exclude=(user_id, other_id))
 
 
 def familiar_followers(*, viewer_id: int, user_id: int, limit: int = 3) -> UserSample:
