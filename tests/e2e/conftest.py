@@ -173,7 +173,7 @@ def redis_isolated(settings: Any, e2e_names: dict[str, str]) -> Iterator[str]:
 
 
 @pytest.fixture
-def stack(settings: Any, live_url: str, celery_worker: CeleryWorker, e2e_names: dict[str, str], transactional_db: Any) -> Iterator[Any]:
+def stack(settings: Any, live_url: str, celery_worker: CeleryWorker, e2e_names: dict[str, str], transactional_db: Any) -> Iterator[Stack]:
     """The live server sends tasks to the real worker (not eager) on the package's queue."""
     from config.celery_app import app
 
