@@ -160,6 +160,10 @@ def follow_graph_operations(accounts: Accounts, users: dict[int, Any], *, depth_
         rows = selectors.active_follows().filter(followee_id=user_id).select_related("follower")
         return [row.follower for row in rows.order_by("-created_at", "-follower_id")[offset : offset + page]]
 
+    def offset_follower_ids(user_id: int, offset: int) -> list[Any]:
+        rows = selectors.active_follows().filter(followee_id=user_id).order_by("-created_at", "-follower_id")
+        return list(rows.values_list("follower_id", "created_at")[offset : offset + page + 1])
+
     def stream_common(_: int) -> tuple[int, list[Any]]:
         mine = StreamFollow.objects.filter(user_id=a, content_type=user_type).values("object_id")
         ids = sorted(
@@ -232,6 +236,15 @@ def follow_graph_operations(accounts: Accounts, users: dict[int, Any], *, depth_
             note="followfeed: cursor (keyset) on both paths; offset and actstream: LIMIT 50 OFFSET depth",
         ),
         Operation(
+            "followers_page_depth_ids",
+            f"followers page at depth {depth:,}, ids only (20k followers)",
+            {
+                **both(lambda _: selectors.followers_items(user_id=star, cursor=depth_cursor, limit=page + 1)),
+                "offset": Way(lambda _: offset_follower_ids(star, depth), max_calls=300),
+            },
+            note="the Redis (or database) part of the page: ids and follow times, no user rows",
+        ),
+        Operation(
             "followers_page_1_sharded",
             "followers page 1 (100k followers, sharded)",
             {
@@ -247,6 +260,12 @@ def follow_graph_operations(accounts: Accounts, users: dict[int, Any], *, depth_
                 "offset": Way(lambda _: offset_followers(celebrity, depth), max_calls=300),
                 "actstream": Way(lambda _: stream_followers(celebrity, depth), max_calls=300),
             },
+        ),
+        Operation(
+            "common_follows_ids",
+            "common follows of two heavy accounts, ids only",
+            both(lambda _: selectors.common_following_ids(user_id=a, other_id=b)),
+            note="every id both follow (SINTER, or one SQL semi-join), no user rows",
         ),
         Operation(
             "common_follows",

@@ -20,7 +20,7 @@ from the environment, with these defaults:
   ``CELERY_TASK_DEFAULT_QUEUE`` ``bench``, which no worker consumes: a request
   path (follow, publish) is timed with its real cost of queueing its
   background tasks, the harness runs the fan-out task body itself where it
-  is timed, and the queue is purged at the end
+  is timed, and the queue is deleted at the end
 """
 
 import os
