@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db.models import Count
 
@@ -37,7 +38,9 @@ def users_most_followed(*, limit: int = 12) -> list[tuple[Any, int]]:
         return [(row["followee_id"], row["n"]) for row in rows]
 
     try:
-        top = cache.get_or_set(f"users:most_followed:{limit}", compute, timeout=600)
+        # Under REDIS_KEY_PREFIX too, so isolated prefixes (tests, several
+        # sites on one Redis) never share the cached ranking.
+        top = cache.get_or_set(f"{settings.REDIS_KEY_PREFIX}users:most_followed:{limit}", compute, timeout=600)
     except Exception:  # noqa: BLE001 - cache backend down: compute directly
         top = compute()
     users = User.objects.in_bulk([user_id for user_id, _ in top])
