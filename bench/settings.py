@@ -7,7 +7,8 @@ from the environment, with these defaults:
 
 - ``DATABASE_URL``  ``mysql://root:@127.0.0.1:3306/followfeed_bench`` (a
   database of its own; the harness creates and migrates it)
-- ``REDIS_URL``  ``redis://127.0.0.1:6379/1`` and ``REDIS_KEY_PREFIX``
+- ``REDIS_URL``  (``bench/run.py`` sets it to the private redis-server it
+  starts; ``--redis-url`` to choose) ``redis://127.0.0.1:6379/1`` and ``REDIS_KEY_PREFIX``
   ``bench:`` (every key the harness writes is under that prefix). Logical
   database 1, not 0: the test suite cleans up after each test with a SCAN
   of database 0, and SCAN walks every key of its database, so the

@@ -160,7 +160,7 @@ def _insert_users_mysql(usernames: list[str], password_hash: str) -> None:
         for f in fields
         if f.column != "username"
     }
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    columns = ", ".join(connection.ops.quote_name(str(f.column)) for f in fields)
     values = ",".join(
         "(" + ", ".join(f"'{name}'" if f.column == "username" else rendered[f.column] for f in fields) + ")"
         for name in usernames

@@ -212,9 +212,9 @@ def users_by_id(ids: Sequence[int]) -> dict[int, Any]:
     names = [f.attname for f in fields]
     active = names.index("is_active")
     sql = (
-        f"SELECT {', '.join(quote(f.column) for f in fields)} FROM {quote(meta.db_table)} "
-        f"WHERE {quote(meta.pk.column)} IN ({', '.join(['%s'] * len(wanted))}) "
-        f"AND {quote(meta.get_field('is_active').column)} = %s"
+        f"SELECT {', '.join(quote(str(f.column)) for f in fields)} FROM {quote(meta.db_table)} "
+        f"WHERE {quote(str(meta.pk.column))} IN ({', '.join(['%s'] * len(wanted))}) "
+        f"AND {quote(str(meta.get_field('is_active').column))} = %s"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [*wanted, True])

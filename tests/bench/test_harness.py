@@ -64,10 +64,9 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[subpro
     out = tmp_path_factory.mktemp("bench-results")
     env = {
         **os.environ,
-        "DATABASE_URL": database_url(name),
-        "CELERY_TASK_DEFAULT_QUEUE": "bench-smoke",
-        "CELERY_TASK_ALWAYS_EAGER": "false",
-        "REDIS_KEY_PREFIX": "benchsmoke:",
+        "BENCH_DATABASE_URL": database_url(name),
+        "BENCH_CELERY_QUEUE": "bench-smoke",
+        "BENCH_REDIS_KEY_PREFIX": "benchsmoke:",
     }
     try:
         done = subprocess.run(
