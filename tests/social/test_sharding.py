@@ -7,8 +7,8 @@ Redis of the test settings.
 
 from __future__ import annotations
 
+import multiprocessing
 import statistics
-import threading
 import time
 from datetime import timedelta
 from io import StringIO
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connection
+from django.db import connections
 from django.utils import timezone
 
 from social import mirror, redis_keys, selectors, services, sharding
@@ -25,8 +25,11 @@ from social.celebrity import celebrity_make
 from social.models import Follow
 from social.paging import sort_key
 from social.rebuild import ADD_CHUNK, rebuild_user
-from users.models import User
+from social.redis_client import redis_reset_breaker
+from social.selectors import forget_sentinel
+from tests.social.faults import RedisServer, point_at
 from tests.social.helpers import assert_mirror_equals_database, db_edges
+from users.models import User
 
 pytestmark = pytest.mark.django_db
 
@@ -456,41 +459,20 @@ class TestMakeCelebrity:
 
 
 @pytest.fixture
-def own_redis(settings: Any, tmp_path: Any) -> Any:
-    """A redis-server of this test's own (spare port), so its INFO and SLOWLOG are ours alone."""
-    import socket
-    import subprocess
-
-    import redis as redis_py
-
-    from social.redis_client import get_redis, redis_reset_breaker
-    from social.selectors import forget_sentinel
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(tmp_path), "--slowlog-log-slower-than", "-1", "--slowlog-max-len", "1000000"],
-        stdout=subprocess.DEVNULL,
-    )
-    client = redis_py.Redis(port=port)
-    for _ in range(100):
-        try:
-            client.ping()
-            break
-        except redis_py.ConnectionError:
-            time.sleep(0.05)
-    shared = settings.CACHES
-    settings.CACHES = {**shared, "default": {**shared["default"], "LOCATION": f"redis://127.0.0.1:{port}/0"}}
+def own_redis(settings: Any, redis_isolated: str) -> Any:
+    """A redis-server of this test's own, used by the application, so its INFO and SLOWLOG are ours alone."""
+    server = RedisServer()
+    server.start()
+    point_at(settings, server)
+    client = server.client()
+    client.config_set("slowlog-max-len", 1_000_000)
+    client.set(redis_keys.social_sentinel_key(), "test")
     redis_reset_breaker()
     forget_sentinel()
-    get_redis().set(redis_keys.social_sentinel_key(), "test")
     yield client
-    settings.CACHES = shared  # back to the shared Redis before the prefix cleanup runs
+    server.stop()
+    redis_reset_breaker()
     forget_sentinel()
-    process.terminate()
-    process.wait(timeout=10)
 
 
 def slowlog_argc(entry: dict[str, Any]) -> int:
@@ -499,6 +481,27 @@ def slowlog_argc(entry: dict[str, Any]) -> int:
     if args and args[-1] == b"arguments)":  # "... (4990 more arguments)"
         return 31 + int(args[-3].lstrip(b"("))
     return len(args)
+
+
+def read_every_10_ms(star_id: int, done: Any, send: Any) -> None:
+    """The C17 client, run in a forked process: followers count and first page every 10 ms.
+
+    Sends ``[(ms, count, first page length)]``: one "ready" sample first
+    (before the rebuild starts), then every read until ``done`` is set.
+    """
+    reads = []
+    try:
+        while not done.is_set():
+            started = time.perf_counter()
+            count = selectors.follow_counts(user_id=star_id).followers
+            page = selectors.followers_page(user_id=star_id, cursor=None, limit=20)
+            reads.append(((time.perf_counter() - started) * 1000, count, len(page.entries)))
+            if len(reads) == 1:
+                send.send([])  # ready: the parent starts the rebuild now
+            time.sleep(0.01)
+    finally:
+        connections.close_all()
+        send.send(reads)
 
 
 @pytest.mark.slow
@@ -518,6 +521,7 @@ class TestC17RebuildOfABigAccount:
         big_keys = 2 * 16  # shard sets and sorted sets replaced by the rebuild
         own_redis.config_resetstat()
         own_redis.config_set("slowlog-log-slower-than", 0)  # log every command from here on
+        own_redis.slowlog_reset()
         lazyfreed_before = own_redis.info("memory")["lazyfreed_objects"]
 
         # Follows and unfollows land after the rebuild read its snapshot and
@@ -532,29 +536,23 @@ class TestC17RebuildOfABigAccount:
             real_write(*args, **kwargs)
 
         monkeypatch.setattr(rebuild, "_write_users", write_after_changes)
-        reads: list[tuple[float, int, int]] = []  # (ms, count, first page length)
-        done = threading.Event()
-
-        def reader() -> None:
-            try:
-                while not done.is_set():
-                    started = time.perf_counter()
-                    count = selectors.follow_counts(user_id=star_id).followers
-                    page = selectors.followers_page(user_id=star_id, cursor=None, limit=20)
-                    reads.append(((time.perf_counter() - started) * 1000, count, len(page.entries)))
-                    time.sleep(0.01)
-            finally:
-                connection.close()
-
-        thread = threading.Thread(target=reader)
-        thread.start()
-        time.sleep(0.05)
+        # The client is another process (forked: same settings, its own
+        # Redis and database connections), so the rebuild's Python work
+        # does not hold it up through the GIL; only Redis could.
+        connections.close_all()
+        context = multiprocessing.get_context("fork")
+        done = context.Event()
+        receive, send = context.Pipe(duplex=False)
+        client = context.Process(target=read_every_10_ms, args=(star_id, done, send))
+        client.start()
+        assert receive.poll(30) and receive.recv() == []  # the client has read once
         try:
             rebuilt = rebuild_user(star_id)
         finally:
             time.sleep(0.05)
             done.set()
-            thread.join()
+            reads: list[tuple[float, int, int]] = receive.recv()  # (ms, count, first page length)
+            client.join(timeout=30)
 
         layout = own_redis.get(redis_keys.followers_layout_key(star_id))
         shard_sizes = [own_redis.zcard(zset_key) for _, zset_key in redis_keys.followers_shard_keys(star_id)]
@@ -567,7 +565,7 @@ class TestC17RebuildOfABigAccount:
         slowest = max(commands, key=lambda e: e["duration"])
         print(
             f"\nC17: rebuilt {rebuilt} edges; {len(reads)} reads, p50 {statistics.median(latencies):.2f} ms, "
-            f"max {latencies[-1]:.2f} ms; {len(commands)} Redis commands, the slowest {slowest['duration']} us "
+            f"p99 {latencies[int(len(latencies) * 0.99)]:.2f} ms, max {latencies[-1]:.2f} ms; {len(commands)} Redis commands, the slowest {slowest['duration']} us "
             f"({slowest['command'][:60]!r}, {slowlog_argc(slowest)} arguments); "
             f"{lazyfreed} values freed in the background"
         )
