@@ -8,9 +8,11 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import pytest
+from django.apps import apps as django_apps
 from django.contrib.auth.models import Group
 from django.test import Client
 
@@ -18,9 +20,21 @@ from tests.conftest import UserFactory
 
 
 @pytest.fixture
-def moderator(db: Any) -> Any:
+def moderators_group(db: Any) -> Group:
+    """The "moderators" group as the users migrations leave it.
+
+    Re-applied here because a transactional test elsewhere flushes every
+    table, migration-made rows included, and ``--reuse-db`` keeps that state.
+    """
+    migration = importlib.import_module("users.migrations.0003_moderators_note_permissions")
+    migration.forwards(django_apps, None)
+    return Group.objects.get(name="moderators")
+
+
+@pytest.fixture
+def moderator(moderators_group: Group) -> Any:
     user = UserFactory(username="mod", is_staff=True)
-    user.groups.add(Group.objects.get(name="moderators"))
+    user.groups.add(moderators_group)
     return user
 
 

@@ -71,8 +71,8 @@ EXPECTED_GET = {
 
 
 class TestModeratorsGroup:
-    def test_has_exactly_the_moderation_permissions(self) -> None:
-        group = Group.objects.get(name="moderators")
+    def test_has_exactly_the_moderation_permissions(self, moderators_group: Group) -> None:
+        group = moderators_group
 
         codenames = set(group.permissions.values_list("content_type__app_label", "codename"))
 

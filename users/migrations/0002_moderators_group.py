@@ -24,9 +24,14 @@ PERMISSIONS = [
 def ensure_permissions(apps, app_labels):
     for label in app_labels:
         app_config = apps.get_app_config(label)
-        app_config.models_module = True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
+        # create_permissions skips app configs without a models module,
+        # which a migration's historical app configs never have.
+        original = getattr(app_config, "models_module", None)
+        app_config.models_module = original or True
+        try:
+            create_permissions(app_config, apps=apps, verbosity=0)
+        finally:
+            app_config.models_module = original
 
 
 def set_group_permissions(apps, schema_editor, permissions):

@@ -25,11 +25,17 @@ WITH_NOTES = WITHOUT_NOTES + [
 
 
 def set_group_permissions(apps, permissions):
+    """Make the group hold exactly ``permissions`` (also callable with the live app registry)."""
     for label in sorted({label for label, _, _ in permissions}):
         app_config = apps.get_app_config(label)
-        app_config.models_module = True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
+        # create_permissions skips app configs without a models module,
+        # which a migration's historical app configs never have.
+        original = getattr(app_config, "models_module", None)
+        app_config.models_module = original or True
+        try:
+            create_permissions(app_config, apps=apps, verbosity=0)
+        finally:
+            app_config.models_module = original
     Group = apps.get_model("auth", "Group")
     Permission = apps.get_model("auth", "Permission")
     group, _ = Group.objects.get_or_create(name=GROUP_NAME)
