@@ -301,5 +301,7 @@ def describe_servers() -> dict[str, Any]:
         "mariadb_version": version,
         "innodb_buffer_pool_bytes": int(pool),
         "redis_key_prefix": settings.REDIS_KEY_PREFIX,
+        "followers_shards": int(settings.FOLLOWERS_SHARDS),
+        "followers_shard_threshold": int(settings.FOLLOWERS_SHARD_THRESHOLD),
         "database": connection.settings_dict["NAME"],
     }

@@ -121,7 +121,23 @@ def _cycle(items: list[Any]) -> Callable[[int], Any]:
     return lambda index: items[index % len(items)]
 
 
-def follow_graph_operations(accounts: Accounts, users: dict[int, Any], *, depth_cursor: str, celebrity_depth_cursor: str, depth: int) -> list[Operation]:
+def short(count: int) -> str:
+    """``20000`` -> ``20k``, ``1500`` -> ``1.5k``, ``800`` -> ``800``."""
+    if count < 1000:
+        return str(count)
+    return f"{count / 1000:g}k"
+
+
+def follow_graph_operations(
+    accounts: Accounts,
+    users: dict[int, Any],
+    *,
+    depth_cursor: str,
+    celebrity_depth_cursor: str,
+    depth: int,
+    star_followers: int,
+    celebrity_followers: int,
+) -> list[Operation]:
     """The follow-graph operations (everything but the feed)."""
     from actstream import actions
     from actstream.models import Follow as StreamFollow
@@ -133,6 +149,8 @@ def follow_graph_operations(accounts: Accounts, users: dict[int, Any], *, depth_
     a, b = accounts.heavy
     star, celebrity = accounts.star, accounts.celebrity
     page = 50
+    one_key = f"{short(star_followers)} followers"
+    sharded = f"{short(celebrity_followers)} followers, sharded"
 
     def follow_unfollow(index: int) -> None:
         follower, followee = writes(index)
@@ -213,13 +231,13 @@ def follow_graph_operations(accounts: Accounts, users: dict[int, Any], *, depth_
         ),
         Operation(
             "followers_page_1_ids",
-            "followers page 1, ids only (20k followers)",
+            f"followers page 1, ids only ({one_key})",
             both(lambda _: selectors.followers_items(user_id=star, cursor=None, limit=page + 1)),
             note="the Redis (or database) part of the page: ids and follow times, no user rows",
         ),
         Operation(
             "followers_page_1",
-            "followers page 1 (20k followers)",
+            f"followers page 1 ({one_key})",
             {
                 **both(lambda _: selectors.followers_page(user_id=star, cursor=None, limit=page)),
                 "actstream": Way(lambda _: stream_followers(star, 0)),
@@ -227,7 +245,7 @@ def follow_graph_operations(accounts: Accounts, users: dict[int, Any], *, depth_
         ),
         Operation(
             "followers_page_depth",
-            f"followers page at depth {depth:,} (20k followers)",
+            f"followers page at depth {depth:,} ({one_key})",
             {
                 **both(lambda _: selectors.followers_page(user_id=star, cursor=depth_cursor, limit=page)),
                 "offset": Way(lambda _: offset_followers(star, depth), max_calls=300),
@@ -237,7 +255,7 @@ def follow_graph_operations(accounts: Accounts, users: dict[int, Any], *, depth_
         ),
         Operation(
             "followers_page_depth_ids",
-            f"followers page at depth {depth:,}, ids only (20k followers)",
+            f"followers page at depth {depth:,}, ids only ({one_key})",
             {
                 **both(lambda _: selectors.followers_items(user_id=star, cursor=depth_cursor, limit=page + 1)),
                 "offset": Way(lambda _: offset_follower_ids(star, depth), max_calls=300),
@@ -246,7 +264,7 @@ def follow_graph_operations(accounts: Accounts, users: dict[int, Any], *, depth_
         ),
         Operation(
             "followers_page_1_sharded",
-            "followers page 1 (100k followers, sharded)",
+            f"followers page 1 ({sharded})",
             {
                 **both(lambda _: selectors.followers_page(user_id=celebrity, cursor=None, limit=page)),
                 "actstream": Way(lambda _: stream_followers(celebrity, 0)),
@@ -254,7 +272,7 @@ def follow_graph_operations(accounts: Accounts, users: dict[int, Any], *, depth_
         ),
         Operation(
             "followers_page_depth_sharded",
-            f"followers page at depth {depth:,} (100k followers, sharded)",
+            f"followers page at depth {depth:,} ({sharded})",
             {
                 **both(lambda _: selectors.followers_page(user_id=celebrity, cursor=celebrity_depth_cursor, limit=page)),
                 "offset": Way(lambda _: offset_followers(celebrity, depth), max_calls=300),
@@ -313,7 +331,15 @@ def walk_home(reader_id: int, pages: int, limit: int) -> str | None:
     return cursor
 
 
-def feed_operations(accounts: Accounts, users: dict[int, Any], *, page20_cursor: str | None, stream_page20_offset: int, limit: int) -> list[Operation]:
+def feed_operations(
+    accounts: Accounts,
+    users: dict[int, Any],
+    *,
+    page20_cursor: str | None,
+    stream_page20_offset: int,
+    limit: int,
+    celebrity_followers: int,
+) -> list[Operation]:
     """Home feed page 1 and page 20 and the publish request, three ways."""
     from actstream.models import Action
     from actstream.signals import action
@@ -367,7 +393,7 @@ def feed_operations(accounts: Accounts, users: dict[int, Any], *, page20_cursor:
         ),
         Operation(
             "publish",
-            "publish a note (request path, 100k followers)",
+            f"publish a note (request path, {short(celebrity_followers)} followers)",
             {
                 "redis": Way(publish, max_calls=200),
                 "database": Way(database_publish, max_calls=200),

@@ -37,6 +37,24 @@ def fmt_rate(value: float) -> str:
     return f"{value:,.0f}"
 
 
+def accounts_line(results: dict[str, Any]) -> str:
+    """Which accounts the operations use, with their degrees."""
+    accounts = results["accounts"]
+    degrees = accounts.get("degrees", {})
+
+    def of(user_id: int, side: str) -> str:
+        return f"{degrees.get(str(user_id), {}).get(side, 0):,}"
+
+    a, b = accounts["heavy"]
+    return (
+        f"Accounts: the reader of the home feed and the common-follows pair follow {of(a, 'following')} and "
+        f"{of(b, 'following')} accounts; familiar followers of an account with {of(accounts['followed'], 'followers')} "
+        f"followers; pages of a {of(accounts['star'], 'followers')}-follower account (one key) and a "
+        f"{of(accounts['celebrity'], 'followers')}-follower account (followers in {results['servers'].get('followers_shards', 16)} shard keys); "
+        "counts and is-following over 400 random accounts and 200 pairs, follow + unfollow over 100 pairs that do not follow."
+    )
+
+
 def markdown(results: dict[str, Any]) -> str:
     """The Markdown tables of ``results`` (operations, raw limits, fan-out, scaling, goals)."""
     raw = results["raw"]
@@ -45,7 +63,10 @@ def markdown(results: dict[str, Any]) -> str:
         f"(load average {results['machine']['loadavg_start'][0]:.1f} at the start, "
         f"{results['machine']['loadavg_end'][0]:.1f} at the end), {results['servers']['redis_version'] and 'Redis ' + results['servers']['redis_version']}, "
         f"MariaDB {results['servers']['mariadb_version']}; graph {results['scale']['dataset']} "
-        f"({results['setup']['edges']:,} follows, {results['setup']['users']:,} accounts) plus a 20k and a 100k-follower account.",
+        f"({results['setup']['edges']:,} follows, {results['setup']['users']:,} accounts) plus a "
+        f"{results['scale']['star_followers']:,}-follower and a {results['scale']['celebrity_followers']:,}-follower account.",
+        "",
+        accounts_line(results),
         "",
         "Latency per call, p50 / p99 (wall clock, one Python process). \"x faster\" compares p50s.",
         "",

@@ -354,8 +354,10 @@ def measure(args: argparse.Namespace, argv: list[str] | None, url: str, started:
     print("data ...", flush=True)
     setup = data.Setup()
     data.ensure_graph(scale, setup)
-    followed = data.most_followed(1)[0]
     heavy = data.most_following(2)
+    # The most-followed account other than the reader (on Slashdot the same
+    # account tops both lists), so "familiar followers" asks a real question.
+    followed = next(user_id for user_id in data.most_followed(3) if user_id not in heavy)
     star = data.ensure_big_account(data.STAR, scale.star_followers, setup)
     celebrity = data.ensure_big_account(data.CELEBRITY, scale.celebrity_followers, setup)
     data.touch_all_users(setup)
@@ -374,6 +376,13 @@ def measure(args: argparse.Namespace, argv: list[str] | None, url: str, started:
         followed=followed, heavy=heavy, star=star, celebrity=celebrity, reader=heavy[0], sample=sample, edges=edges, non_edges=non_edges
     )
     results["accounts"] = {k: v for k, v in accounts.__dict__.items() if k not in ("sample", "edges", "non_edges")}
+    results["accounts"]["degrees"] = {
+        str(user_id): {
+            "followers": Follow.objects.filter(followee_id=user_id).count(),
+            "following": Follow.objects.filter(follower_id=user_id).count(),
+        }
+        for user_id in sorted({followed, *heavy, star, celebrity})
+    }
     paired = {user_id for pair in edges + non_edges for user_id in pair}
     users = User.objects.in_bulk(sorted({*sample, *paired, followed, *heavy, star, celebrity}))
     fans = list(Follow.objects.filter(followee_id=celebrity).values_list("follower_id", flat=True))
@@ -392,10 +401,17 @@ def measure(args: argparse.Namespace, argv: list[str] | None, url: str, started:
         depth_cursor=operations.walk_followers(star, scale.depth),
         celebrity_depth_cursor=operations.walk_followers(celebrity, scale.depth),
         depth=scale.depth,
+        star_followers=scale.star_followers,
+        celebrity_followers=scale.celebrity_followers,
     )
     limit = int(settings.FEED_PAGE_SIZE)
     ops += operations.feed_operations(
-        accounts, users, page20_cursor=operations.walk_home(accounts.reader, 19, limit), stream_page20_offset=19 * limit, limit=limit
+        accounts,
+        users,
+        page20_cursor=operations.walk_home(accounts.reader, 19, limit),
+        stream_page20_offset=19 * limit,
+        limit=limit,
+        celebrity_followers=scale.celebrity_followers,
     )
     try:
         results["operations"] = measure_operations(ops, args.budget)
