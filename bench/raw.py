@@ -6,6 +6,9 @@
 - ``redis_zadd_pipelined``: ``ZADD`` of one member to each of ``ZADD_BATCH``
   different keys per pipeline round trip, the shape of a fan-out, as
   commands per second (the ceiling of a fan-out from one Python process).
+- ``redis_zrevrange_page``: ``ZREVRANGE key 0 50 WITHSCORES`` of a real
+  followers sorted set, decoded to ``(id, score)`` ints, in one round trip:
+  the floor of a followers page (51 ids and times cross the wire).
 - ``mariadb_pk_select``: ``SELECT id, username FROM users_user WHERE id = %s``
   through Django's cursor (no ORM): the floor of any read that needs MariaDB.
 """
@@ -59,6 +62,16 @@ def redis_zadd_pipelined(*, batches: int = 40, batch: int = ZADD_BATCH) -> timin
     finally:
         for start in range(0, len(keys), 500):
             client.unlink(*keys[start : start + 500])
+
+
+def redis_zrevrange_page(key: str, count: int = 51, **budget: Any) -> timing.Summary:
+    """Latency of reading the top ``count`` members of sorted set ``key`` with their scores, as ints."""
+    client = get_redis()
+
+    def one(_: int) -> list[tuple[int, int]]:
+        return [(int(member), int(score)) for member, score in client.zrevrange(key, 0, count - 1, withscores=True)]
+
+    return timing.run(one, **budget)
 
 
 def mariadb_pk_select(**budget: Any) -> timing.Summary:

@@ -96,7 +96,12 @@ def markdown(results: dict[str, Any]) -> str:
         "Raw limits in the same run: "
         f"Redis PING round trip {fmt_us(raw['redis_ping']['p50_us'])} p50 ({fmt_us(raw['redis_ping']['p99_us'])} p99); "
         f"pipelined ZADD {fmt_rate(raw['redis_zadd_pipelined']['ops_per_s'])} commands/s; "
-        f"MariaDB primary-key SELECT {fmt_us(raw['mariadb_pk_select']['p50_us'])} p50.",
+        + (
+            f"ZREVRANGE of a 51-member page with scores {fmt_us(raw['redis_zrevrange_page']['p50_us'])} p50; "
+            if "redis_zrevrange_page" in raw
+            else ""
+        )
+        + f"MariaDB primary-key SELECT {fmt_us(raw['mariadb_pk_select']['p50_us'])} p50.",
     ]
     if fan_out:
         lines += [
