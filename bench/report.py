@@ -188,7 +188,7 @@ def chart(results: dict[str, Any], path: Path) -> None:
         defaults = [(r["edges"] / 1000, r["memory_defaults"]["bytes_per_edge"]) for r in rows if "memory_defaults" in r]
         if defaults:
             right.plot(*zip(*defaults), "s", color="#7f7f7f", label="Redis defaults")
-        right.axhline(80, color="black", linestyle=":", linewidth=1)
+        right.axhline(80, color="black", linestyle=":", linewidth=1, label="goal: 80")
         right.set_xlabel("follows (thousands)")
         right.set_ylabel("bytes per follow")
         right.set_ylim(bottom=0)
