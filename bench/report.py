@@ -108,7 +108,8 @@ def markdown(results: dict[str, Any]) -> str:
             "",
             f"Fan-out of one note to {fan_out['followers']:,} followers (the fan-out task's body, "
             f"{fan_out['runs']} runs): {fan_out['seconds_p50']:.2f} s p50, {fmt_rate(fan_out['followers_per_s'])} followers/s "
-            f"= {fan_out['ratio_to_raw_zadd']:.0%} of the raw pipelined ZADD rate. "
+            f"= {fan_out['ratio_to_raw_zadd']:.0%} of the raw pipelined ZADD rate measured right before "
+            f"({fmt_rate(fan_out.get('raw_zadd_per_s', 0))}/s). "
             "The database-only way and django-activity-stream deliver at read time instead (the home feed rows).",
         ]
     scaling = results.get("scaling") or {}

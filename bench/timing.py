@@ -65,6 +65,52 @@ def summarize(durations_ns: Sequence[int], *, units_per_call: float = 1.0) -> Su
     )
 
 
+def collect(
+    call: Callable[[int], Any],
+    companion: Callable[[], Any] | None = None,
+    *,
+    min_calls: int = MIN_CALLS,
+    max_calls: int = MAX_CALLS,
+    budget_seconds: float = BUDGET_SECONDS,
+    warmup: int = WARMUP_CALLS,
+    first_index: int = 0,
+) -> tuple[list[int], list[int]]:
+    """Time ``call(i)`` for i = ``first_index``, ``first_index + 1``, ... (the index lets it cycle
+    through prepared arguments), and ``companion()`` (a raw limit, e.g. PING) right after every
+    call when given.
+
+    The garbage collector is paused while timing (a collection in the
+    middle of a 50 microsecond call would be measured as the call).
+
+    :returns: ``(durations of call, durations of companion)`` in nanoseconds.
+    """
+    for index in range(warmup):
+        call(first_index + index)
+        if companion is not None:
+            companion()
+    durations: list[int] = []
+    paired: list[int] = []
+    clock = time.perf_counter_ns
+    deadline = time.monotonic() + budget_seconds
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        count = 0
+        while count < max_calls and (count < min_calls or time.monotonic() < deadline):
+            started = clock()
+            call(first_index + count)
+            durations.append(clock() - started)
+            if companion is not None:
+                started = clock()
+                companion()
+                paired.append(clock() - started)
+            count += 1
+    finally:
+        if was_enabled:
+            gc.enable()
+    return durations, paired
+
+
 def run(
     call: Callable[[int], Any],
     *,
@@ -74,28 +120,6 @@ def run(
     warmup: int = WARMUP_CALLS,
     units_per_call: float = 1.0,
 ) -> Summary:
-    """Time ``call(i)`` for i = 0, 1, 2, ... (the index lets it cycle through prepared arguments).
-
-    The garbage collector is paused while timing (a collection in the
-    middle of a 50 microsecond call would be measured as the call).
-
-    :returns: a ``Summary``.
-    """
-    for index in range(warmup):
-        call(index)
-    durations: list[int] = []
-    clock = time.perf_counter_ns
-    deadline = time.monotonic() + budget_seconds
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        index = 0
-        while index < max_calls and (index < min_calls or time.monotonic() < deadline):
-            started = clock()
-            call(index)
-            durations.append(clock() - started)
-            index += 1
-    finally:
-        if was_enabled:
-            gc.enable()
+    """Time ``call(i)`` repeatedly (``collect``) and summarize."""
+    durations, _ = collect(call, min_calls=min_calls, max_calls=max_calls, budget_seconds=budget_seconds, warmup=warmup)
     return summarize(durations, units_per_call=units_per_call)
