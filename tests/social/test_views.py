@@ -135,3 +135,16 @@ class TestLists:
             response = client.get("/u/bob/followers/")
 
         assert response.status_code == 200
+
+
+class TestExactCounts:
+    def test_lists_show_the_exact_total_beside_the_compact_tabs(self, bob, user_factory, django_capture_on_commit_callbacks):
+        with django_capture_on_commit_callbacks(execute=True):
+            for _ in range(3):
+                services.follow_create(actor=user_factory(), target_id=bob.pk)
+
+        followers = Client().get("/u/bob/followers/").content.decode()
+        following = Client().get("/u/bob/following/").content.decode()
+
+        assert re.search(r'class="muted list-total">3 followers<', followers)
+        assert re.search(r'class="muted list-total">Following 0 accounts<', following)
