@@ -243,7 +243,9 @@ class TestManyWritersThroughFaults:
     WRITERS = 5
     OPS_EACH = 2000
 
-    def test_ten_thousand_ops_survive_a_redis_crash_and_a_worker_killed_mid_drain(self, settings, user_factory, redis_isolated):
+    def test_ten_thousand_ops_survive_a_redis_crash_and_a_worker_killed_mid_drain(
+        self, request, settings, user_factory, redis_isolated
+    ):
         import multiprocessing
         import uuid
 
@@ -256,6 +258,7 @@ class TestManyWritersThroughFaults:
         settings.REDIS_CIRCUIT_OPEN_SECONDS = 0.5
         server = RedisServer()
         server.start()
+        request.addfinalizer(server.stop)  # the private redis-server must not outlive the test
         point_at(settings, server)
         probe = server.client()
         probe.set(redis_keys.social_sentinel_key(), "test")
