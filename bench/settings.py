@@ -10,10 +10,10 @@ from the environment, with these defaults:
 - ``REDIS_URL``  (``bench/run.py`` sets it to the private redis-server it
   starts; ``--redis-url`` to choose) ``redis://127.0.0.1:6379/1`` and ``REDIS_KEY_PREFIX``
   ``bench:`` (every key the harness writes is under that prefix). Logical
-  database 1, not 0: the test suite cleans up after each test with a SCAN
-  of database 0, and SCAN walks every key of its database, so the
-  benchmark's ~350k keys there made every test's teardown (and Redis for
-  everyone) measurably slower
+  database 1, away from the application's (0) and the tests' keys: a
+  SCAN-based cleanup walks every key of its database, and the benchmark's
+  ~350k keys in the tests' database once made every test's teardown (and
+  Redis for everyone) measurably slower
 - ``FANOUT_PULL_THRESHOLD`` 1,000,000, so the 100k-follower account is fanned
   out on write (the publish benchmark); the product's default is 10,000
 - Celery with the local RabbitMQ (``CELERY_BROKER_URL``, default
