@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
 from typing import Any
 
 from django.conf import settings
@@ -32,6 +34,20 @@ def _target(raw_id: str) -> Any:
     return user
 
 
+def with_target(view: Callable[..., JsonResponse]) -> Callable[..., JsonResponse]:
+    """Resolve the URL's ``raw_id`` to an active user passed as ``target``; 400/404 JSON otherwise."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, raw_id: str, *args: Any, **kwargs: Any) -> JsonResponse:
+        try:
+            target = _target(raw_id)
+        except services.FollowError as exc:
+            return api_error(exc.message, status=exc.status)
+        return view(request, target, *args, **kwargs)
+
+    return wrapper
+
+
 @require_http_methods(["PUT", "POST"])
 @api_login_required
 def follow_toggle(request: HttpRequest, raw_id: str, flag: str) -> JsonResponse:
@@ -51,33 +67,24 @@ def follow_toggle(request: HttpRequest, raw_id: str, flag: str) -> JsonResponse:
 
 @require_GET
 @api_login_required
-def follow_or_not(request: HttpRequest, raw_id: str) -> JsonResponse:
+@with_target
+def follow_or_not(request: HttpRequest, target: Any) -> JsonResponse:
     """GET /api/follow/or/not/<id>: whether the signed-in user follows ``id``."""
-    try:
-        target = _target(raw_id)
-    except services.FollowError as exc:
-        return api_error(exc.message, status=exc.status)
     return api_ok(selectors.is_following(follower_id=request.user.pk, followee_id=target.pk))
 
 
 @require_GET
 @api_login_required
-def follow_common(request: HttpRequest, raw_id: str) -> JsonResponse:
+@with_target
+def follow_common(request: HttpRequest, target: Any) -> JsonResponse:
     """GET /api/follow/common/<id>: accounts both the signed-in user and ``id`` follow."""
-    try:
-        target = _target(raw_id)
-    except services.FollowError as exc:
-        return api_error(exc.message, status=exc.status)
     sample = selectors.common_following(user_id=request.user.pk, other_id=target.pk, limit=MAX_LIMIT)
     return api_ok([user_json(u) for u in sample.users])
 
 
-def _list(request: HttpRequest, raw_id: str, reader: Any) -> JsonResponse:
+def _list(request: HttpRequest, target: Any, reader: Any) -> JsonResponse:
     try:
-        target = _target(raw_id)
         page = reader(user_id=target.pk, cursor=request.GET.get("cursor"), limit=_limit(request))
-    except services.FollowError as exc:
-        return api_error(exc.message, status=exc.status)
     except (InvalidCursorError, ValueError) as exc:
         return api_error(str(exc), status=400)
     data = {
@@ -88,23 +95,22 @@ def _list(request: HttpRequest, raw_id: str, reader: Any) -> JsonResponse:
 
 
 @require_GET
-def followers_list(request: HttpRequest, raw_id: str) -> JsonResponse:
+@with_target
+def followers_list(request: HttpRequest, target: Any) -> JsonResponse:
     """GET /api/users/<id>/followers?cursor=&limit=: followers newest first (public, like the page)."""
-    return _list(request, raw_id, selectors.followers_page)
+    return _list(request, target, selectors.followers_page)
 
 
 @require_GET
-def following_list(request: HttpRequest, raw_id: str) -> JsonResponse:
+@with_target
+def following_list(request: HttpRequest, target: Any) -> JsonResponse:
     """GET /api/users/<id>/following?cursor=&limit=: followees newest first (public, like the page)."""
-    return _list(request, raw_id, selectors.following_page)
+    return _list(request, target, selectors.following_page)
 
 
 @require_GET
-def user_detail(request: HttpRequest, raw_id: str) -> JsonResponse:
+@with_target
+def user_detail(request: HttpRequest, target: Any) -> JsonResponse:
     """GET /api/users/<id>: public profile with follower and following counts."""
-    try:
-        target = _target(raw_id)
-    except services.FollowError as exc:
-        return api_error(exc.message, status=exc.status)
     counts = selectors.follow_counts(user_id=target.pk)
     return api_ok(dict(user_json(target), followers=counts.followers, following=counts.following))
