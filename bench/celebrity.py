@@ -40,6 +40,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from core import redis_keys as core_keys
+from social import layout
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 os.environ.setdefault("DJANGO_DEBUG", "false")  # no query log growing without bound
@@ -76,11 +79,11 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
+from core.paging import encode_cursor, sort_key  # noqa: E402
+from core.redis import get_redis  # noqa: E402
+from datatools.celebrity import celebrity_make  # noqa: E402
 from social import redis_keys, selectors, services  # noqa: E402
-from social.celebrity import celebrity_make  # noqa: E402
 from social.models import Follow  # noqa: E402
-from social.paging import encode_cursor, sort_key  # noqa: E402
-from social.redis_client import get_redis  # noqa: E402
 from users.models import User  # noqa: E402
 
 PAGE_NUMBER = 10_000
@@ -136,9 +139,9 @@ def key_sizes(client: Any, prefix: str) -> tuple[int, str, int, dict[str, int]]:
 
 
 def follower_keys(client: Any, user_id: int) -> list[str]:
-    layout = client.get(redis_keys.followers_layout_key(user_id)) or redis_keys.LAYOUT_SINGLE
-    keys = [key for pair in redis_keys.followers_read_keys(user_id, layout) for key in pair]
-    return keys + ([redis_keys.followers_layout_key(user_id)] if layout != redis_keys.LAYOUT_SINGLE else [])
+    live = client.get(redis_keys.followers_layout_key(user_id)) or layout.LAYOUT_SINGLE
+    keys = [key for pair in layout.read_keys(user_id, live) for key in pair]
+    return keys + ([redis_keys.followers_layout_key(user_id)] if layout != layout.LAYOUT_SINGLE else [])
 
 
 def memory_of(client: Any, keys: list[str]) -> int:
@@ -184,7 +187,7 @@ def main() -> int:
         accounts[name] = result.user_id
         print(f"{name}: user {result.user_id}, {result.followers:,} followers, made and rebuilt in "
               f"{time.perf_counter() - started:.1f} s")
-    client.set(redis_keys.social_sentinel_key(), "bench/celebrity.py")  # every account's keys are built
+    client.set(core_keys.sentinel_key(), "bench/celebrity.py")  # every account's keys are built
 
     keys, largest_key, largest, by_type = key_sizes(client, prefix)
     bound = args.followers / settings.FOLLOWERS_SHARDS * 1.2
@@ -226,12 +229,12 @@ def main() -> int:
         holder: dict[str, Any] = {}
         results[name] = {
             "follow (fresh account)": timed(
-                lambda: services.follow_create(actor=holder["actor"], target_id=user_id),
+                lambda: services.follow_create(actor=holder["actor"], followee_id=user_id),
                 args.repeat,
                 before=lambda i: holder.update(actor=probers[i]),
             ),
             "unfollow": timed(
-                lambda: services.follow_delete(actor=holder["actor"], target_id=user_id),
+                lambda: services.follow_delete(actor=holder["actor"], followee_id=user_id),
                 args.repeat,
                 before=lambda i: holder.update(actor=probers[i]),
             ),

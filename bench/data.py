@@ -3,14 +3,14 @@
 Everything here is idempotent: a re-run finds what the last run left and
 only fills in what is missing, so only the first run pays for the import.
 
-- The graph: ``social.importer.graph_import`` of the dataset (users
+- The graph: ``datatools.importer.graph_import`` of the dataset (users
   ``u<node>``), unless the database already holds exactly the expected
   number of edges between ``u`` accounts; then the Redis mirror is rebuilt
   (``social.rebuild.rebuild_all``) when its sentinel key is missing.
 - Big accounts on top (Slashdot's largest has 2,552 followers): a *star*
   with ``STAR_FOLLOWERS`` (single-key layout) and a *celebrity* with
   ``CELEBRITY_FOLLOWERS`` (above ``FOLLOWERS_SHARD_THRESHOLD``, so its
-  followers live in shard keys), made by ``social.celebrity.celebrity_make``.
+  followers live in shard keys), made by ``datatools.celebrity.celebrity_make``.
 - django-activity-stream: its ``Follow`` table gets the same edges by one
   ``INSERT ... SELECT`` from ``social_follow`` (its ``object_id`` is a
   string column, as the library defines it); its ``Action`` table gets one
@@ -38,16 +38,21 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 from django.utils import timezone
 
+from core import redis_keys as core_keys
+from core.redis import get_redis
+from datatools.celebrity import celebrity_make
+from datatools.importer import (
+    ImportStats,
+    graph_import,
+    read_edge_columns,
+    unique_edges,
+)
 from feed import redis_keys as feed_keys
 from feed.models import Note
 from feed.rebuild import inbox_rebuild
-from social import redis_keys
-from social.celebrity import celebrity_make
-from social.importer import ImportStats, graph_import, read_edge_columns, unique_edges
-from social.mirror import outbox_drain
+from core.outbox import drain as outbox_drain
 from social.models import Follow
 from social.rebuild import rebuild_all
-from social.redis_client import get_redis
 
 User = get_user_model()
 
@@ -86,7 +91,7 @@ def _timed(setup: Setup, name: str, started: float) -> None:
 
 def expected_edges(scale: Scale) -> int:
     """Follows the dataset slice holds once self-loops and repeats are dropped."""
-    from social.datasets import dataset_path
+    from datatools.datasets import dataset_path
 
     sources, targets = read_edge_columns(dataset_path(scale.dataset), scale.limit)
     return len(unique_edges(sources, targets, ImportStats()))
@@ -105,7 +110,7 @@ def graph_edge_count() -> int:
 
 def ensure_graph(scale: Scale, setup: Setup) -> None:
     """Import the dataset unless the database already holds it; rebuild the mirror when needed."""
-    from social.datasets import dataset_path
+    from datatools.datasets import dataset_path
 
     started = time.perf_counter()
     expected = expected_edges(scale)
@@ -124,7 +129,7 @@ def ensure_graph(scale: Scale, setup: Setup) -> None:
     setup.users = User.objects.filter(username__startswith="u").count()
     started = time.perf_counter()
     outbox_drain()  # anything an interrupted run left pending
-    if setup.imported or not get_redis().exists(redis_keys.social_sentinel_key()):
+    if setup.imported or not get_redis().exists(core_keys.sentinel_key()):
         rebuild_all()
         _timed(setup, "rebuild", started)
 
@@ -277,8 +282,8 @@ def remove_bench_notes(prefix: str) -> int:
 
 
 def dataset_file(scale: Scale) -> Path:
-    """Local path of the dataset (``social.datasets.dataset_path``)."""
-    from social.datasets import dataset_path
+    """Local path of the dataset (``datatools.datasets.dataset_path``)."""
+    from datatools.datasets import dataset_path
 
     return dataset_path(scale.dataset)
 

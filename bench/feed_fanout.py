@@ -87,9 +87,10 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
 
+    from core.redis import get_redis
+    from core import redis_keys as core_keys
     from social import redis_keys as social_keys
     from social.models import Follow
-    from social.redis_client import get_redis
     from users.models import User
 
     client = get_redis()
@@ -113,7 +114,7 @@ def main() -> None:
     pipe.delete(social_keys.followers_set_key(author.pk))
     for start in range(0, len(follower_ids), 5000):
         pipe.sadd(social_keys.followers_set_key(author.pk), *follower_ids[start : start + 5000])
-    pipe.set(social_keys.social_sentinel_key(), "bench")
+    pipe.set(core_keys.sentinel_key(), "bench")
     pipe.execute()
     print(f"setup: {len(follower_ids):,} followers in MariaDB and Redis ({time.perf_counter() - started:.1f}s)")
 
@@ -128,7 +129,8 @@ def main() -> None:
 
 def bench_fan_out(args: argparse.Namespace, author: object, batch: int) -> None:
     """1. fan-out of a note by the 100k account, split into activity queries and pipelines."""
-    from feed import delivery, services
+    from feed import delivery
+    from feed import outbox as feed_outbox
     from feed.models import Note
 
     split = {"activity query": 0.0, "redis pipeline": 0.0}
@@ -153,7 +155,7 @@ def bench_fan_out(args: argparse.Namespace, author: object, batch: int) -> None:
     for i in range(args.notes):
         note = Note.objects.create(author=author, body=f"bench note {i}")
         t = time.perf_counter()
-        result = services.note_fan_out(note_id=note.pk)
+        result = feed_outbox.note_fan_out(note_id=note.pk)
         elapsed = time.perf_counter() - t
         times.append(elapsed)
         rates.append(result.inbox_writes / elapsed)

@@ -32,14 +32,14 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
 
+from core.paging import encode_cursor
+from core.redis import redis_failed, redis_reset_breaker
 from feed import selectors as feed_selectors
 from feed import services as feed_services
 from feed.models import Note
 from social import selectors, services
-from social.mirror import outbox_drain
+from core.outbox import drain as outbox_drain
 from social.models import Follow
-from social.paging import encode_cursor
-from social.redis_client import redis_failed, redis_reset_breaker
 
 from . import timing
 
@@ -54,13 +54,13 @@ def database_only() -> Iterator[None]:
     The breaker is closed again afterwards and the outbox entries written
     meanwhile (mirror writes skipped while it was open) are applied.
     """
-    logging.getLogger("social.redis_client").disabled = True
+    logging.getLogger("core.redis").disabled = True
     redis_failed(RuntimeError("benchmark: database-only path"))
     try:
         yield
     finally:
         redis_reset_breaker()
-        logging.getLogger("social.redis_client").disabled = False
+        logging.getLogger("core.redis").disabled = False
         outbox_drain()
 
 
@@ -154,8 +154,8 @@ def follow_graph_operations(
 
     def follow_unfollow(index: int) -> None:
         follower, followee = writes(index)
-        services.follow_create(actor=users[follower], target_id=followee)
-        services.follow_delete(actor=users[follower], target_id=followee)
+        services.follow_create(actor=users[follower], followee_id=followee)
+        services.follow_delete(actor=users[follower], followee_id=followee)
 
     def stream_follow_unfollow(index: int) -> None:
         follower, followee = writes(index)

@@ -1,7 +1,7 @@
 """The raw limits every operation is compared with, measured in the same run on the same servers.
 
 - ``redis_ping``: one redis-py round trip (``PING``) on the client the
-  application uses (``social.redis_client.get_redis``): the floor of any
+  application uses (``core.redis.get_redis``): the floor of any
   read that needs Redis at all.
 - ``redis_zadd_pipelined``: ``ZADD`` of one member to each of ``ZADD_BATCH``
   different keys per pipeline round trip, the shape of a fan-out, as
@@ -21,7 +21,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from social.redis_client import get_redis
+from core.redis import get_redis
 
 from . import timing
 

@@ -69,12 +69,12 @@ django.setup()
 from django.core.management import call_command  # noqa: E402
 from django.db.models import Max, Min  # noqa: E402
 
+from core.redis import get_redis  # noqa: E402
 from social import redis_keys  # noqa: E402
 from social.mirror import follow_score  # noqa: E402
 from social.models import Follow  # noqa: E402
 from social.rebuild import rebuild_all  # noqa: E402
 from social.reconcile import reconcile_all  # noqa: E402
-from social.redis_client import get_redis  # noqa: E402
 
 
 def ensure_graph(force_import: bool) -> float:

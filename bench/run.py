@@ -103,7 +103,7 @@ def tune_servers(enabled: bool) -> dict[str, Any]:
     from django.db import connection
 
     from bench.memory import TUNED, encoding_config, set_encoding_config
-    from social.redis_client import get_redis
+    from core.redis import get_redis
 
     client = get_redis()
     done: dict[str, Any] = {"enabled": enabled}
@@ -144,8 +144,8 @@ def drop_bench_queue() -> None:
 
 def unlink_inboxes(user_ids: list[int]) -> None:
     """Remove the inboxes of ``user_ids`` (the big account's fans hold only benchmark notes)."""
+    from core.redis import get_redis
     from feed import redis_keys as feed_keys
-    from social.redis_client import get_redis
 
     client = get_redis()
     for start in range(0, len(user_ids), 1000):
@@ -160,7 +160,7 @@ def measure_operations(operations: list[Any], budget: float, rounds: int = 3) ->
 
     from bench import timing
     from bench.operations import database_only
-    from social.redis_client import get_redis
+    from core.redis import get_redis
 
     client = get_redis()
     measured: list[dict[str, Any]] = []
@@ -225,6 +225,7 @@ def measure_fan_out(celebrity: Any, runs: int) -> dict[str, Any]:
     from bench import raw
     from bench.operations import PUBLISH_PREFIX
     from bench.timing import summarize
+    from feed import outbox as feed_outbox
     from feed import services as feed_services
 
     durations: list[int] = []
@@ -234,7 +235,7 @@ def measure_fan_out(celebrity: Any, runs: int) -> dict[str, Any]:
         raw_rates.append(raw.redis_zadd_pipelined(batches=30).ops_per_s)
         note = feed_services.note_create(author=celebrity, body=f"{PUBLISH_PREFIX} fan-out {index}")
         started = time.perf_counter_ns()
-        result = feed_services.note_fan_out(note_id=note.pk)
+        result = feed_outbox.note_fan_out(note_id=note.pk)
         durations.append(time.perf_counter_ns() - started)
         followers = result.followers
         if result.mode != "push":

@@ -11,7 +11,7 @@ emptied and a uniform sample of the graph is imported: the edges whose
 each fraction a subset of the larger ones; f = 1 is the dataset file
 itself). Then, on a private ``redis-server`` flushed before each step:
 
-- ``import``: ``social.importer.graph_import`` into the empty tables (users
+- ``import``: ``datatools.importer.graph_import`` into the empty tables (users
   and follows; the ``load`` path), edges per second;
 - ``rebuild``: ``social.rebuild.rebuild_all`` into the empty Redis;
 - ``reconcile``: ``social.reconcile.reconcile_all`` (digest check, dry run),
@@ -71,10 +71,10 @@ def measure_fraction(server: Any, path: Path, edges: int, *, with_defaults: dict
     from django.conf import settings
 
     from bench.memory import TUNED, follow_graph_memory, set_encoding_config
-    from social.importer import graph_import
+    from core.redis import forget_sentinel
+    from datatools.importer import graph_import
     from social.rebuild import rebuild_all
     from social.reconcile import reconcile_all
-    from social.selectors import forget_sentinel
 
     figures: dict[str, Any] = {"edges": edges}
     empty_graph_tables()
@@ -151,9 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         django.setup()
         from django.core.management import call_command
 
-        from bench.memory import encoding_config, set_encoding_config, TUNED
-        from social.datasets import dataset_path
-        from social.importer import ImportStats, read_edge_columns, unique_edges
+        from bench.memory import TUNED, encoding_config, set_encoding_config
+        from datatools.datasets import dataset_path
+        from datatools.importer import ImportStats, read_edge_columns, unique_edges
 
         call_command("migrate", verbosity=0, interactive=False)
         defaults = {name: encoding_config(server.client)[name] for name in TUNED}

@@ -1,5 +1,12 @@
+"""The project's URLs, and the handlers that render the site's error pages."""
+
 from django.contrib import admin
 from django.urls import include, path
+
+handler400 = "core.views.bad_request"
+handler403 = "core.views.permission_denied"
+handler404 = "core.views.page_not_found"
+handler500 = "core.views.server_error"
 
 urlpatterns = [
     path("admin/", admin.site.urls),

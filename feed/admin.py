@@ -19,16 +19,25 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin.actions import delete_selected as django_delete_selected
 from django.contrib.admin.utils import unquote
-from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Prefetch, Q, QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+)
 from django.template.defaultfilters import truncatechars
 from django.urls import path, reverse
 
-from users.admin_tools import EstimatedCountPaginator, bounded_count, user_ids_matching
+from core.admin_tools import EstimatedCountPaginator, bounded_count
+from users.admin import Operation, UserAdmin
+from users.models import User
+from users.selectors import user_ids_matching
 
+from . import rebuild
 from .models import Note
 from .services import note_delete, note_hide
 
@@ -56,7 +65,7 @@ class NoteStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(Note)
-class NoteAdmin(admin.ModelAdmin):
+class NoteAdmin(admin.ModelAdmin[Note]):
     """Notes: list, search by author or note id, filter by date and state, hide/unhide/delete via services."""
 
     list_display = ("id", "author", "excerpt", "created_at", "state")
@@ -78,7 +87,7 @@ class NoteAdmin(admin.ModelAdmin):
     actions = ["hide_notes", "unhide_notes", "delete_selected"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        authors = get_user_model().objects.only("id", "username", "is_active")
+        authors = User.objects.only("id", "username", "is_active")
         return super().get_queryset(request).prefetch_related(Prefetch("author", queryset=authors))
 
     @admin.display(description="body")
@@ -203,3 +212,20 @@ class NoteAdmin(admin.ModelAdmin):
         state = "hidden" if operation == "hide" else "visible"
         self.message_user(request, f"Note {note.pk} is {state}." if changed else f"Note {note.pk} was already {state}.")
         return HttpResponseRedirect(reverse("admin:feed_note_change", args=[note.pk]))
+
+
+def _rebuild_inbox(user: User) -> str:
+    result = rebuild.inbox_rebuild(user_id=user.pk)
+    return f"Rebuilt the inbox of {user.username}: {result.entries} notes."
+
+
+UserAdmin.add_operation(
+    Operation(
+        name="rebuild-inbox",
+        action="rebuild_inboxes",
+        label="Rebuild inbox",
+        run=_rebuild_inbox,
+        permission="view",
+        description="Rebuild the inbox (home feed) of selected accounts",
+    )
+)

@@ -11,11 +11,11 @@ class FeedConfig(AppConfig):
         from social.signals import follow_created, follow_deleted
         from users.signals import user_activity_changed
 
-        from . import signals
+        from . import outbox, receivers  # noqa: F401 - outbox registers the feed's kinds
 
-        follow_created.connect(signals.on_follow_created, dispatch_uid="feed.backfill_on_follow")
-        follow_deleted.connect(signals.on_follow_deleted, dispatch_uid="feed.clean_on_unfollow")
-        user_activity_changed.connect(signals.on_user_activity_changed, dispatch_uid="feed.refresh_on_activity")
+        follow_created.connect(receivers.on_follow_changed, dispatch_uid="feed.backfill_on_follow")
+        follow_deleted.connect(receivers.on_follow_changed, dispatch_uid="feed.clean_on_unfollow")
+        user_activity_changed.connect(receivers.on_user_activity_changed, dispatch_uid="feed.refresh_on_activity")
         # Connected after users' receiver (users comes first in INSTALLED_APPS),
         # so last_seen_at is already the sign-in time when this runs.
-        user_logged_in.connect(signals.on_user_logged_in, dispatch_uid="feed.catch_up_on_sign_in")
+        user_logged_in.connect(receivers.on_user_logged_in, dispatch_uid="feed.catch_up_on_sign_in")

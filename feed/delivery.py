@@ -13,21 +13,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
 
+import redis
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db.models import Q
 from django.utils import timezone
 
-from social import redis_keys as social_keys
+from core.redis import mirror_ready
+from social import layout
 from social.models import Follow
-from social.selectors import mirror_ready
+from social.selectors import follow_counts
+from users.models import User
 
 from . import redis_keys
-
-User = get_user_model()
 
 Entry = tuple[int, int]  # (note_id, score in unix ms)
 
@@ -46,12 +45,20 @@ def fan_out_batch_pause() -> float:
     return float(getattr(settings, "FEED_FANOUT_BATCH_PAUSE_SECONDS", 0.0))
 
 
-def active_cutoff() -> Any:
+def active_cutoff() -> datetime:
     """Followers last seen before this datetime are skipped at fan-out (``FEED_ACTIVE_DAYS`` ago)."""
     return timezone.now() - timedelta(days=int(settings.FEED_ACTIVE_DAYS))
 
 
-def queue_add(pipe: Any, key: str, entries: Iterable[Entry]) -> None:
+def member_ids(reply: Iterable[object]) -> list[int]:
+    """The note ids of a ZRANGE/SMEMBERS reply without scores (members are decimal strings).
+
+    :raises ValueError: a member that is not a decimal id.
+    """
+    return [int(member) for member in reply if isinstance(member, (bytes, str))]
+
+
+def queue_add(pipe: redis.client.Pipeline, key: str, entries: Iterable[Entry]) -> None:
     """Queue ``ZADD key`` of ``entries`` and the trim to ``INBOX_MAX_LEN`` on ``pipe``.
 
     :param entries: ``[(note_id, score_ms)]``; nothing is queued when empty.
@@ -64,41 +71,30 @@ def queue_add(pipe: Any, key: str, entries: Iterable[Entry]) -> None:
     pipe.zremrangebyrank(key, 0, -(redis_keys.inbox_max_len() + 1))
 
 
-def queue_remove(pipe: Any, key: str, note_ids: Iterable[int]) -> None:
+def queue_remove(pipe: redis.client.Pipeline, key: str, note_ids: Iterable[int]) -> None:
     """Queue ``ZREM key`` of ``note_ids`` on ``pipe`` (nothing when empty)."""
     members = [redis_keys.note_member(note_id) for note_id in note_ids]
     if members:
         pipe.zrem(key, *members)
 
 
-def is_pull_author(client: Any, author_id: int) -> bool:
+def is_pull_author(client: redis.Redis, author_id: int) -> bool:
     """Whether ``author_id``'s notes are pulled at read time instead of fanned out.
 
     True when the author is already in the pull set (sticky until a full
     rebuild re-derives the set) or has at least ``FANOUT_PULL_THRESHOLD``
     followers now, in which case the author is added to the set.
     """
-    from social.selectors import follow_counts
-
-    if client.sismember(redis_keys.pull_authors_key(), author_id):
+    if client.sismember(redis_keys.pull_authors_key(), str(author_id)):
         return True
     if follow_counts(user_id=author_id).followers >= int(settings.FANOUT_PULL_THRESHOLD):
-        client.sadd(redis_keys.pull_authors_key(), author_id)
+        client.sadd(redis_keys.pull_authors_key(), str(author_id))
         return True
     return False
 
 
-def _follower_set_keys(author_id: int) -> list[str]:
-    # Every layout at once (single key and all shards): a key that does not
-    # exist costs one empty SSCAN reply, and during a layout migration the
-    # union covers every follower whichever side already has it.
-    keys = [social_keys.followers_set_key(author_id)]
-    keys += [social_keys.followers_set_shard_key(author_id, shard) for shard in range(int(settings.FOLLOWERS_SHARDS))]
-    return keys
-
-
-def _redis_follower_ids(client: Any, author_id: int) -> Iterator[list[int]]:
-    cursors = {key: 0 for key in _follower_set_keys(author_id)}
+def _redis_follower_ids(client: redis.Redis, author_id: int) -> Iterator[list[int]]:
+    cursors = {key: 0 for key in layout.every_set_key(author_id)}
     while cursors:
         pipe = client.pipeline(transaction=False)
         keys = list(cursors)
@@ -118,7 +114,7 @@ def _database_follower_ids(author_id: int, *, only_active: bool, batch: int) -> 
     if only_active:
         rows = rows.filter(follower__is_active=True, follower__last_seen_at__gte=active_cutoff())
     # Keyset over the (followee, created_at, follower) index, never OFFSET.
-    last: tuple[Any, int] | None = None
+    last: tuple[datetime, int] | None = None
     while True:
         page = rows.order_by("created_at", "follower_id")
         if last is not None:
@@ -131,7 +127,7 @@ def _database_follower_ids(author_id: int, *, only_active: bool, batch: int) -> 
 
 
 def follower_batches(
-    client: Any, author_id: int, *, only_active: bool, source: str = "auto", batch: int | None = None
+    client: redis.Redis, author_id: int, *, only_active: bool, source: str = "auto", batch: int | None = None
 ) -> Iterator[list[int]]:
     """Yield ``author_id``'s followers in batches of at most ``batch`` ids.
 
@@ -170,7 +166,7 @@ def _keep_active(user_ids: list[int]) -> list[int]:
     )
 
 
-def deliver(client: Any, user_ids: Sequence[int], entries: Sequence[Entry]) -> int:
+def deliver(client: redis.Redis, user_ids: Sequence[int], entries: Sequence[Entry]) -> int:
     """Add ``entries`` to the inbox of every user in ``user_ids``, in one pipeline.
 
     :returns: the number of inbox writes (users times entries).
@@ -190,7 +186,7 @@ def deliver(client: Any, user_ids: Sequence[int], entries: Sequence[Entry]) -> i
     return len(user_ids) * len(entries)
 
 
-def withdraw(client: Any, user_ids: Sequence[int], note_ids: Sequence[int]) -> int:
+def withdraw(client: redis.Redis, user_ids: Sequence[int], note_ids: Sequence[int]) -> int:
     """Remove ``note_ids`` from the inbox of every user in ``user_ids``, in one pipeline.
 
     :returns: the number of members removed.
@@ -204,7 +200,7 @@ def withdraw(client: Any, user_ids: Sequence[int], note_ids: Sequence[int]) -> i
 
 
 def fan_out_to_followers(
-    client: Any, author_id: int, entries: Sequence[Entry], *, only_active: bool = True, source: str = "auto"
+    client: redis.Redis, author_id: int, entries: Sequence[Entry], *, only_active: bool = True, source: str = "auto"
 ) -> tuple[int, int]:
     """Deliver ``entries`` to ``author_id``'s followers, batch by batch.
 

@@ -21,16 +21,16 @@ from collections import defaultdict
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
+import redis
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.db.models import Count, F, Max, Window
+from django.db.models import Count, F, Max, QuerySet, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
-from social.redis_client import get_redis
+from core.redis import get_redis
 from social.selectors import active_follows
+from users.models import User
 
 from . import redis_keys
 from .delivery import Entry, active_cutoff, queue_add
@@ -38,7 +38,6 @@ from .models import to_ms
 from .timeline import visible_notes
 
 logger = logging.getLogger(__name__)
-User = get_user_model()
 
 # Notes published this long before a rebuild started are added again after
 # its swap: a transaction that commits late is still covered (seconds).
@@ -59,7 +58,7 @@ def synced_until(last_seen_at: datetime | None) -> datetime | None:
     return until if until > timezone.now() else None
 
 
-def pulled_among(client: Any, author_ids: Collection[int]) -> set[int]:
+def pulled_among(client: redis.Redis, author_ids: Collection[int]) -> set[int]:
     """Which of ``author_ids`` are pull authors (SMISMEMBER on the pull set)."""
     ordered = sorted(set(author_ids))
     if not ordered:
@@ -124,7 +123,7 @@ def inbox_rebuild(*, user_id: int) -> InboxRebuild:
         client.delete(flag)
 
 
-def _queue_replace(pipe: Any, key: str, entries: list[Entry]) -> None:
+def _queue_replace(pipe: redis.client.Pipeline, key: str, entries: list[Entry]) -> None:
     tmp = redis_keys.rebuild_tmp_key(key)
     pipe.delete(tmp)
     if entries:
@@ -134,7 +133,7 @@ def _queue_replace(pipe: Any, key: str, entries: list[Entry]) -> None:
         pipe.unlink(key)
 
 
-def _replace(client: Any, key: str, entries: list[Entry]) -> None:
+def _replace(client: redis.Redis, key: str, entries: list[Entry]) -> None:
     pipe = client.pipeline(transaction=True)  # one slot: tmp and key share the hash tag
     _queue_replace(pipe, key, entries)
     pipe.execute()
@@ -173,7 +172,7 @@ def pull_authors_rebuild() -> set[int]:
     return authors
 
 
-def _outboxes_range(client: Any, low: int, high: int) -> int:
+def _outboxes_range(client: redis.Redis, low: int, high: int) -> int:
     cap = redis_keys.inbox_max_len()
     # Top-N per author in one query (ROW_NUMBER over the author index).
     ranked = (
@@ -206,13 +205,44 @@ class FeedRebuildStats:
     last_user_id: int = 0
 
 
-def readers_to_rebuild(*, start_after: int = 0, include_inactive: bool = False) -> Any:
+def readers_to_rebuild(*, start_after: int = 0, include_inactive: bool = False) -> QuerySet[User, int]:
     """Ids of the accounts whose inboxes a full rebuild writes: active, and seen within
     ``FEED_ACTIVE_DAYS`` unless ``include_inactive`` (a queryset, ascending ids)."""
     users = User.objects.filter(is_active=True, pk__gt=start_after)
     if not include_inactive:
         users = users.filter(last_seen_at__gte=active_cutoff())
     return users.order_by("pk").values_list("pk", flat=True)
+
+
+def rebuild_all_outboxes(
+    *, start_after: int = 0, batch_users: int = 2000, on_progress: Callable[[int], None] | None = None
+) -> int:
+    """Rebuild every author's outbox from the database, ``batch_users`` account ids at a time.
+
+    Notes published since the rebuild started (minus ``REBUILD_OVERLAP``)
+    are added again after the swaps, so a fan-out that landed meanwhile is kept.
+
+    :param start_after: skip accounts with ids up to this one (resume).
+    :param on_progress: called with the number of ids walked after each batch.
+    :returns: the outbox entries written.
+    """
+    client = get_redis()
+    started = timezone.now()
+    written = 0
+    top = User.objects.aggregate(top=Max("pk"))["top"] or 0
+    low = start_after
+    while low < top:
+        high = min(low + batch_users, top)
+        written += _outboxes_range(client, low, high)
+        if on_progress is not None:
+            on_progress(high - low)
+        low = high
+    late = visible_notes().filter(created_at__gte=started - REBUILD_OVERLAP, author_id__gt=start_after)
+    pipe = client.pipeline(transaction=False)
+    for author_id, note_id, at in late.values_list("author_id", "id", "created_at"):
+        queue_add(pipe, redis_keys.outbox_key(author_id), [(note_id, to_ms(at))])
+    pipe.execute()
+    return written
 
 
 def rebuild_all_inboxes(
@@ -233,23 +263,14 @@ def rebuild_all_inboxes(
         ``("inboxes", 1)`` as work is done.
     :returns: ``FeedRebuildStats``.
     """
-    client = get_redis()
     stats = FeedRebuildStats(last_user_id=start_after)
-    started = timezone.now()
     stats.pull_authors = len(pull_authors_rebuild())
+    stats.outbox_entries = rebuild_all_outboxes(
+        start_after=start_after,
+        batch_users=batch_users,
+        on_progress=(lambda users: on_progress("outboxes", users)) if on_progress is not None else None,
+    )
     top = User.objects.aggregate(top=Max("pk"))["top"] or 0
-    low = start_after
-    while low < top:
-        high = min(low + batch_users, top)
-        stats.outbox_entries += _outboxes_range(client, low, high)
-        if on_progress is not None:
-            on_progress("outboxes", high - low)
-        low = high
-    late = visible_notes().filter(created_at__gte=started - REBUILD_OVERLAP, author_id__gt=start_after)
-    pipe = client.pipeline(transaction=False)
-    for author_id, note_id, at in late.values_list("author_id", "id", "created_at"):
-        queue_add(pipe, redis_keys.outbox_key(author_id), [(note_id, to_ms(at))])
-    pipe.execute()
     for user_id in readers_to_rebuild(start_after=start_after, include_inactive=include_inactive).iterator():
         result = inbox_rebuild(user_id=user_id)
         stats.inboxes += 1

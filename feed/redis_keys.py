@@ -16,7 +16,7 @@ Keys (``ff:`` is ``REDIS_KEY_PREFIX``, read at call time):
 - ``ff:feed:{pull_authors}``  SET ids of authors not fanned out on write
   (followers >= ``FANOUT_PULL_THRESHOLD``); one key (its own hash tag, so
   its rebuild copy shares its slot), intersected with a reader's following
-  set through ``social.redis_client.intersect_sets``
+  set through ``core.redis.intersect_sets``
 - ``ff:feed:inbox:synced:{42}``  STRING present while the inbox is known to
   be complete (rebuilt, and 42 active since); expires when 42 would start
   being skipped at fan-out

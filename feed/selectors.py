@@ -13,18 +13,33 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.auth import get_user_model
+import redis
 
+from core.errors import InvalidInput
+from core.paging import InvalidCursorError, decode_cursor, encode_cursor
+from core.redis import (
+    REDIS_ERRORS,
+    get_redis,
+    intersect_sets,
+    mirror_ready,
+    redis_available,
+    redis_failed,
+)
 from social import redis_keys as social_keys
-from social.paging import InvalidCursorError, decode_cursor, encode_cursor
-from social.redis_client import REDIS_ERRORS, get_redis, intersect_sets, redis_available, redis_failed
-from social.selectors import active_follows, mirror_ready
+from social.selectors import active_follows
 
 from . import redis_keys
 from .models import Note
-from .timeline import Feed, Page, Position, after_filter, position_from_scroll, read_page, scroll_state, visible_notes
-
-User = get_user_model()
+from .timeline import (
+    Feed,
+    Page,
+    Position,
+    after_filter,
+    position_from_scroll,
+    read_page,
+    scroll_state,
+    visible_notes,
+)
 
 __all__ = [
     "InvalidCursorError",
@@ -39,7 +54,7 @@ __all__ = [
 ]
 
 
-class InvalidScrollError(ValueError):
+class InvalidScrollError(InvalidInput):
     """``lastId``/``offset`` of the scroll contract are not what it accepts (HTTP 400)."""
 
 
@@ -82,7 +97,7 @@ def _database_feed(user_id: int) -> Feed:
     return Feed(reader_id=user_id, followees=followees, keys=[])
 
 
-def _redis_feed(client: Any, user_id: int) -> tuple[Feed | None, bool]:
+def _redis_feed(client: redis.Redis, user_id: int) -> tuple[Feed | None, bool]:
     """The Redis feed of ``user_id`` and whether it is catching up; None when Redis can't serve it."""
     if not mirror_ready(client):
         return None, False

@@ -1,88 +1,52 @@
 """Every write of notes and feeds.
 
-Notes are written to the database; their delivery to Redis runs after
-commit in Celery (``feed.tasks``), never inside the transaction: a note
-that rolls back sends nothing (C16), and a task never looks for a row that
-is not committed yet. Tasks get ids, re-read the database and write Redis
-idempotently, so a retried, repeated or late task is harmless (C11); each
-write is followed by a check of the database and undone if the state moved
-meanwhile (read, write, verify), so racing tasks converge.
-
-If Redis is down a note is still published: its fan-out task retries with
-backoff, and ``fan_out_pending`` (beat) delivers any note whose fan-out
-never finished (``Note.fanned_out_at`` is null), so no note is lost (C14).
+Notes are written to the database together with a ``feed.note`` outbox
+entry (``feed.outbox``); their delivery to Redis runs after commit in
+Celery, never inside the transaction: a note that rolls back sends nothing
+(C16), and a job never looks for a row that is not committed yet. If Redis
+is down or the broker refuses the message, the note is still published and
+the outbox drain delivers it later (C14, C24).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from social.models import Follow
-from social.redis_client import REDIS_ERRORS, get_redis, redis_failed
+from core import outbox
+from core.errors import DomainError, Forbidden, InvalidInput
+from core.redis import REDIS_ERRORS, get_redis, redis_failed
+from users.models import User
+from users.services import user_touch_seen
 
-from . import delivery, redis_keys
+from . import outbox as feed_outbox
+from . import redis_keys
 from .models import Note, now_whole_ms
-from .rebuild import outbox_rebuild, recent_entries, synced_until
+from .rebuild import synced_until
 
 logger = logging.getLogger(__name__)
-User = get_user_model()
 
 
-class NoteError(Exception):
-    """A note action that cannot be done; ``status`` is the HTTP status to answer."""
-
-    status = 400
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+class NoteError(DomainError):
+    """A note action that cannot be done (its ``status`` is the HTTP status to answer)."""
 
 
-class NoteInvalidError(NoteError):
+class NoteInvalidError(NoteError, InvalidInput):
     """Empty or too long body (HTTP 400)."""
 
 
-class NoteForbiddenError(NoteError):
+class NoteForbiddenError(NoteError, Forbidden):
     """The actor may not do this to the note (HTTP 403)."""
-
-    status = 403
-
-
-# --- scheduling -------------------------------------------------------------
-
-
-def enqueue(task_name: str, **kwargs: Any) -> None:
-    """Send task ``feed.tasks.<task_name>`` with ``kwargs`` after the current transaction commits.
-
-    Outside a transaction it is sent at once. A broker that refuses the
-    message is logged, not raised: the request that caused it already
-    committed, and the beat jobs (pending fan-outs, rebuild on the next
-    visit) repair what the task would have done.
-    """
-
-    def send() -> None:
-        from . import tasks
-
-        try:
-            getattr(tasks, task_name).apply_async(kwargs=kwargs)
-        except Exception:  # noqa: BLE001 - broker down: logged, repaired later
-            logger.exception("could not enqueue %s(%s)", task_name, kwargs)
-
-    transaction.on_commit(send)
 
 
 # --- notes ------------------------------------------------------------------
 
 
-def note_create(*, author: Any, body: str, created_at: datetime | None = None) -> Note:
+def note_create(*, author: User, body: str, created_at: datetime | None = None) -> Note:
     """Publish a note by ``author`` and schedule its fan-out after commit.
 
     :param body: the text; surrounding whitespace is stripped.
@@ -104,7 +68,7 @@ def note_create(*, author: Any, body: str, created_at: datetime | None = None) -
     at = at.replace(microsecond=at.microsecond // 1000 * 1000)
     with transaction.atomic():
         note = Note.objects.create(author_id=author.pk, body=text, created_at=at)
-        enqueue("feed_note_fan_out", note_id=note.pk)
+        outbox.record(feed_outbox.NOTE, subject_id=note.pk, object_id=author.pk)
     return note
 
 
@@ -121,11 +85,11 @@ def note_hide(*, note: Note, hidden: bool) -> bool:
         changed = Note.objects.filter(pk=note.pk, is_hidden=not hidden).update(is_hidden=hidden)
         note.is_hidden = hidden
         if changed:
-            enqueue("feed_note_fan_out" if not hidden else "feed_note_retract", note_id=note.pk)
+            outbox.record(feed_outbox.NOTE, subject_id=note.pk, object_id=note.author_id)
     return bool(changed)
 
 
-def note_delete(*, note: Note, actor: Any | None = None) -> bool:
+def note_delete(*, note: Note, actor: User | None = None) -> bool:
     """Delete ``note`` (soft: ``deleted_at``), then remove it from every feed after commit.
 
     :param actor: when given, must be the author.
@@ -139,195 +103,8 @@ def note_delete(*, note: Note, actor: Any | None = None) -> bool:
         changed = Note.objects.filter(pk=note.pk, deleted_at__isnull=True).update(deleted_at=now)
         if changed:
             note.deleted_at = now
-            enqueue("feed_note_retract", note_id=note.pk)
+            outbox.record(feed_outbox.NOTE, subject_id=note.pk, object_id=note.author_id)
     return bool(changed)
-
-
-# --- delivery (called by tasks) --------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FanOut:
-    """Outcome of a fan-out: ``mode`` is ``push``, ``pull`` or ``skipped``;
-    ``followers`` reached and ``inbox_writes`` made."""
-
-    mode: str
-    followers: int = 0
-    inbox_writes: int = 0
-
-
-def note_fan_out(*, note_id: int) -> FanOut:
-    """Deliver note ``note_id``: its author's outbox, then every active follower's inbox.
-
-    Pull authors (``delivery.is_pull_author``) get only the outbox.
-    Followers not seen within ``FEED_ACTIVE_DAYS`` are skipped; their
-    inboxes are rebuilt when they come back. Idempotent: a re-run after a
-    crash or a partial run writes the same members with the same scores.
-    Marks ``fanned_out_at``. If the note was hidden or deleted meanwhile,
-    the delivery is withdrawn again.
-
-    :returns: ``FanOut``; ``skipped`` when the note is gone or not visible.
-    :raises: Redis errors (REDIS_ERRORS) so the task retries.
-    """
-    note = Note.objects.select_related("author").filter(pk=note_id).first()
-    if note is None:
-        return FanOut(mode="skipped")
-    if not note.is_visible:
-        Note.objects.filter(pk=note_id, fanned_out_at__isnull=True).update(fanned_out_at=timezone.now())
-        return FanOut(mode="skipped")
-    client = get_redis()
-    entry = [(note.pk, note.published_ms)]
-    pipe = client.pipeline(transaction=False)
-    delivery.queue_add(pipe, redis_keys.outbox_key(note.author_id), entry)
-    pipe.execute()
-    if delivery.is_pull_author(client, note.author_id):
-        result = FanOut(mode="pull")
-    else:
-        followers, writes = delivery.fan_out_to_followers(client, note.author_id, entry)
-        result = FanOut(mode="push", followers=followers, inbox_writes=writes)
-    Note.objects.filter(pk=note_id, fanned_out_at__isnull=True).update(fanned_out_at=timezone.now())
-    # Verify: hidden or deleted while we delivered -> take it back.
-    if not Note.objects.filter(pk=note_id, is_hidden=False, deleted_at__isnull=True).exists():
-        note_retract(note_id=note_id)
-    return result
-
-
-def note_retract(*, note_id: int, author_id: int | None = None) -> int:
-    """Remove note ``note_id`` from its author's outbox and every follower's inbox.
-
-    A note that is visible again (unhidden meanwhile) is left alone.
-    Followers are found as at fan-out, but all of them (a skipped reader's
-    stale inbox may hold it too).
-
-    :param author_id: needed when the row is gone (hard delete).
-    :returns: the number of inbox members removed.
-    :raises: Redis errors (REDIS_ERRORS) so the task retries.
-    """
-    note = Note.objects.select_related("author").filter(pk=note_id).first()
-    if note is not None and note.is_visible:
-        return 0
-    author = note.author_id if note is not None else author_id
-    if author is None:
-        return 0
-    client = get_redis()
-    client.zrem(redis_keys.outbox_key(author), redis_keys.note_member(note_id))
-    # The follow mirror no longer lists a deactivated author's followers:
-    # then the Follow rows (kept on deactivation) are the list.
-    source = "auto" if note is not None and note.author.is_active else "database"
-    removed = 0
-    for batch in delivery.follower_batches(client, author, only_active=False, source=source):
-        removed += delivery.withdraw(client, batch, [note_id])
-    return removed
-
-
-def fan_out_pending(*, older_than_seconds: int = 60, limit: int = 500) -> int:
-    """Deliver notes whose fan-out never finished (``fanned_out_at`` null), oldest first.
-
-    Run by beat every ``FEED_PENDING_FAN_OUT_SECONDS``; it is the repair
-    for a fan-out lost to a Redis outage or a broker that refused the task.
-    Notes younger than ``older_than_seconds`` are left to their own task.
-
-    :returns: how many notes were handled.
-    :raises: Redis errors (REDIS_ERRORS): still down, the next run retries.
-    """
-    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
-    pending = list(
-        Note.objects.filter(fanned_out_at__isnull=True, created_at__lt=cutoff)
-        .order_by("created_at", "id")
-        .values_list("id", flat=True)[:limit]
-    )
-    for note_id in pending:
-        note_fan_out(note_id=note_id)
-    return len(pending)
-
-
-# --- follow graph changes ---------------------------------------------------------
-
-
-def _follows(follower_id: int, followee_id: int) -> bool:
-    return Follow.objects.filter(
-        follower_id=follower_id, followee_id=followee_id, follower__is_active=True, followee__is_active=True
-    ).exists()
-
-
-def inbox_backfill_followee(*, follower_id: int, followee_id: int) -> int:
-    """After ``follower_id`` followed ``followee_id``: add the followee's newest
-    ``INBOX_MAX_LEN`` visible notes to the follower's inbox, at their publish times.
-
-    Nothing when the follow is gone again, the followee is a pull author
-    (merged at read time) or the follower is not seen within
-    ``FEED_ACTIVE_DAYS`` (skipped like at fan-out; rebuilt when back). A
-    re-follow backfills like a first follow.
-
-    :returns: the number of notes added.
-    :raises: Redis errors (REDIS_ERRORS) so the task retries.
-    """
-    if not _follows(follower_id, followee_id):
-        return 0
-    if not User.objects.filter(pk=follower_id, last_seen_at__gte=delivery.active_cutoff()).exists():
-        return 0
-    client = get_redis()
-    if client.sismember(redis_keys.pull_authors_key(), followee_id):
-        return 0
-    entries = recent_entries([followee_id], redis_keys.inbox_max_len())
-    delivery.deliver(client, [follower_id], entries)
-    if not _follows(follower_id, followee_id):  # unfollowed meanwhile
-        inbox_remove_followee(follower_id=follower_id, followee_id=followee_id)
-        return 0
-    return len(entries)
-
-
-def inbox_remove_followee(*, follower_id: int, followee_id: int) -> int:
-    """After ``follower_id`` unfollowed ``followee_id``: remove every note of the
-    followee from the follower's inbox (read from the inbox, so notes older
-    than the followee's outbox go too).
-
-    Nothing when the follow exists again (a re-follow came first).
-
-    :returns: the number of inbox members removed.
-    :raises: Redis errors (REDIS_ERRORS) so the task retries.
-    """
-    if Follow.objects.filter(follower_id=follower_id, followee_id=followee_id).exists():
-        return 0
-    client = get_redis()
-    key = redis_keys.inbox_key(follower_id)
-    members = [int(member) for member in client.zrange(key, 0, -1)]
-    theirs = list(Note.objects.filter(pk__in=members, author_id=followee_id).values_list("pk", flat=True))
-    removed = delivery.withdraw(client, [follower_id], theirs)
-    if Follow.objects.filter(follower_id=follower_id, followee_id=followee_id).exists():  # re-followed meanwhile
-        inbox_backfill_followee(follower_id=follower_id, followee_id=followee_id)
-    return removed
-
-
-def author_feed_refresh(*, author_id: int) -> int:
-    """After ``author_id`` was deactivated or reactivated: take its notes out of
-    its followers' inboxes, or put its newest ones back (and rebuild its outbox).
-
-    Readers already hide a deactivated author's notes; this reclaims the
-    inbox space or restores the entries. Followers come from the Follow rows,
-    which deactivation keeps.
-
-    :returns: the number of inbox members removed or written.
-    :raises: Redis errors (REDIS_ERRORS) so the task retries.
-    """
-    row = User.objects.filter(pk=author_id).values_list("is_active", flat=True).first()
-    client = get_redis()
-    outbox = redis_keys.outbox_key(author_id)
-    if not row:
-        note_ids = [int(member) for member in client.zrange(outbox, 0, -1)]
-        note_ids += list(Note.objects.filter(author_id=author_id).order_by("-created_at")[: redis_keys.inbox_max_len()].values_list("pk", flat=True))
-        note_ids = sorted(set(note_ids))
-        removed = 0
-        for batch in delivery.follower_batches(client, author_id, only_active=False, source="database"):
-            removed += delivery.withdraw(client, batch, note_ids)
-        client.unlink(outbox)
-        return removed
-    outbox_rebuild(author_id=author_id)
-    if client.sismember(redis_keys.pull_authors_key(), author_id):
-        return 0
-    entries = recent_entries([author_id], redis_keys.inbox_max_len())
-    _, writes = delivery.fan_out_to_followers(client, author_id, entries, source="database")
-    return writes
 
 
 # --- readers coming back ----------------------------------------------------------
@@ -346,7 +123,7 @@ def inbox_catch_up_request(*, user_id: int) -> bool:
     except REDIS_ERRORS as exc:
         redis_failed(exc)
         return False
-    enqueue("feed_inbox_rebuild", user_id=user_id)
+    outbox.record(feed_outbox.INBOX, subject_id=user_id)
     return True
 
 
@@ -369,14 +146,12 @@ def inbox_keep_synced(*, user_id: int, last_seen_at: datetime | None) -> bool:
     return synced
 
 
-def feed_visit(*, user: Any) -> None:
+def feed_visit(*, user: User) -> None:
     """A reader opens the home feed: record the visit (``users.services.user_touch_seen``),
     keep the synced marker in step with it, and queue a catch-up if the inbox is not synced.
 
     Never raises for Redis (the page then reads the database).
     """
-    from users.services import user_touch_seen
-
     touched = user_touch_seen(user=user)
     if touched:
         inbox_keep_synced(user_id=user.pk, last_seen_at=user.last_seen_at)

@@ -8,8 +8,8 @@ returned once, instead of shifting the run under the client (the failure of
 plain "skip ``offset`` items at this score" paging, C08).
 
 **Position.** A page continues strictly after a ``Position(score, note_id)``
-(keyset paging, as ``social.paging`` does for follow lists). The opaque
-cursor is that position (``social.paging.encode_cursor``); the seed's scroll
+(keyset paging, as ``core.paging`` does for follow lists). The opaque
+cursor is that position (``core.paging.encode_cursor``); the seed's scroll
 contract ``(lastId, offset)`` is translated to one: the ``offset``-th
 visible note at score ``lastId`` (``position_from_scroll``).
 
@@ -35,6 +35,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import redis
 from django.db.models import Q, QuerySet
 
 from . import redis_keys
@@ -90,7 +91,7 @@ def _parse(reply: Sequence[tuple[Any, float]]) -> list[tuple[int, int]]:
     return [(int(member), int(score)) for member, score in reply]
 
 
-def redis_window(client: Any, keys: Sequence[str], after: Position | None, n: int) -> Window:
+def redis_window(client: redis.Redis, keys: Sequence[str], after: Position | None, n: int) -> Window:
     """Read up to about ``n`` ids per key strictly after ``after`` and merge them.
 
     One round trip per key set (plus one when a read stopped inside a run of
@@ -206,7 +207,7 @@ class Feed:
     reader_id: int
     followees: Collection[int] | QuerySet[Any]
     keys: list[str]
-    client: Any = None
+    client: redis.Redis | None = None
 
     def shows(self, note: Note | None) -> bool:
         """Whether ``note`` belongs in this reader's feed now."""
@@ -234,7 +235,7 @@ class Page:
         return Position(self.notes[-1].published_ms, self.notes[-1].pk)
 
 
-def _remove_stale(client: Any, stale: list[Candidate]) -> int:
+def _remove_stale(client: redis.Redis, stale: list[Candidate]) -> int:
     if not stale:
         return 0
     pipe = client.pipeline(transaction=False)

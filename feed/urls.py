@@ -9,5 +9,6 @@ urlpatterns = [
     path("notes/", views.note_create, name="note_create"),
     path("n/<int:note_id>/", views.note_detail, name="note_detail"),
     path("n/<int:note_id>/delete/", views.note_delete, name="note_delete"),
+    path("u/<str:username>/", views.profile, name="profile"),
     path("u/<str:username>/notes/", views.user_notes, name="user_notes"),
 ]

@@ -2,8 +2,10 @@
 
 ``/home`` (home timeline, publish form, "load more" as a plain link with the
 cursor, so it works without JavaScript), ``/notes/`` (publish), ``/n/<id>/``
-(a note), ``/n/<id>/delete/`` (author only), ``/u/<username>/notes/`` (an
-author's notes).
+(a note), ``/n/<id>/delete/`` (author only), ``/u/<username>/`` (a profile:
+the follow graph's figures and the author's newest notes) and
+``/u/<username>/notes/`` (an author's notes). Errors raised below are
+answered by ``core.errors``.
 """
 
 from __future__ import annotations
@@ -12,32 +14,48 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseForbidden
-from django.shortcuts import get_object_or_404, redirect, render
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
+
+from core.errors import NotFound
+from social import selectors as social_selectors
+from users.models import User
+from users.selectors import active_user_named
 
 from . import selectors, services
 from .forms import NoteForm
 from .models import Note
 
-User = get_user_model()
+
+def _reader(request: HttpRequest) -> User:
+    assert isinstance(request.user, User)  # login_required ran
+    return request.user
 
 
-def _reader_id(request: HttpRequest) -> int:
-    user_id = request.user.pk
-    assert isinstance(user_id, int)  # login_required ran
-    return user_id
+@require_GET
+def profile(request: HttpRequest, username: str) -> HttpResponse:
+    """/u/<username>/: counts, follow button, badges, "you both follow", "followed by ... you follow",
+    and the author's newest notes."""
+    user = active_user_named(username)
+    viewer = request.user if isinstance(request.user, User) else None
+    context: dict[str, Any] = {
+        "profile_user": user,
+        "counts": social_selectors.follow_counts(user_id=user.pk),
+        "mutual": social_selectors.mutual_follows(user_id=user.pk, limit=8),
+        "is_self": viewer is not None and viewer.pk == user.pk,
+        "notes": selectors.user_timeline(author_id=user.pk, cursor=None, limit=10),
+    }
+    if viewer is not None and viewer.pk != user.pk:
+        context["relationship"] = social_selectors.relationship(viewer_id=viewer.pk, user_id=user.pk)
+        context["common"] = social_selectors.common_following(user_id=viewer.pk, other_id=user.pk, limit=8)
+        context["familiar"] = social_selectors.familiar_followers(viewer_id=viewer.pk, user_id=user.pk, limit=3)
+    return render(request, "feed/user_profile.html", context)
 
 
 def _home(request: HttpRequest, form: NoteForm, *, status: int = 200) -> HttpResponse:
-    try:
-        page = selectors.home_timeline(
-            user_id=_reader_id(request), cursor=request.GET.get("cursor"), limit=settings.FEED_PAGE_SIZE
-        )
-    except selectors.InvalidCursorError:
-        return HttpResponseBadRequest("Malformed cursor.")
+    page = selectors.home_timeline(user_id=_reader(request).pk, cursor=request.GET.get("cursor"), limit=settings.FEED_PAGE_SIZE)
     context: dict[str, Any] = {"form": form, "page": page, "is_first_page": not request.GET.get("cursor")}
     return render(request, "feed/home.html", context, status=status)
 
@@ -46,7 +64,7 @@ def _home(request: HttpRequest, form: NoteForm, *, status: int = 200) -> HttpRes
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """/home: the signed-in user's home timeline, newest first, with the publish form."""
-    services.feed_visit(user=request.user)
+    services.feed_visit(user=_reader(request))
     return _home(request, NoteForm())
 
 
@@ -58,8 +76,9 @@ def note_create(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _home(request, form, status=400)
     try:
-        note = services.note_create(author=request.user, body=form.cleaned_data["body"])
+        note = services.note_create(author=_reader(request), body=form.cleaned_data["body"])
     except services.NoteError as exc:
+        # Shown beside the form the text was typed in, not as an error page.
         form.add_error("body", exc.message)
         return _home(request, form, status=exc.status)
     messages.success(request, "Published. Your followers will see it in their home feed.")
@@ -71,7 +90,7 @@ def note_detail(request: HttpRequest, note_id: int) -> HttpResponse:
     """/n/<id>/: one note (public; 404 when hidden, deleted or its author is deactivated)."""
     note = selectors.note_detail(note_id=note_id)
     if note is None:
-        raise Http404("No such note.")
+        raise NotFound("No such note.")
     return render(request, "feed/note_detail.html", {"note": note})
 
 
@@ -79,22 +98,18 @@ def note_detail(request: HttpRequest, note_id: int) -> HttpResponse:
 @login_required
 def note_delete(request: HttpRequest, note_id: int) -> HttpResponse:
     """POST /n/<id>/delete/ (CSRF): the author deletes the note (403 for anyone else)."""
-    note = get_object_or_404(Note, pk=note_id, deleted_at__isnull=True)
-    try:
-        services.note_delete(note=note, actor=request.user)
-    except services.NoteForbiddenError as exc:
-        return HttpResponseForbidden(exc.message)
+    note = Note.objects.filter(pk=note_id, deleted_at__isnull=True).first()
+    if note is None:
+        raise NotFound("No such note.")
+    services.note_delete(note=note, actor=_reader(request))
     messages.success(request, "Note deleted.")
-    return redirect("feed:user_notes", username=request.user.username)
+    return redirect("feed:user_notes", username=_reader(request).username)
 
 
 @require_GET
 def user_notes(request: HttpRequest, username: str) -> HttpResponse:
     """/u/<username>/notes/: the author's notes, newest first, 20 per page (public)."""
-    author = get_object_or_404(User, username=username, is_active=True)
-    try:
-        page = selectors.user_timeline(author_id=author.pk, cursor=request.GET.get("cursor"), limit=settings.FEED_PAGE_SIZE)
-    except selectors.InvalidCursorError:
-        return HttpResponseBadRequest("Malformed cursor.")
+    author = active_user_named(username)
+    page = selectors.user_timeline(author_id=author.pk, cursor=request.GET.get("cursor"), limit=settings.FEED_PAGE_SIZE)
     context = {"profile_user": author, "page": page, "is_first_page": not request.GET.get("cursor")}
     return render(request, "feed/user_notes.html", context)

@@ -15,23 +15,28 @@ filter resolved to user ids first so both follow indexes can be used.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.actions import delete_selected as django_delete_selected
-from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Prefetch, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.template.response import TemplateResponse
-from django.urls import path
 
-from users.admin_tools import EstimatedCountPaginator, bounded_count, user_ids_matching
+from core import health
+from core.admin_tools import EstimatedCountPaginator, bounded_count
+from core.redis import redis_available
+from users.admin import Operation, Panel, UserAdmin
+from users.models import User
+from users.selectors import user_ids_matching
 
-from .health import mirror_health
-from .models import Follow, MirrorOutbox
+from . import rebuild, reconcile
+from .health import reconcile_health
+from .models import Follow
+from .selectors import active_follows, follow_counts
 from .services import FollowError, follow_create, follow_delete_pair
 
 # Follows one bulk action may delete (each is one service call and one
@@ -47,7 +52,7 @@ INACTIVE_LIST_MAX = 1000
 def inactive_user_ids() -> Any:
     """Ids of deactivated accounts: a list when few (so MariaDB can merge the
     two follow indexes), else a subquery. One scan of the user table."""
-    user_model = get_user_model()
+    user_model = User
     ids = list(user_model.objects.filter(is_active=False).order_by().values_list("pk", flat=True)[: INACTIVE_LIST_MAX + 1])
     if len(ids) > INACTIVE_LIST_MAX:
         return user_model.objects.filter(is_active=False).values("pk")
@@ -77,7 +82,7 @@ class AccountsStateFilter(admin.SimpleListFilter):
         return queryset
 
 
-class FollowAddForm(forms.ModelForm):
+class FollowAddForm(forms.ModelForm[Follow]):
     """Add a follow on a user's behalf: the same checks as the follow service."""
 
     class Meta:
@@ -98,7 +103,7 @@ class FollowAddForm(forms.ModelForm):
 
 
 @admin.register(Follow)
-class FollowAdmin(admin.ModelAdmin):
+class FollowAdmin(admin.ModelAdmin[Follow]):
     """Follows: list, search by username or id, filter by date and account state, delete via the service."""
 
     list_display = ("id", "follower", "followee", "created_at", "accounts_active")
@@ -122,7 +127,7 @@ class FollowAdmin(admin.ModelAdmin):
     actions = ["delete_selected"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        accounts = get_user_model().objects.only("id", "username", "is_active")
+        accounts = User.objects.only("id", "username", "is_active")
         return (
             super()
             .get_queryset(request)
@@ -149,7 +154,7 @@ class FollowAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: Follow, form: Any, change: bool) -> None:
         """Create the follow through ``follow_create`` (outbox, mirror and feed backfill on commit)."""
         try:
-            follow_create(actor=obj.follower, target_id=obj.followee_id)
+            follow_create(actor=obj.follower, followee_id=obj.followee_id)
         except FollowError as exc:  # raced with a deactivation after the form's checks
             raise PermissionDenied(exc.message) from exc
         saved = Follow.objects.get(follower_id=obj.follower_id, followee_id=obj.followee_id)
@@ -184,43 +189,106 @@ class FollowAdmin(admin.ModelAdmin):
         return django_delete_selected(self, request, queryset)
 
 
-@admin.register(MirrorOutbox)
-class MirrorOutboxAdmin(admin.ModelAdmin):
-    """Read-only view of the mirror outbox, and the mirror health page (``health/``).
+# --- the account page: follow figures and repairs ---------------------------
 
-    Both need ``social.view_mirroroutbox`` (superusers, or operators given it);
-    the moderators group does not have it.
+# Newest follows shown in each direction on the account page.
+RECENT_FOLLOWS = 10
+
+
+@dataclass
+class FollowPanel:
+    """What the account page shows about an account's follows.
+
+    ``mirror_*`` come from ``follow_counts`` (Redis, or the database while
+    Redis is unavailable: ``mirror_source``); ``database_*`` count the rows
+    whose two accounts are active; ``recent_*`` are the newest follows.
     """
 
-    list_display = ("id", "kind", "follower_id", "followee_id", "created_at", "applied_at", "attempts")
-    list_filter = (("applied_at", admin.EmptyFieldListFilter), "kind")
-    ordering = ("-id",)
-    sortable_by = ("id",)
-    show_full_result_count = False
-    paginator = EstimatedCountPaginator
-    change_list_template = "admin/social/mirroroutbox/change_list.html"
+    mirror_followers: int | None
+    mirror_following: int | None
+    mirror_source: str
+    database_followers: int
+    database_following: int
+    recent_followers: list[Follow] = field(default_factory=list)
+    recent_following: list[Follow] = field(default_factory=list)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
+    @property
+    def followers_differ(self) -> bool:
+        return self.mirror_followers != self.database_followers
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+    @property
+    def following_differ(self) -> bool:
+        return self.mirror_following != self.database_following
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
-    def get_urls(self) -> list[Any]:
-        health = path("health/", self.admin_site.admin_view(self.health_view), name="social_mirror_health")
-        return [health, *super().get_urls()]
+def follow_panel(user: User) -> FollowPanel:
+    """Counts from the mirror and the database, and the newest follows of ``user``.
 
-    def health_view(self, request: HttpRequest) -> HttpResponse:
-        """/admin/social/mirroroutbox/health/: reconcile, outbox, Redis and Celery figures."""
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "Mirror health",
-            "opts": self.opts,
-            "health": mirror_health(),
-        }
-        return TemplateResponse(request, "admin/social/mirror_health.html", context)
+    Four indexed queries (two counts, two range scans of
+    ``follow_followers_newest``/``follow_following_newest``) and one or two
+    Redis round trips, whatever the account's size.
+    """
+    source = "Redis" if redis_available() else "database (Redis unavailable)"
+    counts = follow_counts(user_id=user.pk)
+    newest_followers = (
+        Follow.objects.filter(followee_id=user.pk).select_related("follower").order_by("-created_at", "-follower_id")[:RECENT_FOLLOWS]
+    )
+    newest_following = (
+        Follow.objects.filter(follower_id=user.pk).select_related("followee").order_by("-created_at", "-followee_id")[:RECENT_FOLLOWS]
+    )
+    return FollowPanel(
+        mirror_followers=counts.followers,
+        mirror_following=counts.following,
+        mirror_source=source,
+        database_followers=active_follows().filter(followee_id=user.pk).count(),
+        database_following=active_follows().filter(follower_id=user.pk).count(),
+        recent_followers=list(newest_followers),
+        recent_following=list(newest_following),
+    )
+
+
+def _rebuild_social(user: User) -> str:
+    edges = rebuild.rebuild_user(user.pk)
+    return f"Rebuilt the social cache of {user.username}: {edges} follows."
+
+
+def _reconcile(user: User) -> str:
+    # Recorded as a single-account ReconcileRun (the health page shows only
+    # whole-graph runs).
+    run, report = reconcile.reconcile_run(user_id=user.pk)
+    figures = ", ".join(
+        f"{name}={getattr(report, name)}" for name in ("edges_missing", "edges_extra", "scores_wrong", "pairs_repaired")
+    )
+    return f"Reconciled {user.username} (run {run.pk}): {figures}."
+
+
+UserAdmin.add_panel(
+    Panel(
+        template="admin/social/_follow_panel.html",
+        context=lambda request, user: {
+            "follow_panel": follow_panel(user),
+            "can_view_follows": request.user.has_perm("social.view_follow"),
+        },
+    )
+)
+UserAdmin.add_operation(
+    Operation(
+        name="rebuild-social",
+        action="rebuild_social_caches",
+        label="Rebuild social cache",
+        run=_rebuild_social,
+        permission="view",
+        description="Rebuild the social cache of selected accounts",
+    )
+)
+UserAdmin.add_operation(
+    Operation(
+        name="reconcile",
+        action="reconcile_accounts",
+        label="Reconcile this account",
+        run=_reconcile,
+        permission="view",
+        description="Reconcile selected accounts with the database",
+    )
+)
+health.register_section("reconcile", reconcile_health)

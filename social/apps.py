@@ -6,4 +6,12 @@ class SocialConfig(AppConfig):
     name = "social"
 
     def ready(self) -> None:
-        from . import signals  # noqa: F401
+        from django.db.models.signals import pre_delete
+
+        from users.models import User
+        from users.signals import user_activity_changed
+
+        from . import outbox, receivers  # noqa: F401 - outbox registers the graph's kinds
+
+        user_activity_changed.connect(receivers.on_user_activity_changed, dispatch_uid="social.remirror_on_activity")
+        pre_delete.connect(receivers.on_user_deleted, sender=User, dispatch_uid="social.remirror_deleted_user")

@@ -18,14 +18,15 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.db import connections
 from django.db.models import BigIntegerField, Func
+
+from users.models import User
 
 from .models import Follow
 
 
-class EpochSeconds(Func):  # type: ignore[misc]
+class EpochSeconds(Func):
     """Whole unix seconds of a UTC datetime column, computed by the database.
 
     MySQL/MariaDB: ``TIMESTAMPDIFF(SECOND, '1970-01-01', col)`` (pure
@@ -50,12 +51,12 @@ def _fetch(queryset: Any) -> list[tuple[int, int, int]]:
     sql, params = queryset.query.get_compiler(using=queryset.db).as_sql()
     with connections[queryset.db].cursor() as cursor:
         cursor.execute(sql, params)
-        return [tuple(row) for row in cursor.fetchall()]  # type: ignore[misc]
+        return [tuple(row) for row in cursor.fetchall()]
 
 
 def inactive_user_ids() -> set[int]:
     """Ids of the deactivated accounts (one scan of the users table)."""
-    return set(get_user_model().objects.filter(is_active=False).values_list("pk", flat=True))
+    return set(User.objects.filter(is_active=False).values_list("pk", flat=True))
 
 
 def active_edges_in_range(

@@ -1,107 +1,23 @@
-"""Health figures of the Redis mirror for the admin's health page (reads only).
-
-Every probe here is bounded in time and work so the page answers while a
-service is down: Redis calls use the client's short socket timeouts and are
-O(1) (INFO, DBSIZE) or a bounded SCAN; the broker probe runs in a worker
-thread with a hard deadline (``BROKER_TIMEOUT_SECONDS``), because a
-half-open TCP connection can otherwise block a socket read for minutes.
-"""
+"""The follow graph's section of the admin's health page: the last whole-graph reconcile."""
 
 from __future__ import annotations
 
-import concurrent.futures
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import redis
-from django.apps import apps
-from django.conf import settings
-from django.utils import timezone
-
-from . import redis_keys
-from .models import MirrorOutbox
-from .redis_client import REDIS_ERRORS, get_redis, redis_available
-
-# Pending outbox entries counted exactly; above this the page says "N+".
-OUTBOX_COUNT_CAP = 100_000
-# SCAN calls (COUNT 1000 each) spent counting keys under the prefix.
-PREFIX_SCAN_CALLS = 20
-PREFIX_SCAN_COUNT = 1000
-# Connect, read and overall deadline of the broker probe (seconds).
-BROKER_TIMEOUT_SECONDS = 1.5
-
-
-@dataclass
-class OutboxHealth:
-    """Mirror changes not yet applied to Redis: ``pending`` (capped at
-    ``OUTBOX_COUNT_CAP``, ``pending_is_lower_bound`` then), the oldest
-    pending entry's ``oldest_created_at`` and ``oldest_age_seconds``."""
-
-    pending: int
-    pending_is_lower_bound: bool
-    oldest_created_at: datetime | None
-    oldest_age_seconds: float | None
-
-
-@dataclass
-class RedisHealth:
-    """Redis memory (bytes) and key counts, or ``error`` when unreachable.
-
-    ``prefix_keys_seen`` counts keys under ``REDIS_KEY_PREFIX`` among about
-    ``keys_examined`` keys walked by a bounded SCAN; ``prefix_scan_complete``
-    says whether the walk reached the end (then it is exact) and
-    ``prefix_keys_estimate`` scales the sample to ``dbsize`` otherwise.
-    """
-
-    reachable: bool
-    breaker_closed: bool
-    error: str = ""
-    used_memory_bytes: int | None = None
-    used_memory_human: str = ""
-    used_memory_peak_human: str = ""
-    maxmemory_bytes: int | None = None
-    maxmemory_policy: str = ""
-    fragmentation_ratio: float | None = None
-    dbsize: int | None = None
-    prefix: str = ""
-    prefix_keys_seen: int = 0
-    keys_examined: int = 0
-    prefix_scan_complete: bool = False
-    prefix_keys_estimate: int | None = None
-    sentinel_present: bool | None = None
-
-
-@dataclass
-class QueueHealth:
-    """One Celery queue: ``messages`` ready and ``consumers``, or ``error``."""
-
-    name: str
-    messages: int | None = None
-    consumers: int | None = None
-    error: str = ""
-
-
-@dataclass
-class BrokerHealth:
-    """Celery broker figures; ``eager`` True when tasks run in-process (no broker)."""
-
-    eager: bool
-    url: str = ""
-    queues: list[QueueHealth] = field(default_factory=list)
-    error: str = ""
+from .models import ReconcileRun
 
 
 @dataclass
 class ReconcileHealth:
-    """The newest whole-graph reconcile run (``social.ReconcileRun``), or ``available`` False.
+    """The newest whole-graph reconcile run (``social.ReconcileRun``).
 
     ``state`` is ``finished``, ``failed`` (its ``error`` is set) or
     ``running or interrupted``; ``figures`` are ``[(name, value)]`` drift
     figures; ``last_finished_at`` is the end of the newest finished run.
     """
 
-    available: bool
     started_at: datetime | None = None
     finished_at: datetime | None = None
     last_finished_at: datetime | None = None
@@ -109,145 +25,6 @@ class ReconcileHealth:
     error: str = ""
     figures: list[tuple[str, Any]] = field(default_factory=list)
     note: str = ""
-
-
-@dataclass
-class MirrorHealth:
-    """Everything the health page shows, gathered at ``checked_at``."""
-
-    checked_at: datetime
-    outbox: OutboxHealth
-    redis: RedisHealth
-    broker: BrokerHealth
-    reconcile: ReconcileHealth
-
-
-def outbox_health() -> OutboxHealth:
-    """Backlog of the mirror outbox: two index-range queries on ``mirror_outbox_pending``."""
-    pending_rows = MirrorOutbox.objects.filter(applied_at__isnull=True)
-    pending = pending_rows.order_by().values("pk")[: OUTBOX_COUNT_CAP + 1].count()
-    oldest = pending_rows.order_by("id").values_list("created_at", flat=True).first()
-    age = (timezone.now() - oldest).total_seconds() if oldest else None
-    return OutboxHealth(
-        pending=min(pending, OUTBOX_COUNT_CAP),
-        pending_is_lower_bound=pending > OUTBOX_COUNT_CAP,
-        oldest_created_at=oldest,
-        oldest_age_seconds=age,
-    )
-
-
-def redis_health() -> RedisHealth:
-    """Redis ``INFO memory``, ``DBSIZE`` and a bounded SCAN count of our keys.
-
-    Never raises for an unreachable Redis (``reachable`` False) or one
-    without INFO (the embedded fakeredis): those figures stay None.
-    """
-    report = RedisHealth(reachable=False, breaker_closed=redis_available(), prefix=redis_keys.prefix())
-    try:
-        client = get_redis()
-        report.dbsize = int(client.dbsize())
-        report.reachable = True
-        report.sentinel_present = bool(client.exists(redis_keys.social_sentinel_key()))
-        try:
-            memory = client.info("memory")
-            report.used_memory_bytes = int(memory.get("used_memory", 0))
-            report.used_memory_human = str(memory.get("used_memory_human", ""))
-            report.used_memory_peak_human = str(memory.get("used_memory_peak_human", ""))
-            report.maxmemory_bytes = int(memory.get("maxmemory", 0))
-            report.maxmemory_policy = str(memory.get("maxmemory_policy", ""))
-            ratio = memory.get("mem_fragmentation_ratio")
-            report.fragmentation_ratio = float(ratio) if ratio is not None else None
-        except redis.exceptions.ResponseError as exc:
-            report.error = f"INFO unsupported: {exc}"
-        cursor: int = 0
-        for _ in range(PREFIX_SCAN_CALLS):
-            cursor, keys = client.scan(cursor=cursor, match=f"{report.prefix}*", count=PREFIX_SCAN_COUNT)
-            report.prefix_keys_seen += len(keys)
-            report.keys_examined += PREFIX_SCAN_COUNT
-            if int(cursor) == 0:
-                report.prefix_scan_complete = True
-                break
-        if report.prefix_scan_complete:
-            report.keys_examined = report.dbsize
-            report.prefix_keys_estimate = report.prefix_keys_seen
-        elif report.keys_examined:
-            share = report.prefix_keys_seen / report.keys_examined
-            report.prefix_keys_estimate = round(share * report.dbsize)
-    except REDIS_ERRORS as exc:
-        report.error = f"{type(exc).__name__}: {exc}"
-    return report
-
-
-def _queue_names() -> list[str]:
-    """The default queue plus every queue named in ``CELERY_TASK_ROUTES``/``CELERY_TASK_QUEUES``."""
-    names = [str(getattr(settings, "CELERY_TASK_DEFAULT_QUEUE", "celery") or "celery")]
-    routes = getattr(settings, "CELERY_TASK_ROUTES", None) or {}
-    if isinstance(routes, dict):
-        for route in routes.values():
-            if isinstance(route, dict) and route.get("queue"):
-                names.append(str(route["queue"]))
-    for queue in getattr(settings, "CELERY_TASK_QUEUES", None) or []:
-        names.append(str(getattr(queue, "name", queue)))
-    return list(dict.fromkeys(names))
-
-
-def _probe_queues(url: str, names: list[str], timeout: float) -> list[QueueHealth]:
-    from kombu import Connection
-
-    if url.startswith(("redis://", "rediss://")):
-        options: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
-    else:
-        options = {"read_timeout": timeout, "write_timeout": timeout}
-    found: list[QueueHealth] = []
-    with Connection(url, connect_timeout=timeout, transport_options=options) as connection:
-        # One attempt: kombu's connect() retries with a 2 s pause.
-        connection.ensure_connection(max_retries=0)
-        for name in names:
-            # A passive declare of a missing queue closes the channel (404),
-            # so each queue gets its own channel.
-            channel = connection.channel()
-            try:
-                _, messages, consumers = channel.queue_declare(queue=name, passive=True)
-                found.append(QueueHealth(name=name, messages=int(messages), consumers=int(consumers)))
-            except Exception as exc:  # noqa: BLE001 - a missing queue is a figure, not a failure
-                found.append(QueueHealth(name=name, error=f"{type(exc).__name__}: {exc}"))
-            finally:
-                try:
-                    channel.close()
-                except Exception:  # noqa: BLE001 - already closed by the broker
-                    pass
-    return found
-
-
-def _redact(url: str) -> str:
-    """The broker URL without its password."""
-    from kombu.utils.url import maybe_sanitize_url
-
-    return str(maybe_sanitize_url(url))
-
-
-def broker_health(*, timeout: float = BROKER_TIMEOUT_SECONDS) -> BrokerHealth:
-    """Ready messages and consumers per Celery queue (passive ``queue_declare``).
-
-    :param timeout: seconds for connect and each read; the whole probe is
-        abandoned after ``2 * timeout`` even if a socket hangs.
-    :returns: ``BrokerHealth``; ``error`` set when the broker is down, never raises.
-    """
-    url = str(getattr(settings, "CELERY_BROKER_URL", "") or "")
-    if getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False) or not url:
-        return BrokerHealth(eager=True, url=_redact(url) if url else "")
-    report = BrokerHealth(eager=False, url=_redact(url))
-    executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="broker-health")
-    future = executor.submit(_probe_queues, url, _queue_names(), timeout)
-    try:
-        report.queues = future.result(timeout=2 * timeout)
-    except concurrent.futures.TimeoutError:
-        report.error = f"broker did not answer within {2 * timeout:.1f}s"
-    except Exception as exc:  # noqa: BLE001 - any broker failure is shown, not raised
-        report.error = f"{type(exc).__name__}: {exc}"
-    finally:
-        executor.shutdown(wait=False)
-    return report
 
 
 RECONCILE_FIGURES = (
@@ -271,14 +48,10 @@ def reconcile_health() -> ReconcileHealth:
     Single-account runs (``only_user_id`` set, e.g. from the admin's
     "reconcile this account") are left out: they say nothing about the graph.
     """
-    try:
-        model = apps.get_model("social", "ReconcileRun")
-    except LookupError:
-        return ReconcileHealth(available=False, note="this version records no reconcile runs")
-    runs = model.objects.filter(only_user_id__isnull=True)
+    runs = ReconcileRun.objects.filter(only_user_id__isnull=True)
     run = runs.order_by("-started_at", "-id").first()
     if run is None:
-        return ReconcileHealth(available=True, note="no reconcile of the whole graph has run yet")
+        return ReconcileHealth(note="no reconcile of the whole graph has run yet")
     last_finished = runs.filter(finished_at__isnull=False).order_by("-started_at", "-id").values_list("finished_at", flat=True).first()
     if run.finished_at:
         state = "finished"
@@ -287,22 +60,10 @@ def reconcile_health() -> ReconcileHealth:
     else:
         state = "running or interrupted"
     return ReconcileHealth(
-        available=True,
         started_at=run.started_at,
         finished_at=run.finished_at,
         last_finished_at=last_finished,
         state=state,
         error=run.error,
         figures=[(name, getattr(run, name)) for name in RECONCILE_FIGURES],
-    )
-
-
-def mirror_health() -> MirrorHealth:
-    """Gather every figure of the health page (a few ms, at most about 3 s with the broker down)."""
-    return MirrorHealth(
-        checked_at=timezone.now(),
-        outbox=outbox_health(),
-        redis=redis_health(),
-        broker=broker_health(timeout=BROKER_TIMEOUT_SECONDS),
-        reconcile=reconcile_health(),
     )

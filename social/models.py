@@ -1,13 +1,26 @@
+from __future__ import annotations
+
+from datetime import datetime
+
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
 
+# The follow graph's outbox kinds (``core.OutboxEntry.kind``), registered by ``social.outbox``.
+OUTBOX_PAIR = "social.pair"
+OUTBOX_USER = "social.user"
 
-def now_whole_second():  # type: ignore[no-untyped-def]
+
+def now_whole_second() -> datetime:
     """Current time truncated to the second: Redis scores follows in whole
     seconds, so the database keeps the same value and both paths order alike."""
     return timezone.now().replace(microsecond=0)
+
+
+def follow_score(created_at: datetime) -> int:
+    """Redis score of a follow made at ``created_at``: its time in whole unix seconds."""
+    return int(created_at.timestamp())
 
 
 class Follow(models.Model):
@@ -17,8 +30,8 @@ class Follow(models.Model):
     ``follow:{follower}`` and time-ordered ``following:z:{follower}``; the
     followee's follower set ``followers:{followee}`` and time-ordered
     ``followers:z:{followee}`` (sharded for big accounts). No signals: the
-    services write a ``MirrorOutbox`` row in the same transaction and apply
-    it after commit.
+    services record a ``social.pair`` outbox entry (``core.outbox``) in the
+    same transaction, applied after commit by ``social.outbox``.
     """
 
     follower = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="following_edges")
@@ -40,40 +53,6 @@ class Follow(models.Model):
 
     def __str__(self) -> str:
         return f"{self.follower_id} -> {self.followee_id}"
-
-
-class MirrorOutbox(models.Model):
-    """A mirror change that may not have reached Redis yet (transactional outbox).
-
-    Written in the same transaction as the follow/unfollow (kind ``pair``)
-    or the user state change (kind ``user``); ``applied_at`` is set once the
-    Redis mirror reflects the database, and applied entries are purged after
-    a day (a rebuild re-applies those newer than its start, so a follow that
-    lands during a rebuild is kept). Applying an entry re-reads the database, so a
-    repeated or out-of-order application cannot leave a stale edge.
-    Plain integer ids, not foreign keys: an entry must outlive a deleted user.
-    """
-
-    KIND_PAIR = "pair"
-    KIND_USER = "user"
-
-    kind = models.CharField(max_length=8, default=KIND_PAIR)
-    follower_id = models.BigIntegerField()
-    followee_id = models.BigIntegerField(null=True, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-    applied_at = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-
-    class Meta:
-        indexes = [
-            # The drain reads pending entries oldest first.
-            models.Index(fields=["applied_at", "id"], name="mirror_outbox_pending"),
-            # A rebuild re-applies every entry created since it started.
-            models.Index(fields=["created_at"], name="mirror_outbox_age"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.kind} {self.follower_id} -> {self.followee_id}"
 
 
 class ReconcileRun(models.Model):

@@ -8,14 +8,14 @@ commit while a rebuild runs are re-applied from the outbox at the end, so
 they are kept.
 
 No step blocks Redis on a big key: a key is built with SADD/ZADD of at most
-ADD_CHUNK members per command, and swapped in with ``MULTI; UNLINK key;
-RENAME tmp key; EXEC``. A plain RENAME over an existing key frees the old
+ADD_CHUNK members per command, and swapped in with one script that runs
+``UNLINK key; RENAME tmp key`` (``SWAP_LUA``). A plain RENAME over an existing key frees the old
 value synchronously (unless the server runs with
 ``lazyfree-lazy-server-del yes``), which for a million-member sorted set
 stalls every client for the length of the free; UNLINK hands the old value
-to Redis' background free thread instead, and MULTI keeps the key from
-being missing between the two commands (both keys share one hash tag, so
-the transaction also works per slot on Redis Cluster). Big accounts get
+to Redis' background free thread instead, and the script keeps the key
+from being missing between the two commands (both keys share one hash
+tag, so the script also runs per slot on Redis Cluster). Big accounts get
 their followers in ``FOLLOWERS_SHARDS`` shard keys (``social.sharding``).
 """
 
@@ -25,22 +25,26 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
 
+import redis
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.db.models import Max, Q
+from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
+from redis.commands.core import Script
 
-from . import redis_keys
+from core import redis_keys as core_keys
+from core.models import OutboxEntry
+from core.redis import get_redis
+from users.models import User
+
+from . import layout, redis_keys
 from .edges import active_edges_in_range, inactive_user_ids
-from .mirror import follow_score, mirror_apply_pairs, mirror_apply_user
-from .sharding import desired_layout
-from .models import Follow, MirrorOutbox
-from .redis_client import get_redis
+from .mirror import mirror_apply_pairs, mirror_apply_user
+from .models import OUTBOX_PAIR, OUTBOX_USER
 
 logger = logging.getLogger(__name__)
-User = get_user_model()
+Pipeline = redis.client.Pipeline
 
 # Members per SADD/ZADD command when building a key.
 ADD_CHUNK = 5000
@@ -71,7 +75,7 @@ for _, side in ipairs(sides) do
 end
 return 1
 """
-_small_user_script: Any = None
+_small_user_script: Script | None = None
 
 
 @dataclass
@@ -88,17 +92,26 @@ def _tmp(key: str) -> str:
     return key + ":rebuild"
 
 
-def _queue_swap(pipe: Any, tmp: str, key: str) -> None:
-    """Queue an atomic, non-blocking replace of ``key`` by ``tmp``: MULTI; UNLINK; RENAME; EXEC."""
-    # A MULTI block inside a non-transactional pipeline: atomic per key
-    # without making the whole batch one long transaction.
-    pipe.execute_command("MULTI")
-    pipe.unlink(key)
-    pipe.rename(tmp, key)
-    pipe.execute_command("EXEC")
+# UNLINK the live key, RENAME the built one over it: one script, so readers
+# never see the key missing, and the old value is freed in the background.
+# KEYS: the live key, the built key (same hash tag: one slot on a cluster).
+SWAP_LUA = """
+redis.call('UNLINK', KEYS[1])
+redis.call('RENAME', KEYS[2], KEYS[1])
+return 1
+"""
+_swap_script: Script | None = None
 
 
-def _queue_set(pipe: Any, key: str, members: list[int]) -> None:
+def _queue_swap(pipe: Pipeline, tmp: str, key: str) -> None:
+    """Queue an atomic, non-blocking replace of ``key`` by ``tmp`` (``SWAP_LUA``)."""
+    global _swap_script
+    if _swap_script is None:
+        _swap_script = pipe.register_script(SWAP_LUA)
+    _swap_script(keys=[key, tmp], client=pipe)
+
+
+def _queue_set(pipe: Pipeline, key: str, members: list[int]) -> None:
     tmp = _tmp(key)
     pipe.unlink(tmp)  # a leftover of an interrupted run may be big
     if not members:
@@ -109,7 +122,7 @@ def _queue_set(pipe: Any, key: str, members: list[int]) -> None:
     _queue_swap(pipe, tmp, key)
 
 
-def _queue_zset(pipe: Any, key: str, scored: list[tuple[int, int]]) -> None:
+def _queue_zset(pipe: Pipeline, key: str, scored: list[tuple[int, int]]) -> None:
     tmp = _tmp(key)
     pipe.unlink(tmp)
     if not scored:
@@ -121,18 +134,16 @@ def _queue_zset(pipe: Any, key: str, scored: list[tuple[int, int]]) -> None:
 
 
 def _queue_small_user(
-    pipe: Any, user_id: int, following: list[tuple[int, int]], followers: list[tuple[int, int]]
+    pipe: Pipeline, user_id: int, following: list[tuple[int, int]], followers: list[tuple[int, int]]
 ) -> None:
     """Queue the replacement of a small single-layout account's four keys in one atomic step.
 
     Readers see all the old keys or all the new ones, never a half-built
-    key, as with build-aside-and-swap, in one command (``SMALL_USER_LUA``;
-    a MULTI block of up to 7 commands on the embedded fakeredis, which has
-    no Lua) instead of 24 (a key built aside costs UNLINK, SADD/ZADD, MULTI,
-    UNLINK, RENAME, EXEC; a rebuild of Slashdot sent 2.0M commands, and
-    each costs the client about as much as the data it carries). Every key
-    shares the account's hash tag, so the step is one slot on Redis Cluster
-    too.
+    key, as with build-aside-and-swap, in one command (``SMALL_USER_LUA``)
+    instead of 24 (a key built aside costs UNLINK, SADD/ZADD, MULTI,
+    UNLINK, RENAME, EXEC, and each command costs the client about as much
+    as the data it carries). Every key shares the account's hash tag, so
+    the step is one slot on Redis Cluster too.
     """
     global _small_user_script
     keys = [
@@ -145,27 +156,18 @@ def _queue_small_user(
     if not following and not followers:
         pipe.unlink(*stale)
         return
-    if not settings.REDIS_EMBEDDED:
-        if _small_user_script is None:
-            _small_user_script = pipe.register_script(SMALL_USER_LUA)
-        args: list[int] = [len(following)]
-        for member, score in following:
-            args += (score, member)
-        for member, score in followers:
-            args += (score, member)
-        _small_user_script(keys=stale, args=args, client=pipe)
-        return
-    pipe.execute_command("MULTI")
-    pipe.unlink(*stale)
-    for (set_key, zset_key), scored in (((keys[0], keys[1]), following), ((keys[2], keys[3]), followers)):
-        if scored:
-            pipe.execute_command("SADD", set_key, *[member for member, _ in scored])
-            pipe.execute_command("ZADD", zset_key, *[value for member, score in scored for value in (score, member)])
-    pipe.execute_command("EXEC")
+    if _small_user_script is None:
+        _small_user_script = pipe.register_script(SMALL_USER_LUA)
+    args: list[int] = [len(following)]
+    for member, score in following:
+        args += (score, member)
+    for member, score in followers:
+        args += (score, member)
+    _small_user_script(keys=stale, args=args, client=pipe)
 
 
 def queue_user_keys(
-    pipe: Any,
+    pipe: Pipeline,
     user_id: int,
     following: list[tuple[int, int]],
     followers: list[tuple[int, int]],
@@ -179,31 +181,31 @@ def queue_user_keys(
     :param had_layout: the followers layout live before the rebuild.
     """
     if (
-        had_layout == redis_keys.LAYOUT_SINGLE
+        had_layout == layout.LAYOUT_SINGLE
         and len(following) <= SMALL_KEY
         and len(followers) <= SMALL_KEY
-        and desired_layout(followers=len(followers), layout=had_layout) == redis_keys.LAYOUT_SINGLE
+        and layout.desired_layout(followers=len(followers), layout=had_layout) == layout.LAYOUT_SINGLE
     ):
         _queue_small_user(pipe, user_id, following, followers)
         return
     _queue_set(pipe, redis_keys.following_set_key(user_id), [member for member, _ in following])
     _queue_zset(pipe, redis_keys.following_zset_key(user_id), following)
-    shards = int(settings.FOLLOWERS_SHARDS)
+    shards = layout.shard_count()
     # Shards are written before the marker flips to them, and the old
     # layout is unlinked after, so readers never see the list empty.
-    if desired_layout(followers=len(followers), layout=had_layout) == redis_keys.LAYOUT_SHARDED:
+    if layout.desired_layout(followers=len(followers), layout=had_layout) == layout.LAYOUT_SHARDED:
         by_shard: dict[int, list[tuple[int, int]]] = defaultdict(list)
         for member, score in followers:
-            by_shard[redis_keys.follower_shard(member)].append((member, score))
+            by_shard[layout.follower_shard(member)].append((member, score))
         for shard in range(shards):
             _queue_set(pipe, redis_keys.followers_set_shard_key(user_id, shard), [m for m, _ in by_shard[shard]])
             _queue_zset(pipe, redis_keys.followers_zset_shard_key(user_id, shard), by_shard[shard])
-        pipe.set(redis_keys.followers_layout_key(user_id), redis_keys.LAYOUT_SHARDED)
+        pipe.set(redis_keys.followers_layout_key(user_id), layout.LAYOUT_SHARDED)
         pipe.unlink(redis_keys.followers_set_key(user_id), redis_keys.followers_zset_key(user_id))
     else:
         _queue_set(pipe, redis_keys.followers_set_key(user_id), [member for member, _ in followers])
         _queue_zset(pipe, redis_keys.followers_zset_key(user_id), followers)
-        if had_layout != redis_keys.LAYOUT_SINGLE:
+        if had_layout != layout.LAYOUT_SINGLE:
             pipe.unlink(redis_keys.followers_layout_key(user_id))
             for shard in range(shards):
                 pipe.unlink(
@@ -213,34 +215,34 @@ def queue_user_keys(
 
 
 def _write_users(
-    client: Any,
+    client: redis.Redis,
     user_ids: list[int],
     following: dict[int, list[tuple[int, int]]],
     followers: dict[int, list[tuple[int, int]]],
 ) -> None:
     """Replace the keys of ``user_ids`` with these edges (one layout read, one write pipeline)."""
-    if getattr(settings, "REDIS_CLUSTER", False):
-        layout_pipe = client.pipeline(transaction=False)
+    if settings.REDIS_CLUSTER:
+        # The markers of different accounts are on different slots.
+        marker_pipe = client.pipeline(transaction=False)
         for user_id in user_ids:
-            layout_pipe.get(redis_keys.followers_layout_key(user_id))
-        layouts = layout_pipe.execute()
+            marker_pipe.get(redis_keys.followers_layout_key(user_id))
+        markers = marker_pipe.execute()
     else:
-        # One MGET instead of a GET per account (the markers of different
-        # accounts are on different slots, hence the per-key GETs on a cluster).
-        layouts = client.mget([redis_keys.followers_layout_key(user_id) for user_id in user_ids]) if user_ids else []
+        # One MGET instead of a GET per account.
+        markers = client.mget([redis_keys.followers_layout_key(user_id) for user_id in user_ids]) if user_ids else []
     pipe = client.pipeline(transaction=False)
-    for user_id, layout in zip(user_ids, layouts):
+    for user_id, marker in zip(user_ids, markers):
         queue_user_keys(
             pipe,
             user_id,
             following.get(user_id, []),
             followers.get(user_id, []),
-            had_layout=layout or redis_keys.LAYOUT_SINGLE,
+            had_layout=layout.marker_layout(marker),
         )
     pipe.execute()
 
 
-def rebuild_range(client: Any, low: int, high: int, *, inactive: set[int] | None = None) -> tuple[int, int]:
+def rebuild_range(client: redis.Redis, low: int, high: int, *, inactive: set[int] | None = None) -> tuple[int, int]:
     """Rebuild every account with ``low < id <= high``.
 
     :param inactive: ids of deactivated accounts read at the start of the
@@ -259,7 +261,7 @@ def rebuild_range(client: Any, low: int, high: int, *, inactive: set[int] | None
     return len(user_ids), len(outgoing)
 
 
-def changed_since(started_at: Any) -> Any:
+def changed_since(started_at: datetime) -> QuerySet[OutboxEntry]:
     """Outbox pair entries a rebuild that started at ``started_at`` must re-apply.
 
     An entry applied before ``started_at`` belongs to a transaction that
@@ -269,16 +271,19 @@ def changed_since(started_at: Any) -> Any:
     (Filtering on ``created_at`` instead would miss a transaction that wrote
     its entry before ``started_at`` and committed after the read.)
     """
-    return MirrorOutbox.objects.filter(
-        Q(applied_at__isnull=True) | Q(applied_at__gte=started_at), kind=MirrorOutbox.KIND_PAIR
-    )
+    return OutboxEntry.objects.filter(Q(applied_at__isnull=True) | Q(applied_at__gte=started_at), kind=OUTBOX_PAIR)
 
 
-def _redis_neighbours(client: Any, user_id: int) -> tuple[set[int], set[int]]:
+def _pairs(entries: QuerySet[OutboxEntry]) -> list[tuple[int, int]]:
+    """The ``(follower_id, followee_id)`` pairs of pair entries."""
+    return [(subject, followee) for subject, followee in entries.values_list("subject_id", "object_id") if followee is not None]
+
+
+def _redis_neighbours(client: redis.Redis, user_id: int) -> tuple[set[int], set[int]]:
     """``(followees, followers)`` of ``user_id`` as its Redis keys have them now (SSCAN, every layout)."""
     followees = {int(m) for m in client.sscan_iter(redis_keys.following_set_key(user_id), count=ADD_CHUNK)}
     followers: set[int] = set()
-    keys = [redis_keys.followers_set_key(user_id)] + [k for k, _ in redis_keys.followers_shard_keys(user_id)]
+    keys = layout.every_set_key(user_id)
     for key in keys:
         followers |= {int(m) for m in client.sscan_iter(key, count=ADD_CHUNK)}
     return followees, followers
@@ -309,7 +314,7 @@ def rebuild_user(user_id: int, *, chunk: int = ADD_CHUNK) -> int:
     for start in range(0, len(followers), chunk):
         pipe = client.pipeline(transaction=False)
         for follower_id, score in followers[start : start + chunk]:
-            pipe.sadd(redis_keys.following_set_key(follower_id), user_id)
+            pipe.sadd(redis_keys.following_set_key(follower_id), str(user_id))
             pipe.zadd(redis_keys.following_zset_key(follower_id), {str(user_id): score})
         pipe.execute()
     stale_followees -= {b for b, _ in following}
@@ -319,8 +324,8 @@ def rebuild_user(user_id: int, *, chunk: int = ADD_CHUNK) -> int:
         + [(user_id, b) for b in sorted(stale_followees)]
         + [(a, user_id) for a in sorted(stale_followers)]
     )
-    changed = changed_since(started_at).filter(Q(follower_id=user_id) | Q(followee_id=user_id))
-    mirror_apply_pairs(changed.values_list("follower_id", "followee_id"))
+    changed = changed_since(started_at).filter(Q(subject_id=user_id) | Q(object_id=user_id))
+    mirror_apply_pairs(_pairs(changed))
     return len(following) + len(followers)
 
 
@@ -356,12 +361,10 @@ def rebuild_all(
             on_progress(users, edges)
         low = high
     # Follows and unfollows that committed while we read older snapshots.
-    mirror_apply_pairs(changed_since(started_at).values_list("follower_id", "followee_id"))
+    mirror_apply_pairs(_pairs(changed_since(started_at)))
     # Accounts deactivated or reactivated since the inactive ids were read.
-    changed_users = MirrorOutbox.objects.filter(
-        Q(applied_at__isnull=True) | Q(applied_at__gte=started_at), kind=MirrorOutbox.KIND_USER
-    )
-    for user_id in sorted(set(changed_users.values_list("follower_id", flat=True))):
+    changed_users = OutboxEntry.objects.filter(Q(applied_at__isnull=True) | Q(applied_at__gte=started_at), kind=OUTBOX_USER)
+    for user_id in sorted(set(changed_users.values_list("subject_id", flat=True))):
         mirror_apply_user(user_id)
-    client.set(redis_keys.social_sentinel_key(), timezone.now().isoformat())
+    client.set(core_keys.sentinel_key(), timezone.now().isoformat())
     return stats

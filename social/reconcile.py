@@ -44,18 +44,19 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import redis
-from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Max
 from django.utils import timezone
 
-from . import redis_keys
-from .mirror import follow_score, followers_layouts, mirror_apply_pairs
-from .models import Follow, ReconcileRun
-from .redis_client import get_redis
+from core.redis import REDIS_ERRORS, get_redis
+from users.models import User
+
+from . import layout, redis_keys
+from .mirror import mirror_apply_pairs
+from .models import Follow, ReconcileRun, follow_score
+from .selectors import followers_layouts
 
 logger = logging.getLogger(__name__)
-User = get_user_model()
 
 Pair = tuple[int, int]
 CHECK_COUNTS = "counts"
@@ -206,13 +207,13 @@ class RedisSide:
     digest: int = 0
 
 
-def _side_keys(user_id: int, direction: str, layout: bytes) -> list[tuple[str, str]]:
+def _side_keys(user_id: int, direction: str, live: bytes) -> list[tuple[str, str]]:
     if direction == FOLLOWING:
         return [(redis_keys.following_set_key(user_id), redis_keys.following_zset_key(user_id))]
-    return redis_keys.followers_read_keys(user_id, layout)
+    return layout.read_keys(user_id, live)
 
 
-def read_cardinalities(client: Any, user_ids: Sequence[int]) -> dict[tuple[int, str], RedisSide]:
+def read_cardinalities(client: redis.Redis, user_ids: Sequence[int]) -> dict[tuple[int, str], RedisSide]:
     """SCARD, ZCARD and ZINTERCARD of both sides of ``user_ids`` in one pipeline.
 
     :returns: ``{(user_id, direction): RedisSide}``.
@@ -239,7 +240,7 @@ def read_cardinalities(client: Any, user_ids: Sequence[int]) -> dict[tuple[int, 
     return sides
 
 
-def read_zsets(client: Any, sides: Iterable[RedisSide]) -> None:
+def read_zsets(client: redis.Redis, sides: Iterable[RedisSide]) -> None:
     """Fill ``zset`` and ``digest`` of each side, reading every zset in ``SLICE``-member slices."""
     wanted = list(sides)
     pipe = client.pipeline(transaction=False)
@@ -268,7 +269,7 @@ def _member_text(member: bytes) -> str:
     return member.decode("utf-8", "replace")
 
 
-def read_sets(client: Any, sides: Sequence[RedisSide]) -> list[set[bytes]]:
+def read_sets(client: redis.Redis, sides: Sequence[RedisSide]) -> list[set[bytes]]:
     """Members of each side's sets: SMEMBERS in one pipeline for small sides, SSCAN in ``SLICE``
     steps for big ones. :returns: one set per side, in order."""
     found: list[set[bytes]] = [set() for _ in sides]
@@ -351,7 +352,7 @@ def diff_side(
 
 
 def reconcile_users(
-    client: Any,
+    client: redis.Redis,
     low: int,
     high: int,
     user_ids: Sequence[int],
@@ -402,16 +403,20 @@ def reconcile_users(
     report.users_drifted += len(drifted)
 
 
-def repair_report(client: Any, report: ReconcileReport) -> None:
+def repair_report(client: redis.Redis, report: ReconcileReport) -> None:
     """Apply the drifted pairs from the database and drop non-id members; clears both lists."""
     if report.garbage:
         pipe = client.pipeline(transaction=False)
         for command, key, member in report.garbage:
-            getattr(pipe, command)(key, member)
+            if command == "srem":
+                pipe.srem(key, member)
+            else:
+                pipe.zrem(key, member)
         pipe.execute()
         report.garbage.clear()
     if report.drifted_pairs:
-        report.pairs_repaired += mirror_apply_pairs(sorted(report.drifted_pairs))
+        mirror_apply_pairs(sorted(report.drifted_pairs))
+        report.pairs_repaired += len(report.drifted_pairs)
         report.drifted_pairs.clear()
 
 
@@ -532,7 +537,7 @@ def reconcile_run(
             on_progress=on_progress,
             on_batch=checkpoint,
         )
-    except (redis.exceptions.RedisError, OSError) as exc:
+    except REDIS_ERRORS as exc:
         run.error = repr(exc)[:2000]
         run.save(update_fields=["error"])
         raise

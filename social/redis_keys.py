@@ -18,38 +18,17 @@ Keys (``ff:`` is ``REDIS_KEY_PREFIX``):
   single-key layout: ``sharded``; ``migrating`` (single -> sharded under
   way: writers write both layouts, readers read the single key);
   ``unsharding`` (sharded -> single under way: writers write both, readers
-  read the shards). See ``social.sharding``.
+  read the shards). See ``social.layout`` and ``social.sharding``.
 - ``ff:followers:migration:{42}``  STRING lock of the migration that runs
 - ``ff:followers:migration:queued:{42}``  STRING a migration task is queued
-- ``ff:social:sentinel``    STRING written after a full rebuild; its absence
-  means Redis lost its data
-- ``ff:social:rebuild:lock``  STRING held by the one background rebuild
-  (``social.recovery``)
+
+Which of the follower keys a reader or writer uses is the layout policy's
+decision (``social.layout``), not this module's.
 """
 
 from __future__ import annotations
 
 from django.conf import settings
-
-LAYOUT_SINGLE = b"single"  # never stored: a missing marker means single
-LAYOUT_SHARDED = b"sharded"
-LAYOUT_MIGRATING = b"migrating"  # single -> sharded; readers still read the single key
-LAYOUT_UNSHARDING = b"unsharding"  # sharded -> single; readers still read the shards
-
-
-def reads_shards(layout: bytes) -> bool:
-    """Whether readers of an account in ``layout`` read its follower shards (else the single key)."""
-    return layout in (LAYOUT_SHARDED, LAYOUT_UNSHARDING)
-
-
-def writes_single(layout: bytes) -> bool:
-    """Whether writers of an account in ``layout`` write its single follower keys."""
-    return layout != LAYOUT_SHARDED
-
-
-def writes_shards(layout: bytes) -> bool:
-    """Whether writers of an account in ``layout`` write its follower shards."""
-    return layout != LAYOUT_SINGLE
 
 
 def prefix() -> str:
@@ -77,11 +56,6 @@ def followers_zset_key(user_id: int) -> str:
     return f"{prefix()}followers:z:{{{int(user_id)}}}"
 
 
-def follower_shard(follower_id: int) -> int:
-    """The shard (0..FOLLOWERS_SHARDS-1) that holds ``follower_id`` in a sharded account."""
-    return int(follower_id) % int(settings.FOLLOWERS_SHARDS)
-
-
 def followers_set_shard_key(user_id: int, shard: int) -> str:
     """SET shard ``shard`` of the followers of big account ``user_id``."""
     return f"{prefix()}followers:{{{int(user_id)}.s{int(shard)}}}"
@@ -97,21 +71,6 @@ def followers_layout_key(user_id: int) -> str:
     return f"{prefix()}followers:layout:{{{int(user_id)}}}"
 
 
-def followers_shard_keys(user_id: int) -> list[tuple[str, str]]:
-    """``[(set_key, zset_key)]`` of every follower shard of ``user_id``, shard 0 first."""
-    return [
-        (followers_set_shard_key(user_id, shard), followers_zset_shard_key(user_id, shard))
-        for shard in range(int(settings.FOLLOWERS_SHARDS))
-    ]
-
-
-def followers_read_keys(user_id: int, layout: bytes) -> list[tuple[str, str]]:
-    """``[(set_key, zset_key)]`` readers use for ``user_id``'s followers in ``layout``."""
-    if reads_shards(layout):
-        return followers_shard_keys(user_id)
-    return [(followers_set_key(user_id), followers_zset_key(user_id))]
-
-
 def followers_migration_lock_key(user_id: int) -> str:
     """STRING lock held (with a TTL) by the layout migration running for ``user_id``."""
     return f"{prefix()}followers:migration:{{{int(user_id)}}}"
@@ -120,16 +79,6 @@ def followers_migration_lock_key(user_id: int) -> str:
 def followers_migration_queued_key(user_id: int) -> str:
     """STRING set (with a TTL) while a layout migration task for ``user_id`` is queued or running."""
     return f"{prefix()}followers:migration:queued:{{{int(user_id)}}}"
-
-
-def social_sentinel_key() -> str:
-    """STRING set when the mirror was fully built; missing means Redis lost data."""
-    return f"{prefix()}social:sentinel"
-
-
-def social_rebuild_lock_key() -> str:
-    """STRING lock (token, TTL) held by the background rebuild after Redis lost its data."""
-    return f"{prefix()}social:rebuild:lock"
 
 
 def all_user_keys(user_id: int) -> list[str]:

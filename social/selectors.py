@@ -3,73 +3,48 @@
 Each selector has a Redis path and a database path with the same answer.
 The database path is used while the circuit breaker is open (Redis down or
 slow), while the mirror is known to be empty (sentinel key missing after a
-Redis restart without persistence), and when a Redis call fails. Only
-edges whose two accounts are active count.
+Redis restart without persistence), and when a Redis call fails
+(``core.redis.redis_or_database``). Only edges whose two accounts are
+active count.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from datetime import timezone as dt_timezone
-from typing import Any, TypeVar
 
+import redis
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.db import connections, router
+from django.core.cache import cache
+from django.db.models import Count, QuerySet
 
-from . import redis_keys
-from .mirror import followers_layouts
+from core.paging import Item, db_page, decode_cursor, encode_cursor, redis_page
+from core.redis import REDIS_ERRORS, intersect_sets, redis_or_database
+from users.models import User
+from users.selectors import users_by_id
+
+from . import layout, redis_keys
 from .models import Follow
-from .paging import Item, db_page, decode_cursor, encode_cursor, redis_page
-from .redis_client import REDIS_ERRORS, get_redis, intersect_sets, redis_available, redis_failed, redis_succeeded
-
-User = get_user_model()
-T = TypeVar("T")
-
-# How long (seconds) one process trusts its last look at the sentinel key.
-SENTINEL_TTL_SECONDS = 2.0
-_sentinel_seen: dict[str, float] = {}
 
 
-def mirror_ready(client: Any) -> bool:
-    """Whether the Redis mirror is populated (its sentinel key exists), cached per process."""
-    key = redis_keys.social_sentinel_key()
-    now = time.monotonic()
-    if _sentinel_seen.get(key, 0.0) > now:
-        return True
-    if client.exists(key):
-        _sentinel_seen[key] = now + SENTINEL_TTL_SECONDS
-        return True
-    return False
+def followers_layouts(client: redis.Redis, user_ids: Iterable[int]) -> dict[int, bytes]:
+    """The followers layout of each user as its marker says (``layout.LAYOUT_*``).
 
-
-def forget_sentinel() -> None:
-    """Drop the cached sentinel look (tests, and after a flush)."""
-    _sentinel_seen.clear()
-
-
-def redis_or_database(redis_read: Callable[[Any], T], database_read: Callable[[], T]) -> T:
-    """Run ``redis_read(client)``, or ``database_read()`` if Redis can't answer.
-
-    :returns: whichever answered; Redis errors open the breaker, never raise.
+    :returns: ``{user_id: layout}`` read in one round trip.
+    :raises: ``REDIS_ERRORS``.
     """
-    if redis_available():
-        try:
-            client = get_redis()
-            if mirror_ready(client):
-                answer = redis_read(client)
-                redis_succeeded()  # closes a half-open breaker
-                return answer
-            redis_succeeded()  # Redis answered; the mirror is just not built yet
-        except REDIS_ERRORS as exc:
-            redis_failed(exc)
-    return database_read()
+    ids = list(dict.fromkeys(int(u) for u in user_ids))
+    if not ids:
+        return {}
+    pipe = client.pipeline(transaction=False)
+    for user_id in ids:
+        pipe.get(redis_keys.followers_layout_key(user_id))
+    return {user_id: layout.marker_layout(value) for user_id, value in zip(ids, pipe.execute())}
 
 
-def active_follows() -> Any:
+def active_follows() -> QuerySet[Follow]:
     """Follow rows whose two accounts are active."""
     return Follow.objects.filter(follower__is_active=True, followee__is_active=True)
 
@@ -80,7 +55,7 @@ def active_follows() -> Any:
 def is_following(*, follower_id: int, followee_id: int) -> bool:
     """Whether ``follower_id`` follows ``followee_id`` (SISMEMBER on the follower's set)."""
     return redis_or_database(
-        lambda client: bool(client.sismember(redis_keys.following_set_key(follower_id), followee_id)),
+        lambda client: bool(client.sismember(redis_keys.following_set_key(follower_id), str(followee_id))),
         lambda: active_follows().filter(follower_id=follower_id, followee_id=followee_id).exists(),
     )
 
@@ -101,10 +76,10 @@ class Relationship:
 def relationship(*, viewer_id: int, user_id: int) -> Relationship:
     """Both directions between ``viewer_id`` and ``user_id`` in one round trip."""
 
-    def from_redis(client: Any) -> Relationship:
+    def from_redis(client: redis.Redis) -> Relationship:
         pipe = client.pipeline(transaction=False)
-        pipe.sismember(redis_keys.following_set_key(viewer_id), user_id)
-        pipe.sismember(redis_keys.following_set_key(user_id), viewer_id)
+        pipe.sismember(redis_keys.following_set_key(viewer_id), str(user_id))
+        pipe.sismember(redis_keys.following_set_key(user_id), str(viewer_id))
         forward, backward = pipe.execute()
         return Relationship(is_following=bool(forward), follows_you=bool(backward))
 
@@ -130,14 +105,6 @@ class Counts:
     following: int
 
 
-def _follower_set_keys(user_id: int, layout: bytes) -> list[str]:
-    return [set_key for set_key, _ in redis_keys.followers_read_keys(user_id, layout)]
-
-
-def _follower_zset_keys(user_id: int, layout: bytes) -> list[str]:
-    return [zset_key for _, zset_key in redis_keys.followers_read_keys(user_id, layout)]
-
-
 def follow_counts(*, user_id: int) -> Counts:
     """Followers and following of ``user_id``: SCARD, one round trip for a single-key account.
 
@@ -145,17 +112,18 @@ def follow_counts(*, user_id: int) -> Counts:
     second round trip, still O(1) per shard).
     """
 
-    def from_redis(client: Any) -> Counts:
+    def from_redis(client: redis.Redis) -> Counts:
         pipe = client.pipeline(transaction=False)
         pipe.get(redis_keys.followers_layout_key(user_id))
         pipe.scard(redis_keys.followers_set_key(user_id))
         pipe.scard(redis_keys.following_set_key(user_id))
-        layout, followers, following = pipe.execute()
-        if redis_keys.reads_shards(layout):
+        marker, followers, following = pipe.execute()
+        live = layout.marker_layout(marker)
+        if layout.reads_shards(live):
             pipe = client.pipeline(transaction=False)
-            for key in _follower_set_keys(user_id, layout):
-                pipe.scard(key)
-            followers = sum(pipe.execute())
+            for set_key, _ in layout.read_keys(user_id, live):
+                pipe.scard(set_key)
+            followers = sum(int(n) for n in pipe.execute())
         return Counts(followers=int(followers), following=int(following))
 
     def from_database() -> Counts:
@@ -174,7 +142,7 @@ def follow_counts(*, user_id: int) -> Counts:
 class FollowEntry:
     """One row of a followers/following list: the account and when the follow began."""
 
-    user: Any
+    user: User
     followed_at: datetime
 
 
@@ -184,48 +152,6 @@ class FollowPage:
 
     entries: list[FollowEntry]
     next_cursor: str | None = None
-
-
-# The fields a list row shows; the others load on access, as with ``.only()``.
-LIST_FIELDS = ("id", "username", "display_name", "is_active")
-
-
-def users_by_id(ids: Sequence[int]) -> dict[int, Any]:
-    """Active users with these ids, in one query: ``{id: User}`` with ``LIST_FIELDS`` loaded.
-
-    The same instances ``User.objects.filter(pk__in=ids, is_active=True)
-    .only(*LIST_FIELDS)`` gives, built with ``Model.from_db`` from one
-    statement run through the cursor: the ORM's query compilation and row
-    iteration took two thirds of every list page (bench/run.py on Slashdot,
-    50 rows: about 600 µs through the ORM, 250 µs this way, of which the
-    database's answer is about 100 µs).
-    """
-    wanted = sorted({int(i) for i in ids})
-    if not wanted:
-        return {}
-    meta = User._meta
-    alias = router.db_for_read(User)
-    connection = connections[alias]
-    quote = connection.ops.quote_name
-    # from_db wants the values in the model's field order.
-    fields = [f for f in meta.concrete_fields if f.attname in LIST_FIELDS]
-    names = [f.attname for f in fields]
-    active = names.index("is_active")
-    sql = (
-        f"SELECT {', '.join(quote(str(f.column)) for f in fields)} FROM {quote(meta.db_table)} "
-        f"WHERE {quote(str(meta.pk.column))} IN ({', '.join(['%s'] * len(wanted))}) "
-        f"AND {quote(str(meta.get_field('is_active').column))} = %s"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*wanted, True])
-        rows = cursor.fetchall()
-    users: dict[int, Any] = {}
-    for row in rows:
-        values = list(row)
-        values[active] = bool(values[active])  # 1 from MySQL and SQLite
-        user = User.from_db(alias, names, values)
-        users[int(user.pk)] = user
-    return users
 
 
 def _page(items: list[Item], limit: int) -> FollowPage:
@@ -248,20 +174,20 @@ def followers_items(*, user_id: int, cursor: str | None, limit: int) -> list[Ite
     """
     position = decode_cursor(cursor)
 
-    def from_redis(client: Any) -> list[Item]:
+    def from_redis(client: redis.Redis) -> list[Item]:
         if position is None:
             # The first page in one round trip: the layout marker and the
             # single key's top together (a sharded account, rare, costs a
-            # second trip). Measured on Slashdot: 2 round trips were 5x a
-            # PING, this is about 2x.
+            # second trip).
             pipe = client.pipeline(transaction=False)
             pipe.get(redis_keys.followers_layout_key(user_id))
             pipe.zrevrange(redis_keys.followers_zset_key(user_id), 0, limit - 1, withscores=True)
-            layout, rows = pipe.execute()
-            if not redis_keys.reads_shards(layout or redis_keys.LAYOUT_SINGLE):
+            marker, rows = pipe.execute()
+            if not layout.reads_shards(layout.marker_layout(marker)):
                 return [(int(member), int(score)) for member, score in rows]
-        layout = followers_layouts(client, [user_id])[user_id]
-        return redis_page(client, _follower_zset_keys(user_id, layout), cursor=position, limit=limit)
+        live = followers_layouts(client, [user_id])[user_id]
+        keys = [zset_key for _, zset_key in layout.read_keys(user_id, live)]
+        return redis_page(client, keys, cursor=position, limit=limit)
 
     def from_database() -> list[Item]:
         rows = active_follows().filter(followee_id=user_id)
@@ -285,7 +211,7 @@ def following_page(*, user_id: int, cursor: str | None, limit: int) -> FollowPag
     """
     position = decode_cursor(cursor)
 
-    def from_redis(client: Any) -> list[Item]:
+    def from_redis(client: redis.Redis) -> list[Item]:
         return redis_page(client, [redis_keys.following_zset_key(user_id)], cursor=position, limit=limit + 1)
 
     def from_database() -> list[Item]:
@@ -303,7 +229,7 @@ class UserSample:
     """A set of accounts given as its size and a few of them (lowest ids first)."""
 
     count: int
-    users: list[Any] = field(default_factory=list)
+    users: list[User] = field(default_factory=list)
 
 
 def _sample(ids: set[int], limit: int, exclude: Sequence[int] = ()) -> UserSample:
@@ -313,36 +239,47 @@ def _sample(ids: set[int], limit: int, exclude: Sequence[int] = ()) -> UserSampl
     return UserSample(count=len(ids), users=[users[i] for i in chosen if i in users])
 
 
-def _members(reply: Any) -> set[int]:
+def _members(reply: Iterable[bytes | str]) -> set[int]:
     return {int(member) for member in reply}
 
 
-def _followers_among(client: Any, user_id: int, candidates: set[int]) -> set[int]:
+def _followers_among(client: redis.Redis, user_id: int, candidates: set[int]) -> set[int]:
     """Which ``candidates`` follow ``user_id``: SMISMEMBER against the one key, or per shard
     against the one shard that can hold each candidate (one round trip)."""
     if not candidates:
         return set()
-    layout = followers_layouts(client, [user_id])[user_id]
+    live = followers_layouts(client, [user_id])[user_id]
     by_key: dict[str, list[int]] = {}
     for candidate in sorted(candidates):
-        if redis_keys.reads_shards(layout):
-            key = redis_keys.followers_set_shard_key(user_id, redis_keys.follower_shard(candidate))
+        if layout.reads_shards(live):
+            key = layout.home_keys(user_id, candidate)[layout.LAYOUT_SHARDED][0]
         else:
-            key = redis_keys.followers_set_key(user_id)
+            key = layout.single_keys(user_id)[0]
         by_key.setdefault(key, []).append(candidate)
     pipe = client.pipeline(transaction=False)
     for key, members in by_key.items():
-        pipe.smismember(key, members)
+        pipe.smismember(key, [str(member) for member in members])
     found: set[int] = set()
     for members, flags in zip(by_key.values(), pipe.execute()):
         found |= {member for member, flag in zip(members, flags) if flag}
     return found
 
 
+def _followed_followers(client: redis.Redis, *, user_id: int, follower_of: int) -> set[int]:
+    """Followers of ``follower_of`` that ``user_id`` follows: SINTER with the single key, or
+    the followed ids checked against the shards of a sharded account."""
+    live = followers_layouts(client, [follower_of])[follower_of]
+    if not layout.reads_shards(live):
+        keys = [layout.single_keys(follower_of)[0], redis_keys.following_set_key(user_id)]
+        return _members(intersect_sets(client, keys))
+    followed = _members(client.smembers(redis_keys.following_set_key(user_id)))
+    return _followers_among(client, follower_of, followed)
+
+
 def common_following_ids(*, user_id: int, other_id: int) -> set[int]:
     """Ids of the accounts both ``user_id`` and ``other_id`` follow: SINTER, or one query."""
 
-    def from_redis(client: Any) -> set[int]:
+    def from_redis(client: redis.Redis) -> set[int]:
         keys = [redis_keys.following_set_key(user_id), redis_keys.following_set_key(other_id)]
         return _members(intersect_sets(client, keys))
 
@@ -364,34 +301,48 @@ def common_following(*, user_id: int, other_id: int, limit: int = 12) -> UserSam
 def familiar_followers(*, viewer_id: int, user_id: int, limit: int = 3) -> UserSample:
     """Followers of ``user_id`` whom ``viewer_id`` follows ("followed by N people you follow")."""
 
-    def from_redis(client: Any) -> set[int]:
-        layout = followers_layouts(client, [user_id])[user_id]
-        if not redis_keys.reads_shards(layout):
-            keys = [redis_keys.followers_set_key(user_id), redis_keys.following_set_key(viewer_id)]
-            return _members(intersect_sets(client, keys))
-        followed = _members(client.smembers(redis_keys.following_set_key(viewer_id)))
-        return _followers_among(client, user_id, followed)
-
     def from_database() -> set[int]:
         mine = active_follows().filter(follower_id=viewer_id).values_list("followee_id", flat=True)
         return set(active_follows().filter(followee_id=user_id, follower_id__in=mine).values_list("follower_id", flat=True))
 
-    return _sample(redis_or_database(from_redis, from_database), limit, exclude=(viewer_id, user_id))
+    found = redis_or_database(lambda client: _followed_followers(client, user_id=viewer_id, follower_of=user_id), from_database)
+    return _sample(found, limit, exclude=(viewer_id, user_id))
 
 
 def mutual_follows(*, user_id: int, limit: int = 12) -> UserSample:
     """Accounts that follow ``user_id`` and that ``user_id`` follows back (friends)."""
 
-    def from_redis(client: Any) -> set[int]:
-        layout = followers_layouts(client, [user_id])[user_id]
-        if not redis_keys.reads_shards(layout):
-            keys = [redis_keys.following_set_key(user_id), redis_keys.followers_set_key(user_id)]
-            return _members(intersect_sets(client, keys))
-        followed = _members(client.smembers(redis_keys.following_set_key(user_id)))
-        return _followers_among(client, user_id, followed)
-
     def from_database() -> set[int]:
         followed = active_follows().filter(follower_id=user_id).values_list("followee_id", flat=True)
         return set(active_follows().filter(followee_id=user_id, follower_id__in=followed).values_list("follower_id", flat=True))
 
-    return _sample(redis_or_database(from_redis, from_database), limit, exclude=(user_id,))
+    found = redis_or_database(lambda client: _followed_followers(client, user_id=user_id, follower_of=user_id), from_database)
+    return _sample(found, limit, exclude=(user_id,))
+
+
+# --- directory ------------------------------------------------------------
+
+# The most-followed ranking is one aggregate over the follow table, so it is
+# cached this long (seconds).
+MOST_FOLLOWED_CACHE_SECONDS = 600
+
+
+def users_most_followed(*, limit: int = 12) -> list[tuple[User, int]]:
+    """The accounts with the most followers, ``[(user, followers)]``, cached for 10 minutes.
+
+    The cache falls back to computing when Redis is down.
+    """
+
+    def compute() -> list[tuple[int, int]]:
+        rows = active_follows().values("followee_id").annotate(n=Count("follower_id")).order_by("-n", "followee_id")[:limit]
+        return [(int(row["followee_id"]), int(row["n"])) for row in rows]
+
+    try:
+        # Under REDIS_KEY_PREFIX too, so isolated prefixes (tests, several
+        # sites on one Redis) never share the cached ranking.
+        cached = cache.get_or_set(f"{settings.REDIS_KEY_PREFIX}users:most_followed:{limit}", compute, timeout=MOST_FOLLOWED_CACHE_SECONDS)
+        top: list[tuple[int, int]] = cached if cached is not None else compute()
+    except REDIS_ERRORS:
+        top = compute()
+    users = User.objects.in_bulk([user_id for user_id, _ in top])
+    return [(users[user_id], n) for user_id, n in top if user_id in users]

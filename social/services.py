@@ -1,11 +1,12 @@
 """Every write of the follow graph.
 
-Each action writes the database and a ``MirrorOutbox`` row in one
-transaction; after commit the Redis mirror is applied from the database's
-truth (``social.mirror``) and the ``follow_created``/``follow_deleted``
-signals tell other apps (the feed backfills and cleans inboxes). If Redis is
-down the follow still succeeds; the outbox entry stays pending until the
-drain task applies it.
+Each action writes the database and a ``social.pair`` outbox entry
+(``social.outbox``) in one transaction; after commit the entry is applied
+to Redis from the database's truth. Inside the same transaction the
+``follow_created``/``follow_deleted`` signals let other apps record their
+own outbox entries (the feed backfills and cleans inboxes), so every side
+effect is as durable as the follow. If Redis is down the follow still
+succeeds; the entries stay pending until the drain applies them.
 """
 
 from __future__ import annotations
@@ -14,46 +15,32 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.db import IntegrityError, OperationalError, transaction
 
-from .mirror import outbox_apply_after_commit
-from .models import Follow, MirrorOutbox
+from core import outbox
+from core.errors import DomainError, Forbidden, InvalidInput, NotFound
+from users.models import User
+
+from . import outbox as social_outbox
+from .models import Follow
 from .signals import follow_created, follow_deleted
 
-User = get_user_model()
+
+class FollowError(DomainError):
+    """A follow or unfollow that cannot be done (its ``status`` is the HTTP status to answer)."""
 
 
-class FollowError(Exception):
-    """A follow or unfollow that cannot be done; ``status`` is the HTTP status to answer."""
-
-    status = 400
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class SelfFollowError(FollowError):
+class SelfFollowError(FollowError, InvalidInput):
     """The actor named itself as the target (HTTP 400)."""
 
 
-class InvalidUserIdError(FollowError):
-    """The target id is not a positive integer (HTTP 400)."""
-
-
-class TargetNotFoundError(FollowError):
+class TargetNotFoundError(FollowError, NotFound):
     """No account with that id, or it is deactivated (HTTP 404)."""
 
-    status = 404
 
-
-class ActorInactiveError(FollowError):
+class ActorInactiveError(FollowError, Forbidden):
     """A deactivated account cannot change its follows (HTTP 403)."""
-
-    status = 403
 
 
 @dataclass(frozen=True)
@@ -63,23 +50,6 @@ class FollowResult:
     changed: bool
     follower_id: int
     followee_id: int
-
-
-def parse_user_id(raw: Any) -> int:
-    """Turn a URL or JSON user id into an int.
-
-    :raises InvalidUserIdError: for anything but a positive decimal integer
-        below 2**63 (``"abc"``, ``-1``, ``"1.5"``, ``True``).
-    """
-    if isinstance(raw, bool):
-        raise InvalidUserIdError("User id must be a positive integer.")
-    text = str(raw).strip()
-    if not text.isdigit() or len(text) > 18:
-        raise InvalidUserIdError("User id must be a positive integer.")
-    value = int(text)
-    if value <= 0:
-        raise InvalidUserIdError("User id must be a positive integer.")
-    return value
 
 
 # MariaDB errors after which the whole transaction may simply run again:
@@ -99,35 +69,28 @@ def _retry_on_deadlock(write: Callable[[], FollowResult]) -> FollowResult:
 
     :raises OperationalError: when every attempt failed, or for any other database error.
     """
-    for attempt in range(WRITE_ATTEMPTS):
+    attempt = 0
+    while True:
         try:
             return write()
         except OperationalError as exc:
             code = exc.args[0] if exc.args else None
-            if code not in RETRYABLE_DATABASE_ERRORS or attempt == WRITE_ATTEMPTS - 1:
-                raise
-            if transaction.get_connection().in_atomic_block:
+            attempt += 1
+            if code not in RETRYABLE_DATABASE_ERRORS or attempt == WRITE_ATTEMPTS or transaction.get_connection().in_atomic_block:
                 raise
             time.sleep(random.uniform(0, 0.005 * 2**attempt))
-    raise AssertionError("unreachable")
 
 
-def _schedule_mirror(entry: MirrorOutbox) -> None:
-    transaction.on_commit(lambda: outbox_apply_after_commit([entry.id]))
+def follow_create(*, actor: User, followee_id: int) -> FollowResult:
+    """Make ``actor`` follow the account ``followee_id``; a repeat is a no-op success.
 
-
-def follow_create(*, actor: Any, target_id: Any) -> FollowResult:
-    """Make ``actor`` follow the account ``target_id``; a repeat is a no-op success.
-
-    :param actor: the signed-in user (a ``users.User``).
-    :param target_id: the followee's id, raw from the request.
+    :param actor: the signed-in user.
+    :param followee_id: the followee's id, parsed (``core.parsing.parse_id``).
     :returns: ``FollowResult(changed=True)`` when a row was created.
-    :raises InvalidUserIdError: malformed id (400).
     :raises SelfFollowError: ``actor`` is the target (400).
     :raises TargetNotFoundError: unknown or deactivated target (404).
     :raises ActorInactiveError: ``actor`` is deactivated (403).
     """
-    followee_id = parse_user_id(target_id)
     if not actor.is_active:
         raise ActorInactiveError("Your account is deactivated.")
     if followee_id == actor.pk:
@@ -155,26 +118,21 @@ def _follow_insert(*, follower_id: int, followee_id: int) -> FollowResult:
                 # The row we collided with was deleted by a concurrent
                 # unfollow after it blocked our insert: insert again.
         else:
-            raise TargetNotFoundError("No such user.")  # pragma: no cover - five collisions in a row
-        entry = MirrorOutbox.objects.create(kind=MirrorOutbox.KIND_PAIR, follower_id=follower_id, followee_id=followee_id)
-        _schedule_mirror(entry)
-        transaction.on_commit(
-            lambda: follow_created.send(sender=Follow, follower_id=follower_id, followee_id=followee_id)
-        )
+            raise TargetNotFoundError("No such user.")
+        outbox.record(social_outbox.PAIR, subject_id=follower_id, object_id=followee_id)
+        follow_created.send(sender=Follow, follower_id=follower_id, followee_id=followee_id)
     return FollowResult(changed=True, follower_id=follower_id, followee_id=followee_id)
 
 
-def follow_delete(*, actor: Any, target_id: Any) -> FollowResult:
-    """Make ``actor`` stop following ``target_id``; not following is a no-op success.
+def follow_delete(*, actor: User, followee_id: int) -> FollowResult:
+    """Make ``actor`` stop following ``followee_id``; not following is a no-op success.
 
     Works when the target is deactivated (the edge is cleaned up).
 
     :returns: ``FollowResult(changed=True)`` when a row was deleted.
-    :raises InvalidUserIdError: malformed id (400).
     :raises SelfFollowError: ``actor`` is the target (400).
     :raises TargetNotFoundError: no account with that id (404).
     """
-    followee_id = parse_user_id(target_id)
     if followee_id == actor.pk:
         raise SelfFollowError("You cannot unfollow yourself.")
     if not User.objects.filter(pk=followee_id).exists():
@@ -185,7 +143,7 @@ def follow_delete(*, actor: Any, target_id: Any) -> FollowResult:
 def follow_delete_pair(*, follower_id: int, followee_id: int) -> FollowResult:
     """Delete the edge ``follower_id -> followee_id`` if present (admin and bulk paths too).
 
-    :returns: ``FollowResult(changed=...)``; mirror and signals on commit.
+    :returns: ``FollowResult(changed=...)``; the mirror and the feed follow after commit.
     """
     return _retry_on_deadlock(lambda: _follow_remove(follower_id=follower_id, followee_id=followee_id))
 
@@ -195,18 +153,15 @@ def _follow_remove(*, follower_id: int, followee_id: int) -> FollowResult:
         deleted, _ = Follow.objects.filter(follower_id=follower_id, followee_id=followee_id).delete()
         if not deleted:
             return FollowResult(changed=False, follower_id=follower_id, followee_id=followee_id)
-        entry = MirrorOutbox.objects.create(kind=MirrorOutbox.KIND_PAIR, follower_id=follower_id, followee_id=followee_id)
-        _schedule_mirror(entry)
-        transaction.on_commit(
-            lambda: follow_deleted.send(sender=Follow, follower_id=follower_id, followee_id=followee_id)
-        )
+        outbox.record(social_outbox.PAIR, subject_id=follower_id, object_id=followee_id)
+        follow_deleted.send(sender=Follow, follower_id=follower_id, followee_id=followee_id)
     return FollowResult(changed=True, follower_id=follower_id, followee_id=followee_id)
 
 
 # Accounts with at most this many edges (both directions) are re-mirrored
 # right after commit, in the request, like a follow: their counts, lists and
 # common follows change at once. Bigger ones go to Celery (a request must
-# not write 200k pairs). About 2000 pairs take ~50 ms of Redis pipelines.
+# not write 200k pairs).
 USER_REFRESH_INLINE_EDGES = 2000
 
 
@@ -215,25 +170,11 @@ def user_mirror_refresh(*, user_id: int) -> None:
 
     Call inside the transaction that changed the user, before a deletion
     cascades its follows (the edges are counted here). After commit a small
-    account is applied at once (``outbox_apply_after_commit``); a big one,
-    or one whose inline apply failed, is applied by the
-    ``social_outbox_apply`` task. The entry stays pending until applied, so
-    the drain repairs it if both fail.
+    account is applied at once; a big one by the Celery task. The entry
+    stays pending until applied, so the drain repairs it if both fail.
     """
-    entry = MirrorOutbox.objects.create(kind=MirrorOutbox.KIND_USER, follower_id=user_id, followee_id=None)
     edges = (
         Follow.objects.filter(follower_id=user_id).values("pk")[: USER_REFRESH_INLINE_EDGES + 1].count()
         + Follow.objects.filter(followee_id=user_id).values("pk")[: USER_REFRESH_INLINE_EDGES + 1].count()
     )
-    inline = edges <= USER_REFRESH_INLINE_EDGES
-
-    def _apply() -> None:
-        from .tasks import social_outbox_apply
-
-        if inline:
-            outbox_apply_after_commit([entry.id])
-            if not MirrorOutbox.objects.filter(pk=entry.id, applied_at__isnull=True).exists():
-                return
-        social_outbox_apply.delay(entry_ids=[entry.id])
-
-    transaction.on_commit(_apply)
+    outbox.record(social_outbox.USER, subject_id=user_id, inline=edges <= USER_REFRESH_INLINE_EDGES)

@@ -6,10 +6,8 @@ grows past ``followers / FOLLOWERS_SHARDS`` members: a huge key blocks Redis
 when it is deleted, expired or migrated between cluster nodes (the
 "big key" problem of the Redis docs on latency and on UNLINK).
 
-Policy, with hysteresis so an account at the edge does not flap: an account
-is sharded once it has ``FOLLOWERS_SHARD_THRESHOLD`` followers and goes back
-to one key only when it falls below ``unshard_threshold()``
-(``FOLLOWERS_SHARD_THRESHOLD * FOLLOWERS_UNSHARD_RATIO``, 0.8x by default).
+Which layout an account wants, and which keys each layout reads and
+writes, is ``social.layout``'s policy; this module only moves the data.
 
 Migration protocol (``followers_layout_migrate``), built so that no read
 ever sees the list empty or doubled:
@@ -35,25 +33,24 @@ A writer that read the marker before a flip and wrote after it is caught by
 writes again with the new layout (scrubbing the old keys). A migration that
 dies halfway leaves ``migrating``/``unsharding``: writers keep writing both
 layouts and readers the old, complete one, and the next follow or unfollow
-of the account queues the migration again once the lock expires.
+of the account queues the migration again once the lock expires
+(``social.outbox`` decides that from what the mirror observed).
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
-from django.conf import settings
-from django.db import transaction
+import redis
 
-from . import redis_keys
-from .mirror import mirror_apply_pairs
-from .redis_client import get_redis
+from core.redis import RedisLock, RedisLockLost, get_redis
+
+from . import layout, redis_keys
+from .mirror import LayoutObservation, mirror_apply_pairs
 
 logger = logging.getLogger(__name__)
 
@@ -61,18 +58,16 @@ logger = logging.getLogger(__name__)
 SLICE_SIZE = 1000
 # The migration lock's lifetime (ms), renewed at every slice.
 LOCK_TTL_MS = 60_000
-# While this many seconds pass, follows of the account queue no second task.
-QUEUED_TTL_SECONDS = 300
 # Verification rounds over the members that differed.
 MAX_REPAIR_ROUNDS = 3
 # Pairs per mirror_apply_pairs call during repair.
 REPAIR_CHUNK = 2000
 
-KeyPair = tuple[str, str]  # (set_key, zset_key)
+KeyPair = layout.KeyPair
 StepCallback = Callable[[str], None]
 
 
-class LayoutMigrationLost(RuntimeError):
+class LayoutMigrationLost(RedisLockLost):
     """Another process took the account's migration lock (ours expired); this run stopped."""
 
 
@@ -94,6 +89,7 @@ class MigrationResult:
     copied: int = 0
     repaired: int = 0
     skipped: str = ""
+    after: LayoutObservation | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -107,124 +103,38 @@ class MigrationResult:
         }
 
 
-# --- policy ---------------------------------------------------------------
-
-
-def unshard_threshold() -> int:
-    """Follower count below which a sharded account goes back to one key.
-
-    ``FOLLOWERS_SHARD_THRESHOLD * FOLLOWERS_UNSHARD_RATIO`` (default 0.8):
-    the gap is the hysteresis band in which an account keeps its layout.
-    """
-    return int(settings.FOLLOWERS_SHARD_THRESHOLD * settings.FOLLOWERS_UNSHARD_RATIO)
-
-
-def desired_layout(*, followers: int, layout: bytes) -> bytes:
-    """The settled layout (``LAYOUT_SINGLE`` or ``LAYOUT_SHARDED``) for an account.
-
-    :param followers: its follower count.
-    :param layout: its marker now; inside the hysteresis band an account
-        keeps it (a migration under way is carried to its end).
-    """
-    if followers >= settings.FOLLOWERS_SHARD_THRESHOLD:
-        return redis_keys.LAYOUT_SHARDED
-    if followers < unshard_threshold():
-        return redis_keys.LAYOUT_SINGLE
-    if layout in (redis_keys.LAYOUT_SHARDED, redis_keys.LAYOUT_MIGRATING):
-        return redis_keys.LAYOUT_SHARDED
-    return redis_keys.LAYOUT_SINGLE
-
-
-def followers_layout_state(client: Any, user_id: int) -> tuple[int, bytes]:
-    """``(follower count, layout marker)`` of ``user_id`` as readers see it (two round trips)."""
-    layout = client.get(redis_keys.followers_layout_key(user_id)) or redis_keys.LAYOUT_SINGLE
+def followers_layout_state(client: redis.Redis, user_id: int) -> LayoutObservation:
+    """The follower count and layout marker of ``user_id`` as readers see them (two round trips)."""
+    live = layout.marker_layout(client.get(redis_keys.followers_layout_key(user_id)))
     pipe = client.pipeline(transaction=False)
-    for set_key, _ in redis_keys.followers_read_keys(user_id, layout):
+    for set_key, _ in layout.read_keys(user_id, live):
         pipe.scard(set_key)
-    return sum(int(n) for n in pipe.execute()), layout
-
-
-# --- trigger --------------------------------------------------------------
-
-
-def layout_migrations_enqueue(observed: dict[int, tuple[int, bytes]]) -> list[int]:
-    """Queue a layout migration for each account whose count asks for another layout.
-
-    Called by ``mirror_apply_pairs`` with what its write pipeline already
-    read, so the check costs nothing for accounts that need no migration
-    and one SET NX for those that do (the ``queued`` key stops a stream of
-    follows from queueing a task each).
-
-    :param observed: ``{followee_id: (follower count, layout marker)}``.
-    :returns: the user ids for which a task was queued (after commit).
-    """
-    due = [user_id for user_id, (count, layout) in observed.items() if desired_layout(followers=count, layout=layout) != layout]
-    if not due:
-        return []
-    from .tasks import social_followers_layout_migrate  # the task module imports this one
-
-    client = get_redis()
-    queued = []
-    for user_id in due:
-        if client.set(redis_keys.followers_migration_queued_key(user_id), "1", nx=True, ex=QUEUED_TTL_SECONDS):
-            queued.append(user_id)
-            transaction.on_commit(partial(social_followers_layout_migrate.delay, user_id=user_id))
-    return queued
+    return LayoutObservation(count=sum(int(n) for n in pipe.execute()), layout=live)
 
 
 # --- migration ------------------------------------------------------------
 
 
-class _Lock:
-    """The migration lock of one account: SET NX PX, renewed, released only by its holder."""
+class _Lock(RedisLock):
+    """The migration lock of one account, renewed at every slice."""
 
-    def __init__(self, client: Any, user_id: int) -> None:
-        self.client = client
-        self.key = redis_keys.followers_migration_lock_key(user_id)
-        self.token = uuid.uuid4().hex.encode()
+    def __init__(self, client: redis.Redis, user_id: int) -> None:
+        super().__init__(client=client, key=redis_keys.followers_migration_lock_key(user_id), milliseconds=LOCK_TTL_MS)
 
-    def acquire(self) -> bool:
-        return bool(self.client.set(self.key, self.token, nx=True, px=LOCK_TTL_MS))
-
-    def queue_renew(self, pipe: Any) -> None:
-        """Queue a check-and-renew; ``check`` reads its reply."""
-        pipe.get(self.key)
-        pipe.pexpire(self.key, LOCK_TTL_MS)
-
-    def check(self, value: bytes | None) -> None:
-        if value != self.token:
-            raise LayoutMigrationLost(f"lost {self.key}")
-
-    def release(self) -> None:
-        # WATCH makes "delete only if still ours" atomic without Lua (the
-        # embedded fakeredis has no Lua).
-        with self.client.pipeline() as pipe:
-            try:
-                pipe.watch(self.key)
-                if pipe.get(self.key) == self.token:
-                    pipe.multi()
-                    pipe.unlink(self.key)
-                    pipe.execute()
-            except Exception:  # WatchError: it changed hands; nothing of ours to release
-                logger.info("migration lock %s changed hands before release", self.key)
-
-
-def _single_keys(user_id: int) -> list[KeyPair]:
-    return [(redis_keys.followers_set_key(user_id), redis_keys.followers_zset_key(user_id))]
+    def renew(self) -> None:
+        try:
+            super().renew()
+        except RedisLockLost as exc:
+            raise LayoutMigrationLost(str(exc)) from exc
 
 
 def _placement(user_id: int, to_shards: bool) -> Callable[[int], KeyPair]:
     """Where a follower lives in the layout the copy writes (or reads, when reversed)."""
-    if to_shards:
-        return lambda member: (
-            redis_keys.followers_set_shard_key(user_id, redis_keys.follower_shard(member)),
-            redis_keys.followers_zset_shard_key(user_id, redis_keys.follower_shard(member)),
-        )
-    single = _single_keys(user_id)[0]
-    return lambda member: single
+    settled = layout.LAYOUT_SHARDED if to_shards else layout.LAYOUT_SINGLE
+    return lambda member: layout.home_keys(user_id, member)[settled]
 
 
-def _scan_slices(client: Any, key: str, *, zset: bool, slice_size: int) -> Iterable[list[tuple[int, int]]]:
+def _scan_slices(client: redis.Redis, key: str, *, zset: bool, slice_size: int) -> Iterable[list[tuple[int, int]]]:
     """Yield ``[(member, score)]`` slices of ``key`` (score 0 for a set) with ZSCAN/SSCAN."""
     cursor = 0
     while True:
@@ -232,8 +142,8 @@ def _scan_slices(client: Any, key: str, *, zset: bool, slice_size: int) -> Itera
             cursor, rows = client.zscan(key, cursor, count=slice_size)
             items = [(int(member), int(score)) for member, score in rows]
         else:
-            cursor, rows = client.sscan(key, cursor, count=slice_size)
-            items = [(int(member), 0) for member in rows]
+            cursor, members = client.sscan(key, cursor, count=slice_size)
+            items = [(int(member), 0) for member in members]
         if items:
             yield items
         if int(cursor) == 0:
@@ -241,7 +151,7 @@ def _scan_slices(client: Any, key: str, *, zset: bool, slice_size: int) -> Itera
 
 
 def _copy(
-    client: Any, lock: _Lock, sources: list[KeyPair], place: Callable[[int], KeyPair], *, slice_size: int, step: StepCallback
+    client: redis.Redis, lock: _Lock, sources: list[KeyPair], place: Callable[[int], KeyPair], *, slice_size: int, step: StepCallback
 ) -> int:
     """Copy every source sorted set into its new keys (ZADD + SADD), one slice per pipeline."""
     copied = 0
@@ -250,19 +160,19 @@ def _copy(
             groups: dict[KeyPair, list[tuple[int, int]]] = defaultdict(list)
             for member, score in items:
                 groups[place(member)].append((member, score))
+            lock.renew()
             pipe = client.pipeline(transaction=False)
-            lock.queue_renew(pipe)
             for (set_key, dest_zset), rows in groups.items():
                 pipe.zadd(dest_zset, {str(member): score for member, score in rows})
-                pipe.sadd(set_key, *[member for member, _ in rows])
-            lock.check(pipe.execute()[0])
+                pipe.sadd(set_key, *[str(member) for member, _ in rows])
+            pipe.execute()
             copied += len(items)
             step("copy")
     return copied
 
 
 def _differences(
-    client: Any,
+    client: redis.Redis,
     lock: _Lock,
     sides: list[tuple[list[KeyPair], Callable[[int], KeyPair]]],
     *,
@@ -282,18 +192,16 @@ def _differences(
                     groups: dict[KeyPair, list[tuple[int, int]]] = defaultdict(list)
                     for member, score in items:
                         groups[other(member)].append((member, score))
+                    lock.renew()
                     pipe = client.pipeline(transaction=False)
-                    lock.queue_renew(pipe)
                     plan = list(groups.items())
                     for (other_set, other_zset), rows in plan:
-                        members = [member for member, _ in rows]
+                        members = [str(member) for member, _ in rows]
                         if zset:
                             pipe.zmscore(other_zset, members)
                         else:
                             pipe.smismember(other_set, members)
-                    replies = pipe.execute()
-                    lock.check(replies[0])
-                    for (_, rows), reply in zip(plan, replies[2:]):
+                    for (_, rows), reply in zip(plan, pipe.execute()):
                         for (member, score), found in zip(rows, reply):
                             if (zset and (found is None or int(found) != score)) or (not zset and not found):
                                 differ.add(member)
@@ -301,14 +209,16 @@ def _differences(
     return differ
 
 
-def _members_agree(client: Any, user_id: int, members: list[int], old: Callable[[int], KeyPair], new: Callable[[int], KeyPair]) -> set[int]:
+def _members_agree(
+    client: redis.Redis, members: list[int], old: Callable[[int], KeyPair], new: Callable[[int], KeyPair]
+) -> set[int]:
     """Of ``members``, those that still differ between the layouts (a targeted re-check)."""
     pipe = client.pipeline(transaction=False)
     for member in members:
         for place in (old, new):
             set_key, zset_key = place(member)
-            pipe.sismember(set_key, member)
-            pipe.zscore(zset_key, member)
+            pipe.sismember(set_key, str(member))
+            pipe.zscore(zset_key, str(member))
     replies = pipe.execute()
     differ = set()
     for index, member in enumerate(members):
@@ -323,7 +233,7 @@ def _members_agree(client: Any, user_id: int, members: list[int], old: Callable[
     return differ
 
 
-def _repair(client: Any, user_id: int, differ: set[int], old: Callable[[int], KeyPair], new: Callable[[int], KeyPair]) -> int:
+def _repair(client: redis.Redis, user_id: int, differ: set[int], old: Callable[[int], KeyPair], new: Callable[[int], KeyPair]) -> int:
     """Re-apply differing members from the database until both layouts agree on them."""
     repaired = 0
     todo = sorted(differ)
@@ -332,9 +242,9 @@ def _repair(client: Any, user_id: int, differ: set[int], old: Callable[[int], Ke
             break
         for start in range(0, len(todo), REPAIR_CHUNK):
             chunk = todo[start : start + REPAIR_CHUNK]
-            mirror_apply_pairs([(member, user_id) for member in chunk], layout_check=False)
+            mirror_apply_pairs([(member, user_id) for member in chunk])
         repaired += len(todo)
-        todo = sorted(_members_agree(client, user_id, todo, old, new))
+        todo = sorted(_members_agree(client, todo, old, new))
     if todo:
         # Writers write both layouts now, so this only happens while the
         # database keeps changing under these pairs; they converge through
@@ -353,13 +263,16 @@ def followers_layout_migrate(
     """Move ``user_id``'s followers to the layout its count asks for, with reads live throughout.
 
     :param target: ``LAYOUT_SHARDED`` or ``LAYOUT_SINGLE`` to force a
-        layout; None follows ``desired_layout``.
+        layout; None follows ``layout.desired_layout``.
     :param slice_size: members per ZSCAN/SSCAN step (COUNT hint).
     :param on_step: called with the phase name ("marked", "copy" after each
         slice, "verify" after each slice, "verified", "flipped", "cleaned");
         tests read the lists between steps, commands show progress.
     :returns: a ``MigrationResult``; ``skipped`` set when another migration
-        holds the lock or the account is already in the target layout.
+        holds the lock or the account is already in the target layout;
+        ``after`` is the count and layout when it ended (follows that
+        landed meanwhile may ask for the other layout already: the caller
+        decides).
     :raises LayoutMigrationLost: the lock expired and another run took it.
     :raises redis.exceptions.ConnectionError: (and the other REDIS_ERRORS);
         the marker stays ``migrating``/``unsharding``, which is safe, and a
@@ -368,53 +281,53 @@ def followers_layout_migrate(
     client = get_redis()
     step = on_step or (lambda phase: None)
     lock = _Lock(client, user_id)
-    followers, layout = followers_layout_state(client, user_id)
-    goal = target or desired_layout(followers=followers, layout=layout)
-    result = MigrationResult(user_id=user_id, from_layout=layout, to_layout=goal, followers=followers)
+    state = followers_layout_state(client, user_id)
+    goal = target or layout.desired_layout(followers=state.count, layout=state.layout)
+    result = MigrationResult(user_id=user_id, from_layout=state.layout, to_layout=goal, followers=state.count)
     if not lock.acquire():
         result.skipped = "locked"
         return result
     try:
-        followers, layout = followers_layout_state(client, user_id)  # again, under the lock
-        result.from_layout, result.followers = layout, followers
-        if layout == goal:
+        state = followers_layout_state(client, user_id)  # again, under the lock
+        result.from_layout, result.followers = state.layout, state.count
+        if state.layout == goal:
             result.skipped = "settled"
-            return result
-        _migrate(client, lock, user_id, layout, goal, result, slice_size=slice_size, step=step)
+        else:
+            _migrate(client, lock, user_id, state.layout, goal, result, slice_size=slice_size, step=step)
     finally:
         lock.release()
         client.unlink(redis_keys.followers_migration_queued_key(user_id))
-    logger.info("followers layout migration: %s", result.as_dict())
-    if target is None:
-        # Follows that landed meanwhile may ask for the other layout already.
-        layout_migrations_enqueue({user_id: followers_layout_state(client, user_id)})
+    result.after = followers_layout_state(client, user_id)
+    if not result.skipped:
+        logger.info("followers layout migration: %s", result.as_dict())
     return result
 
 
 def _migrate(
-    client: Any,
+    client: redis.Redis,
     lock: _Lock,
     user_id: int,
-    layout: bytes,
+    live: bytes,
     goal: bytes,
     result: MigrationResult,
     *,
     slice_size: int,
     step: StepCallback,
 ) -> None:
-    to_shards = goal == redis_keys.LAYOUT_SHARDED
-    single, shards = _single_keys(user_id), redis_keys.followers_shard_keys(user_id)
+    to_shards = goal == layout.LAYOUT_SHARDED
+    single, shards = [layout.single_keys(user_id)], layout.all_shard_keys(user_id)
     sources, dests = (single, shards) if to_shards else (shards, single)
     marker_key = redis_keys.followers_layout_key(user_id)
-    reverse = redis_keys.LAYOUT_UNSHARDING if to_shards else redis_keys.LAYOUT_MIGRATING
-    if layout != reverse:
+    reverse = layout.LAYOUT_UNSHARDING if to_shards else layout.LAYOUT_MIGRATING
+    if live != reverse:
         # Readers still read ``sources``. (When the marker says a migration
         # the other way was under way, readers read what is now the target
         # and writers wrote both layouts: only the flip is left to do.)
-        during = redis_keys.LAYOUT_MIGRATING if to_shards else redis_keys.LAYOUT_UNSHARDING
-        if layout != during:
+        during = layout.LAYOUT_MIGRATING if to_shards else layout.LAYOUT_UNSHARDING
+        if live != during:
             # Leftovers of an earlier run or of a late writer; nobody reads them.
-            client.unlink(*[key for pair in dests for key in pair])
+            for pair in dests:
+                client.unlink(*pair)
             client.set(marker_key, during)
         step("marked")
         new_place = _placement(user_id, to_shards)
@@ -425,9 +338,10 @@ def _migrate(
         step("verified")
     # The flip: one command, so every reader switches at once.
     if to_shards:
-        client.set(marker_key, redis_keys.LAYOUT_SHARDED)
+        client.set(marker_key, layout.LAYOUT_SHARDED)
     else:
         client.unlink(marker_key)
     step("flipped")
-    client.unlink(*[key for pair in sources for key in pair])
+    for pair in sources:
+        client.unlink(*pair)  # one slot per UNLINK (a pair shares its hash tag)
     step("cleaned")

@@ -1,7 +1,9 @@
-"""Signals of the follow graph, sent by ``social.services`` after commit.
+"""Signals of the follow graph, sent by ``social.services`` inside the transaction of the change.
 
 ``follow_created``/``follow_deleted`` carry ``follower_id`` and
-``followee_id`` (ints); the feed listens to backfill and clean inboxes.
+``followee_id`` (ints). Receivers record their own outbox entries
+(``core.outbox.record``) in the same transaction, so their side effects are
+exactly as durable as the follow; they never touch Redis themselves.
 """
 
 from django.dispatch import Signal

@@ -5,7 +5,7 @@ from . import views
 app_name = "social"
 
 urlpatterns = [
-    path("u/<str:username>/", views.profile, name="profile"),
+    path("", views.directory, name="directory"),
     path("u/<str:username>/followers/", views.followers, name="followers"),
     path("u/<str:username>/following/", views.following, name="following"),
     path("u/<str:username>/follow/", views.follow, name="follow"),

@@ -1,53 +1,39 @@
-"""Server-rendered pages of the follow graph: parse input, call one selector or service, render."""
+"""Server-rendered pages of the follow graph: parse input, call one selector or service, render.
+
+Errors raised below (a malformed cursor, an unknown account) are answered
+by ``core.errors`` with the site's error page.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
 
-from feed import selectors as feed_selectors
+from core.errors import NotFound, wants_json
+from users.forms import DirectorySearchForm
+from users.models import User
+from users.selectors import active_user_named, users_search
 
 from . import selectors, services
-from .paging import InvalidCursorError
-
-User = get_user_model()
 
 
-def _profile_user(username: str) -> Any:
-    return get_object_or_404(User, username=username, is_active=True)
-
-
-def profile(request: HttpRequest, username: str) -> HttpResponse:
-    """/u/<username>/: counts, follow button, badges, "you both follow", "followed by ... you follow"."""
-    user = _profile_user(username)
-    context: dict[str, Any] = {
-        "profile_user": user,
-        "counts": selectors.follow_counts(user_id=user.pk),
-        "mutual": selectors.mutual_follows(user_id=user.pk, limit=8),
-        "is_self": request.user.is_authenticated and request.user.pk == user.pk,
-        "notes": feed_selectors.user_timeline(author_id=user.pk, cursor=None, limit=10),
-    }
-    if request.user.is_authenticated and request.user.pk != user.pk:
-        context["relationship"] = selectors.relationship(viewer_id=request.user.pk, user_id=user.pk)
-        context["common"] = selectors.common_following(user_id=request.user.pk, other_id=user.pk, limit=8)
-        context["familiar"] = selectors.familiar_followers(viewer_id=request.user.pk, user_id=user.pk, limit=3)
-    return render(request, "social/user_profile.html", context)
+@require_GET
+def directory(request: HttpRequest) -> HttpResponse:
+    """/: search accounts by username; the most-followed accounts below."""
+    form = DirectorySearchForm(request.GET or None)
+    results = users_search(query=form.cleaned_data["q"]) if form.is_valid() else []
+    context = {"form": form, "results": results, "searched": bool(request.GET.get("q")), "popular": selectors.users_most_followed()}
+    return render(request, "social/user_directory.html", context)
 
 
 def _list_page(request: HttpRequest, username: str, *, kind: str) -> HttpResponse:
-    user = _profile_user(username)
+    user = active_user_named(username)
     reader = selectors.followers_page if kind == "followers" else selectors.following_page
-    try:
-        page = reader(user_id=user.pk, cursor=request.GET.get("cursor"), limit=settings.FOLLOW_PAGE_SIZE)
-    except InvalidCursorError:
-        return HttpResponseBadRequest("Malformed cursor.")
+    page = reader(user_id=user.pk, cursor=request.GET.get("cursor"), limit=settings.FOLLOW_PAGE_SIZE)
     context = {
         "profile_user": user,
         "kind": kind,
@@ -58,18 +44,16 @@ def _list_page(request: HttpRequest, username: str, *, kind: str) -> HttpRespons
     return render(request, "social/follow_list.html", context)
 
 
+@require_GET
 def followers(request: HttpRequest, username: str) -> HttpResponse:
     """/u/<username>/followers/: 50 per page newest first, "older" cursor link."""
     return _list_page(request, username, kind="followers")
 
 
+@require_GET
 def following(request: HttpRequest, username: str) -> HttpResponse:
     """/u/<username>/following/: 50 per page newest first, "older" cursor link."""
     return _list_page(request, username, kind="following")
-
-
-def _wants_json(request: HttpRequest) -> bool:
-    return request.headers.get("Accept", "").startswith("application/json")
 
 
 @require_POST
@@ -87,16 +71,20 @@ def unfollow(request: HttpRequest, username: str) -> HttpResponse:
 
 
 def _toggle(request: HttpRequest, username: str, *, following: bool) -> HttpResponse:
-    target = get_object_or_404(User, username=username)
+    assert isinstance(request.user, User)  # login_required ran
+    target = User.objects.filter(username=username).first()
+    if target is None:
+        raise NotFound("No such account.")
     action = services.follow_create if following else services.follow_delete
     try:
-        action(actor=request.user, target_id=target.pk)
+        action(actor=request.user, followee_id=target.pk)
     except services.FollowError as exc:
-        if _wants_json(request):
-            return JsonResponse({"success": False, "errorMsg": exc.message}, status=exc.status)
+        if wants_json(request) or exc.status == 404:
+            raise
+        # A form post: back to the profile with the reason (post, redirect, get).
         messages.error(request, exc.message)
-        return redirect("social:profile", username=username) if exc.status != 404 else HttpResponse(exc.message, status=404)
-    if _wants_json(request):
+        return redirect("feed:profile", username=username)
+    if wants_json(request):
         counts = selectors.follow_counts(user_id=target.pk)
         return JsonResponse({"success": True, "following": following, "followers": counts.followers})
-    return redirect("social:profile", username=username)
+    return redirect("feed:profile", username=username)

@@ -13,11 +13,9 @@ from typing import Any
 
 import factory
 import pytest
-from django.conf import settings as django_settings
 
-from social import redis_keys
-from social.redis_client import get_redis, redis_reset_breaker
-from social.selectors import forget_sentinel
+from core import redis_keys as core_keys
+from core.redis import forget_sentinel, get_redis, redis_reset_breaker
 from users.models import User
 
 
@@ -54,7 +52,7 @@ def redis_isolated(settings: Any) -> Iterator[str]:
     redis_reset_breaker()
     forget_sentinel()
     client = get_redis()
-    client.set(redis_keys.social_sentinel_key(), "test")
+    client.set(core_keys.sentinel_key(), "test")
     yield prefix
     redis_reset_breaker()
     forget_sentinel()

@@ -1,11 +1,9 @@
-"""Smoke test of the embedded default: SQLite, in-process Redis (fakeredis), eager Celery."""
+"""Smoke test of the embedded default: SQLite, the embedded Valkey server, eager Celery."""
 
 import os
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,7 +19,7 @@ assert settings.DATABASES["default"]["ENGINE"].endswith("sqlite3")
 call_command("migrate", verbosity=0)
 call_command("import_graph", "wiki-Vote.txt.gz", limit=2000, password="pw", stdout=StringIO(), verbosity=0)
 from users.models import User
-from social.redis_client import get_redis
+from core.redis import get_redis
 from social import redis_keys
 client = Client()
 assert client.login(username="u3", password="pw")
@@ -37,17 +35,23 @@ print(json.dumps({
     "before": before, "after": after, "changed": follow["data"]["changed"],
     "page": page.status_code,
     "in_redis": bool(get_redis().sismember(redis_keys.followers_set_key(target.pk), me.pk)),
-    "redis_class": type(get_redis().connection_pool.connection_class).__name__ + get_redis().connection_pool.connection_class.__name__,
+    "redis_class": get_redis().connection_pool.connection_class.__name__,
+    "server": get_redis().info("server").get("server_name", "redis"),
+    "lua": get_redis().eval("return 1 + 1", 0),
 }))
 """
 
 
 def test_embedded_default_serves_a_real_slice(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "CELERY_TASK_ALWAYS_EAGER"}}
-    env.update(DJANGO_SETTINGS_MODULE="config.settings.local", DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}")
+    env.update(DJANGO_SETTINGS_MODULE="config.settings.local", FOLLOWFEED_VAR_DIR=str(tmp_path))
     env["DJANGO_ALLOWED_HOSTS"] = "testserver,localhost"
 
-    result = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    try:
+        result = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        stop = [sys.executable, "manage.py", "embedded_redis", "stop"]
+        stopped = subprocess.run(stop, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
 
     assert result.returncode == 0, result.stderr[-3000:]
     import json
@@ -57,4 +61,7 @@ def test_embedded_default_serves_a_real_slice(tmp_path):
     assert data["after"] == data["before"] + 1
     assert data["changed"] is True
     assert data["in_redis"] is True
-    assert "FakeConnection" in data["redis_class"]
+    assert data["redis_class"] == "UnixDomainSocketConnection"  # the embedded server in FOLLOWFEED_VAR_DIR
+    assert data["server"] == "valkey" and data["lua"] == 2  # a real server: scripts run
+    assert (tmp_path / "db.sqlite3").exists() and (tmp_path / "valkey" / "appendonlydir").is_dir()
+    assert stopped.returncode == 0 and "stopped" in stopped.stdout

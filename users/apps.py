@@ -6,4 +6,8 @@ class UsersConfig(AppConfig):
     name = "users"
 
     def ready(self) -> None:
-        from . import signals  # noqa: F401
+        from django.contrib.auth.signals import user_logged_in
+
+        from . import receivers
+
+        user_logged_in.connect(receivers.on_user_logged_in, dispatch_uid="users.touch_last_seen")

@@ -1,47 +1,64 @@
-"""Reads of accounts."""
+"""Every read of accounts."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
-from django.conf import settings
-from django.core.cache import cache
-from django.db.models import Count
+from core.errors import NotFound
 
 from .models import User
 
 DIRECTORY_LIMIT = 50
+# Accounts an admin search term may name at once (username prefix matches).
+SEARCH_MATCH_LIMIT = 50
+# The fields a list row shows; the others load on access.
+LIST_FIELDS = ("id", "username", "display_name", "is_active")
 
 
-def users_search(*, query: str, limit: int = DIRECTORY_LIMIT) -> list[Any]:
-    """Active accounts whose username starts with ``query`` (case-insensitive), by username."""
+def users_search(*, query: str, limit: int = DIRECTORY_LIMIT) -> list[User]:
+    """Active accounts whose username starts with ``query`` (case-insensitive), by username.
+
+    :returns: at most ``limit`` users; none for an empty ``query``.
+    """
     if not query:
         return []
     return list(User.objects.filter(username__istartswith=query, is_active=True).order_by("username")[:limit])
 
 
-def users_most_followed(*, limit: int = 12) -> list[tuple[Any, int]]:
-    """The accounts with the most followers, ``[(user, followers)]``, cached for 10 minutes.
+def active_user_named(username: str) -> User:
+    """The active account called ``username`` (exact, as stored).
 
-    One aggregate over the follow table (about 0.5 s on 870k follows), so
-    the result is cached; the cache falls back to computing when Redis is down.
+    :raises NotFound: no such account, or it is deactivated (404).
     """
-    from social.models import Follow
+    user = User.objects.filter(username=username, is_active=True).first()
+    if user is None:
+        raise NotFound("No such account.")
+    return user
 
-    def compute() -> list[tuple[int, int]]:
-        rows = (
-            Follow.objects.filter(follower__is_active=True, followee__is_active=True)
-            .values("followee_id")
-            .annotate(n=Count("follower_id"))
-            .order_by("-n", "followee_id")[:limit]
-        )
-        return [(row["followee_id"], row["n"]) for row in rows]
 
-    try:
-        # Under REDIS_KEY_PREFIX too, so isolated prefixes (tests, several
-        # sites on one Redis) never share the cached ranking.
-        top = cache.get_or_set(f"{settings.REDIS_KEY_PREFIX}users:most_followed:{limit}", compute, timeout=600)
-    except Exception:  # noqa: BLE001 - cache backend down: compute directly
-        top = compute()
-    users = User.objects.in_bulk([user_id for user_id, _ in top])
-    return [(users[user_id], n) for user_id, n in top if user_id in users]
+def users_by_id(ids: Sequence[int]) -> dict[int, User]:
+    """Active users with these ids in one query, ``{id: User}``, with ``LIST_FIELDS`` loaded."""
+    wanted = sorted({int(i) for i in ids})
+    if not wanted:
+        return {}
+    return {user.pk: user for user in User.objects.filter(pk__in=wanted, is_active=True).only(*LIST_FIELDS)}
+
+
+def user_ids_matching(term: str, *, limit: int = SEARCH_MATCH_LIMIT) -> list[int]:
+    """Ids of accounts an admin search ``term`` names: a numeric id, or a username prefix.
+
+    Prefix matching (``LIKE 'term%'``) uses the unique username index; a
+    ``'%term%'`` match would scan every account. The case-insensitive
+    collation makes it case-insensitive.
+
+    :returns: at most ``limit`` ids (a numeric term also matches usernames
+        starting with it, e.g. ``u42`` needs the ``u``).
+    """
+    term = term.strip()
+    if not term:
+        return []
+    ids: list[int] = []
+    if term.isdigit() and len(term) <= 18:
+        ids.append(int(term))
+    ids += list(User.objects.filter(username__istartswith=term).order_by("username").values_list("pk", flat=True)[:limit])
+    return list(dict.fromkeys(ids))

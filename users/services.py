@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -28,7 +27,7 @@ def user_create(*, username: str, password: str, display_name: str = "") -> User
     return user
 
 
-def user_touch_seen(*, user: Any) -> bool:
+def user_touch_seen(*, user: User) -> bool:
     """Record that ``user`` was active now (feeds fan out only to recently seen accounts).
 
     :returns: True when the stored time was updated.
@@ -41,24 +40,22 @@ def user_touch_seen(*, user: Any) -> bool:
     return True
 
 
-def user_set_active(*, user: Any, is_active: bool) -> bool:
+def user_set_active(*, user: User, is_active: bool) -> bool:
     """Deactivate or reactivate ``user``.
 
     A deactivated account's follows in both directions stop counting at
     once in database reads and leave every Redis structure after commit
-    (``social.services.user_mirror_refresh``); reactivation restores them
-    from the rows, which are kept.
+    (the follow mirror hears ``user_activity_changed``); reactivation
+    restores them from the rows, which are kept.
 
     :returns: True when the flag changed.
     """
-    from social.services import user_mirror_refresh
-
     if user.is_active == is_active:
         return False
     with transaction.atomic():
         User.objects.filter(pk=user.pk).update(is_active=is_active)
         user.is_active = is_active
-        user_mirror_refresh(user_id=user.pk)
-        transaction.on_commit(lambda: user_activity_changed.send(sender=User, user_id=user.pk, is_active=is_active))
+        # Inside the transaction: receivers record their outbox entries in it.
+        user_activity_changed.send(sender=User, user_id=user.pk, is_active=is_active)
     return True
 

@@ -6,7 +6,6 @@ from . import views
 app_name = "users"
 
 urlpatterns = [
-    path("", views.directory, name="directory"),
     path("signup/", views.signup, name="signup"),
     path("login/", auth_views.LoginView.as_view(template_name="users/user_login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -1,4 +1,4 @@
-"""Account pages: directory with search, sign up (sign in/out are Django's views)."""
+"""Account pages: sign up (sign in and out are Django's views)."""
 
 from __future__ import annotations
 
@@ -6,19 +6,8 @@ from django.contrib.auth import login
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
-from . import selectors, services
-from .forms import DirectorySearchForm, SignUpForm
-
-
-def directory(request: HttpRequest) -> HttpResponse:
-    """/: search accounts by username; the most-followed accounts below."""
-    form = DirectorySearchForm(request.GET or None)
-    results = selectors.users_search(query=form.cleaned_data["q"]) if form.is_valid() else []
-    return render(
-        request,
-        "users/user_directory.html",
-        {"form": form, "results": results, "searched": bool(request.GET.get("q")), "popular": selectors.users_most_followed()},
-    )
+from . import services
+from .forms import SignUpForm
 
 
 def signup(request: HttpRequest) -> HttpResponse:

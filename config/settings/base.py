@@ -1,22 +1,32 @@
 """Settings shared by every environment, read from environment variables.
 
-With no variables set, followfeed runs on an embedded default: SQLite, an
-in-process Redis (fakeredis, warmed from the database at start) and Celery
-tasks run eagerly. Setting DATABASE_URL, REDIS_URL and CELERY_BROKER_URL
-switches each piece to the real service (MariaDB via mysqlclient, Redis via
-django-redis, RabbitMQ or Redis as broker).
+With no variables set, followfeed runs on an embedded default: SQLite and an
+embedded Valkey server (``core.embedded``), both keeping their data in
+``FOLLOWFEED_VAR_DIR``, and Celery tasks run eagerly. Setting DATABASE_URL,
+REDIS_URL and CELERY_BROKER_URL switches each piece to the real service
+(MariaDB via mysqlclient, Redis via django-redis, RabbitMQ or Redis as
+broker). ``.env`` is read only when ``DJANGO_READ_DOT_ENV_FILE`` is true.
 """
 
 from pathlib import Path
 
+import django_stubs_ext
 import environ
 from celery.schedules import crontab
+
+# Lets the admin and querysets be subscripted at run time (ModelAdmin[Note]), as mypy sees them.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 
 env = environ.Env()
-if (BASE_DIR / ".env").exists():
+# Only when asked: a copied .env.example must not turn the embedded default
+# into a run that needs services.
+if env.bool("DJANGO_READ_DOT_ENV_FILE", default=False):
     environ.Env.read_env(BASE_DIR / ".env")
+
+# Where the embedded default keeps its SQLite database and Valkey server.
+FOLLOWFEED_VAR_DIR = Path(env("FOLLOWFEED_VAR_DIR", default=str(BASE_DIR / "var")))
 
 SECRET_KEY = env("DJANGO_SECRET_KEY", default="dev-only-insecure-key-change-me")
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
@@ -30,9 +40,11 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.humanize",
+    "core",
     "users",
     "social",
     "feed",
+    "datatools",
 ]
 
 MIDDLEWARE = [
@@ -43,6 +55,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, so it sees the exceptions views raise: domain errors -> 4xx, the API's failures -> the envelope.
+    "core.errors.DomainErrorMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -50,7 +64,7 @@ WSGI_APPLICATION = "config.wsgi.application"
 AUTH_USER_MODEL = "users.User"
 LOGIN_URL = "users:login"
 LOGIN_REDIRECT_URL = "feed:home"
-LOGOUT_REDIRECT_URL = "users:directory"
+LOGOUT_REDIRECT_URL = "social:directory"
 
 TEMPLATES = [
     {
@@ -68,7 +82,7 @@ TEMPLATES = [
 ]
 
 # --- Database -------------------------------------------------------------
-DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'var' / 'db.sqlite3'}")}
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{FOLLOWFEED_VAR_DIR / 'db.sqlite3'}")}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
@@ -85,15 +99,17 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
         "COLLATION": "utf8mb4_unicode_ci",
     }
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    (BASE_DIR / "var").mkdir(exist_ok=True)
+    FOLLOWFEED_VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20})
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis ----------------------------------------------------------------
-# Empty REDIS_URL means the embedded in-process Redis (fakeredis), which
-# django-redis reaches through fakeredis' connection class.
+# Empty REDIS_URL means the embedded Valkey server on a Unix socket in
+# FOLLOWFEED_VAR_DIR, started on demand (core.embedded).
 REDIS_URL = env("REDIS_URL", default="")
 REDIS_EMBEDDED = not REDIS_URL
+if REDIS_EMBEDDED:
+    REDIS_URL = f"unix://{FOLLOWFEED_VAR_DIR / 'valkey.sock'}?db=0"
 REDIS_KEY_PREFIX = env("REDIS_KEY_PREFIX", default="ff:")
 # On Redis Cluster, commands spanning two users run client-side.
 REDIS_CLUSTER = env.bool("REDIS_CLUSTER", default=False)
@@ -110,14 +126,10 @@ _redis_options: dict[str, object] = {
     "SOCKET_CONNECT_TIMEOUT": REDIS_SOCKET_CONNECT_TIMEOUT,
     "SOCKET_TIMEOUT": REDIS_SOCKET_TIMEOUT,
 }
-if REDIS_EMBEDDED:
-    from fakeredis import FakeConnection
-
-    _redis_options["CONNECTION_POOL_KWARGS"] = {"connection_class": FakeConnection}
 CACHES = {
     "default": {
         "BACKEND": "django_redis.cache.RedisCache",
-        "LOCATION": REDIS_URL or "redis://embedded:6379/0",
+        "LOCATION": REDIS_URL,
         "KEY_PREFIX": REDIS_KEY_PREFIX + "cache",
         "OPTIONS": _redis_options,
     }
@@ -139,19 +151,19 @@ CELERY_TIMEZONE = "UTC"
 CELERY_TASK_DEFAULT_QUEUE = env("CELERY_TASK_DEFAULT_QUEUE", default="celery")
 # Outbox entries applied per drain round (one database read, one Redis pipeline).
 SOCIAL_OUTBOX_DRAIN_BATCH = env.int("SOCIAL_OUTBOX_DRAIN_BATCH", default=500)
+# The drain leaves entries applied by a Celery task to that task this long (seconds).
+OUTBOX_TASK_GRACE_SECONDS = env.float("OUTBOX_TASK_GRACE_SECONDS", default=30.0)
+# Applied outbox entries are kept this long (seconds), then purged.
+OUTBOX_RETENTION_SECONDS = env.int("OUTBOX_RETENTION_SECONDS", default=86_400)
 CELERY_BEAT_SCHEDULE = {
-    "drain-social-outbox": {
-        "task": "social.tasks.social_outbox_drain",
+    # Every side effect not applied yet (Redis down, a refused broker message, a killed worker).
+    "drain-outbox": {
+        "task": "core.tasks.outbox_drain",
         "schedule": env.float("SOCIAL_OUTBOX_DRAIN_SECONDS", default=10.0),
     },
     "reconcile-social-cache-nightly": {
         "task": "social.tasks.social_cache_reconcile",
         "schedule": crontab(hour=3, minute=30),
-    },
-    # Notes whose fan-out never finished (Redis down, broker refused the task).
-    "feed-fan-out-pending": {
-        "task": "feed.tasks.feed_fan_out_pending",
-        "schedule": env.float("FEED_PENDING_FAN_OUT_SECONDS", default=30.0),
     },
 }
 
@@ -196,4 +208,4 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
 
-CSRF_FAILURE_VIEW = "social.http.csrf_failure"
+CSRF_FAILURE_VIEW = "core.http.csrf_failure"

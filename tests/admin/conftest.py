@@ -76,6 +76,6 @@ def follow(django_capture_on_commit_callbacks: Any) -> Any:
 
     def make(follower: Any, followee: Any) -> None:
         with django_capture_on_commit_callbacks(execute=True):
-            services.follow_create(actor=follower, target_id=followee.pk)
+            services.follow_create(actor=follower, followee_id=followee.pk)
 
     return make

@@ -1,6 +1,6 @@
 """The operators' commands: help text, dry runs that write nothing, and exit codes scripts can use.
 
-Exit codes (``social.management.exit_codes``): 0 done, 1 error, 2 usage,
+Exit codes (``core.exit_codes``): 0 done, 1 error, 2 usage,
 3 dry run found drift, 4 a service unreachable (retry later), 130 interrupted.
 """
 
@@ -20,9 +20,9 @@ from django.core.management import call_command, load_command_class
 from django.core.management.base import CommandError
 from django.db import connection
 
+from core.exit_codes import EXIT_DRIFT_FOUND, EXIT_ERROR, EXIT_UNAVAILABLE, EXIT_USAGE
 from feed import redis_keys as feed_keys
 from social import redis_keys
-from social.management.exit_codes import EXIT_DRIFT_FOUND, EXIT_ERROR, EXIT_UNAVAILABLE, EXIT_USAGE
 from social.models import Follow
 from users.models import User
 
@@ -30,13 +30,14 @@ pytestmark = pytest.mark.django_db
 
 COMMANDS = {
     # name: app
-    "import_graph": "social",
+    "import_graph": "datatools",
     "rebuild_social_cache": "social",
     "reconcile_social_cache": "social",
-    "make_celebrity": "social",
-    "run_demo": "social",
+    "make_celebrity": "datatools",
+    "run_demo": "datatools",
     "rebuild_feeds": "feed",
-    "simulate_activity": "feed",
+    "simulate_activity": "datatools",
+    "embedded_redis": "core",
 }
 DJANGO_OPTIONS = {"help", "version", "verbosity", "settings", "pythonpath", "traceback", "no_color", "force_color", "skip_checks"}
 
@@ -135,7 +136,7 @@ class TestExitCodes:
         assert error.value.returncode == EXIT_UNAVAILABLE == 4
 
     def test_make_celebrity_with_redis_unreachable_is_4(self, monkeypatch: Any) -> None:
-        monkeypatch.setattr("social.management.commands.make_celebrity.celebrity_make", dead_redis)
+        monkeypatch.setattr("datatools.management.commands.make_celebrity.celebrity_make", dead_redis)
 
         with pytest.raises(CommandError) as error:
             run("make_celebrity", "--followers", "1")

@@ -1,6 +1,6 @@
 """The mirror health page: figures from the database, Redis and the broker, and never a hang.
 
-Only holders of ``social.view_mirroroutbox`` (superusers, operators) see it
+Only holders of ``core.view_outboxentry`` (superusers, operators) see it
 (see test_permissions); here the superuser reads its figures, including
 while Redis or the broker is unreachable or the broker never answers.
 """
@@ -17,12 +17,13 @@ import pytest
 import redis
 from django.utils import timezone
 
-from social import health
-from social.models import MirrorOutbox
+from core.models import OutboxEntry
+from core import health
+from social.models import OUTBOX_PAIR
 from social.reconcile import reconcile_run
 
 pytestmark = pytest.mark.django_db
-HEALTH = "/admin/social/mirroroutbox/health/"
+HEALTH = "/admin/core/outboxentry/health/"
 
 
 @pytest.fixture
@@ -61,9 +62,9 @@ def free_port() -> int:
 class TestOutboxBacklog:
     def test_counts_pending_entries_and_the_oldest_age(self, superuser_client: Any) -> None:
         old = timezone.now() - timedelta(minutes=5)
-        MirrorOutbox.objects.create(follower_id=1, followee_id=2, created_at=old)
-        MirrorOutbox.objects.create(follower_id=3, followee_id=4)
-        MirrorOutbox.objects.create(follower_id=5, followee_id=6, applied_at=timezone.now())
+        OutboxEntry.objects.create(kind=OUTBOX_PAIR, subject_id=1, object_id=2, created_at=old)
+        OutboxEntry.objects.create(kind=OUTBOX_PAIR, subject_id=3, object_id=4)
+        OutboxEntry.objects.create(kind=OUTBOX_PAIR, subject_id=5, object_id=6, applied_at=timezone.now())
 
         response = superuser_client.get(HEALTH)
 
@@ -163,7 +164,7 @@ class TestReconcileFigures:
         whole, _ = reconcile_run()
         reconcile_run(user_id=alice.pk)
 
-        figures = superuser_client.get(HEALTH).context["health"].reconcile
+        figures = superuser_client.get(HEALTH).context["health"].sections["reconcile"]
 
         assert figures.state == "finished"
         assert figures.started_at == whole.started_at
@@ -171,7 +172,7 @@ class TestReconcileFigures:
         assert dict(figures.figures)["edges_missing"] == 0
 
     def test_no_run_yet(self, superuser_client: Any) -> None:
-        figures = superuser_client.get(HEALTH).context["health"].reconcile
+        figures = superuser_client.get(HEALTH).context["health"].sections["reconcile"]
 
         assert figures.figures == []
         assert "no reconcile" in figures.note

@@ -2,7 +2,7 @@
 
 The moderators group may view accounts, view and delete follows, and view
 and hide notes; plain staff see nothing; superusers see everything; the
-mirror health page needs ``social.view_mirroroutbox`` (superusers/operators).
+mirror health page needs ``core.view_outboxentry`` (superusers/operators).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ def pages(graph: dict[str, Any]) -> dict[str, str]:
         "follow page": f"/admin/social/follow/{follow_id}/change/",
         "follow add": "/admin/social/follow/add/",
         "follow delete": f"/admin/social/follow/{follow_id}/delete/",
-        "outbox list": "/admin/social/mirroroutbox/",
-        "health": "/admin/social/mirroroutbox/health/",
+        "outbox list": "/admin/core/outboxentry/",
+        "health": "/admin/core/outboxentry/health/",
         "group list": "/admin/auth/group/",
         "note list": "/admin/feed/note/",
         "note page": f"/admin/feed/note/{graph['note'].pk}/change/",
@@ -119,7 +119,7 @@ class TestPageAccess:
     def test_superuser_index_links_the_health_page(self, superuser_client: Any) -> None:
         response = superuser_client.get("/admin/")
 
-        assert b"/admin/social/mirroroutbox/health/" in response.content
+        assert b"/admin/core/outboxentry/health/" in response.content
 
 
 def action_names(response: Any) -> set[str]:

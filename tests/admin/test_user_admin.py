@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 
+from core import redis_keys as core_keys
 from social import redis_keys, selectors
-from social.models import Follow
+from core.models import OutboxEntry
+from social.models import OUTBOX_USER, Follow
 from social.reconcile import reconcile_all
 from tests.conftest import UserFactory
 from tests.social.helpers import assert_mirror_equals_database
@@ -242,6 +244,12 @@ class TestQueryCounts:
         assert len(response.context["cl"].result_list) == 31
 
 
+def mirror_jobs(queued: list[Any]) -> list[int]:
+    """The follow mirror's entries among the ``outbox_apply`` calls recorded in ``queued``."""
+    ids = [entry_id for call in queued for entry_id in call["entry_ids"]]
+    return list(OutboxEntry.objects.filter(pk__in=ids, kind=OUTBOX_USER).values_list("pk", flat=True))
+
+
 class TestDeactivationAtOnce:
     """Before any Celery worker has run, counts, lists and common follows already agree."""
 
@@ -250,7 +258,7 @@ class TestDeactivationAtOnce:
         self, path: str, quartet: Any, superuser_client: Any, redis_client: Any, monkeypatch: Any, django_capture_on_commit_callbacks: Any
     ) -> None:
         queued: list[Any] = []
-        monkeypatch.setattr("social.tasks.social_outbox_apply.delay", lambda **kwargs: queued.append(kwargs))
+        monkeypatch.setattr("core.tasks.outbox_apply.delay", lambda **kwargs: queued.append(kwargs))
         d = quartet["D"]
 
         with django_capture_on_commit_callbacks(execute=True):
@@ -259,33 +267,33 @@ class TestDeactivationAtOnce:
             else:
                 superuser_client.post(f"/admin/users/user/{d.pk}/delete/", {"post": "yes"})
 
-        assert queued == []  # nothing waited for a worker
+        assert mirror_jobs(queued) == []  # the mirror waited for no worker
         assert_d_is_gone(quartet, redis_client)
 
     def test_a_big_account_goes_to_celery_and_reads_stay_consistent_meanwhile(
         self, quartet: Any, superuser_client: Any, redis_client: Any, monkeypatch: Any, django_capture_on_commit_callbacks: Any
     ) -> None:
         queued: list[Any] = []
-        monkeypatch.setattr("social.tasks.social_outbox_apply.delay", lambda **kwargs: queued.append(kwargs))
+        monkeypatch.setattr("core.tasks.outbox_apply.delay", lambda **kwargs: queued.append(kwargs))
         monkeypatch.setattr("social.services.USER_REFRESH_INLINE_EDGES", 2)  # D has 3 edges
         d = quartet["D"]
 
         with django_capture_on_commit_callbacks(execute=True):
             superuser_client.post(f"/admin/users/user/{d.pk}/mirror/deactivate/")
-        from social.tasks import social_outbox_apply
+        from core.tasks import outbox_apply
 
-        assert len(queued) == 1
-        social_outbox_apply.apply(kwargs=queued[0])  # the worker runs
+        assert len(mirror_jobs(queued)) == 1
+        outbox_apply.apply(kwargs={"entry_ids": mirror_jobs(queued)})  # the worker runs
         assert_d_is_gone(quartet, redis_client)
 
     def test_the_database_fallback_hides_a_deactivated_account_too(
         self, quartet: Any, superuser_client: Any, redis_client: Any, monkeypatch: Any, django_capture_on_commit_callbacks: Any
     ) -> None:
-        from social.selectors import forget_sentinel
+        from core.redis import forget_sentinel
 
         with django_capture_on_commit_callbacks(execute=False):  # the mirror is never told
             superuser_client.post(f"/admin/users/user/{quartet['D'].pk}/mirror/deactivate/")
-        redis_client.unlink(redis_keys.social_sentinel_key())  # reads go to the database
+        redis_client.unlink(core_keys.sentinel_key())  # reads go to the database
         forget_sentinel()
 
         a, x = quartet["A"], quartet["X"]

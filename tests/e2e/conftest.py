@@ -40,9 +40,8 @@ from django.contrib.staticfiles.handlers import StaticFilesHandler
 from django.test import Client
 from django.test.testcases import LiveServerThread
 
-from social import redis_keys
-from social.redis_client import get_redis, redis_reset_breaker
-from social.selectors import forget_sentinel
+from core import redis_keys as core_keys
+from core.redis import forget_sentinel, get_redis, redis_reset_breaker
 from tests.conftest import unlink_prefix
 from tests.social.faults import CeleryWorker, purge_queue
 
@@ -166,7 +165,7 @@ def redis_isolated(settings: Any, e2e_names: dict[str, str]) -> Iterator[str]:
     settings.REDIS_KEY_PREFIX = e2e_names["prefix"]
     redis_reset_breaker()
     forget_sentinel()
-    get_redis().set(redis_keys.social_sentinel_key(), "test")
+    get_redis().set(core_keys.sentinel_key(), "test")
     yield e2e_names["prefix"]
     redis_reset_breaker()
     forget_sentinel()

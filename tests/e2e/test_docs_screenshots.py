@@ -21,10 +21,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from datatools.datasets import dataset_path
+from datatools.importer import graph_import
 from feed import services as feed_services
 from feed.models import Note
-from social.datasets import dataset_path
-from social.importer import graph_import
 from social.rebuild import rebuild_all
 from tests.e2e.conftest import DESKTOP, MOBILE
 from tests.e2e.test_feed import WORKER_TIMEOUT, wait_for_fan_out, wait_for_synced_inbox

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from core.redis import get_redis
 from feed import redis_keys
 from feed import services as feed_services
 from feed.models import Note
 from social import services as social_services
-from social.redis_client import get_redis
 from tests.e2e.conftest import MOBILE
 from tests.e2e.helpers import note_ids, wait_until
 from tests.feed.helpers import make_user
@@ -51,7 +51,7 @@ class TestPublish:
     def test_a_note_reaches_a_followers_home_feed_through_the_worker(self, stack, open_session, shot):
         author = make_user("bob", display_name="Bob Stone")
         reader = make_user("alice", display_name="Alice Ng")
-        social_services.follow_create(actor=reader, target_id=author.pk)
+        social_services.follow_create(actor=reader, followee_id=author.pk)
         writer = open_session(author, label="bob")
         follower = open_session(reader, label="alice", viewport=MOBILE)
         follower.page.goto("/home")
@@ -84,7 +84,7 @@ class TestLoadMore:
         reader = make_user("alice")
         authors = [make_user("bob"), make_user("carol")]
         for author in authors:
-            social_services.follow_create(actor=reader, target_id=author.pk)
+            social_services.follow_create(actor=reader, followee_id=author.pk)
         base = timezone.now().replace(microsecond=0) - timedelta(hours=3)
         published = []
         for n in range(23):
@@ -133,7 +133,7 @@ class TestUnfollow:
         reader = make_user("alice")
         bob, carol = make_user("bob", display_name="Bob"), make_user("carol", display_name="Carol")
         for author in (bob, carol):
-            social_services.follow_create(actor=reader, target_id=author.pk)
+            social_services.follow_create(actor=reader, followee_id=author.pk)
         bobs = [feed_services.note_create(author=bob, body=f"bob says {n}").pk for n in range(3)]
         carols = [feed_services.note_create(author=carol, body=f"carol says {n}").pk for n in range(2)]
         wait_for_fan_out(bobs + carols)

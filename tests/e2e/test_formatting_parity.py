@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.users.test_formatting import COMPACT_CASES, NOW, RELATIVE_CASES
-from users.templatetags.formatting import compact_count, relative_time
+from core.templatetags.formatting import compact_count, relative_time
+from tests.core.test_formatting import COMPACT_CASES, NOW, RELATIVE_CASES
 
 SITE_JS = Path(__file__).resolve().parents[2] / "static" / "js" / "site.js"
 

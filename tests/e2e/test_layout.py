@@ -24,8 +24,8 @@ def overflow(page) -> int:
 def small_world(stack):
     alice = make_user("alexandra_featherstonehaugh", display_name="Alexandra Featherstonehaugh")  # a long name in the top bar
     bob = make_user("bob", display_name="Bartholomew Featherstonehaugh-Cholmondeley", bio="A name that does not fit a phone " * 3)
-    social_services.follow_create(actor=alice, target_id=bob.pk)
-    social_services.follow_create(actor=bob, target_id=alice.pk)
+    social_services.follow_create(actor=alice, followee_id=bob.pk)
+    social_services.follow_create(actor=bob, followee_id=alice.pk)
     feed_services.note_create(author=bob, body="https://example.org/" + "averyveryverylongpathwithoutanyspaces" * 4)
     return alice, bob
 

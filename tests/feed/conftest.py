@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+
 from feed import services
 from feed.models import Note, from_ms
 from feed.rebuild import inbox_rebuild
@@ -52,7 +53,7 @@ def follow(django_capture_on_commit_callbacks: Any) -> Callable[[Any, Any], None
 
     def run(a: Any, b: Any) -> None:
         with django_capture_on_commit_callbacks(execute=True):
-            social_services.follow_create(actor=a, target_id=b.pk)
+            social_services.follow_create(actor=a, followee_id=b.pk)
 
     return run
 
@@ -63,7 +64,7 @@ def unfollow(django_capture_on_commit_callbacks: Any) -> Callable[[Any, Any], No
 
     def run(a: Any, b: Any) -> None:
         with django_capture_on_commit_callbacks(execute=True):
-            social_services.follow_delete(actor=a, target_id=b.pk)
+            social_services.follow_delete(actor=a, followee_id=b.pk)
 
     return run
 

@@ -8,9 +8,10 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from feed import selectors, services
+from core.outbox import drain
+from core.redis import redis_reset_breaker
+from feed import selectors
 from feed.models import Note
-from social.redis_client import redis_reset_breaker
 from tests.feed.helpers import inbox_ids
 
 pytestmark = pytest.mark.django_db
@@ -63,7 +64,7 @@ class TestNotePublishedWhileRedisIsDown:
         redis_switch(up=True)
         n3 = publish(bob, "n3", at_ms=BASE_MS + 30)
         inbox_before_repair = inbox_ids(redis_client, alice)
-        repaired = services.fan_out_pending(older_than_seconds=0)
+        repaired = drain(task_grace_seconds=0).applied
 
         assert Note.objects.filter(pk=n2.pk, fanned_out_at__isnull=True).count() == 0
         assert during.status_code == 200 and "n2" in during.content.decode()

@@ -10,6 +10,8 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
+from core.models import OutboxEntry
+from feed import outbox as feed_outbox
 from feed import rebuild, redis_keys, selectors, services
 from feed.models import Note
 from tests.feed.helpers import inbox, inbox_ids, make_user
@@ -113,15 +115,17 @@ class TestReturningReaders:
         assert [n.pk for n in page.notes] == [while_away.pk]
         assert (page.source, page.catching_up) == ("redis", False)
 
-    def test_only_one_catch_up_is_queued_at_a_time(self, alice, redis_client, monkeypatch):
+    def test_only_one_catch_up_is_queued_at_a_time(self, alice, redis_client, monkeypatch, django_capture_on_commit_callbacks):
         sent = []
-        monkeypatch.setattr(services, "enqueue", lambda name, **kw: sent.append((name, kw)))
+        monkeypatch.setattr("core.tasks.outbox_apply.delay", lambda **kw: sent.append(kw))
 
-        first = services.inbox_catch_up_request(user_id=alice.pk)
-        second = services.inbox_catch_up_request(user_id=alice.pk)
+        with django_capture_on_commit_callbacks(execute=True):
+            first = services.inbox_catch_up_request(user_id=alice.pk)
+            second = services.inbox_catch_up_request(user_id=alice.pk)
 
         assert (first, second) == (True, False)
-        assert sent == [("feed_inbox_rebuild", {"user_id": alice.pk})]
+        rebuilds = OutboxEntry.objects.filter(kind=feed_outbox.INBOX.name, subject_id=alice.pk)
+        assert sent == [{"entry_ids": list(rebuilds.values_list("pk", flat=True))}] and rebuilds.count() == 1
         assert 0 < redis_client.ttl(redis_keys.inbox_rebuilding_key(alice.pk)) <= redis_keys.REBUILDING_TTL_SECONDS
 
     def test_a_visit_that_moves_last_seen_extends_the_synced_marker(self, alice, synced, redis_client):

@@ -9,7 +9,11 @@ import redis
 from django.db import transaction
 from django.utils import timezone
 
-from feed import delivery, redis_keys, services, tasks
+from core import tasks as core_tasks
+from core.models import OutboxEntry
+from core.outbox import drain
+from feed import delivery, redis_keys, services
+from feed import outbox as feed_outbox
 from feed.models import Note
 from feed.rebuild import inbox_rebuild
 from tests.feed.helpers import inbox, inbox_ids, make_user
@@ -39,7 +43,7 @@ class TestNoteCreate:
     def test_a_rolled_back_note_sends_no_task_and_reaches_no_inbox(self, alice, bob, follow, redis_client, monkeypatch, django_capture_on_commit_callbacks):
         follow(alice, bob)
         sent = []
-        monkeypatch.setattr(tasks.feed_note_fan_out, "apply_async", lambda *a, **k: sent.append(k))
+        monkeypatch.setattr(core_tasks.outbox_apply, "delay", lambda *a, **k: sent.append(k))
 
         with django_capture_on_commit_callbacks(execute=True) as callbacks:
             with pytest.raises(RuntimeError):
@@ -55,8 +59,8 @@ class TestNoteCreate:
     def test_the_task_of_a_committed_note_finds_its_row(self, alice, bob, follow, monkeypatch, django_capture_on_commit_callbacks):
         follow(alice, bob)
         results = []
-        real = services.note_fan_out
-        monkeypatch.setattr(services, "note_fan_out", lambda **kw: results.append(real(**kw)) or results[-1])
+        real = feed_outbox.note_fan_out
+        monkeypatch.setattr(feed_outbox, "note_fan_out", lambda **kw: results.append(real(**kw)) or results[-1])
 
         with django_capture_on_commit_callbacks(execute=True):
             services.note_create(author=bob, body="committed")
@@ -153,14 +157,15 @@ class TestFanOut:
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
             note = services.note_create(author=bob, body="n1")
         with pytest.raises(redis.exceptions.ConnectionError):
-            services.note_fan_out(note_id=note.pk)
+            feed_outbox.note_fan_out(note_id=note.pk)
         partial = [r for r in readers if inbox_ids(redis_client, r)]
         monkeypatch.setattr(delivery, "deliver", real)
 
-        tasks.feed_note_fan_out.apply(kwargs={"note_id": note.pk})  # the retry
-        services.note_fan_out(note_id=note.pk)  # and a duplicate delivery
+        entry = OutboxEntry.objects.get(kind=feed_outbox.NOTE.name, subject_id=note.pk)
+        core_tasks.outbox_apply.apply(kwargs={"entry_ids": [entry.pk]})  # the retry
+        feed_outbox.note_fan_out(note_id=note.pk)  # and a duplicate delivery
         for reader in readers[:2]:  # a backfill and a rebuild write it too
-            services.inbox_backfill_followee(follower_id=reader.pk, followee_id=bob.pk)
+            feed_outbox.inbox_backfill_followee(follower_id=reader.pk, followee_id=bob.pk)
         inbox_rebuild(user_id=readers[2].pk)
 
         assert 0 < len(partial) < 5
@@ -241,7 +246,7 @@ class TestHideAndDelete:
 
         monkeypatch.setattr(delivery, "fan_out_to_followers", hide_meanwhile)
 
-        services.note_fan_out(note_id=note.pk)
+        feed_outbox.note_fan_out(note_id=note.pk)
 
         assert inbox(redis_client, alice) == []
 
@@ -287,7 +292,7 @@ class TestFollowAndUnfollow:
         follow(alice, bob)
         note = publish(bob)
 
-        removed = services.inbox_remove_followee(follower_id=alice.pk, followee_id=bob.pk)
+        removed = feed_outbox.inbox_remove_followee(follower_id=alice.pk, followee_id=bob.pk)
 
         assert removed == 0
         assert inbox_ids(redis_client, alice) == [note.pk]
@@ -297,7 +302,7 @@ class TestFollowAndUnfollow:
         publish(bob)
         unfollow(alice, bob)
 
-        added = services.inbox_backfill_followee(follower_id=alice.pk, followee_id=bob.pk)
+        added = feed_outbox.inbox_backfill_followee(follower_id=alice.pk, followee_id=bob.pk)
 
         assert added == 0
         assert inbox(redis_client, alice) == []
@@ -332,8 +337,8 @@ class TestPendingFanOut:
         with django_capture_on_commit_callbacks(execute=False):  # the task was lost
             note = services.note_create(author=bob, body="lost task")
 
-        handled = services.fan_out_pending(older_than_seconds=0)
-        again = services.fan_out_pending(older_than_seconds=0)
+        handled = drain(task_grace_seconds=0).applied
+        again = drain(task_grace_seconds=0).applied
 
         assert (handled, again) == (1, 0)
         assert inbox_ids(redis_client, alice) == [note.pk]
@@ -342,4 +347,4 @@ class TestPendingFanOut:
         with django_capture_on_commit_callbacks(execute=False):
             services.note_create(author=bob, body="just now")
 
-        assert services.fan_out_pending(older_than_seconds=60) == 0
+        assert drain(task_grace_seconds=60).applied == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from social import redis_keys
+from social import layout, redis_keys
 from social.models import Follow
 
 
@@ -31,9 +31,9 @@ def redis_edges(client: Any, user_ids: list[int]) -> dict[str, set[tuple[int, in
         found["following_zset"] |= {
             (user_id, int(m)) for m in client.zrange(redis_keys.following_zset_key(user_id), 0, -1)
         }
-        layout = client.get(redis_keys.followers_layout_key(user_id)) or redis_keys.LAYOUT_SINGLE
-        set_keys = [set_key for set_key, _ in redis_keys.followers_read_keys(user_id, layout)]
-        zset_keys = [zset_key for _, zset_key in redis_keys.followers_read_keys(user_id, layout)]
+        live = client.get(redis_keys.followers_layout_key(user_id)) or layout.LAYOUT_SINGLE
+        set_keys = [set_key for set_key, _ in layout.read_keys(user_id, live)]
+        zset_keys = [zset_key for _, zset_key in layout.read_keys(user_id, live)]
         for key in set_keys:
             found["followers_set"] |= {(int(m), user_id) for m in client.smembers(key)}
         for key in zset_keys:

@@ -3,8 +3,9 @@
 import pytest
 from django.test import Client
 
+from core.models import OutboxEntry
 from social import redis_keys, services
-from social.models import Follow, MirrorOutbox
+from social.models import Follow
 
 pytestmark = pytest.mark.django_db
 
@@ -19,7 +20,7 @@ def alice_client(alice):
 def nothing_written(alice, redis_client):
     return (
         not Follow.objects.filter(follower=alice).exists()
-        and not MirrorOutbox.objects.exists()
+        and not OutboxEntry.objects.exists()
         and redis_client.scard(redis_keys.following_set_key(alice.pk)) == 0
     )
 
@@ -107,8 +108,8 @@ class TestLists:
         from datetime import timedelta
 
         with django_capture_on_commit_callbacks(execute=True):
-            services.follow_create(actor=alice, target_id=bob.pk)
-            services.follow_create(actor=charlie, target_id=bob.pk)
+            services.follow_create(actor=alice, followee_id=bob.pk)
+            services.follow_create(actor=charlie, followee_id=bob.pk)
         Follow.objects.filter(follower=alice).update(created_at=Follow.objects.get(follower=alice).created_at - timedelta(seconds=5))
         from social.mirror import mirror_apply_pairs
 
@@ -162,9 +163,9 @@ class TestSignInRules:
         x, y, z, w = (user_factory() for _ in range(4))
         with django_capture_on_commit_callbacks(execute=True):
             for target in (x, y, z):
-                services.follow_create(actor=alice, target_id=target.pk)
+                services.follow_create(actor=alice, followee_id=target.pk)
             for target in (y, z, w):
-                services.follow_create(actor=bob, target_id=target.pk)
+                services.follow_create(actor=bob, followee_id=target.pk)
 
         data = alice_client.get(f"/api/follow/common/{bob.pk}").json()["data"]
 

@@ -5,8 +5,9 @@ import threading
 import pytest
 from django.db import connection
 
+from core.models import OutboxEntry
 from social import redis_keys, selectors, services
-from social.models import Follow, MirrorOutbox
+from social.models import Follow
 from social.signals import follow_created
 from tests.social.helpers import assert_mirror_equals_database
 
@@ -22,9 +23,9 @@ class TestDuplicateFollow:
 
         follow_created.connect(count_backfill, dispatch_uid="test.count_backfill")
         try:
-            in_a_row = [services.follow_create(actor=alice, target_id=bob.pk) for _ in range(5)]
+            in_a_row = [services.follow_create(actor=alice, followee_id=bob.pk) for _ in range(5)]
             first_time = redis_client.zscore(redis_keys.followers_zset_key(bob.pk), alice.pk)
-            services.follow_delete(actor=alice, target_id=bob.pk)
+            services.follow_delete(actor=alice, followee_id=bob.pk)
 
             results: list[object] = []
             errors: list[BaseException] = []
@@ -33,7 +34,7 @@ class TestDuplicateFollow:
             def follow_once() -> None:
                 try:
                     barrier.wait()
-                    results.append(services.follow_create(actor=alice, target_id=bob.pk))
+                    results.append(services.follow_create(actor=alice, followee_id=bob.pk))
                 except BaseException as exc:  # noqa: BLE001 - collected and asserted
                     errors.append(exc)
                 finally:
@@ -58,5 +59,5 @@ class TestDuplicateFollow:
         assert redis_client.zcard(redis_keys.followers_zset_key(bob.pk)) == 1
         assert selectors.follow_counts(user_id=bob.pk).followers == 1
         assert selectors.follow_counts(user_id=alice.pk).following == 1
-        assert MirrorOutbox.objects.filter(applied_at__isnull=True).count() == 0
+        assert OutboxEntry.objects.filter(applied_at__isnull=True).count() == 0
         assert_mirror_equals_database(redis_client, [alice.pk, bob.pk])

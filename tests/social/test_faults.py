@@ -7,10 +7,12 @@ import time
 import pytest
 from django.test import Client
 
+from core import redis_keys as core_keys
+from core.models import OutboxEntry
+from core.redis import breaker_state, forget_sentinel, redis_reset_breaker
+from core.tasks import outbox_drain as social_outbox_drain
 from social import redis_keys, selectors, services
-from social.models import MirrorOutbox
-from social.redis_client import breaker_state, redis_reset_breaker
-from social.tasks import social_outbox_drain
+from social.models import OUTBOX_PAIR
 from tests.social.faults import RedisServer, point_at
 from tests.social.helpers import assert_mirror_equals_database
 
@@ -23,7 +25,7 @@ def private_redis(settings, redis_isolated):
     server = RedisServer()
     server.start()
     point_at(settings, server)
-    server.client().set(redis_keys.social_sentinel_key(), "test")
+    server.client().set(core_keys.sentinel_key(), "test")
     redis_reset_breaker()
     yield server
     server.stop()
@@ -65,7 +67,7 @@ class TestUnfollowDuringOutage:
     ):
         settings.REDIS_CIRCUIT_OPEN_SECONDS = 30.0
         with django_capture_on_commit_callbacks(execute=True):
-            services.follow_create(actor=alice, target_id=bob.pk)
+            services.follow_create(actor=alice, followee_id=bob.pk)
         fail, recover = FAULTS[fault]
         fail(private_redis)
         client = Client(raise_request_exception=False)
@@ -79,10 +81,10 @@ class TestUnfollowDuringOutage:
             "followers": client.get(f"/u/{bob.username}/followers/"),
             "api": client.get(f"/api/follow/or/not/{bob.pk}"),
         }
-        pending_during = MirrorOutbox.objects.filter(applied_at__isnull=True).count()
+        pending_during = OutboxEntry.objects.filter(applied_at__isnull=True, kind=OUTBOX_PAIR).count()
         recover(private_redis)
         if fault == "killed":  # restarted empty: the sentinel is gone too
-            private_redis.client().set(redis_keys.social_sentinel_key(), "test")
+            private_redis.client().set(core_keys.sentinel_key(), "test")
         drained = social_outbox_drain()
 
         assert unfollowed.status_code in (200, 302)
@@ -93,7 +95,7 @@ class TestUnfollowDuringOutage:
         assert pending_during == 1
         assert drained["applied"] == 1 and not drained["redis_down"]
         assert not private_redis.client().sismember(redis_keys.following_set_key(alice.pk), bob.pk)
-        assert MirrorOutbox.objects.filter(applied_at__isnull=True).count() == 0
+        assert OutboxEntry.objects.filter(applied_at__isnull=True, kind=OUTBOX_PAIR).count() == 0
         redis_reset_breaker()
         assert selectors.follow_counts(user_id=bob.pk).followers == 0
         assert_mirror_equals_database(private_redis.client(), [alice.pk, bob.pk])
@@ -104,10 +106,10 @@ class TestBreaker:
         settings.REDIS_CIRCUIT_OPEN_SECONDS = 30.0
         settings.REDIS_SOCKET_TIMEOUT = 0.3
         attempts: list[str] = []
-        from social import selectors as selectors_module
+        from core import redis as core_redis
 
-        real_get_redis = selectors_module.get_redis
-        monkeypatch.setattr(selectors_module, "get_redis", lambda: attempts.append("redis") or real_get_redis())
+        real_get_redis = core_redis.get_redis
+        monkeypatch.setattr(core_redis, "get_redis", lambda: attempts.append("redis") or real_get_redis())
         point_at(settings, private_redis)  # rebuild the client with the shorter timeout
         private_redis.pause()
         try:
@@ -132,12 +134,12 @@ class TestBreaker:
     def test_after_the_open_period_one_probe_closes_the_breaker(self, private_redis, alice, bob, settings, django_capture_on_commit_callbacks):
         settings.REDIS_CIRCUIT_OPEN_SECONDS = 0.2
         with django_capture_on_commit_callbacks(execute=True):
-            services.follow_create(actor=alice, target_id=bob.pk)
+            services.follow_create(actor=alice, followee_id=bob.pk)
         private_redis.kill()
         assert selectors.follow_counts(user_id=bob.pk).followers == 1  # from the database
         assert breaker_state() == "open"
         private_redis.start()
-        private_redis.client().set(redis_keys.social_sentinel_key(), "test")
+        private_redis.client().set(core_keys.sentinel_key(), "test")
         time.sleep(0.25)
 
         answered = selectors.is_following(follower_id=alice.pk, followee_id=bob.pk)
@@ -152,10 +154,10 @@ class TestBreaker:
         private_redis.start()  # back, but this process does not know yet
 
         with django_capture_on_commit_callbacks(execute=True):
-            result = services.follow_create(actor=alice, target_id=bob.pk)
+            result = services.follow_create(actor=alice, followee_id=bob.pk)
 
         assert result.changed is True
-        assert MirrorOutbox.objects.filter(applied_at__isnull=True).count() == 1
+        assert OutboxEntry.objects.filter(applied_at__isnull=True, kind=OUTBOX_PAIR).count() == 1
         assert private_redis.client().scard(redis_keys.following_set_key(alice.pk)) == 0
         assert social_outbox_drain()["applied"] == 1
         assert private_redis.client().sismember(redis_keys.following_set_key(alice.pk), bob.pk)
@@ -170,32 +172,32 @@ class TestDataLoss:
         users = [user_factory() for _ in range(6)]
         with django_capture_on_commit_callbacks(execute=True):
             for follower in users[1:]:
-                services.follow_create(actor=follower, target_id=users[0].pk)
-            services.follow_create(actor=users[0], target_id=users[1].pk)
+                services.follow_create(actor=follower, followee_id=users[0].pk)
+            services.follow_create(actor=users[0], followee_id=users[1].pk)
         private_redis.kill()
         private_redis.start()  # empty: no RDB, no AOF
-        selectors.forget_sentinel()
+        forget_sentinel()
 
         counts_during = selectors.follow_counts(user_id=users[0].pk)
         drained = social_outbox_drain()  # eager in tests: the rebuild it queues runs inline
 
         assert counts_during == selectors.Counts(followers=5, following=1)  # from the database
         assert drained["rebuild_queued"] is True
-        assert private_redis.client().exists(redis_keys.social_sentinel_key())
-        assert not private_redis.client().exists(redis_keys.social_rebuild_lock_key())
+        assert private_redis.client().exists(core_keys.sentinel_key())
+        assert not private_redis.client().exists(core_keys.rebuild_lock_key())
         assert_mirror_equals_database(private_redis.client(), [u.pk for u in users])
         assert selectors.follow_counts(user_id=users[0].pk) == selectors.Counts(followers=5, following=1)
 
     def test_no_second_rebuild_while_one_holds_the_lock(self, private_redis, alice):
         client = private_redis.client()
-        client.delete(redis_keys.social_sentinel_key())
-        client.set(redis_keys.social_rebuild_lock_key(), "other-worker", ex=60)
+        client.delete(core_keys.sentinel_key())
+        client.set(core_keys.rebuild_lock_key(), "other-worker", ex=60)
 
         drained = social_outbox_drain()
 
         assert drained["rebuild_queued"] is False
-        assert not client.exists(redis_keys.social_sentinel_key())
-        assert client.get(redis_keys.social_rebuild_lock_key()) == b"other-worker"
+        assert not client.exists(core_keys.sentinel_key())
+        assert client.get(core_keys.rebuild_lock_key()) == b"other-worker"
 
 
 # --- many writers through a Redis crash and a worker crash -----------------
@@ -224,9 +226,9 @@ def random_writer(args: tuple[list[int], int, int, int]) -> tuple[int, int]:
             continue
         try:
             if rng.random() < 0.55:
-                services.follow_create(actor=actor, target_id=target)
+                services.follow_create(actor=actor, followee_id=target)
             else:
-                services.follow_delete(actor=actor, target_id=target)
+                services.follow_delete(actor=actor, followee_id=target)
         except Exception as exc:  # noqa: BLE001 - counted and asserted zero
             print("writer error", repr(exc)[:300], flush=True)
             errors += 1
@@ -261,7 +263,7 @@ class TestManyWritersThroughFaults:
         request.addfinalizer(server.stop)  # the private redis-server must not outlive the test
         point_at(settings, server)
         probe = server.client()
-        probe.set(redis_keys.social_sentinel_key(), "test")
+        probe.set(core_keys.sentinel_key(), "test")
         users = [user_factory() for _ in range(40)]
         ids = [u.pk for u in users]
         queue = f"ff_faults_{uuid.uuid4().hex[:8]}"
@@ -269,10 +271,11 @@ class TestManyWritersThroughFaults:
         second = CeleryWorker(queue=queue, redis_url=server.url, extra_env={"SOCIAL_OUTBOX_DRAIN_BATCH": "20"})
 
         def outbox() -> tuple[int, int]:
-            return MirrorOutbox.objects.count(), MirrorOutbox.objects.filter(applied_at__isnull=True).count()
+            graph = OutboxEntry.objects.filter(kind=OUTBOX_PAIR)
+            return graph.count(), graph.filter(applied_at__isnull=True).count()
 
         def drain() -> None:  # what beat sends every SOCIAL_OUTBOX_DRAIN_SECONDS
-            app.send_task("social.tasks.social_outbox_drain", queue=queue)
+            app.send_task("core.tasks.outbox_drain", queue=queue)
 
         try:
             worker.start()
@@ -298,14 +301,14 @@ class TestManyWritersThroughFaults:
             second.start()
             drain()
             wait_until(
-                lambda: outbox()[1] == 0 and probe.exists(redis_keys.social_sentinel_key())
-                and not probe.exists(redis_keys.social_rebuild_lock_key()),
+                lambda: outbox()[1] == 0 and probe.exists(core_keys.sentinel_key())
+                and not probe.exists(core_keys.rebuild_lock_key()),
                 timeout=300,
                 interval=0.2,
                 what="outbox drained and mirror rebuilt",
             )
             drain()  # and one more beat after everything settled
-            wait_until(lambda: b"social_outbox_drain" in second.log.read_bytes(), timeout=60, what="final drain")
+            wait_until(lambda: b"core.tasks.outbox_drain" in second.log.read_bytes(), timeout=60, what="final drain")
             time.sleep(1)
         finally:
             worker.stop()
@@ -313,7 +316,7 @@ class TestManyWritersThroughFaults:
             purge_queue(queue)
 
         redis_reset_breaker()
-        selectors.forget_sentinel()
+        forget_sentinel()
         full = reconcile_all(repair=False, check="full")
         assert sum(done for done, _ in results) == self.WRITERS * self.OPS_EACH >= 10_000
         assert sum(errors for _, errors in results) == 0  # every write succeeded, Redis or not
@@ -323,8 +326,8 @@ class TestManyWritersThroughFaults:
         assert (full.edges_missing, full.edges_extra, full.scores_wrong) == (0, 0, 0)  # scores too
         for user_id in ids:
             counts = selectors.follow_counts(user_id=user_id)
-            assert counts.followers == _db_count(followee_id=user_id) >= 0
-            assert counts.following == _db_count(follower_id=user_id) >= 0
+            assert counts.followers == _db_count(followee_id=user_id)
+            assert counts.following == _db_count(follower_id=user_id)
 
 
 def _db_count(**where: int) -> int:

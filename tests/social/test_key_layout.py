@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+from core import redis_keys as core_keys
 from social import redis_keys, selectors, services
 from social.rebuild import rebuild_all
 from social.reconcile import reconcile_all
@@ -26,9 +27,9 @@ class TestKeyLayout:
         a, b, x, y, z, w = (user_factory() for _ in range(6))
         with django_capture_on_commit_callbacks(execute=True):
             for target in (x, y, z):
-                services.follow_create(actor=a, target_id=target.pk)
+                services.follow_create(actor=a, followee_id=target.pk)
             for target in (y, z, w):
-                services.follow_create(actor=b, target_id=target.pk)
+                services.follow_create(actor=b, followee_id=target.pk)
 
         before = {u.pk for u in selectors.common_following(user_id=a.pk, other_id=b.pk).users}
         rebuild_all()
@@ -39,14 +40,14 @@ class TestKeyLayout:
         assert before == after_rebuild == after_reconcile == {y.pk, z.pk}
         assert report.pairs_repaired == 0
         keys = our_keys(redis_client, redis_isolated)
-        expected = {redis_keys.social_sentinel_key()}
+        expected = {core_keys.sentinel_key()}
         for user in (a, b):
             expected |= {redis_keys.following_set_key(user.pk), redis_keys.following_zset_key(user.pk)}
         for user in (x, y, z, w):
             expected |= {redis_keys.followers_set_key(user.pk), redis_keys.followers_zset_key(user.pk)}
         assert keys == expected
         assert not [k for k in redis_client.scan_iter(match="*siteA*", count=1000) if b"follow" in k]
-        for key in keys - {redis_keys.social_sentinel_key()}:
+        for key in keys - {core_keys.sentinel_key()}:
             members = (
                 redis_client.smembers(key) if redis_client.type(key) == b"set" else redis_client.zrange(key, 0, -1)
             )

@@ -1,7 +1,8 @@
 """Invariant 1: after any sequence of follows/unfollows the mirror equals the database."""
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hypothesis_settings
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from social import selectors, services
@@ -29,9 +30,9 @@ def test_random_sequences_leave_mirror_equal_to_database(ops, people, redis_clie
         with django_capture_on_commit_callbacks(execute=True):
             try:
                 if action == "follow":
-                    services.follow_create(actor=people[a], target_id=people[b].pk)
+                    services.follow_create(actor=people[a], followee_id=people[b].pk)
                 else:
-                    services.follow_delete(actor=people[a], target_id=people[b].pk)
+                    services.follow_delete(actor=people[a], followee_id=people[b].pk)
             except services.SelfFollowError:
                 assert a == b
 

@@ -2,8 +2,8 @@
 
 import pytest
 
+from core.redis import redis_available
 from social import selectors, services
-from social.redis_client import redis_available
 
 pytestmark = pytest.mark.django_db
 
@@ -15,7 +15,7 @@ def graph(alice, bob, charlie, user_factory, django_capture_on_commit_callbacks)
     dave = user_factory(username="dave")
     with django_capture_on_commit_callbacks(execute=True):
         for actor, target in [(alice, bob), (alice, dave), (charlie, bob), (charlie, dave), (bob, alice), (dave, alice)]:
-            services.follow_create(actor=actor, target_id=target.pk)
+            services.follow_create(actor=actor, followee_id=target.pk)
     return alice, bob, charlie, dave
 
 
@@ -48,14 +48,15 @@ class TestReadsWithRedisDown:
         assert from_database["counts"] == selectors.Counts(followers=2, following=1)
 
     def test_follow_succeeds_and_queues_while_redis_is_down(self, alice, bob, settings, django_capture_on_commit_callbacks):
-        from social.models import Follow, MirrorOutbox
+        from core.models import OutboxEntry
+        from social.models import OUTBOX_PAIR, Follow
 
         settings.CACHES = {**settings.CACHES, "default": {**settings.CACHES["default"], "LOCATION": DEAD_REDIS}}
 
         with django_capture_on_commit_callbacks(execute=True):
-            result = services.follow_create(actor=alice, target_id=bob.pk)
+            result = services.follow_create(actor=alice, followee_id=bob.pk)
 
         assert result.changed is True
         assert Follow.objects.filter(follower=alice, followee=bob).exists()
-        assert MirrorOutbox.objects.filter(applied_at__isnull=True).count() == 1
+        assert OutboxEntry.objects.filter(applied_at__isnull=True, kind=OUTBOX_PAIR).count() == 1
         assert selectors.is_following(follower_id=alice.pk, followee_id=bob.pk) is True

@@ -4,14 +4,15 @@ from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hypothesis_settings
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from core.paging import InvalidCursorError, decode_cursor, encode_cursor
+from core.redis import redis_failed
 from social import selectors
 from social.models import Follow
-from social.paging import InvalidCursorError, decode_cursor, encode_cursor
 from social.rebuild import rebuild_range
-from social.redis_client import redis_failed
 
 pytestmark = pytest.mark.django_db
 
@@ -104,8 +105,8 @@ class TestFollowersPaging:
         shown = [e.user for e in first.entries]
         # The cursor's own item and another seen item unfollow meanwhile.
         with django_capture_on_commit_callbacks(execute=True):
-            services.follow_delete(actor=shown[-1], target_id=bob.pk)
-            services.follow_delete(actor=shown[0], target_id=bob.pk)
+            services.follow_delete(actor=shown[-1], followee_id=bob.pk)
+            services.follow_delete(actor=shown[0], followee_id=bob.pk)
 
         rest, cursor = [], first.next_cursor
         while cursor:

@@ -35,7 +35,7 @@ def graph(user_factory, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         for _ in range(160):
             a, b = rng.sample(users, 2)
-            services.follow_create(actor=a, target_id=b.pk)
+            services.follow_create(actor=a, followee_id=b.pk)
     return users
 
 
@@ -95,7 +95,7 @@ class TestBehindTheBackDrift:
 
     def test_a_member_that_is_not_a_plain_id_is_extra_and_removed(self, alice, bob, redis_client, django_capture_on_commit_callbacks):
         with django_capture_on_commit_callbacks(execute=True):
-            services.follow_create(actor=alice, target_id=bob.pk)
+            services.follow_create(actor=alice, followee_id=bob.pk)
         set_key, zset_key, _ = side_keys((alice.pk, bob.pk), "following")
         redis_client.sadd(set_key, f"0{bob.pk}", f"{redis_keys.prefix()}{bob.pk}")
         redis_client.zadd(zset_key, {f"0{bob.pk}": 5})
@@ -117,8 +117,8 @@ class TestBehindTheBackDrift:
 
     def test_a_deactivated_account_must_vanish_from_redis(self, alice, bob, charlie, redis_client, django_capture_on_commit_callbacks):
         with django_capture_on_commit_callbacks(execute=True):
-            services.follow_create(actor=alice, target_id=bob.pk)
-            services.follow_create(actor=charlie, target_id=bob.pk)
+            services.follow_create(actor=alice, followee_id=bob.pk)
+            services.follow_create(actor=charlie, followee_id=bob.pk)
         type(bob).objects.filter(pk=bob.pk).update(is_active=False)  # behind the app's back: no outbox entry
 
         report = reconcile_all(repair=True)
@@ -137,7 +137,7 @@ class TestCountDriftedLow:
         followees = [user_factory() for _ in range(4)]
         with django_capture_on_commit_callbacks(execute=True):
             for user in followees:
-                services.follow_create(actor=alice, target_id=user.pk)
+                services.follow_create(actor=alice, followee_id=user.pk)
         # Behind the app's back: the following count drops from 4 to 1.
         for user in followees[1:]:
             redis_client.srem(redis_keys.following_set_key(alice.pk), user.pk)
@@ -146,7 +146,7 @@ class TestCountDriftedLow:
         shown = []
         for user in followees[:2]:
             with django_capture_on_commit_callbacks(execute=True):
-                services.follow_delete(actor=alice, target_id=user.pk)
+                services.follow_delete(actor=alice, followee_id=user.pk)
             shown.append(selectors.follow_counts(user_id=alice.pk).following)
         report = reconcile_all(repair=True)
 
@@ -166,7 +166,7 @@ class TestCountDriftedLow:
         followees = [user_factory() for _ in range(3)]
         with django_capture_on_commit_callbacks(execute=True):
             for user in followees:
-                services.follow_create(actor=alice, target_id=user.pk)
+                services.follow_create(actor=alice, followee_id=user.pk)
         redis_client.delete(redis_keys.following_set_key(alice.pk))
 
         drifted = selectors.follow_counts(user_id=alice.pk).following
@@ -187,7 +187,7 @@ class TestReconcileCommand:
             call_command("reconcile_social_cache", "--dry-run", "--json", stdout=out, verbosity=0)
 
         figures = json.loads(out.getvalue())
-        assert exit_info.value.code == 3  # social.management.exit_codes.EXIT_DRIFT_FOUND
+        assert exit_info.value.code == 3  # core.exit_codes.EXIT_DRIFT_FOUND
         assert (figures["edges_missing"], figures["pairs_repaired"], figures["dry_run"]) == (1, 0, True)
         assert not redis_client.sismember(set_key, member)
         run = ReconcileRun.objects.get(pk=figures["run"])

@@ -20,20 +20,22 @@ from django.core.management.base import CommandError
 from django.db import connections
 from django.utils import timezone
 
-from social import mirror, redis_keys, selectors, services, sharding
-from social.celebrity import celebrity_make
+from core import redis_keys as core_keys
+from core.paging import sort_key
+from core.redis import forget_sentinel, redis_reset_breaker
+from datatools.celebrity import celebrity_make
+from social import layout, mirror, redis_keys, selectors, services, sharding
+from social.mirror import LayoutObservation
 from social.models import Follow
-from social.paging import sort_key
+from social.outbox import layout_migrations_enqueue
 from social.rebuild import ADD_CHUNK, rebuild_user
-from social.redis_client import redis_reset_breaker
-from social.selectors import forget_sentinel
 from tests.social.faults import RedisServer, point_at
 from tests.social.helpers import assert_mirror_equals_database, db_edges
 from users.models import User
 
 pytestmark = pytest.mark.django_db
 
-SINGLE, SHARDED = redis_keys.LAYOUT_SINGLE, redis_keys.LAYOUT_SHARDED
+SINGLE, SHARDED = layout.LAYOUT_SINGLE, layout.LAYOUT_SHARDED
 
 
 @pytest.fixture
@@ -80,42 +82,42 @@ def assert_reads_match_database(client: Any, user_id: int, *, limit: int = 7) ->
 
 def stale_keys(client: Any, user_id: int) -> list[str]:
     """Keys of the layout that is not live, which must not exist once the account is settled."""
-    layout = layout_of(client, user_id)
-    if layout == SHARDED:
+    live = layout_of(client, user_id)
+    if live == SHARDED:
         keys = [redis_keys.followers_set_key(user_id), redis_keys.followers_zset_key(user_id)]
     else:
-        keys = [key for pair in redis_keys.followers_shard_keys(user_id) for key in pair]
+        keys = [key for pair in layout.all_shard_keys(user_id) for key in pair]
     return [key for key in keys if client.exists(key)]
 
 
 def follow(actor: Any, target: Any, capture: Any) -> None:
     with capture(execute=True):
-        services.follow_create(actor=actor, target_id=target.pk)
+        services.follow_create(actor=actor, followee_id=target.pk)
 
 
 def unfollow(actor: Any, target: Any, capture: Any) -> None:
     with capture(execute=True):
-        services.follow_delete(actor=actor, target_id=target.pk)
+        services.follow_delete(actor=actor, followee_id=target.pk)
 
 
 class TestDesiredLayout:
     @pytest.mark.parametrize(
-        ("followers", "layout", "expected"),
+        ("followers", "marker", "expected"),
         [
             (9, SINGLE, SINGLE),
             (10, SINGLE, SHARDED),
             (9, SHARDED, SHARDED),  # inside the band: keeps its layout
             (8, SHARDED, SHARDED),
             (7, SHARDED, SINGLE),  # below 10 * 0.8
-            (9, redis_keys.LAYOUT_MIGRATING, SHARDED),  # a migration under way is finished
-            (9, redis_keys.LAYOUT_UNSHARDING, SINGLE),
+            (9, layout.LAYOUT_MIGRATING, SHARDED),  # a migration under way is finished
+            (9, layout.LAYOUT_UNSHARDING, SINGLE),
             (0, SINGLE, SINGLE),
         ],
     )
-    def test_shards_at_the_threshold_and_unshards_below_the_ratio(self, low_threshold, followers, layout, expected):
-        assert sharding.unshard_threshold() == 8
+    def test_shards_at_the_threshold_and_unshards_below_the_ratio(self, low_threshold, followers, marker, expected):
+        assert layout.unshard_threshold() == 8
 
-        assert sharding.desired_layout(followers=followers, layout=layout) == expected
+        assert layout.desired_layout(followers=followers, layout=marker) == expected
 
 
 class TestGrowAndShrink:
@@ -152,7 +154,7 @@ class TestGrowAndShrink:
             follow(fan, star, django_capture_on_commit_callbacks)
 
         assert layout_of(redis_client, star.pk) == SHARDED
-        for shard, (set_key, zset_key) in enumerate(redis_keys.followers_shard_keys(star.pk)):
+        for shard, (set_key, zset_key) in enumerate(layout.all_shard_keys(star.pk)):
             expected = {fan.pk for fan in fans if fan.pk % 4 == shard}
             assert {int(m) for m in redis_client.smembers(set_key)} == expected
             assert {int(m) for m in redis_client.zrange(zset_key, 0, -1)} == expected
@@ -234,7 +236,7 @@ class TestShardedPaging:
         rebuild_user(star.pk)
         from_redis = paged_followers(star.pk, limit=6)
 
-        monkeypatch.setattr(selectors, "redis_available", lambda: False)
+        monkeypatch.setattr("core.redis.redis_available", lambda: False)
         from_database = paged_followers(star.pk, limit=6)
 
         assert from_redis == from_database == database_followers(star.pk)
@@ -300,7 +302,7 @@ class TestMigrationInterleavedReads:
         result = sharding.followers_layout_migrate(user_id=star.pk, slice_size=self.SLICE, on_step=between_steps)
 
         assert (result.from_layout, result.to_layout) == (SHARDED, SINGLE)
-        assert redis_keys.LAYOUT_UNSHARDING in seen_layouts
+        assert layout.LAYOUT_UNSHARDING in seen_layouts
         assert layout_of(redis_client, star.pk) == SINGLE
         assert stale_keys(redis_client, star.pk) == []
         self.check(redis_client, star)
@@ -316,12 +318,12 @@ class TestMigrationInterleavedReads:
                 # before the migration set it) removes it from the single
                 # key only: the layouts disagree, and only verification
                 # can notice.
-                copied = [redis_client.srandmember(set_key) for set_key, _ in redis_keys.followers_shard_keys(star.pk)]
+                copied = [redis_client.srandmember(set_key) for set_key, _ in layout.all_shard_keys(star.pk)]
                 leaver = int(next(member for member in copied if member is not None))
                 leavers.append(leaver)
                 Follow.objects.filter(follower_id=leaver, followee=star).delete()
                 pipe = redis_client.pipeline(transaction=False)
-                mirror.queue_pair_write(pipe, follower_id=leaver, followee_id=star.pk, score=None, layout=SINGLE)
+                mirror.queue_pair_write(pipe, follower_id=leaver, followee_id=star.pk, score=None, layout_now=SINGLE)
                 pipe.execute()
 
         result = sharding.followers_layout_migrate(user_id=star.pk, slice_size=self.SLICE, on_step=between_steps)
@@ -351,7 +353,7 @@ class TestMigrationInterleavedReads:
         follow(newcomer, star, django_capture_on_commit_callbacks)
 
         assert len(calls) >= 2  # the write was redone after the marker check
-        shard = redis_keys.follower_shard(newcomer.pk)
+        shard = layout.follower_shard(newcomer.pk)
         assert redis_client.sismember(redis_keys.followers_set_shard_key(star.pk, shard), newcomer.pk)
         assert stale_keys(redis_client, star.pk) == []  # the stray single-key write was scrubbed
         self.check(redis_client, star)
@@ -383,8 +385,8 @@ class TestMigrationInterleavedReads:
 
         result = sharding.followers_layout_migrate(user_id=star.pk, slice_size=self.SLICE)
 
-        assert halfway == redis_keys.LAYOUT_MIGRATING
-        assert result.from_layout == redis_keys.LAYOUT_MIGRATING and result.to_layout == SHARDED
+        assert halfway == layout.LAYOUT_MIGRATING
+        assert result.from_layout == layout.LAYOUT_MIGRATING and result.to_layout == SHARDED
         assert stale_keys(redis_client, star.pk) == []
         self.check(redis_client, star)
 
@@ -400,8 +402,10 @@ class TestTrigger:
         big, small, shrunk = user_factory(), user_factory(), user_factory()
 
         with django_capture_on_commit_callbacks(execute=True):
-            first = sharding.layout_migrations_enqueue({big.pk: (10, SINGLE), small.pk: (9, SINGLE), shrunk.pk: (8, SHARDED)})
-            again = sharding.layout_migrations_enqueue({big.pk: (11, SINGLE)})
+            first = layout_migrations_enqueue(
+                {big.pk: LayoutObservation(10, SINGLE), small.pk: LayoutObservation(9, SINGLE), shrunk.pk: LayoutObservation(8, SHARDED)}
+            )
+            again = layout_migrations_enqueue({big.pk: LayoutObservation(11, SINGLE)})
 
         assert first == [big.pk]
         assert again == []  # the queued key stops a stream of follows from queueing more
@@ -466,7 +470,7 @@ def own_redis(settings: Any, redis_isolated: str) -> Any:
     point_at(settings, server)
     client = server.client()
     client.config_set("slowlog-max-len", 1_000_000)
-    client.set(redis_keys.social_sentinel_key(), "test")
+    client.set(core_keys.sentinel_key(), "test")
     redis_reset_breaker()
     forget_sentinel()
     yield client
@@ -530,7 +534,7 @@ class TestC17RebuildOfABigAccount:
 
         def write_after_changes(*args: Any, **kwargs: Any) -> None:
             for user in latecomers:
-                services.follow_create(actor=user, target_id=star_id)
+                services.follow_create(actor=user, followee_id=star_id)
             for follower_id in leavers:
                 services.follow_delete_pair(follower_id=follower_id, followee_id=star_id)
             real_write(*args, **kwargs)
@@ -554,9 +558,9 @@ class TestC17RebuildOfABigAccount:
             reads: list[tuple[float, int, int]] = receive.recv()  # (ms, count, first page length)
             client.join(timeout=30)
 
-        layout = own_redis.get(redis_keys.followers_layout_key(star_id))
-        shard_sizes = [own_redis.zcard(zset_key) for _, zset_key in redis_keys.followers_shard_keys(star_id)]
-        followers = {int(m) for k, _ in redis_keys.followers_shard_keys(star_id) for m in own_redis.smembers(k)}
+        marker = own_redis.get(redis_keys.followers_layout_key(star_id))
+        shard_sizes = [own_redis.zcard(zset_key) for _, zset_key in layout.all_shard_keys(star_id)]
+        followers = {int(m) for k, _ in layout.all_shard_keys(star_id) for m in own_redis.smembers(k)}
         commands = own_redis.slowlog_get(1_000_000)
         stats = own_redis.info("commandstats")
         lazyfreed = own_redis.info("memory")["lazyfreed_objects"] - lazyfreed_before
@@ -571,7 +575,7 @@ class TestC17RebuildOfABigAccount:
         )
 
         assert rebuilt == self.FOLLOWERS  # its snapshot, read before the late changes
-        assert layout == SHARDED
+        assert marker == SHARDED
         assert sum(shard_sizes) == expected_count
         assert max(shard_sizes) <= expected_count / 16 * 1.2
         assert {u.pk for u in latecomers} <= followers

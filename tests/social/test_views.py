@@ -22,7 +22,7 @@ def graph(alice, bob, charlie, user_factory, django_capture_on_commit_callbacks)
     dave = user_factory(username="dave")
     with django_capture_on_commit_callbacks(execute=True):
         for actor, target in [(alice, bob), (bob, alice), (alice, dave), (charlie, dave), (charlie, bob), (dave, charlie)]:
-            services.follow_create(actor=actor, target_id=target.pk)
+            services.follow_create(actor=actor, followee_id=target.pk)
     return alice, bob, charlie, dave
 
 
@@ -110,7 +110,7 @@ class TestLists:
         fans = [user_factory() for _ in range(3)]
         with django_capture_on_commit_callbacks(execute=True):
             for fan in fans:
-                services.follow_create(actor=fan, target_id=bob.pk)
+                services.follow_create(actor=fan, followee_id=bob.pk)
 
         first = Client().get("/u/bob/followers/").content.decode()
         cursor = re.search(r'href="\?cursor=([^"]+)"', first).group(1)
@@ -127,7 +127,7 @@ class TestLists:
     def test_followers_page_query_count_is_bounded(self, bob, user_factory, django_assert_num_queries, django_capture_on_commit_callbacks):
         with django_capture_on_commit_callbacks(execute=True):
             for _ in range(30):
-                services.follow_create(actor=user_factory(), target_id=bob.pk)
+                services.follow_create(actor=user_factory(), followee_id=bob.pk)
         client = Client()
 
         # profile user, users of the page: the list itself comes from Redis.
@@ -141,7 +141,7 @@ class TestExactCounts:
     def test_lists_show_the_exact_total_beside_the_compact_tabs(self, bob, user_factory, django_capture_on_commit_callbacks):
         with django_capture_on_commit_callbacks(execute=True):
             for _ in range(3):
-                services.follow_create(actor=user_factory(), target_id=bob.pk)
+                services.follow_create(actor=user_factory(), followee_id=bob.pk)
 
         followers = Client().get("/u/bob/followers/").content.decode()
         following = Client().get("/u/bob/following/").content.decode()

@@ -7,9 +7,14 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from feed.rebuild import inbox_rebuild, outbox_rebuild, readers_to_rebuild, rebuild_all_inboxes
-from social.management.exit_codes import EXIT_CODES_HELP, unavailable
-from social.redis_client import REDIS_ERRORS
+from core.exit_codes import EXIT_CODES_HELP, unavailable
+from core.redis import REDIS_ERRORS
+from feed.rebuild import (
+    inbox_rebuild,
+    outbox_rebuild,
+    readers_to_rebuild,
+    rebuild_all_inboxes,
+)
 from users.models import User
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from social.management.exit_codes import EXIT_CODES_HELP, unavailable
+from core.exit_codes import EXIT_CODES_HELP, unavailable
+from core.redis import REDIS_ERRORS
 from social.rebuild import rebuild_all, rebuild_user
-from social.redis_client import REDIS_ERRORS
+from users.models import User
 
 
 class Command(BaseCommand):
@@ -34,12 +34,12 @@ class Command(BaseCommand):
         started = time.perf_counter()
         try:
             if options["user"] is not None:
-                if not get_user_model().objects.filter(pk=options["user"]).exists():
+                if not User.objects.filter(pk=options["user"]).exists():
                     raise CommandError(f"no user {options['user']}")
                 edges = rebuild_user(options["user"])
                 self.stdout.write(f"rebuilt user {options['user']}: {edges} edges")
                 return
-            total = get_user_model().objects.filter(pk__gt=options["start_after"]).count()
+            total = User.objects.filter(pk__gt=options["start_after"]).count()
             with tqdm(total=total, desc="rebuild mirror", unit="user", disable=options["verbosity"] == 0) as bar:
                 stats = rebuild_all(
                     batch_users=options["batch"],
@@ -58,7 +58,7 @@ class Command(BaseCommand):
         """--dry-run: how many accounts and active follows a rebuild would write (two COUNTs)."""
         from social.selectors import active_follows
 
-        users = get_user_model().objects.all()
+        users = User.objects.all()
         follows = active_follows()
         if options["user"] is not None:
             if not users.filter(pk=options["user"]).exists():

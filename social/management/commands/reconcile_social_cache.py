@@ -7,14 +7,14 @@ import logging
 import time
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
+from core.exit_codes import EXIT_CODES_HELP, EXIT_DRIFT_FOUND, EXIT_UNAVAILABLE
+from core.redis import REDIS_ERRORS
 from social.models import ReconcileRun
 from social.reconcile import CHECK_DIGEST, CHECKS, reconcile_run
-from social.management.exit_codes import EXIT_CODES_HELP, EXIT_DRIFT_FOUND, EXIT_UNAVAILABLE
-from social.redis_client import REDIS_ERRORS
+from users.models import User
 
 logger = logging.getLogger("social.reconcile")
 
@@ -50,7 +50,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         user_id = options["user"]
-        if user_id is not None and not get_user_model().objects.filter(pk=user_id).exists():
+        if user_id is not None and not User.objects.filter(pk=user_id).exists():
             raise CommandError(f"no user {user_id}")
         if options["batch"] < 1:
             raise CommandError("--batch must be at least 1")
@@ -63,7 +63,7 @@ class Command(BaseCommand):
                 .first()
             )
             begin = last.last_user_id if last else 0
-        total = 1 if user_id is not None else get_user_model().objects.filter(pk__gt=begin or 0).count()
+        total = 1 if user_id is not None else User.objects.filter(pk__gt=begin or 0).count()
         quiet = options["verbosity"] == 0 or user_id is not None
         try:
             with tqdm(total=total, desc="reconcile", unit="user", disable=quiet) as bar:

@@ -1,0 +1,41 @@
+"""A typed face for Celery's ``shared_task`` (Celery ships no type information).
+
+``@task(acks_late=True)`` makes a Celery task as ``shared_task`` does, and
+tells mypy that the result is called like the function and has ``delay``,
+``apply_async`` and ``apply``, so a task is scheduled by its object
+(``transaction.on_commit(partial(my_task.delay, note_id=1))``) with its
+keyword arguments checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, cast
+
+from celery import shared_task
+
+P = ParamSpec("P")
+R = TypeVar("R", covariant=True)
+
+
+class Task(Protocol, Generic[P, R]):
+    """What a Celery task offers: a call runs it here, ``delay`` sends it to the broker."""
+
+    name: str
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
+
+    def delay(self, *args: P.args, **kwargs: P.kwargs) -> Any: ...
+
+    def apply_async(self, args: Any = None, kwargs: Any = None, **options: Any) -> Any: ...
+
+    def apply(self, args: Any = None, kwargs: Any = None, **options: Any) -> Any: ...
+
+
+def task(**options: Any) -> Callable[[Callable[P, R]], Task[P, R]]:
+    """``shared_task(**options)``, typed."""
+
+    def decorate(function: Callable[P, R]) -> Task[P, R]:
+        return cast(Task[P, R], shared_task(**options)(function))
+
+    return decorate

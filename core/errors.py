@@ -1,0 +1,145 @@
+"""Domain errors and the one place that turns them (and every other failure) into a response.
+
+Services and selectors raise a ``DomainError`` subclass with a message
+written for people and the HTTP status it means; views and the API never
+translate errors by hand. ``DomainErrorMiddleware`` answers:
+
+- in the API's URL space (``/api/``), or when the client asked for JSON:
+  the envelope ``{"success": false, "errorMsg": ..., "data": null}`` with
+  the error's status, for domain errors, ``Http404``, ``PermissionDenied``
+  and, as a 500, for anything unexpected (logged with its traceback; the
+  client sees a fixed sentence, never the exception's text);
+- on pages: the site's ``400.html``/``403.html``/``404.html`` (or
+  ``<status>.html``) template with the message, in the site's layout.
+
+Django's own 404/403/400/500 handlers (``handler404`` and friends in
+``config.urls``) render the same templates for failures outside views.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.template import TemplateDoesNotExist
+from django.template.loader import render_to_string
+
+logger = logging.getLogger(__name__)
+
+API_PREFIX = "/api/"
+SERVER_ERROR_MESSAGE = "Something went wrong on our side; nothing you sent was lost. Try again in a moment."
+
+
+class DomainError(Exception):
+    """A request that cannot be done, with a message for people and its HTTP ``status``.
+
+    Subclasses set ``status``; an instance may override it.
+    """
+
+    status = 400
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if status is not None:
+            self.status = status
+
+
+class InvalidInput(DomainError):
+    """Malformed or out-of-range input (HTTP 400)."""
+
+    status = 400
+
+
+class NotSignedIn(DomainError):
+    """The action needs a signed-in account (HTTP 401)."""
+
+    status = 401
+
+
+class Forbidden(DomainError):
+    """The signed-in account may not do this (HTTP 403)."""
+
+    status = 403
+
+
+class NotFound(DomainError):
+    """No such object, or not visible to this account (HTTP 404)."""
+
+    status = 404
+
+
+class Conflict(DomainError):
+    """The request conflicts with the current state (HTTP 409)."""
+
+    status = 409
+
+
+class EntryNotApplied(RuntimeError):
+    """An outbox handler could not apply some entries now (the database kept changing under them).
+
+    Not a request error: the drain then applies the batch's entries one by
+    one, so only the entries that raise again stay pending, for the next drain.
+    """
+
+
+def wants_json(request: HttpRequest) -> bool:
+    """Whether ``request`` is answered in the JSON envelope: the API's URL space, or ``Accept: application/json``."""
+    return request.path.startswith(API_PREFIX) or request.headers.get("Accept", "").startswith("application/json")
+
+
+def envelope(data: Any = None, *, message: str | None = None, status: int = 200) -> JsonResponse:
+    """The API envelope ``{"success", "errorMsg", "data"}``: success when ``message`` is None."""
+    return JsonResponse({"success": message is None, "errorMsg": message, "data": data}, status=status)
+
+
+def error_page(request: HttpRequest, *, status: int, message: str) -> HttpResponse:
+    """The site's error page for ``status`` (``<status>.html``, else ``400.html``) showing ``message``."""
+    context = {"status": status, "message": message, "request": request}
+    try:
+        html = render_to_string(f"{status}.html", context, request=request)
+    except TemplateDoesNotExist:
+        html = render_to_string("400.html", context, request=request)
+    return HttpResponse(html, status=status)
+
+
+def error_response(request: HttpRequest, *, status: int, message: str) -> HttpResponse:
+    """The answer to a failed request: the envelope for JSON clients, the error page otherwise."""
+    if wants_json(request):
+        return envelope(message=message, status=status)
+    return error_page(request, status=status, message=message)
+
+
+def response_for_exception(request: HttpRequest, exc: BaseException) -> HttpResponse | None:
+    """The response for ``exc`` raised by a view, or None to let Django handle it.
+
+    Domain errors, ``Http404`` and ``PermissionDenied`` become their status;
+    any other exception in the API becomes a logged 500 envelope (pages
+    keep Django's 500 handling, which renders ``500.html``).
+    """
+    if isinstance(exc, DomainError):
+        return error_response(request, status=exc.status, message=exc.message)
+    if isinstance(exc, Http404):
+        return error_response(request, status=404, message="Not found.")
+    if isinstance(exc, PermissionDenied):
+        return error_response(request, status=403, message="You are not allowed to do this.")
+    if wants_json(request):
+        logger.exception("unhandled error in %s %s", request.method, request.path, exc_info=exc)
+        return envelope(message=SERVER_ERROR_MESSAGE, status=500)
+    return None
+
+
+class DomainErrorMiddleware:
+    """Turns exceptions raised by views into responses (``response_for_exception``)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        return response_for_exception(request, exception)

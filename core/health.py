@@ -1,0 +1,254 @@
+"""Health figures of the outbox, Redis and the broker for the admin's health page (reads only).
+
+Every probe here is bounded in time and work so the page answers while a
+service is down: Redis calls use the client's short socket timeouts and are
+O(1) (INFO, DBSIZE) or a bounded SCAN; the broker probe runs in a worker
+thread with a hard deadline (``BROKER_TIMEOUT_SECONDS``), because a
+half-open TCP connection can otherwise block a socket read for minutes.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.utils import timezone
+
+from . import redis_keys
+from .models import OutboxEntry
+from .redis import REDIS_ERRORS, breaker_state, get_redis
+
+# Pending outbox entries counted exactly; above this the page says "N+".
+OUTBOX_COUNT_CAP = 100_000
+# SCAN calls (COUNT 1000 each) spent counting keys under the prefix.
+PREFIX_SCAN_CALLS = 20
+PREFIX_SCAN_COUNT = 1000
+# Connect, read and overall deadline of the broker probe (seconds).
+BROKER_TIMEOUT_SECONDS = 1.5
+
+
+@dataclass
+class OutboxHealth:
+    """Mirror changes not yet applied to Redis: ``pending`` (capped at
+    ``OUTBOX_COUNT_CAP``, ``pending_is_lower_bound`` then), the oldest
+    pending entry's ``oldest_created_at`` and ``oldest_age_seconds``."""
+
+    pending: int
+    pending_is_lower_bound: bool
+    oldest_created_at: datetime | None
+    oldest_age_seconds: float | None
+
+
+@dataclass
+class RedisHealth:
+    """Redis memory (bytes) and key counts, or ``error`` when unreachable.
+
+    ``prefix_keys_seen`` counts keys under ``REDIS_KEY_PREFIX`` among about
+    ``keys_examined`` keys walked by a bounded SCAN; ``prefix_scan_complete``
+    says whether the walk reached the end (then it is exact) and
+    ``prefix_keys_estimate`` scales the sample to ``dbsize`` otherwise.
+    """
+
+    reachable: bool
+    breaker_closed: bool
+    error: str = ""
+    used_memory_bytes: int | None = None
+    used_memory_human: str = ""
+    used_memory_peak_human: str = ""
+    maxmemory_bytes: int | None = None
+    maxmemory_policy: str = ""
+    fragmentation_ratio: float | None = None
+    dbsize: int | None = None
+    prefix: str = ""
+    prefix_keys_seen: int = 0
+    keys_examined: int = 0
+    prefix_scan_complete: bool = False
+    prefix_keys_estimate: int | None = None
+    sentinel_present: bool | None = None
+
+
+@dataclass
+class QueueHealth:
+    """One Celery queue: ``messages`` ready and ``consumers``, or ``error``."""
+
+    name: str
+    messages: int | None = None
+    consumers: int | None = None
+    error: str = ""
+
+
+@dataclass
+class BrokerHealth:
+    """Celery broker figures; ``eager`` True when tasks run in-process (no broker)."""
+
+    eager: bool
+    url: str = ""
+    queues: list[QueueHealth] = field(default_factory=list)
+    error: str = ""
+
+
+@dataclass
+class MirrorHealth:
+    """Everything the health page shows, gathered at ``checked_at``; ``sections`` are the
+    apps' own figures (``register_section``)."""
+
+    checked_at: datetime
+    outbox: OutboxHealth
+    redis: RedisHealth
+    broker: BrokerHealth
+    sections: dict[str, Any] = field(default_factory=dict)
+
+
+def outbox_health() -> OutboxHealth:
+    """Backlog of the mirror outbox: two index-range queries on ``mirror_outbox_pending``."""
+    pending_rows = OutboxEntry.objects.filter(applied_at__isnull=True)
+    pending = pending_rows.order_by().values("pk")[: OUTBOX_COUNT_CAP + 1].count()
+    oldest = pending_rows.order_by("id").values_list("created_at", flat=True).first()
+    age = (timezone.now() - oldest).total_seconds() if oldest else None
+    return OutboxHealth(
+        pending=min(pending, OUTBOX_COUNT_CAP),
+        pending_is_lower_bound=pending > OUTBOX_COUNT_CAP,
+        oldest_created_at=oldest,
+        oldest_age_seconds=age,
+    )
+
+
+def redis_health() -> RedisHealth:
+    """Redis ``INFO memory``, ``DBSIZE`` and a bounded SCAN count of our keys.
+
+    Never raises for an unreachable Redis (``reachable`` False) or one
+    without INFO (the embedded fakeredis): those figures stay None.
+    """
+    report = RedisHealth(reachable=False, breaker_closed=breaker_state() == "closed", prefix=redis_keys.prefix())
+    try:
+        client = get_redis()
+        report.dbsize = int(client.dbsize())
+        report.reachable = True
+        report.sentinel_present = bool(client.exists(redis_keys.sentinel_key()))
+        try:
+            memory = client.info("memory")
+            report.used_memory_bytes = int(memory.get("used_memory", 0))
+            report.used_memory_human = str(memory.get("used_memory_human", ""))
+            report.used_memory_peak_human = str(memory.get("used_memory_peak_human", ""))
+            report.maxmemory_bytes = int(memory.get("maxmemory", 0))
+            report.maxmemory_policy = str(memory.get("maxmemory_policy", ""))
+            ratio = memory.get("mem_fragmentation_ratio")
+            report.fragmentation_ratio = float(ratio) if ratio is not None else None
+        except redis.exceptions.ResponseError as exc:
+            report.error = f"INFO unsupported: {exc}"
+        cursor: int = 0
+        for _ in range(PREFIX_SCAN_CALLS):
+            cursor, keys = client.scan(cursor=cursor, match=f"{report.prefix}*", count=PREFIX_SCAN_COUNT)
+            report.prefix_keys_seen += len(keys)
+            report.keys_examined += PREFIX_SCAN_COUNT
+            if int(cursor) == 0:
+                report.prefix_scan_complete = True
+                break
+        if report.prefix_scan_complete:
+            report.keys_examined = report.dbsize
+            report.prefix_keys_estimate = report.prefix_keys_seen
+        elif report.keys_examined:
+            share = report.prefix_keys_seen / report.keys_examined
+            report.prefix_keys_estimate = round(share * report.dbsize)
+    except REDIS_ERRORS as exc:
+        report.error = f"{type(exc).__name__}: {exc}"
+    return report
+
+
+def _queue_names() -> list[str]:
+    """The default queue plus every queue named in ``CELERY_TASK_ROUTES``/``CELERY_TASK_QUEUES``."""
+    names = [str(getattr(settings, "CELERY_TASK_DEFAULT_QUEUE", "celery") or "celery")]
+    routes = getattr(settings, "CELERY_TASK_ROUTES", None) or {}
+    if isinstance(routes, dict):
+        for route in routes.values():
+            if isinstance(route, dict) and route.get("queue"):
+                names.append(str(route["queue"]))
+    for queue in getattr(settings, "CELERY_TASK_QUEUES", None) or []:
+        names.append(str(getattr(queue, "name", queue)))
+    return list(dict.fromkeys(names))
+
+
+def _probe_queues(url: str, names: list[str], timeout: float) -> list[QueueHealth]:
+    import kombu.connection
+
+    # kombu ships no types for its Connection.
+    connection_class: Any = kombu.connection.Connection
+    if url.startswith(("redis://", "rediss://")):
+        options: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+    else:
+        options = {"read_timeout": timeout, "write_timeout": timeout}
+    found: list[QueueHealth] = []
+    with connection_class(url, connect_timeout=timeout, transport_options=options) as connection:
+        # One attempt: kombu's connect() retries with a 2 s pause.
+        connection.ensure_connection(max_retries=0)
+        for name in names:
+            # A passive declare of a missing queue closes the channel (404),
+            # so each queue gets its own channel.
+            channel = connection.channel()
+            try:
+                _, messages, consumers = channel.queue_declare(queue=name, passive=True)
+                found.append(QueueHealth(name=name, messages=int(messages), consumers=int(consumers)))
+            except Exception as exc:  # noqa: BLE001 - a missing queue is a figure, not a failure
+                found.append(QueueHealth(name=name, error=f"{type(exc).__name__}: {exc}"))
+            finally:
+                try:
+                    channel.close()
+                except Exception:  # noqa: BLE001 - already closed by the broker
+                    pass
+    return found
+
+
+def _redact(url: str) -> str:
+    """The broker URL without its password."""
+    from kombu.utils.url import maybe_sanitize_url
+
+    return str(maybe_sanitize_url(url))
+
+
+def broker_health(*, timeout: float = BROKER_TIMEOUT_SECONDS) -> BrokerHealth:
+    """Ready messages and consumers per Celery queue (passive ``queue_declare``).
+
+    :param timeout: seconds for connect and each read; the whole probe is
+        abandoned after ``2 * timeout`` even if a socket hangs.
+    :returns: ``BrokerHealth``; ``error`` set when the broker is down, never raises.
+    """
+    url = str(getattr(settings, "CELERY_BROKER_URL", "") or "")
+    if getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False) or not url:
+        return BrokerHealth(eager=True, url=_redact(url) if url else "")
+    report = BrokerHealth(eager=False, url=_redact(url))
+    executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="broker-health")
+    future = executor.submit(_probe_queues, url, _queue_names(), timeout)
+    try:
+        report.queues = future.result(timeout=2 * timeout)
+    except concurrent.futures.TimeoutError:
+        report.error = f"broker did not answer within {2 * timeout:.1f}s"
+    except Exception as exc:  # noqa: BLE001 - any broker failure is shown, not raised
+        report.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        executor.shutdown(wait=False)
+    return report
+
+
+_sections: dict[str, Callable[[], Any]] = {}
+
+
+def register_section(name: str, provider: Callable[[], Any]) -> None:
+    """Add a section to the health page: ``provider()`` is called on every view and its
+    value is ``health.sections.<name>`` in the template (apps register theirs when they load)."""
+    _sections[name] = provider
+
+
+def mirror_health() -> MirrorHealth:
+    """Gather every figure of the health page (a few ms, at most about 3 s with the broker down)."""
+    return MirrorHealth(
+        checked_at=timezone.now(),
+        outbox=outbox_health(),
+        redis=redis_health(),
+        broker=broker_health(timeout=BROKER_TIMEOUT_SECONDS),
+        sections={name: provider() for name, provider in _sections.items()},
+    )

@@ -1,0 +1,44 @@
+"""The transactional outbox's table (``core.outbox`` is its mechanism)."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+
+class OutboxEntry(models.Model):
+    """One side effect of a committed change that Redis (or another derived store) must reflect.
+
+    Written in the same transaction as the change, so it exists exactly when
+    the change committed; applied after commit, and again by the beat drain
+    until it succeeds (``applied_at`` set). ``kind`` names the registered
+    handler (``core.outbox.register``), e.g. ``social.pair``; ``subject_id``
+    and ``object_id`` are the ids it works on (a follower and a followee, a
+    user, a note and its author). Plain integers, not foreign keys: an entry
+    outlives a deleted account or note. Applying an entry re-reads the
+    database, so a repeated, late or out-of-order application is harmless.
+    Applied entries are purged after ``OUTBOX_RETENTION_SECONDS``.
+    """
+
+    kind = models.CharField(max_length=40)
+    subject_id = models.BigIntegerField()
+    object_id = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        verbose_name = "outbox entry"
+        verbose_name_plural = "outbox entries"
+        indexes = [
+            # The drain walks pending entries oldest first; re-application
+            # after a Redis rollback walks entries applied since a moment.
+            models.Index(fields=["applied_at", "id"], name="outbox_pending"),
+            # A rebuild re-applies the entries of the accounts it touched.
+            models.Index(fields=["kind", "subject_id", "object_id"], name="outbox_subject"),
+            models.Index(fields=["created_at"], name="outbox_age"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.subject_id} -> {self.object_id}"

@@ -1,0 +1,351 @@
+"""The one transactional outbox: every side effect of a committed change goes through here.
+
+A change records what must follow it (``record``) as an ``OutboxEntry`` row
+in its own transaction, so the entry exists exactly when the change
+committed. After commit the entry is applied: in the committing process
+for kinds registered ``inline`` (the follow mirror, so a follower sees the
+follow at once), else by the ``core.tasks.outbox_apply`` Celery task. When
+that fails (Redis down, a refused broker message, a killed worker) the
+entry stays pending and ``drain`` (beat, every ``SOCIAL_OUTBOX_DRAIN_SECONDS``)
+applies it, until it succeeds. Nothing is fire-and-forget.
+
+Apps register the kinds they handle (``register``) when they load; a kind
+is referred to by its ``Kind`` object, so a misspelt kind fails at import,
+and grep and mypy see every use. A handler gets a batch of entries of its
+kind and must be idempotent: it re-reads the database and writes what it
+finds, so a repeated, late or out-of-order application is harmless.
+
+When Redis lost its data (the sentinel key is missing) the drain queues one
+locked rebuild (``rebuild_locked``) that runs every registered rebuilder,
+then sets the sentinel; readers use the database meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerError
+
+from . import redis_keys
+from .errors import EntryNotApplied
+from .models import OutboxEntry
+from .redis import (
+    REDIS_ERRORS,
+    RedisLock,
+    get_redis,
+    redis_available,
+    redis_failed,
+    redis_succeeded,
+)
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[Sequence[OutboxEntry]], None]
+Rebuilder = Callable[[Callable[[], None]], None]
+
+# A rebuild renews its lock after every step; this long without a renewal
+# means its worker died (seconds).
+REBUILD_LOCK_SECONDS = 120
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A registered kind of entry: its ``name`` (stored in the row), its handler, whether it
+    is applied ``inline`` after commit (else by the Celery task), and its ``stage`` (kinds of
+    a lower stage are applied first when a batch holds several)."""
+
+    name: str
+    apply: Handler
+    inline: bool = False
+    stage: int = 0
+
+
+@dataclass(frozen=True)
+class RebuildStep:
+    """A registered rebuilder: called with a ``renew`` callback it must call every few seconds."""
+
+    name: str
+    rebuild: Rebuilder
+    order: int
+
+
+_kinds: dict[str, Kind] = {}
+_rebuilders: dict[str, RebuildStep] = {}
+
+
+def register(name: str, *, apply: Handler, inline: bool = False, stage: int = 0) -> Kind:
+    """Register the handler of entries of kind ``name`` (at import of the app's outbox module).
+
+    :returns: the ``Kind`` that ``record`` takes.
+    :raises ValueError: ``name`` is registered already with another handler, or longer than 40.
+    """
+    if len(name) > 40:
+        raise ValueError(f"outbox kind {name!r} is longer than 40 characters")
+    kind = Kind(name=name, apply=apply, inline=inline, stage=stage)
+    known = _kinds.get(name)
+    if known is not None and known.apply is not apply:
+        raise ValueError(f"outbox kind {name!r} is registered twice")
+    _kinds[name] = kind
+    return kind
+
+
+def register_rebuild(name: str, *, rebuild: Rebuilder, order: int) -> None:
+    """Register a rebuilder that ``rebuild_locked`` runs (lowest ``order`` first) after Redis lost its data."""
+    _rebuilders[name] = RebuildStep(name=name, rebuild=rebuild, order=order)
+
+
+def kind_named(name: str) -> Kind:
+    """The registered ``Kind`` called ``name``.
+
+    :raises KeyError: no such kind is registered.
+    """
+    return _kinds[name]
+
+
+# --- recording --------------------------------------------------------------
+
+
+def record(kind: Kind, *, subject_id: int, object_id: int | None = None, inline: bool | None = None) -> OutboxEntry:
+    """Record an entry of ``kind`` in the current transaction; apply it after commit.
+
+    :param inline: override the kind's choice: True applies it in this
+        process right after commit, False sends it to the Celery task.
+    :returns: the saved entry.
+    :raises django.db.DatabaseError: the insert failed (the caller's
+        transaction then fails with it, so no change commits without its entry).
+    """
+    entry = OutboxEntry.objects.create(kind=kind.name, subject_id=int(subject_id), object_id=object_id)
+    now = kind.inline if inline is None else inline
+    transaction.on_commit(partial(apply_after_commit if now else send_after_commit, [entry.pk]))
+    return entry
+
+
+def apply_after_commit(entry_ids: Sequence[int]) -> None:
+    """Apply pending entries in this process, best effort (``on_commit`` of inline kinds).
+
+    While the breaker is open nothing is tried (a follow never waits for a
+    Redis timeout); a Redis failure opens it. Entries that were not applied
+    stay pending for the drain.
+    """
+    if not redis_available():
+        return
+    try:
+        apply_entries(list(OutboxEntry.objects.filter(pk__in=entry_ids, applied_at__isnull=True)))
+    except REDIS_ERRORS as exc:
+        redis_failed(exc)
+
+
+def send_after_commit(entry_ids: Sequence[int]) -> None:
+    """Send the ``outbox_apply`` task for pending entries (``on_commit`` of the other kinds).
+
+    A broker that refuses the message is logged: the entries stay pending
+    and the drain applies them (C24).
+    """
+    from .tasks import outbox_apply  # the task module imports this one
+
+    try:
+        outbox_apply.delay(entry_ids=list(entry_ids))
+    except BrokerError as exc:
+        logger.warning("broker refused outbox entries %s (the drain applies them): %r", list(entry_ids), exc)
+
+
+# --- applying ---------------------------------------------------------------
+
+
+@dataclass
+class ApplyResult:
+    """``applied`` entries marked applied; ``stuck`` left pending because their handler said
+    ``EntryNotApplied`` or their kind is not registered."""
+
+    applied: int = 0
+    stuck: int = 0
+
+
+def _mark_applied(entries: Sequence[OutboxEntry]) -> None:
+    OutboxEntry.objects.filter(pk__in=[e.pk for e in entries]).update(applied_at=timezone.now(), last_error="")
+
+
+def _apply_kind(kind: Kind, entries: list[OutboxEntry], result: ApplyResult) -> None:
+    try:
+        kind.apply(entries)
+    except EntryNotApplied:
+        if len(entries) == 1:
+            result.stuck += 1
+            OutboxEntry.objects.filter(pk=entries[0].pk).update(last_error="not applied: the state kept changing")
+            return
+        for entry in entries:
+            _apply_kind(kind, [entry], result)
+        return
+    _mark_applied(entries)
+    result.applied += len(entries)
+
+
+def apply_entries(entries: Sequence[OutboxEntry]) -> ApplyResult:
+    """Apply ``entries`` (any kinds, lower stages first) and mark the applied ones.
+
+    :returns: an ``ApplyResult``.
+    :raises: ``REDIS_ERRORS`` from a handler propagate (the remaining entries stay pending).
+    """
+    result = ApplyResult()
+    by_kind: dict[str, list[OutboxEntry]] = defaultdict(list)
+    for entry in entries:
+        by_kind[entry.kind].append(entry)
+    unknown = [name for name in by_kind if name not in _kinds]
+    for name in unknown:
+        logger.error("outbox entries of unknown kind %r stay pending: %s", name, [e.pk for e in by_kind[name]])
+        OutboxEntry.objects.filter(pk__in=[e.pk for e in by_kind.pop(name)]).update(last_error="unknown kind")
+        result.stuck += 1
+    for name in sorted(by_kind, key=lambda n: (_kinds[n].stage, n)):
+        _apply_kind(_kinds[name], by_kind[name], result)
+    return result
+
+
+# --- the drain --------------------------------------------------------------
+
+
+@dataclass
+class DrainResult:
+    """What one drain did: ``applied`` entries, ``stuck`` entries left pending, ``rebuild_queued``
+    when the sentinel was missing, ``redis_down`` when Redis failed (entries stay pending)."""
+
+    applied: int = 0
+    stuck: int = 0
+    rebuild_queued: bool = False
+    redis_down: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        """The figures as a dict (the task's return value)."""
+        return asdict(self)
+
+
+def needs_rebuild() -> bool:
+    """Whether Redis lost the mirror (sentinel missing) and no rebuild holds the lock.
+
+    :raises: ``REDIS_ERRORS`` when Redis is unreachable.
+    """
+    pipe = get_redis().pipeline(transaction=False)
+    pipe.exists(redis_keys.sentinel_key())
+    pipe.exists(redis_keys.rebuild_lock_key())
+    has_sentinel, locked = pipe.execute()
+    return not has_sentinel and not locked
+
+
+def drain(
+    *,
+    batch: int | None = None,
+    max_batches: int | None = None,
+    start_rebuild: bool = True,
+    task_grace_seconds: float | None = None,
+) -> DrainResult:
+    """Queue a rebuild if Redis lost the mirror, then apply every pending entry, oldest first.
+
+    Entries are walked by id (keyset), so one that cannot be applied now is
+    skipped for this run instead of being retried in a loop; entries created
+    while the drain runs are picked up as the walk reaches them. Entries of
+    kinds applied by the Celery task are left to that task while younger
+    than ``task_grace_seconds`` (a big fan-out is not done twice at once).
+    Applied entries older than ``OUTBOX_RETENTION_SECONDS`` are purged at the end.
+
+    :param batch: entries per round; default ``SOCIAL_OUTBOX_DRAIN_BATCH``.
+    :param max_batches: stop after this many rounds (None: to the end).
+    :param start_rebuild: queue the rebuild task when the sentinel is missing.
+    :param task_grace_seconds: default ``OUTBOX_TASK_GRACE_SECONDS``.
+    :returns: a ``DrainResult``; Redis errors are caught (``redis_down``).
+    """
+    result = DrainResult()
+    size = batch or int(settings.SOCIAL_OUTBOX_DRAIN_BATCH)
+    grace = float(settings.OUTBOX_TASK_GRACE_SECONDS) if task_grace_seconds is None else task_grace_seconds
+    young = Q(created_at__gt=timezone.now() - timedelta(seconds=grace), kind__in=[k.name for k in _kinds.values() if not k.inline])
+    try:
+        if start_rebuild and needs_rebuild():
+            from .tasks import mirror_rebuild  # the task module imports this one
+
+            logger.warning("mirror sentinel missing: Redis lost its data; queueing a rebuild, reads use the database")
+            try:
+                mirror_rebuild.delay()
+                result.rebuild_queued = True
+            except BrokerError as exc:
+                logger.warning("broker refused the rebuild task (the next drain asks again): %r", exc)
+        cursor = 0
+        rounds = 0
+        while max_batches is None or rounds < max_batches:
+            entries = list(OutboxEntry.objects.filter(applied_at__isnull=True, id__gt=cursor).exclude(young).order_by("id")[:size])
+            if not entries:
+                break
+            cursor = entries[-1].pk
+            OutboxEntry.objects.filter(pk__in=[e.pk for e in entries]).update(attempts=F("attempts") + 1)
+            applied = apply_entries(entries)
+            result.applied += applied.applied
+            result.stuck += applied.stuck
+            rounds += 1
+        redis_succeeded()
+    except REDIS_ERRORS as exc:
+        redis_failed(exc)
+        result.redis_down = True
+        return result
+    purge()
+    if result.applied or result.stuck:
+        logger.info("outbox drain: %s", result.as_dict())
+    return result
+
+
+def purge(*, older_than_seconds: int | None = None) -> int:
+    """Delete applied entries older than ``older_than_seconds`` (default ``OUTBOX_RETENTION_SECONDS``).
+
+    :returns: how many were deleted.
+    """
+    seconds = int(settings.OUTBOX_RETENTION_SECONDS) if older_than_seconds is None else older_than_seconds
+    cutoff = timezone.now() - timedelta(seconds=seconds)
+    deleted, _ = OutboxEntry.objects.filter(applied_at__isnull=False, applied_at__lt=cutoff).delete()
+    return deleted
+
+
+# --- the rebuild after data loss -----------------------------------------------
+
+
+@dataclass
+class RebuildResult:
+    """``rebuilt`` False when another rebuild held the lock; ``steps`` the rebuilders run."""
+
+    rebuilt: bool
+    steps: list[str] = field(default_factory=list)
+
+
+def rebuild_locked() -> RebuildResult:
+    """Run every registered rebuilder under one Redis lock, then set the sentinel.
+
+    The lock is ``SET NX EX`` with a token, renewed by the rebuilders'
+    ``renew`` calls and released by compare-and-delete; a worker killed
+    mid-rebuild leaves a lock that expires after ``REBUILD_LOCK_SECONDS``,
+    and the next drain starts a fresh rebuild (every step is idempotent).
+
+    :returns: a ``RebuildResult``.
+    :raises: ``REDIS_ERRORS`` when Redis failed mid-rebuild (the lock expires).
+    """
+    client = get_redis()
+    lock = RedisLock(client=client, key=redis_keys.rebuild_lock_key(), milliseconds=REBUILD_LOCK_SECONDS * 1000)
+    if not lock.acquire():
+        return RebuildResult(rebuilt=False)
+    done: list[str] = []
+    try:
+        for step in sorted(_rebuilders.values(), key=lambda s: s.order):
+            step.rebuild(lock.renew)
+            done.append(step.name)
+        client.set(redis_keys.sentinel_key(), timezone.now().isoformat())
+    finally:
+        try:
+            lock.release()
+        except REDIS_ERRORS:
+            pass  # the lock expires by itself
+    logger.warning("mirror rebuilt after data loss: %s", done)
+    return RebuildResult(rebuilt=True, steps=done)

@@ -1,0 +1,173 @@
+"""Keyset (cursor) paging over time-ordered sorted sets, in Redis and in the database.
+
+Order: score descending, then member descending as a decimal string
+(Redis orders equal scores by member bytes). Both the Redis and the
+database path produce exactly this order, so a cursor made by one is valid
+in the other (a page read during a Redis outage continues correctly).
+
+The cursor is the last item's ``(score, member)``, base64url-encoded and
+opaque to clients. A page continues strictly after it, so items removed or
+inserted meanwhile cannot cause duplicates or gaps among the others, and
+runs of equal scores (ties) are split correctly (no SQL OFFSET anywhere).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
+from typing import Any
+
+import redis
+
+from .errors import InvalidInput
+
+Item = tuple[int, int]  # (member id, score)
+Cursor = tuple[int, int]  # (score, member id) of the last item shown
+
+# Equal-score runs longer than this are walked in chunks of this size.
+TIE_CHUNK = 1000
+
+
+class InvalidCursorError(InvalidInput):
+    """The cursor string was not made by ``encode_cursor`` (HTTP 400)."""
+
+
+def encode_cursor(score: int, member: int) -> str:
+    """Opaque cursor for the position just after ``(score, member)``."""
+    raw = f"v1:{int(score)}:{int(member)}".encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def decode_cursor(raw: str | None) -> Cursor | None:
+    """Parse a cursor; None or "" means the first page.
+
+    :raises InvalidCursorError: for anything ``encode_cursor`` did not make.
+    """
+    if raw is None or raw == "":
+        return None
+    if len(raw) > 64:
+        raise InvalidCursorError("Malformed cursor.")
+    try:
+        text = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode("ascii")
+        version, score, member = text.split(":")
+        if version != "v1" or not member.isdigit() or not score.lstrip("-").isdigit():
+            raise ValueError(text)
+        return int(score), int(member)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise InvalidCursorError("Malformed cursor.") from None
+
+
+def sort_key(item: Item) -> tuple[int, bytes]:
+    """The total order of items: (score, member as decimal bytes), compared descending."""
+    member, score = item
+    return score, str(member).encode()
+
+
+def after_cursor(item: Item, cursor: Cursor) -> bool:
+    """Whether ``item`` comes strictly after the cursor position in the order."""
+    score, member = cursor
+    return sort_key(item) < (score, str(member).encode())
+
+
+def _decode(rows: Sequence[object]) -> list[Item]:
+    """``[(member_id, score)]`` of a WITHSCORES reply (each row a ``(member, score)`` pair)."""
+    return [(int(row[0]), int(row[1])) for row in rows if isinstance(row, (tuple, list))]
+
+
+def redis_page(client: redis.Redis, keys: Sequence[str], *, cursor: Cursor | None, limit: int) -> list[Item]:
+    """Up to ``limit`` items after ``cursor`` from one sorted set or the merge of its shards.
+
+    One round trip: per key, the ties at the cursor's score and the first
+    ``limit`` items strictly below it; the union is sorted and cut (a k-way
+    merge of per-shard ranges). A run of ties longer than TIE_CHUNK is
+    walked in chunks.
+
+    :returns: ``[(member_id, score)]`` newest first.
+    """
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        if cursor is None:
+            pipe.zrevrange(key, 0, limit - 1, withscores=True)
+        else:
+            score = cursor[0]
+            pipe.zrevrangebyscore(key, score, score, start=0, num=TIE_CHUNK, withscores=True)
+            pipe.zrevrangebyscore(key, f"({score}", "-inf", start=0, num=limit, withscores=True)
+    replies = pipe.execute()
+    items: list[Item] = []
+    if cursor is None:
+        for reply in replies:
+            items.extend(_decode(reply))
+    else:
+        for index, key in enumerate(keys):
+            ties, below = replies[2 * index], replies[2 * index + 1]
+            tie_items = [item for item in _decode(ties) if after_cursor(item, cursor)]
+            if len(ties) == TIE_CHUNK and len(tie_items) < limit:
+                tie_items = _walk_long_tie(client, key, cursor=cursor, limit=limit)
+            items.extend(tie_items[:limit])
+            items.extend(_decode(below))
+    items.sort(key=sort_key, reverse=True)
+    return items[:limit]
+
+
+def _walk_long_tie(client: redis.Redis, key: str, *, cursor: Cursor, limit: int) -> list[Item]:
+    score = cursor[0]
+    found: list[Item] = []
+    offset = 0
+    while len(found) < limit:
+        chunk = client.zrevrangebyscore(key, score, score, start=offset, num=TIE_CHUNK, withscores=True)
+        found.extend(item for item in _decode(chunk) if after_cursor(item, cursor))
+        if len(chunk) < TIE_CHUNK:
+            break
+        offset += TIE_CHUNK
+    return found
+
+
+def _second(score: int) -> datetime:
+    return datetime.fromtimestamp(int(score), tz=dt_timezone.utc)
+
+
+def db_page(
+    queryset: Any,
+    *,
+    member_field: str,
+    cursor: Cursor | None,
+    limit: int,
+    time_field: str = "created_at",
+    score_of: Callable[[datetime], int] = lambda at: int(at.timestamp()),
+) -> list[Item]:
+    """The same page as ``redis_page``, from a database queryset.
+
+    ``queryset`` is already filtered to one owner; rows are read newest
+    first through the (owner, created_at, member) index. Scores are whole
+    seconds, and each run of equal seconds is re-sorted by member string
+    so the order matches Redis exactly; the run cut by LIMIT is re-read
+    whole.
+
+    :returns: ``[(member_id, score)]`` newest first, at most ``limit``.
+    """
+    ordered = queryset.order_by(f"-{time_field}", f"-{member_field}")
+    fields = (member_field, time_field)
+    items: list[Item] = []
+    if cursor is not None:
+        start = _second(cursor[0])
+        ties = ordered.filter(**{f"{time_field}__gte": start, f"{time_field}__lt": start + timedelta(seconds=1)})
+        items.extend(
+            item
+            for item in ((member, score_of(at)) for member, at in ties.values_list(*fields))
+            if after_cursor(item, cursor)
+        )
+        ordered = ordered.filter(**{f"{time_field}__lt": start})
+    rows = [(member, score_of(at)) for member, at in ordered.values_list(*fields)[: limit + 1]]
+    if len(rows) > limit:
+        # The last second's run may be cut by LIMIT: read it whole.
+        last = rows[-1][1]
+        rows = [row for row in rows if row[1] != last]
+        window = _second(last)
+        run = ordered.filter(**{f"{time_field}__gte": window, f"{time_field}__lt": window + timedelta(seconds=1)})
+        rows.extend((member, score_of(at)) for member, at in run.values_list(*fields))
+    items.extend(rows)
+    items.sort(key=sort_key, reverse=True)
+    return items[:limit]

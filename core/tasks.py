@@ -1,0 +1,57 @@
+"""Celery tasks of the outbox: thin, take ids, call the outbox mechanism.
+
+``outbox_apply`` is sent after commit for the entries of non-inline kinds;
+``outbox_drain`` runs on beat and applies whatever is still pending (a
+refused message, a killed worker, Redis down); ``mirror_rebuild`` is queued
+by the drain when Redis lost its data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import outbox
+from .celery import task
+from .models import OutboxEntry
+from .redis import REDIS_ERRORS, redis_failed
+
+
+@task(acks_late=True, reject_on_worker_lost=True)
+def outbox_apply(*, entry_ids: list[int]) -> dict[str, int]:
+    """Apply the pending entries ``entry_ids``.
+
+    Redis being down is not retried here: the entries stay pending and the
+    beat drain applies them once Redis answers (one retry loop, not one per
+    message). ``acks_late`` with ``reject_on_worker_lost``: a worker killed
+    mid-task leaves the message to be redelivered.
+
+    :returns: ``{"applied": n, "stuck": m}`` (both 0 when Redis is down).
+    """
+    try:
+        result = outbox.apply_entries(list(OutboxEntry.objects.filter(pk__in=entry_ids, applied_at__isnull=True)))
+    except REDIS_ERRORS as exc:
+        redis_failed(exc)
+        return {"applied": 0, "stuck": 0}
+    return {"applied": result.applied, "stuck": result.stuck}
+
+
+@task(acks_late=True)
+def outbox_drain() -> dict[str, Any]:
+    """Apply every pending outbox entry (beat, every SOCIAL_OUTBOX_DRAIN_SECONDS); purge old applied ones.
+
+    Redis being down is not an error: the entries stay pending and the next
+    beat tries again.
+
+    :returns: ``DrainResult.as_dict()``.
+    """
+    return outbox.drain().as_dict()
+
+
+@task(acks_late=True)
+def mirror_rebuild() -> dict[str, Any]:
+    """Rebuild every app's Redis mirror after Redis lost its data; a no-op while another rebuild holds the lock.
+
+    :returns: ``{"rebuilt": bool, "steps": [names]}``.
+    """
+    result = outbox.rebuild_locked()
+    return {"rebuilt": result.rebuilt, "steps": result.steps}

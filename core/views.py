@@ -1,0 +1,35 @@
+"""The site's error pages (``handler400`` ... ``handler500`` in ``config.urls``).
+
+Pages get ``<status>.html`` in the site's layout; the API's URL space and
+JSON clients get the envelope (``core.errors``).
+"""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.template.loader import render_to_string
+
+from .errors import SERVER_ERROR_MESSAGE, envelope, error_response, wants_json
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """400 for requests Django itself refused (a bad Host header, a malformed upload)."""
+    return error_response(request, status=400, message="The request could not be understood.")
+
+
+def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """403 for a ``PermissionDenied`` raised outside the error middleware (the admin, decorators)."""
+    return error_response(request, status=403, message="You are not allowed to do this.")
+
+
+def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """404 for an unknown URL or a ``Http404``."""
+    return error_response(request, status=404, message="There is no page at this address.")
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """500: the envelope for the API, else ``500.html`` rendered without a request context
+    (the failure may be in a context processor or the database)."""
+    if wants_json(request):
+        return envelope(message=SERVER_ERROR_MESSAGE, status=500)
+    return HttpResponse(render_to_string("500.html", {"message": SERVER_ERROR_MESSAGE}), status=500)

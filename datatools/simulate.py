@@ -1,0 +1,163 @@
+"""Replay the real posting activity of the Higgs Twitter dataset as notes of the imported accounts.
+
+Source: SNAP higgs-activity_time (M. De Domenico, A. Lima, P. Mougel,
+M. Musolesi, *The Anatomy of a Scientific Rumor*, Sci. Rep. 3:2980, 2013):
+563,069 rows ``userA userB unix_ts type`` (RT, MT, RE), 1-7 July 2012,
+sorted by time, with a burst of 45,861 rows/hour around the 4 July
+announcement and a heavy-tailed activity per user (p50 1, max 656).
+
+Mapping (documented in the README):
+
+1. Each row is one note by ``userA`` (a retweet, mention or reply is a post).
+2. Higgs users are ranked by their number of rows as ``userA`` (most
+   prolific first, ties by Higgs id); imported accounts are ranked by their
+   number of active followers (most followed first, ties by account id).
+   Higgs rank *r* posts as account rank *r*: prolific posters become
+   well-connected accounts, and accounts beyond the number of Higgs posters,
+   or whose Higgs user is not sampled, stay silent.
+3. Rows whose poster has no account (rank beyond the accounts) are dropped;
+   of the rest every *k*-th row is kept (k = kept rows / ``notes``), so the
+   hourly shape (the burst) and each poster's share are preserved.
+4. Times keep their real spacing (whole seconds, so several notes share a
+   millisecond score, as real ties do) and are shifted so that the last
+   kept row is published at ``end`` (default: a minute ago).
+5. The body names the action and its target: "Retweeted @u2494", where
+   ``userB`` is mapped by the same ranking when it has an account.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import math
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
+from pathlib import Path
+
+from django.db import transaction
+from django.db.models import Count
+from django.utils import timezone
+
+from feed.models import Note
+from users.models import User
+
+from .datasets import DatasetError
+
+HIGGS_ACTIVITY = "higgs-activity_time.txt.gz"
+VERBS = {b"RT": "Retweeted", b"MT": "Mentioned", b"RE": "Replied to"}
+INSERT_BATCH = 2000
+
+Row = tuple[int, int, int, bytes]  # (userA, userB, unix seconds, type)
+
+
+def read_activity(path: Path) -> Iterator[Row]:
+    """Yield ``(a, b, unix_seconds, type)`` for each line of a Higgs activity file (.gz or plain).
+
+    :raises DatasetError: on a line that is not ``int int int type``.
+    """
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as raw:
+        for number, line in enumerate(io.BufferedReader(raw), start=1):
+            parts = line.split()
+            if not parts:
+                continue
+            try:
+                yield int(parts[0]), int(parts[1]), int(parts[2]), parts[3]
+            except (ValueError, IndexError):
+                raise DatasetError(f"{path}:{number}: not an activity row: {line[:80]!r}") from None
+
+
+def accounts_by_followers() -> list[tuple[int, str]]:
+    """Active accounts, most followed first (ties by id): ``[(user_id, username)]``."""
+    from social.models import Follow
+
+    counts = dict(
+        Follow.objects.filter(follower__is_active=True, followee__is_active=True)
+        .values("followee_id")
+        .annotate(n=Count("id"))
+        .values_list("followee_id", "n")
+    )
+    users = list(User.objects.filter(is_active=True).values_list("pk", "username"))
+    users.sort(key=lambda u: (-counts.get(u[0], 0), u[0]))
+    return users
+
+
+@dataclass
+class ReplayPlan:
+    """What a replay will write: ``rows`` (Higgs rows kept), the ``mapping`` of Higgs user
+    ids to ``(user_id, username)``, the time ``shift`` (seconds) and the sampling ``step``."""
+
+    rows: list[Row]
+    mapping: dict[int, tuple[int, str]]
+    shift: int
+    step: int
+    rows_read: int
+    posters: int
+
+
+def plan_replay(path: Path, *, notes: int, accounts: list[tuple[int, str]], end: datetime) -> ReplayPlan:
+    """Choose the rows to replay and map their users onto ``accounts`` (see the module docstring)."""
+    rows = list(read_activity(path))
+    activity = Counter(a for a, _, _, _ in rows)
+    posters = sorted(activity, key=lambda u: (-activity[u], u))
+    mapping = {higgs: accounts[rank] for rank, higgs in enumerate(posters[: len(accounts)])}
+    kept = [row for row in rows if row[0] in mapping]
+    step = max(1, math.ceil(len(kept) / max(1, notes)))
+    chosen = kept[::step][:notes]
+    shift = int(end.timestamp()) - chosen[-1][2] if chosen else 0
+    return ReplayPlan(rows=chosen, mapping=mapping, shift=shift, step=step, rows_read=len(rows), posters=len(activity))
+
+
+def _body(row: Row, mapping: dict[int, tuple[int, str]]) -> str:
+    a, b, ts, kind = row
+    when = datetime.fromtimestamp(ts, tz=dt_timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    verb = VERBS.get(kind, "Posted about")
+    if a == b:
+        target = "my own post"
+    elif b in mapping:
+        target = f"@{mapping[b][1]}"
+    else:
+        target = "someone outside this graph"
+    return f"{verb} {target} about the Higgs boson. (Replayed from the SNAP Higgs Twitter activity, {when} UTC.)"
+
+
+def replay(plan: ReplayPlan, *, on_progress: Callable[[int], None] | None = None) -> int:
+    """Insert the planned notes in bulk (publish order = id order), marked as fanned out.
+
+    Bulk inserts fire no signals and queue no fan-out: the caller rebuilds
+    the feeds afterwards (``feed.rebuild.rebuild_all_inboxes``).
+
+    :returns: the number of notes created.
+    """
+    fanned_out_at = timezone.now()
+    created = 0
+    for start in range(0, len(plan.rows), INSERT_BATCH):
+        chunk = plan.rows[start : start + INSERT_BATCH]
+        notes = [
+            Note(
+                author_id=plan.mapping[row[0]][0],
+                body=_body(row, plan.mapping),
+                created_at=datetime.fromtimestamp(row[2] + plan.shift, tz=dt_timezone.utc),
+                fanned_out_at=fanned_out_at,
+            )
+            for row in chunk
+        ]
+        with transaction.atomic():
+            Note.objects.bulk_create(notes, batch_size=INSERT_BATCH)
+        created += len(notes)
+        if on_progress is not None:
+            on_progress(len(notes))
+    return created
+
+
+def default_end() -> datetime:
+    """When the last replayed note is published: a minute ago, in whole seconds."""
+    return (timezone.now() - timedelta(minutes=1)).replace(microsecond=0)
+
+
+def has_notes() -> bool:
+    """Whether any note exists (``--if-empty``)."""
+    return Note.objects.exists()

@@ -1,0 +1,270 @@
+"""The feed's outbox kinds: every delivery job, recorded in the transaction that causes it.
+
+Each kind's handler re-reads the database and makes Redis agree with it,
+so a job that runs twice, late or out of order is harmless (C11):
+
+- ``feed.note`` (``NOTE``, note id, author id): a note was published,
+  hidden, unhidden or deleted. A visible note is fanned out (its author's
+  outbox, then every active follower's inbox, or only the outbox for pull
+  authors); a note that is not visible is retracted from all of them.
+- ``feed.pair`` (``PAIR``, follower id, followee id): a follow or an unfollow.
+  While the follow exists the followee's newest notes are backfilled into
+  the follower's inbox, otherwise the followee's notes are removed from it.
+- ``feed.author`` (``AUTHOR``, author id): an account was deactivated or
+  reactivated; its notes leave every follower's inbox, or come back.
+- ``feed.inbox`` (``INBOX``, reader id): a reader's inbox is rebuilt
+  (catch-up after a long absence).
+
+All are applied by the ``core.tasks.outbox_apply`` task after commit, and
+by the drain when that message was refused or its worker died (C24).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from django.utils import timezone
+
+from core import outbox
+from core.models import OutboxEntry
+from core.redis import get_redis
+from social.models import Follow
+from users.models import User
+
+from . import delivery, redis_keys
+from .models import Note
+from .rebuild import (
+    inbox_rebuild,
+    outbox_rebuild,
+    pull_authors_rebuild,
+    rebuild_all_outboxes,
+    recent_entries,
+)
+
+logger = logging.getLogger(__name__)
+
+
+# --- notes ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FanOut:
+    """Outcome of a fan-out: ``mode`` is ``push``, ``pull`` or ``skipped``;
+    ``followers`` reached and ``inbox_writes`` made."""
+
+    mode: str
+    followers: int = 0
+    inbox_writes: int = 0
+
+
+def note_fan_out(*, note_id: int) -> FanOut:
+    """Deliver note ``note_id``: its author's outbox, then every active follower's inbox.
+
+    Pull authors get only the outbox. Followers not seen within
+    ``FEED_ACTIVE_DAYS`` are skipped; their inboxes are rebuilt when they
+    come back. Idempotent: a re-run after a crash or a partial run writes
+    the same members with the same scores. Marks ``fanned_out_at``. If the
+    note was hidden or deleted meanwhile, the delivery is withdrawn again.
+
+    :returns: ``FanOut``; ``skipped`` when the note is gone or not visible.
+    :raises: ``REDIS_ERRORS`` (the entry stays pending).
+    """
+    note = Note.objects.select_related("author").filter(pk=note_id).first()
+    if note is None:
+        return FanOut(mode="skipped")
+    if not note.is_visible:
+        Note.objects.filter(pk=note_id, fanned_out_at__isnull=True).update(fanned_out_at=timezone.now())
+        return FanOut(mode="skipped")
+    client = get_redis()
+    entry = [(note.pk, note.published_ms)]
+    pipe = client.pipeline(transaction=False)
+    delivery.queue_add(pipe, redis_keys.outbox_key(note.author_id), entry)
+    pipe.execute()
+    if delivery.is_pull_author(client, note.author_id):
+        result = FanOut(mode="pull")
+    else:
+        followers, writes = delivery.fan_out_to_followers(client, note.author_id, entry)
+        result = FanOut(mode="push", followers=followers, inbox_writes=writes)
+    Note.objects.filter(pk=note_id, fanned_out_at__isnull=True).update(fanned_out_at=timezone.now())
+    # Verify: hidden or deleted while we delivered -> take it back.
+    if not Note.objects.filter(pk=note_id, is_hidden=False, deleted_at__isnull=True).exists():
+        note_retract(note_id=note_id)
+    return result
+
+
+def note_retract(*, note_id: int, author_id: int | None = None) -> int:
+    """Remove note ``note_id`` from its author's outbox and every follower's inbox.
+
+    A note that is visible again (unhidden meanwhile) is left alone.
+    Followers are found as at fan-out, but all of them (a skipped reader's
+    stale inbox may hold it too).
+
+    :param author_id: needed when the row is gone (hard delete).
+    :returns: the number of inbox members removed.
+    :raises: ``REDIS_ERRORS`` (the entry stays pending).
+    """
+    note = Note.objects.select_related("author").filter(pk=note_id).first()
+    if note is not None and note.is_visible:
+        return 0
+    author = note.author_id if note is not None else author_id
+    if author is None:
+        return 0
+    client = get_redis()
+    client.zrem(redis_keys.outbox_key(author), redis_keys.note_member(note_id))
+    # The follow mirror no longer lists a deactivated author's followers:
+    # then the Follow rows (kept on deactivation) are the list.
+    source = "auto" if note is not None and note.author.is_active else "database"
+    removed = 0
+    for batch in delivery.follower_batches(client, author, only_active=False, source=source):
+        removed += delivery.withdraw(client, batch, [note_id])
+    return removed
+
+
+def note_apply(*, note_id: int, author_id: int | None = None) -> None:
+    """Make every feed agree with note ``note_id``'s state: fan it out while visible, else retract it.
+
+    :raises: ``REDIS_ERRORS``.
+    """
+    note = Note.objects.select_related("author").filter(pk=note_id).first()
+    if note is not None and note.is_visible:
+        note_fan_out(note_id=note_id)
+    else:
+        note_retract(note_id=note_id, author_id=author_id)
+
+
+# --- follow graph changes ---------------------------------------------------------
+
+
+def _follows(follower_id: int, followee_id: int) -> bool:
+    return Follow.objects.filter(
+        follower_id=follower_id, followee_id=followee_id, follower__is_active=True, followee__is_active=True
+    ).exists()
+
+
+def inbox_backfill_followee(*, follower_id: int, followee_id: int) -> int:
+    """After ``follower_id`` followed ``followee_id``: add the followee's newest
+    ``INBOX_MAX_LEN`` visible notes to the follower's inbox, at their publish times.
+
+    Nothing when the follow is gone again, the followee is a pull author
+    (merged at read time) or the follower is not seen within
+    ``FEED_ACTIVE_DAYS`` (skipped like at fan-out; rebuilt when back). A
+    re-follow backfills like a first follow.
+
+    :returns: the number of notes added.
+    :raises: ``REDIS_ERRORS``.
+    """
+    if not _follows(follower_id, followee_id):
+        return 0
+    if not User.objects.filter(pk=follower_id, last_seen_at__gte=delivery.active_cutoff()).exists():
+        return 0
+    client = get_redis()
+    if client.sismember(redis_keys.pull_authors_key(), str(followee_id)):
+        return 0
+    entries = recent_entries([followee_id], redis_keys.inbox_max_len())
+    delivery.deliver(client, [follower_id], entries)
+    if not _follows(follower_id, followee_id):  # unfollowed meanwhile
+        inbox_remove_followee(follower_id=follower_id, followee_id=followee_id)
+        return 0
+    return len(entries)
+
+
+def inbox_remove_followee(*, follower_id: int, followee_id: int) -> int:
+    """After ``follower_id`` unfollowed ``followee_id``: remove every note of the
+    followee from the follower's inbox (read from the inbox, so notes older
+    than the followee's outbox go too).
+
+    Nothing when the follow exists again (a re-follow came first).
+
+    :returns: the number of inbox members removed.
+    :raises: ``REDIS_ERRORS``.
+    """
+    if Follow.objects.filter(follower_id=follower_id, followee_id=followee_id).exists():
+        return 0
+    client = get_redis()
+    key = redis_keys.inbox_key(follower_id)
+    members = delivery.member_ids(client.zrange(key, 0, -1))
+    theirs = list(Note.objects.filter(pk__in=members, author_id=followee_id).values_list("pk", flat=True))
+    removed = delivery.withdraw(client, [follower_id], theirs)
+    if Follow.objects.filter(follower_id=follower_id, followee_id=followee_id).exists():  # re-followed meanwhile
+        inbox_backfill_followee(follower_id=follower_id, followee_id=followee_id)
+    return removed
+
+
+def inbox_follow_apply(*, follower_id: int, followee_id: int) -> int:
+    """Make ``follower_id``'s inbox agree with whether it follows ``followee_id`` now.
+
+    :returns: notes added (backfill) or removed.
+    :raises: ``REDIS_ERRORS``.
+    """
+    if Follow.objects.filter(follower_id=follower_id, followee_id=followee_id).exists():
+        return inbox_backfill_followee(follower_id=follower_id, followee_id=followee_id)
+    return inbox_remove_followee(follower_id=follower_id, followee_id=followee_id)
+
+
+def author_feed_refresh(*, author_id: int) -> int:
+    """After ``author_id`` was deactivated or reactivated: take its notes out of
+    its followers' inboxes, or put its newest ones back (and rebuild its outbox).
+
+    Readers already hide a deactivated author's notes; this reclaims the
+    inbox space or restores the entries. Followers come from the Follow rows,
+    which deactivation keeps.
+
+    :returns: the number of inbox members removed or written.
+    :raises: ``REDIS_ERRORS``.
+    """
+    row = User.objects.filter(pk=author_id).values_list("is_active", flat=True).first()
+    client = get_redis()
+    outbox_key = redis_keys.outbox_key(author_id)
+    if not row:
+        note_ids = delivery.member_ids(client.zrange(outbox_key, 0, -1))
+        note_ids += list(
+            Note.objects.filter(author_id=author_id).order_by("-created_at")[: redis_keys.inbox_max_len()].values_list("pk", flat=True)
+        )
+        note_ids = sorted(set(note_ids))
+        removed = 0
+        for batch in delivery.follower_batches(client, author_id, only_active=False, source="database"):
+            removed += delivery.withdraw(client, batch, note_ids)
+        client.unlink(outbox_key)
+        return removed
+    outbox_rebuild(author_id=author_id)
+    if client.sismember(redis_keys.pull_authors_key(), str(author_id)):
+        return 0
+    entries = recent_entries([author_id], redis_keys.inbox_max_len())
+    _, writes = delivery.fan_out_to_followers(client, author_id, entries, source="database")
+    return writes
+
+
+# --- registration -------------------------------------------------------------
+
+
+def _each(apply: Callable[[OutboxEntry], object]) -> Callable[[Sequence[OutboxEntry]], None]:
+    """A handler applying entries one by one (each is its own Redis work), duplicates once."""
+
+    def handler(entries: Sequence[OutboxEntry]) -> None:
+        seen: set[tuple[int, int | None]] = set()
+        for entry in entries:
+            if (entry.subject_id, entry.object_id) not in seen:
+                seen.add((entry.subject_id, entry.object_id))
+                apply(entry)
+
+    return handler
+
+
+# Stage 1: after the follow mirror's entries (stage 0) in the same batch.
+NOTE = outbox.register("feed.note", apply=_each(lambda e: note_apply(note_id=e.subject_id, author_id=e.object_id)), stage=1)
+PAIR = outbox.register(
+    "feed.pair", apply=_each(lambda e: inbox_follow_apply(follower_id=e.subject_id, followee_id=int(e.object_id or 0))), stage=1
+)
+AUTHOR = outbox.register("feed.author", apply=_each(lambda e: author_feed_refresh(author_id=e.subject_id)), stage=1)
+INBOX = outbox.register("feed.inbox", apply=_each(lambda e: inbox_rebuild(user_id=e.subject_id)), stage=2)
+
+
+def _rebuild_feeds(renew: Callable[[], None]) -> None:
+    pull_authors_rebuild()
+    renew()
+    rebuild_all_outboxes(on_progress=lambda users: renew())
+
+
+outbox.register_rebuild("feed.outboxes", rebuild=_rebuild_feeds, order=1)

@@ -1,0 +1,85 @@
+"""The follow graph's outbox kinds: what a committed follow, unfollow or account change makes Redis do.
+
+- ``social.pair`` (``PAIR``): ``subject_id`` followed or unfollowed
+  ``object_id``; applied inline after commit, so the actor's next page shows
+  it. The handler writes the pair as the database has it now
+  (``social.mirror.mirror_apply_pairs``), then, from what that write
+  observed, queues a layout migration for any followee whose follower count
+  crossed the sharding thresholds.
+- ``social.user`` (``USER``): every edge of account ``subject_id`` must be
+  re-mirrored (deactivation, reactivation, deletion); inline for small
+  accounts, by the Celery task for big ones (the caller says which).
+
+Also registers the graph's rebuild, which ``core.outbox.rebuild_locked``
+runs after Redis lost its data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+
+from django.db import transaction
+
+from core import outbox
+from core.models import OutboxEntry
+from core.redis import get_redis
+
+from . import layout, redis_keys
+from .mirror import LayoutObservation, mirror_apply_pairs, mirror_apply_user
+from .models import OUTBOX_PAIR, OUTBOX_USER
+from .rebuild import rebuild_all
+
+# While this many seconds pass, follows of an account queue no second layout migration.
+QUEUED_TTL_SECONDS = 300
+
+
+def layout_migrations_enqueue(observed: dict[int, LayoutObservation]) -> list[int]:
+    """Queue a layout migration for each account whose count asks for another layout.
+
+    The observations come from the mirror write's own pipeline, so the
+    check costs nothing for accounts that need no migration and one SET NX
+    for those that do (the ``queued`` key stops a stream of follows from
+    queueing a task each).
+
+    :param observed: ``{followee_id: LayoutObservation}``.
+    :returns: the user ids for which a task was queued (sent after commit).
+    :raises: ``REDIS_ERRORS``.
+    """
+    due = [user_id for user_id, seen in observed.items() if layout.migration_due(followers=seen.count, layout=seen.layout)]
+    if not due:
+        return []
+    from .tasks import (
+        social_followers_layout_migrate,  # the task module imports this one
+    )
+
+    client = get_redis()
+    queued = []
+    for user_id in due:
+        if client.set(redis_keys.followers_migration_queued_key(user_id), "1", nx=True, ex=QUEUED_TTL_SECONDS):
+            queued.append(user_id)
+            transaction.on_commit(partial(social_followers_layout_migrate.delay, user_id=user_id))
+    return queued
+
+
+def _apply_pairs(entries: Sequence[OutboxEntry]) -> None:
+    pairs = [(entry.subject_id, entry.object_id) for entry in entries if entry.object_id is not None]
+    layout_migrations_enqueue(mirror_apply_pairs(pairs))
+
+
+def _apply_users(entries: Sequence[OutboxEntry]) -> None:
+    for user_id in sorted({entry.subject_id for entry in entries}):
+        layout_migrations_enqueue(mirror_apply_user(user_id))
+
+
+# Graph entries are applied before the feed's (stage 0): a feed job decides
+# from the follow mirror, so the mirror must already show the change.
+PAIR = outbox.register(OUTBOX_PAIR, apply=_apply_pairs, inline=True, stage=0)
+USER = outbox.register(OUTBOX_USER, apply=_apply_users, inline=True, stage=0)
+
+
+def _rebuild_graph(renew: Callable[[], None]) -> None:
+    rebuild_all(on_progress=lambda users, edges: renew())
+
+
+outbox.register_rebuild("social.graph", rebuild=_rebuild_graph, order=0)

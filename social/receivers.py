@@ -1,0 +1,25 @@
+"""Thin receivers: record the follow mirror's outbox entries inside the transaction of the change.
+
+Connected in ``SocialConfig.ready`` with ``dispatch_uid``s:
+
+- ``users.signals.user_activity_changed`` -> re-mirror every edge of the account
+- ``pre_delete`` of ``users.User`` -> the same, before the cascade removes the
+  rows (any delete path: admin, shell, ``QuerySet.delete``)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from users.models import User
+
+from .services import user_mirror_refresh
+
+
+def on_user_activity_changed(sender: Any, *, user_id: int, is_active: bool, **kwargs: Any) -> None:
+    user_mirror_refresh(user_id=user_id)
+
+
+def on_user_deleted(sender: Any, *, instance: User, **kwargs: Any) -> None:
+    # pre_delete, so the edges are still there to be counted.
+    user_mirror_refresh(user_id=instance.pk)
