@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+
 from . import outbox
 from .celery import task
 from .models import OutboxEntry
@@ -47,7 +49,7 @@ def outbox_drain() -> dict[str, Any]:
     return outbox.drain().as_dict()
 
 
-@task(acks_late=True)
+@task(acks_late=True, soft_time_limit=settings.LONG_TASK_TIME_LIMIT, time_limit=settings.LONG_TASK_TIME_LIMIT + 60)
 def mirror_rebuild() -> dict[str, Any]:
     """Rebuild every app's Redis mirror after Redis lost its data; a no-op while another rebuild holds the lock.
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+
 from core.celery import task
 
 from core.redis import REDIS_ERRORS
@@ -17,7 +19,15 @@ from .reconcile import reconcile_run
 from .sharding import followers_layout_migrate
 
 
-@task(acks_late=True, autoretry_for=REDIS_ERRORS, retry_backoff=True, retry_backoff_max=60, max_retries=20)
+@task(
+    acks_late=True,
+    autoretry_for=REDIS_ERRORS,
+    retry_backoff=True,
+    retry_backoff_max=60,
+    max_retries=20,
+    soft_time_limit=settings.LONG_TASK_TIME_LIMIT,
+    time_limit=settings.LONG_TASK_TIME_LIMIT + 60,
+)
 def social_followers_layout_migrate(*, user_id: int) -> dict[str, Any]:
     """Move ``user_id``'s followers between one key and shards as its count asks (``social.sharding``).
 
@@ -34,7 +44,7 @@ def social_followers_layout_migrate(*, user_id: int) -> dict[str, Any]:
     return result.as_dict()
 
 
-@task(acks_late=True)
+@task(acks_late=True, soft_time_limit=settings.LONG_TASK_TIME_LIMIT, time_limit=settings.LONG_TASK_TIME_LIMIT + 60)
 def social_cache_reconcile() -> dict[str, int]:
     """Nightly reconcile of the whole follow mirror against the database (repairs drift), recorded as
     a ``ReconcileRun``; an interrupted nightly run is resumed from its checkpoint.

@@ -23,7 +23,7 @@ env = environ.Env()
 # Only when asked: a copied .env.example must not turn the embedded default
 # into a run that needs services.
 if env.bool("DJANGO_READ_DOT_ENV_FILE", default=False):
-    environ.Env.read_env(BASE_DIR / ".env")
+    environ.Env.read_env(env("DJANGO_DOT_ENV_FILE", default=str(BASE_DIR / ".env")))
 
 # Where the embedded default keeps its SQLite database and Valkey server.
 FOLLOWFEED_VAR_DIR = Path(env("FOLLOWFEED_VAR_DIR", default=str(BASE_DIR / "var")))
@@ -147,6 +147,12 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
+# A task that hangs (a half-open socket, a lock wait) is stopped: SoftTimeLimitExceeded
+# after this many seconds, the worker process killed a little later. The long
+# ones (rebuilds, the nightly reconcile) set their own limits.
+CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=300)
+CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=330)
+LONG_TASK_TIME_LIMIT = env.int("LONG_TASK_TIME_LIMIT", default=4 * 3600)
 # Tests that start their own worker give it (and everything it sends) a queue of its own.
 CELERY_TASK_DEFAULT_QUEUE = env("CELERY_TASK_DEFAULT_QUEUE", default="celery")
 # Outbox entries applied per drain round (one database read, one Redis pipeline).

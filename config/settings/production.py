@@ -1,9 +1,65 @@
-"""Production settings: the secret key has no default; everything else from env."""
+"""Production settings: every service is required, nothing falls back to the embedded default.
+
+With ``DATABASE_URL``, ``REDIS_URL``, ``CELERY_BROKER_URL`` or
+``DJANGO_SECRET_KEY`` unset, the process refuses to start with an
+``ImproperlyConfigured`` naming the variable (a silent SQLite, embedded Redis
+and eager Celery in production would lose data and hide every outage).
+
+The site runs behind a TLS-terminating proxy: ``DJANGO_SECURE_PROXY_SSL_HEADER``
+(default ``X-Forwarded-Proto``) tells Django a request came in over HTTPS;
+plain HTTP is redirected, cookies are secure, HSTS is sent. Static files are
+served by WhiteNoise from ``STATIC_ROOT`` (``manage.py collectstatic``).
+"""
+
+from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F401,F403
-from .base import env
+from .base import MIDDLEWARE, env
 
-SECRET_KEY = env("DJANGO_SECRET_KEY")
+
+def required(name: str) -> str:
+    """The value of the environment variable ``name``.
+
+    :raises ImproperlyConfigured: it is unset or empty.
+    """
+    value = str(env(name, default=""))
+    if not value:
+        raise ImproperlyConfigured(
+            f"{name} is not set. Production needs it (config.settings.production; see the README's "
+            "'Processes in production'); the embedded default is only for `make run`."
+        )
+    return value
+
+
+SECRET_KEY = required("DJANGO_SECRET_KEY")
+for _name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL"):
+    required(_name)
 DEBUG = False
+
+# Database connections are kept for a minute and checked before reuse.
+CONN_MAX_AGE = env.int("CONN_MAX_AGE", default=60)
+CONN_HEALTH_CHECKS = True
+from .base import DATABASES  # noqa: E402
+
+DATABASES["default"]["CONN_MAX_AGE"] = CONN_MAX_AGE
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = CONN_HEALTH_CHECKS
+
+# --- HTTPS behind the proxy ------------------------------------------------
+_proxy_header = env("DJANGO_SECURE_PROXY_SSL_HEADER", default="X-Forwarded-Proto")
+SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_header.upper().replace("-", "_"), "https") if _proxy_header else None
+SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
 SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
 CSRF_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
+SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=True)
+CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+# --- static files -----------------------------------------------------------
+# WhiteNoise serves the hashed, compressed files collectstatic wrote, right
+# after the security middleware (so a redirect to HTTPS comes first).
+MIDDLEWARE = [MIDDLEWARE[0], "whitenoise.middleware.WhiteNoiseMiddleware", *MIDDLEWARE[1:]]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}

@@ -1,0 +1,141 @@
+"""Production as the README describes it: its commands, pasted into a fresh shell, serve the site.
+
+The README's "Processes in production" block is run as written (only
+``PORT`` is chosen free) in a shell with an empty environment, against the
+machine's MariaDB, Redis and RabbitMQ; then a page and its stylesheet are
+loaded through gunicorn, and the worker and beat are seen running. And a
+production process without a service's URL refuses to start, naming it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.social.faults import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.worker
+
+
+def production_block() -> str:
+    """The shell block of the README's "Processes in production" section."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Processes in production") :]
+    match = re.search(r"```sh\n(.*?)```", section, flags=re.S)
+    assert match is not None, "the production section has no sh block"
+    return match.group(1)
+
+
+def fetch(url: str) -> tuple[int, str, bytes]:
+    # The proxy's header: the site redirects plain HTTP to HTTPS otherwise.
+    request = urllib.request.Request(url, headers={"X-Forwarded-Proto": "https", "Host": "localhost"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return response.status, response.headers.get("Content-Type", ""), response.read()
+
+
+def wait_for(condition, *, timeout: float, what: str):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = condition()
+        except OSError:
+            value = None
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def fresh_environment(**extra: str) -> dict[str, str]:
+    """An environment with nothing of this session's: a PATH and HOME, plus ``extra``."""
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), **extra}
+
+
+class TestReadmeProductionCommands:
+    def test_web_worker_and_beat_come_up_and_a_page_loads_with_its_css(self, tmp_path: Path) -> None:
+        port = free_port()
+        log = tmp_path / "processes.log"
+        with log.open("wb") as output:
+            shell = subprocess.Popen(
+                ["bash", "-c", production_block() + "\nwait\n"],
+                cwd=ROOT,
+                env=fresh_environment(PORT=str(port)),
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            status, _, html = wait_for(lambda: fetch(f"http://127.0.0.1:{port}/"), timeout=120, what="gunicorn")
+            stylesheet = re.search(rb'<link rel="stylesheet" href="([^"]+)"', html)
+            assert stylesheet is not None
+            css_status, css_type, css = fetch(f"http://127.0.0.1:{port}{stylesheet.group(1).decode()}")
+            wait_for(lambda: b"ready." in log.read_bytes(), timeout=60, what="the worker")
+            wait_for(lambda: b"beat: Starting" in log.read_bytes(), timeout=60, what="beat")
+            wait_for(lambda: b"Scheduler: Sending due task drain-outbox" in log.read_bytes(), timeout=60, what="beat's drain")
+        finally:
+            os.killpg(shell.pid, signal.SIGTERM)
+            try:
+                shell.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(shell.pid, signal.SIGKILL)
+                shell.wait(timeout=10)
+        output_text = log.read_text(errors="replace")
+
+        assert status == 200 and b"Find people" in html
+        # Hashed by collectstatic's manifest, served by WhiteNoise.
+        assert re.fullmatch(rb"/static/css/site\.[0-9a-f]{12}\.css", stylesheet.group(1)), output_text[-2000:]
+        assert css_status == 200 and css_type.startswith("text/css") and b".topbar" in css
+        assert "celery@" in output_text and "gunicorn" in output_text.lower()
+
+    @pytest.mark.parametrize("missing", ["REDIS_URL", "DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SECRET_KEY"])
+    def test_production_refuses_to_start_without_a_service_and_names_it(self, missing: str) -> None:
+        variables = {
+            "DJANGO_SETTINGS_MODULE": "config.settings.production",
+            "DJANGO_SECRET_KEY": "x" * 50,
+            "DATABASE_URL": "mysql://root:@127.0.0.1:3306/followfeed",
+            "REDIS_URL": "redis://127.0.0.1:6379/0",
+            "CELERY_BROKER_URL": "amqp://guest:guest@127.0.0.1:5672//",
+        }
+        del variables[missing]
+
+        result = subprocess.run(
+            [sys.executable, "manage.py", "check"], cwd=ROOT, env=fresh_environment(**variables), capture_output=True, text=True, timeout=60
+        )
+
+        assert result.returncode != 0
+        assert f"ImproperlyConfigured: {missing} is not set" in result.stderr
+
+
+class TestDotEnv:
+    def test_a_copied_env_example_is_ignored_unless_asked_for(self, tmp_path: Path) -> None:
+        dot_env = tmp_path / ".env"
+        dot_env.write_text((ROOT / ".env.example").read_text())
+        show = "from django.conf import settings; print(settings.REDIS_EMBEDDED, settings.DATABASES['default']['ENGINE'])"
+        base = {"DJANGO_SETTINGS_MODULE": "config.settings.local", "DJANGO_DOT_ENV_FILE": str(dot_env), "FOLLOWFEED_VAR_DIR": str(tmp_path)}
+
+        def settings_seen(**extra: str) -> str:
+            code = f"import django; django.setup(); {show}"
+            result = subprocess.run(
+                [sys.executable, "-c", code], cwd=ROOT, env=fresh_environment(**base, **extra), capture_output=True, text=True, timeout=60
+            )
+            assert result.returncode == 0, result.stderr[-2000:]
+            return result.stdout.strip().splitlines()[-1]
+
+        try:
+            ignored = settings_seen()
+        finally:
+            subprocess.run([sys.executable, "manage.py", "embedded_redis", "stop"], cwd=ROOT, env=fresh_environment(**base), timeout=60)
+        read = settings_seen(DJANGO_READ_DOT_ENV_FILE="true")
+
+        assert ignored == "True django.db.backends.sqlite3"  # the embedded default, whatever .env says
+        assert read == "False django.db.backends.mysql"
