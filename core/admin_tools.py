@@ -1,8 +1,8 @@
-"""Admin helpers for big tables: a paginator that never counts a whole table, and user search.
+"""Admin helpers for big tables: a paginator that never counts a whole table.
 
 Django's admin asks ``Paginator.count`` for every list page, which is a
 ``SELECT COUNT(*)`` over the (filtered) table: on InnoDB that walks a whole
-index, about 0.2-0.5 s for the 870k-row follow table and worse as it grows.
+index, which grows with the table (bench/results has the figures).
 This paginator counts at most ``COUNT_CAP + 1`` rows (a ``LIMIT`` subquery,
 so the work is bounded), and past that answers:
 

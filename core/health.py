@@ -244,7 +244,7 @@ def register_section(name: str, provider: Callable[[], Any]) -> None:
 
 
 def mirror_health() -> MirrorHealth:
-    """Gather every figure of the health page (a few ms, at most about 3 s with the broker down)."""
+    """Gather every figure of the health page (bounded: at most ``2 * BROKER_TIMEOUT_SECONDS`` with the broker down)."""
     return MirrorHealth(
         checked_at=timezone.now(),
         outbox=outbox_health(),

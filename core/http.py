@@ -1,8 +1,7 @@
-"""JSON API helpers shared by the apps: the seed's envelope, sign-in and CSRF answers.
+"""JSON API helpers shared by the apps: the envelope, sign-in and CSRF answers.
 
-Every API answer is ``{"success": bool, "errorMsg": str | None, "data": ...}``
-(the hmdp ``Result`` shape); failures carry their 4xx/5xx status as well
-(``core.errors``).
+Every API answer is ``{"success": bool, "errorMsg": str | None, "data": ...}``;
+failures carry their 4xx/5xx status as well (``core.errors``).
 """
 
 from __future__ import annotations

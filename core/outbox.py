@@ -149,7 +149,7 @@ def send_after_commit(entry_ids: Sequence[int]) -> None:
     """Send the ``outbox_apply`` task for pending entries (``on_commit`` of the other kinds).
 
     A broker that refuses the message is logged: the entries stay pending
-    and the drain applies them (C24).
+    and the drain applies them.
     """
     from .tasks import outbox_apply  # the task module imports this one
 

@@ -1,8 +1,8 @@
 """The one way followfeed code reaches Redis, with a circuit breaker.
 
-``get_redis()`` returns the redis-py client behind django-redis (a real
-Redis, or the embedded fakeredis). ``redis_available()`` is the breaker
-(Nygard, *Release It!*, ch. 5 "Circuit Breaker"), one per process:
+``get_redis()`` returns the redis-py client behind django-redis (a Redis
+server, or the embedded Valkey server of ``core.embedded``).
+``redis_available()`` is a circuit breaker, one per process:
 
 - closed: every caller uses Redis;
 - open: after a failure (``redis_failed``) every caller skips Redis and uses

@@ -50,7 +50,7 @@ def _insert_fans(names: list[str]) -> None:
 
     On MariaDB/MySQL the other columns are rendered once through Django (a
     template ``User``: its defaults, the unusable password) and the
-    statement is built directly: bulk_create spent about 80% of its time
+    statement is built directly: bulk_create spends most of its time
     preparing 13 fields per row in Python. Fan usernames are
     ``fan<digits>_<digits>``, which need no quoting.
     """

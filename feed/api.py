@@ -1,9 +1,9 @@
-"""The feed's JSON API in the seed's style; the actor is always the signed-in user.
+"""The feed's JSON API; the actor is always the signed-in user.
 
 - ``POST /api/blog`` and ``POST /api/notes``: publish (``{"body": ...}`` as
   JSON or form data); 201 with the note.
 - ``GET /api/blog/of/follow?lastId=<ms>&offset=<n>[&limit=]``: the home
-  timeline in the seed's scroll contract, ``{list, minTime, offset, hasMore}``.
+  timeline in the scroll contract, ``{list, minTime, offset, hasMore}``.
 - ``GET /api/feed?cursor=&limit=``: the same feed with an opaque cursor,
   ``{list, next_cursor}`` (``next_cursor`` null at the end).
 - ``DELETE /api/notes/<id>``: the author deletes a note.

@@ -4,9 +4,9 @@ Everything here writes what the caller computed from the database; the
 services (``feed.services``) decide what that is. Every inbox or outbox
 write is ``ZADD`` followed by ``ZREMRANGEBYRANK`` in the same pipeline, so
 no key ever holds more than ``INBOX_MAX_LEN`` members after a write
-(trimming on write, the seed's answer to "the inbox grows without bound").
+(trimming on write, so an inbox never grows without bound).
 Members are always ``redis_keys.note_member(id)``: a retried or repeated
-write of one note adds nothing (C11).
+write of one note adds nothing.
 """
 
 from __future__ import annotations

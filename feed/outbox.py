@@ -1,7 +1,7 @@
 """The feed's outbox kinds: every delivery job, recorded in the transaction that causes it.
 
 Each kind's handler re-reads the database and makes Redis agree with it,
-so a job that runs twice, late or out of order is harmless (C11):
+so a job that runs twice, late or out of order is harmless:
 
 - ``feed.note`` (``NOTE``, note id, author id): a note was published,
   hidden, unhidden or deleted. A visible note is fanned out (its author's
@@ -16,7 +16,7 @@ so a job that runs twice, late or out of order is harmless (C11):
   (catch-up after a long absence).
 
 All are applied by the ``core.tasks.outbox_apply`` task after commit, and
-by the drain when that message was refused or its worker died (C24).
+by the drain when that message was refused or its worker died.
 """
 
 from __future__ import annotations

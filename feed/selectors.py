@@ -83,7 +83,7 @@ class TimelinePage:
 
 @dataclass
 class ScrollPage:
-    """A page of the seed's scroll contract: ``notes`` and the ``min_time``/``offset`` to send next."""
+    """A page of the scroll contract: ``notes`` and the ``min_time``/``offset`` to send next."""
 
     notes: list[Note]
     min_time: int | None
@@ -169,7 +169,7 @@ def parse_scroll(last_id: str | None, offset: str | None) -> tuple[int | None, i
 
 
 def home_timeline_scroll(*, user_id: int, last_id: int | None, offset: int, limit: int) -> ScrollPage:
-    """The home timeline in the seed's scroll contract (``lastId`` = a publish time in ms).
+    """The home timeline in the scroll contract (``lastId`` = a publish time in ms).
 
     The first request passes no ``lastId`` (or the current time) and
     ``offset`` 0; each next request passes the ``minTime`` and ``offset``

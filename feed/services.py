@@ -2,10 +2,10 @@
 
 Notes are written to the database together with a ``feed.note`` outbox
 entry (``feed.outbox``); their delivery to Redis runs after commit in
-Celery, never inside the transaction: a note that rolls back sends nothing
-(C16), and a job never looks for a row that is not committed yet. If Redis
+Celery, never inside the transaction: a note that rolls back sends nothing,
+and a job never looks for a row that is not committed yet. If Redis
 is down or the broker refuses the message, the note is still published and
-the outbox drain delivers it later (C14, C24).
+the outbox drain delivers it later.
 """
 
 from __future__ import annotations

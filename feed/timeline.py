@@ -5,11 +5,11 @@ millisecond a note published later has a larger id, so it sorts after the
 ones already there: a note that arrives in a run of equal times while a
 client is paging through that run lands after the client's position and is
 returned once, instead of shifting the run under the client (the failure of
-plain "skip ``offset`` items at this score" paging, C08).
+plain "skip ``offset`` items at this score" paging).
 
 **Position.** A page continues strictly after a ``Position(score, note_id)``
 (keyset paging, as ``core.paging`` does for follow lists). The opaque
-cursor is that position (``core.paging.encode_cursor``); the seed's scroll
+cursor is that position (``core.paging.encode_cursor``); the scroll
 contract ``(lastId, offset)`` is translated to one: the ``offset``-th
 visible note at score ``lastId`` (``position_from_scroll``).
 
@@ -18,13 +18,13 @@ pull set (hybrid). Each sorted set is trusted only above its *horizon*, the
 lowest score it holds: below that it may have been trimmed at the cap, or
 never filled. Items with a score at or below the highest horizon come from
 the database, which is the truth, in the same order: scrolling past the cap
-continues from the database (C12), and a reader whose inbox is missing or
+continues from the database, and a reader whose inbox is missing or
 being rebuilt reads the database only.
 
 **Stale ids.** Ids whose note is gone, hidden, deleted or whose author is
 deactivated are skipped, the page is filled from older ids (no short page
 in the middle of a feed) and the stale ids are removed from the sorted sets
-that hold them, so the next page does not scan them again (C09). Ids of
+that hold them, so the next page does not scan them again. Ids of
 authors the reader no longer follows are skipped but left for the unfollow
 task, so a follow mirror that lags cannot delete a live entry.
 """
@@ -326,12 +326,12 @@ def position_from_scroll(feed: Feed, last_id: int, offset: int) -> tuple[Positio
 
 
 def scroll_state(page: Page, last_id: int | None, seen: int) -> tuple[int | None, int]:
-    """``(minTime, offset)`` to send back after ``page`` (the seed's contract, fixed).
+    """``(minTime, offset)`` to send back after ``page`` (the scroll contract).
 
     The offset is the number of notes at ``minTime`` the client has now
     seen. When the whole page shares the previous page's minimum, the notes
-    seen before are added (the seed's recipe resets the count to the ones
-    on this page, which repeats notes: C08).
+    seen before are added (resetting the count to the ones
+    on this page would repeat notes).
     """
     if not page.notes:
         return last_id, seen

@@ -63,7 +63,7 @@ class AccountsStateFilter(admin.SimpleListFilter):
     """Whether both accounts of a follow are active (only those count and are mirrored).
 
     Filters by follower/followee id rather than joining the user table:
-    the join made MariaDB walk all 870k follows (1.4 s on Slashdot).
+    with the join MariaDB walks every follow.
     """
 
     title = "accounts"
@@ -107,9 +107,9 @@ class FollowAdmin(admin.ModelAdmin[Follow]):
     """Follows: list, search by username or id, filter by date and account state, delete via the service."""
 
     list_display = ("id", "follower", "followee", "created_at", "accounts_active")
-    # Not select_related: with the two joins MariaDB 10.11 starts from the
-    # user table and sorts all 870k follows (3.7 s per page on Slashdot);
-    # without them the page is a backward primary-key range scan and the
+    # Not select_related: with the two joins MariaDB starts from the user
+    # table and sorts every follow for each page; without them the page is
+    # a backward primary-key range scan and the
     # 100 rows' accounts come in two ``id IN (...)`` queries (get_queryset).
     # An empty tuple, because False would make Django add select_related().
     list_select_related = ()

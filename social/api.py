@@ -1,4 +1,4 @@
-"""The follow graph's JSON API in the seed's style; the actor is always the signed-in user.
+"""The follow graph's JSON API; the actor is always the signed-in user.
 
 Input is parsed here (``core.parsing``); errors raised below are answered
 in the envelope by ``core.errors``.
@@ -62,7 +62,7 @@ def _actor(request: HttpRequest) -> User:
 @require_http_methods(["PUT", "POST"])
 @api_login_required
 def follow_toggle(request: HttpRequest, raw_id: str, flag: str) -> JsonResponse:
-    """PUT /api/follow/<id>/<true|false>: follow or unfollow ``id`` (the seed's contract)."""
+    """PUT /api/follow/<id>/<true|false>: follow or unfollow ``id``."""
     if flag not in ("true", "false"):
         raise InvalidInput("The last path segment must be true or false.")
     followee_id = parse_id(raw_id, name="User id")

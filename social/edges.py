@@ -1,16 +1,16 @@
 """Bulk reads of follow edges with the follow time as integer unix seconds.
 
-Rebuild and reconcile read every edge twice; converting ~2 million
-DATETIME values into aware ``datetime`` objects cost a third of a rebuild
-(profiled: mysqlclient's DateTime_or_None, Django's make_aware). Computing
-the epoch seconds in SQL instead returns plain integers, and the rows are
-fetched through the database cursor, skipping Django's per-row converters
-(an ``int()`` call per value for an integer expression).
+Rebuild and reconcile read every edge twice; converting each DATETIME
+value into an aware ``datetime`` (mysqlclient's converter, then Django's
+make_aware) is a large share of a rebuild. Computing the epoch seconds in
+SQL instead returns plain integers, and the rows are fetched through the
+database cursor, skipping Django's per-row converters (an ``int()`` call
+per value for an integer expression).
 
 Joining both endpoints to the users table (to drop edges of deactivated
-accounts) costs two primary-key lookups per edge, about two thirds of the
-read; a rebuild that passes the set of inactive ids (``inactive_user_ids``,
-one read) gets covering-index range scans and filters in Python instead.
+accounts) costs two primary-key lookups per edge; a rebuild that passes
+the set of inactive ids (``inactive_user_ids``, one read) gets
+covering-index range scans and filters in Python instead.
 """
 
 from __future__ import annotations

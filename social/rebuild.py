@@ -58,8 +58,8 @@ SMALL_KEY = 1000
 # four keys of the account, then their build-aside leftovers. ARGV: the
 # number of followees, then (score, id) pairs of the followees, then of the
 # followers. Each id crosses the wire once (the sets are filled from the
-# pairs) and each account costs the client one command instead of seven,
-# which halved the client's time of a Slashdot rebuild.
+# pairs) and each account costs the client one command instead of seven:
+# the client's encoding of commands is most of a rebuild's time.
 SMALL_USER_LUA = """
 redis.call('UNLINK', unpack(KEYS))
 local following = tonumber(ARGV[1])

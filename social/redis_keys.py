@@ -8,7 +8,7 @@ seconds (a 32-bit integer, which keeps listpack entries at 5 bytes).
 
 Keys (``ff:`` is ``REDIS_KEY_PREFIX``):
 
-- ``ff:follow:{42}``        SET  ids user 42 follows (the seed's ``follow:{id}``)
+- ``ff:follow:{42}``        SET  ids user 42 follows
 - ``ff:followers:{42}``     SET  ids following user 42
 - ``ff:following:z:{42}``   ZSET ids user 42 follows, score = follow time
 - ``ff:followers:z:{42}``   ZSET ids following 42, score = follow time

@@ -56,8 +56,7 @@ class FollowResult:
 # 1213 deadlock (InnoDB picked us as the victim), 1205 lock wait timeout.
 # A follow racing an unfollow of the same pair takes gap and insert-intention
 # locks on the unique index in opposite orders, so deadlocks are expected
-# under contention (MariaDB manual, "InnoDB Deadlocks": "always be prepared
-# to re-issue a transaction if it fails due to deadlock").
+# under contention, and InnoDB expects the client to re-issue the transaction.
 RETRYABLE_DATABASE_ERRORS = (1213, 1205)
 WRITE_ATTEMPTS = 5
 

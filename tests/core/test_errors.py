@@ -1,0 +1,94 @@
+"""Errors become answers in one place: the envelope for the API, the site's error pages elsewhere."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from core.errors import SERVER_ERROR_MESSAGE
+
+pytestmark = pytest.mark.django_db
+
+
+def in_layout(html: str) -> bool:
+    """Whether a page is drawn in the site's layout (its top bar and stylesheet)."""
+    return 'class="topbar"' in html and "/static/css/site.css" in html
+
+
+class TestPages:
+    def test_an_unknown_account_is_a_404_page_in_the_layout(self) -> None:
+        response = Client().get("/u/nobody-here/")
+
+        assert response.status_code == 404
+        assert in_layout(response.content.decode())
+        assert "No such account." in response.content.decode()
+
+    def test_an_unknown_address_is_a_404_page_in_the_layout(self) -> None:
+        response = Client().get("/no/such/page/")
+
+        assert response.status_code == 404
+        assert in_layout(response.content.decode())
+        assert "There is no page at this address." in response.content.decode()
+
+    def test_a_malformed_cursor_is_a_400_page_with_its_reason(self, bob: Any) -> None:
+        response = Client().get("/u/bob/followers/?cursor=%%%")
+
+        assert response.status_code == 400
+        assert in_layout(response.content.decode())
+        assert "Malformed cursor." in response.content.decode()
+
+    def test_a_crash_is_a_500_page_that_shows_no_internals(self, bob: Any, monkeypatch: Any) -> None:
+        def crash(**kwargs: Any) -> Any:
+            raise RuntimeError("secret internal detail")
+
+        monkeypatch.setattr("social.selectors.follow_counts", crash)
+
+        response = Client(raise_request_exception=False).get("/u/bob/followers/")
+
+        assert response.status_code == 500
+        assert SERVER_ERROR_MESSAGE in response.content.decode()
+        assert "secret internal detail" not in response.content.decode()
+        assert "/static/css/site.css" in response.content.decode()
+
+    def test_a_form_without_its_csrf_token_is_a_403_page_in_the_layout(self, alice: Any, bob: Any) -> None:
+        client = Client(enforce_csrf_checks=True)
+        client.force_login(alice)
+
+        response = client.post("/u/bob/follow/")
+
+        assert response.status_code == 403
+        assert in_layout(response.content.decode())
+        assert "This form has expired" in response.content.decode()
+
+
+class TestApi:
+    def test_an_unknown_account_is_a_404_envelope(self) -> None:
+        response = Client().get("/api/users/999999999")
+
+        assert response.status_code == 404
+        assert response.json() == {"success": False, "errorMsg": "No such user.", "data": None}
+
+    def test_an_unknown_api_address_is_a_404_envelope(self) -> None:
+        response = Client().get("/api/no/such/endpoint")
+
+        assert response.status_code == 404
+        assert response.json() == {"success": False, "errorMsg": "There is no page at this address.", "data": None}
+
+    def test_a_crash_is_a_500_envelope_without_the_exception_text(self, bob: Any, monkeypatch: Any) -> None:
+        def crash(**kwargs: Any) -> Any:
+            raise RuntimeError("secret internal detail")
+
+        monkeypatch.setattr("social.selectors.follow_counts", crash)
+
+        response = Client(raise_request_exception=False).get(f"/api/users/{bob.pk}")
+
+        assert response.status_code == 500
+        assert response.json() == {"success": False, "errorMsg": SERVER_ERROR_MESSAGE, "data": None}
+
+    def test_a_signed_out_write_is_a_401_envelope(self, bob: Any) -> None:
+        response = Client().put(f"/api/follow/{bob.pk}/true")
+
+        assert response.status_code == 401
+        assert response.json() == {"success": False, "errorMsg": "Sign in first.", "data": None}
