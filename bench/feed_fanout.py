@@ -89,6 +89,7 @@ def main() -> None:
 
     from core.redis import get_redis
     from core import redis_keys as core_keys
+    from core.outbox import now_ms
     from social import redis_keys as social_keys
     from social.models import Follow
     from users.models import User
@@ -114,7 +115,7 @@ def main() -> None:
     pipe.delete(social_keys.followers_set_key(author.pk))
     for start in range(0, len(follower_ids), 5000):
         pipe.sadd(social_keys.followers_set_key(author.pk), *follower_ids[start : start + 5000])
-    pipe.set(core_keys.sentinel_key(), "bench")
+    pipe.set(core_keys.sentinel_key(), now_ms())
     pipe.execute()
     print(f"setup: {len(follower_ids):,} followers in MariaDB and Redis ({time.perf_counter() - started:.1f}s)")
 

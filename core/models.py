@@ -42,3 +42,28 @@ class OutboxEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.subject_id} -> {self.object_id}"
+
+
+class RedisWatch(models.Model):
+    """What the outbox drain last saw of one Redis server (``node``), to notice a rollback.
+
+    Redis loses acknowledged writes only across a restart (a crash with
+    snapshots, a restore, a failover to a lagging replica), and every
+    restart changes the server's ``run_id``. The drain writes a heartbeat
+    (unix ms) into the mirror's sentinel key every run and records it here;
+    when it finds another ``run_id``, the data may be as old as the
+    heartbeat the restored sentinel holds, so every entry applied since
+    then is applied again (``core.outbox.watch_redis``).
+    """
+
+    node = models.CharField(max_length=200, unique=True)
+    run_id = models.CharField(max_length=64)
+    heartbeat_ms = models.BigIntegerField(default=0)
+    checked_at = models.DateTimeField(default=timezone.now)
+    rollbacks = models.PositiveIntegerField(default=0)
+    last_rollback_at = models.DateTimeField(null=True, blank=True)
+    last_rollback_to_ms = models.BigIntegerField(null=True, blank=True)
+    last_reapplied = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.node} run {self.run_id[:8]}"

@@ -17,7 +17,11 @@ finds, so a repeated, late or out-of-order application is harmless.
 
 When Redis lost its data (the sentinel key is missing) the drain queues one
 locked rebuild (``rebuild_locked``) that runs every registered rebuilder,
-then sets the sentinel; readers use the database meanwhile.
+then sets the sentinel; readers use the database meanwhile. When Redis came
+back with older data (a restart from a snapshot, a failover to a lagging
+replica: ``watch_redis``), the entries applied since the data's heartbeat
+are applied again, in the same drain, without a rebuild while the outbox
+still holds them.
 """
 
 from __future__ import annotations
@@ -26,10 +30,12 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from functools import partial
 from typing import Any
 
+import redis
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
@@ -38,7 +44,7 @@ from kombu.exceptions import OperationalError as BrokerError
 
 from . import redis_keys
 from .errors import EntryNotApplied
-from .models import OutboxEntry
+from .models import OutboxEntry, RedisWatch
 from .redis import (
     REDIS_ERRORS,
     RedisLock,
@@ -130,6 +136,27 @@ def record(kind: Kind, *, subject_id: int, object_id: int | None = None, inline:
     return entry
 
 
+# Entries per INSERT and per task message when many are recorded at once.
+RECORD_BATCH = 1000
+
+
+def record_many(kind: Kind, pairs: Sequence[tuple[int, int | None]]) -> int:
+    """Record one entry of ``kind`` per ``(subject_id, object_id)`` in the current transaction,
+    in multi-row INSERTs of ``RECORD_BATCH``; after commit they are applied (inline kinds) or
+    sent to the task, ``RECORD_BATCH`` ids per message.
+
+    :returns: how many entries were recorded.
+    :raises django.db.DatabaseError: as ``record``.
+    """
+    for start in range(0, len(pairs), RECORD_BATCH):
+        rows = OutboxEntry.objects.bulk_create(
+            [OutboxEntry(kind=kind.name, subject_id=int(s), object_id=o) for s, o in pairs[start : start + RECORD_BATCH]]
+        )
+        ids = [row.pk for row in rows]
+        transaction.on_commit(partial(apply_after_commit if kind.inline else send_after_commit, ids))
+    return len(pairs)
+
+
 def apply_after_commit(entry_ids: Sequence[int]) -> None:
     """Apply pending entries in this process, best effort (``on_commit`` of inline kinds).
 
@@ -216,16 +243,101 @@ def apply_entries(entries: Sequence[OutboxEntry]) -> ApplyResult:
 @dataclass
 class DrainResult:
     """What one drain did: ``applied`` entries, ``stuck`` entries left pending, ``rebuild_queued``
-    when the sentinel was missing, ``redis_down`` when Redis failed (entries stay pending)."""
+    when the sentinel was missing (or the outbox no longer covers a rollback), ``redis_down``
+    when Redis failed (entries stay pending), ``reapplied`` entries marked pending again after
+    Redis came back with older data."""
 
     applied: int = 0
     stuck: int = 0
     rebuild_queued: bool = False
     redis_down: bool = False
+    reapplied: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """The figures as a dict (the task's return value)."""
         return asdict(self)
+
+
+def now_ms() -> int:
+    """The current time in unix milliseconds (heartbeats)."""
+    return int(timezone.now().timestamp() * 1000)
+
+
+# Entries applied this long before the heartbeat a restored Redis holds
+# are applied again too: the heartbeat and the applies come from different
+# processes' clocks, and the heartbeat is written once per drain (seconds).
+ROLLBACK_MARGIN_SECONDS = 30
+
+
+@dataclass(frozen=True)
+class Rollback:
+    """Redis came back with data as old as ``to_ms``: ``reapplied`` entries marked pending again;
+    ``beyond_retention`` when older than the outbox keeps (a rebuild is needed)."""
+
+    to_ms: int
+    reapplied: int
+    beyond_retention: bool
+
+
+def redis_node(client: redis.Redis) -> str:
+    """A name for the server ``client`` talks to: ``host:port/db``, or the socket path."""
+    kwargs = client.connection_pool.connection_kwargs
+    if "path" in kwargs:
+        return f"unix:{kwargs['path']}/{kwargs.get('db', 0)}"
+    return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
+
+
+def watch_redis() -> Rollback | None:
+    """Notice a Redis that restarted with older data, and write this drain's heartbeat.
+
+    Reads the server's ``run_id`` and the heartbeat the sentinel holds; a
+    ``run_id`` other than the one recorded in ``RedisWatch`` means a
+    restart. Then the data is at least as new as that heartbeat (written
+    with the data, so a snapshot or a replica that has it has every write
+    before it), and every entry applied since the heartbeat, less
+    ``ROLLBACK_MARGIN_SECONDS``, is marked pending again (and counted as
+    attempted, so the drain does not leave it to a task). A restart that
+    lost nothing costs the re-application of about one drain period of
+    entries. Runs under the ``RedisWatch`` row's lock, so two drains do
+    not both re-apply.
+
+    :returns: a ``Rollback`` after a restart, else None.
+    :raises: ``REDIS_ERRORS``.
+    """
+    client = get_redis()
+    node = redis_node(client)
+    run_id = str(client.info("server").get("run_id", ""))
+    stored = client.get(redis_keys.sentinel_key())
+    beat = now_ms()
+    rollback: Rollback | None = None
+    with transaction.atomic():
+        watch = RedisWatch.objects.select_for_update().filter(node=node).first()
+        if watch is None:
+            watch = RedisWatch(node=node, run_id=run_id)
+        elif watch.run_id != run_id and stored is not None:
+            text = stored.decode() if isinstance(stored, bytes) else str(stored)
+            restored = int(text) if text.isdigit() else 0  # a sentinel without a heartbeat: as old as can be
+            since = datetime.fromtimestamp(restored / 1000, tz=dt_timezone.utc) - timedelta(seconds=ROLLBACK_MARGIN_SECONDS)
+            again = OutboxEntry.objects.filter(applied_at__gte=since)
+            reapplied = again.update(applied_at=None, attempts=F("attempts") + 1, last_error="applied again after a Redis rollback")
+            retention = timedelta(seconds=int(settings.OUTBOX_RETENTION_SECONDS))
+            rollback = Rollback(to_ms=restored, reapplied=reapplied, beyond_retention=since < timezone.now() - retention)
+            watch.rollbacks += 1
+            watch.last_rollback_at = timezone.now()
+            watch.last_rollback_to_ms = restored
+            watch.last_reapplied = reapplied
+            logger.warning("Redis restarted with data as old as %s ms: %s entries applied again", restored, reapplied)
+        watch.run_id = run_id
+        if stored is not None:
+            # XX: a missing sentinel (data lost) stays missing until the rebuild.
+            client.set(redis_keys.sentinel_key(), beat, xx=True)
+            watch.heartbeat_ms = beat
+        watch.checked_at = timezone.now()
+        watch.save()
+    if rollback is not None and rollback.beyond_retention:
+        # Older than the outbox keeps: only a rebuild can bring the mirror back.
+        client.delete(redis_keys.sentinel_key())
+    return rollback
 
 
 def needs_rebuild() -> bool:
@@ -265,8 +377,15 @@ def drain(
     result = DrainResult()
     size = batch or int(settings.SOCIAL_OUTBOX_DRAIN_BATCH)
     grace = float(settings.OUTBOX_TASK_GRACE_SECONDS) if task_grace_seconds is None else task_grace_seconds
-    young = Q(created_at__gt=timezone.now() - timedelta(seconds=grace), kind__in=[k.name for k in _kinds.values() if not k.inline])
+    young = Q(
+        created_at__gt=timezone.now() - timedelta(seconds=grace),
+        attempts=0,
+        kind__in=[k.name for k in _kinds.values() if not k.inline],
+    )
     try:
+        rollback = watch_redis()
+        if rollback is not None:
+            result.reapplied = rollback.reapplied
         if start_rebuild and needs_rebuild():
             from .tasks import mirror_rebuild  # the task module imports this one
 
@@ -341,7 +460,7 @@ def rebuild_locked() -> RebuildResult:
         for step in sorted(_rebuilders.values(), key=lambda s: s.order):
             step.rebuild(lock.renew)
             done.append(step.name)
-        client.set(redis_keys.sentinel_key(), timezone.now().isoformat())
+        client.set(redis_keys.sentinel_key(), now_ms())
     finally:
         try:
             lock.release()

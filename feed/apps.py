@@ -7,8 +7,10 @@ class FeedConfig(AppConfig):
 
     def ready(self) -> None:
         from django.contrib.auth.signals import user_logged_in
+        from django.db.models.signals import pre_delete
 
         from social.signals import follow_created, follow_deleted
+        from users.models import User
         from users.signals import user_activity_changed
 
         from . import outbox, receivers  # noqa: F401 - outbox registers the feed's kinds
@@ -16,6 +18,7 @@ class FeedConfig(AppConfig):
         follow_created.connect(receivers.on_follow_changed, dispatch_uid="feed.backfill_on_follow")
         follow_deleted.connect(receivers.on_follow_changed, dispatch_uid="feed.clean_on_unfollow")
         user_activity_changed.connect(receivers.on_user_activity_changed, dispatch_uid="feed.refresh_on_activity")
+        pre_delete.connect(receivers.on_user_deleted, sender=User, dispatch_uid="feed.purge_deleted_user")
         # Connected after users' receiver (users comes first in INSTALLED_APPS),
         # so last_seen_at is already the sign-in time when this runs.
         user_logged_in.connect(receivers.on_user_logged_in, dispatch_uid="feed.catch_up_on_sign_in")

@@ -1,10 +1,21 @@
 """Low-level Redis writes of feeds: inbox and outbox entries, follower iteration, pull authors.
 
-Everything here writes what the caller computed from the database; the
-services (``feed.services``) decide what that is. Every inbox or outbox
-write is ``ZADD`` followed by ``ZREMRANGEBYRANK`` in the same pipeline, so
-no key ever holds more than ``INBOX_MAX_LEN`` members after a write
-(trimming on write, so an inbox never grows without bound).
+The callers (``feed.outbox``, ``feed.rebuild``) decide from the database
+what to write; the decision that must not race lives here, in server-side
+scripts run where the reader's keys are (every key of one reader carries
+its hash tag, so each script touches one slot on a cluster):
+
+- ``DELIVER_LUA`` adds notes to a reader's inbox only while the reader
+  still follows the author *and* its inbox is maintained (synced, or being
+  built), trims it to ``INBOX_MAX_LEN``, and writes the build copy too
+  while an inbox rebuild runs. A fan-out batch that lands after the
+  reader's unfollow was mirrored therefore adds nothing, and a rebuild
+  keeps what was delivered while it ran.
+- ``WITHDRAW_LUA`` removes notes from a reader's inbox (and from the build
+  copy, remembering them so the build does not bring them back), either
+  unconditionally (a hidden or deleted note) or only while the reader no
+  longer follows the author (an unfollow; a re-follow since keeps them).
+
 Members are always ``redis_keys.note_member(id)``: a retried or repeated
 write of one note adds nothing.
 """
@@ -19,34 +30,83 @@ import redis
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
+from redis.commands.core import Script
 
 from core.redis import mirror_ready
 from social import layout
+from social import redis_keys as social_keys
 from social.models import Follow
 from social.selectors import follow_counts
-from users.models import User
 
 from . import redis_keys
 
 Entry = tuple[int, int]  # (note_id, score in unix ms)
 
-# Followers read per SSCAN call and handled per pipeline (one DB query for
-# their activity, one Redis round trip for their inboxes).
+# Followers read per SSCAN call.
 SSCAN_COUNT = 1000
+
+# KEYS, per reader: following set, inbox, synced marker, build lock, build
+# copy, removed-during-build set. ARGV: author id, cap, then score, member
+# pairs. Returns how many readers got the notes.
+DELIVER_LUA = """
+local author, cap = ARGV[1], tonumber(ARGV[2])
+local delivered = 0
+for i = 1, #KEYS, 6 do
+  local building = redis.call('EXISTS', KEYS[i + 3]) == 1
+  if (building or redis.call('EXISTS', KEYS[i + 2]) == 1) and redis.call('SISMEMBER', KEYS[i], author) == 1 then
+    redis.call('ZADD', KEYS[i + 1], unpack(ARGV, 3))
+    if redis.call('ZCARD', KEYS[i + 1]) > cap then redis.call('ZREMRANGEBYRANK', KEYS[i + 1], 0, -(cap + 1)) end
+    if building then
+      redis.call('ZADD', KEYS[i + 4], unpack(ARGV, 3))
+      for j = 4, #ARGV, 2 do redis.call('SREM', KEYS[i + 5], ARGV[j]) end
+    end
+    delivered = delivered + 1
+  end
+end
+return delivered
+"""
+# KEYS, per reader: following set, inbox, build lock, build copy,
+# removed-during-build set. ARGV: mode ("any" or "unfollowed"), author id,
+# the removed set's lifetime (seconds), then members. Returns how many
+# members left the inboxes.
+WITHDRAW_LUA = """
+local mode, author, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local removed = 0
+for i = 1, #KEYS, 5 do
+  if mode == 'any' or redis.call('SISMEMBER', KEYS[i], author) == 0 then
+    removed = removed + redis.call('ZREM', KEYS[i + 1], unpack(ARGV, 4))
+    if redis.call('EXISTS', KEYS[i + 2]) == 1 then
+      redis.call('ZREM', KEYS[i + 3], unpack(ARGV, 4))
+      redis.call('SADD', KEYS[i + 4], unpack(ARGV, 4))
+      redis.call('EXPIRE', KEYS[i + 4], ttl)
+    end
+  end
+end
+return removed
+"""
+_scripts: dict[str, Script] = {}
+
+
+def script(client: redis.Redis, source: str) -> Script:
+    """The registered ``Script`` of ``source`` (EVALSHA, loaded on first use), one per source."""
+    found = _scripts.get(source)
+    if found is None:
+        found = _scripts[source] = client.register_script(source)
+    return found
 
 
 def fan_out_batch_size() -> int:
-    """Followers per fan-out batch (``FEED_FANOUT_BATCH_SIZE``, default 1000)."""
-    return int(getattr(settings, "FEED_FANOUT_BATCH_SIZE", 1000))
+    """Followers per fan-out script call (``FEED_FANOUT_BATCH_SIZE``, default 1000)."""
+    return int(settings.FEED_FANOUT_BATCH_SIZE)
 
 
 def fan_out_batch_pause() -> float:
     """Seconds to sleep between fan-out batches (``FEED_FANOUT_BATCH_PAUSE_SECONDS``, default 0)."""
-    return float(getattr(settings, "FEED_FANOUT_BATCH_PAUSE_SECONDS", 0.0))
+    return float(settings.FEED_FANOUT_BATCH_PAUSE_SECONDS)
 
 
 def active_cutoff() -> datetime:
-    """Followers last seen before this datetime are skipped at fan-out (``FEED_ACTIVE_DAYS`` ago)."""
+    """Readers last seen before this datetime are not kept synced (``FEED_ACTIVE_DAYS`` ago)."""
     return timezone.now() - timedelta(days=int(settings.FEED_ACTIVE_DAYS))
 
 
@@ -59,7 +119,8 @@ def member_ids(reply: Iterable[object]) -> list[int]:
 
 
 def queue_add(pipe: redis.client.Pipeline, key: str, entries: Iterable[Entry]) -> None:
-    """Queue ``ZADD key`` of ``entries`` and the trim to ``INBOX_MAX_LEN`` on ``pipe``.
+    """Queue ``ZADD key`` of ``entries`` and the trim to ``INBOX_MAX_LEN`` on ``pipe`` (an outbox
+    or a build copy, whose writes need no follow check).
 
     :param entries: ``[(note_id, score_ms)]``; nothing is queued when empty.
     """
@@ -69,13 +130,6 @@ def queue_add(pipe: redis.client.Pipeline, key: str, entries: Iterable[Entry]) -
     pipe.zadd(key, mapping)
     # Keep the newest INBOX_MAX_LEN: ranks 0..-(cap+1) are the oldest extras.
     pipe.zremrangebyrank(key, 0, -(redis_keys.inbox_max_len() + 1))
-
-
-def queue_remove(pipe: redis.client.Pipeline, key: str, note_ids: Iterable[int]) -> None:
-    """Queue ``ZREM key`` of ``note_ids`` on ``pipe`` (nothing when empty)."""
-    members = [redis_keys.note_member(note_id) for note_id in note_ids]
-    if members:
-        pipe.zrem(key, *members)
 
 
 def is_pull_author(client: redis.Redis, author_id: int) -> bool:
@@ -109,10 +163,8 @@ def _redis_follower_ids(client: redis.Redis, author_id: int) -> Iterator[list[in
                 cursors[key] = int(cursor)
 
 
-def _database_follower_ids(author_id: int, *, only_active: bool, batch: int) -> Iterator[list[int]]:
+def _database_follower_ids(author_id: int, *, batch: int) -> Iterator[list[int]]:
     rows = Follow.objects.filter(followee_id=author_id)
-    if only_active:
-        rows = rows.filter(follower__is_active=True, follower__last_seen_at__gte=active_cutoff())
     # Keyset over the (followee, created_at, follower) index, never OFFSET.
     last: tuple[datetime, int] | None = None
     while True:
@@ -126,93 +178,90 @@ def _database_follower_ids(author_id: int, *, only_active: bool, batch: int) -> 
         last = chunk[-1]
 
 
-def follower_batches(
-    client: redis.Redis, author_id: int, *, only_active: bool, source: str = "auto", batch: int | None = None
-) -> Iterator[list[int]]:
+def follower_batches(client: redis.Redis, author_id: int, *, source: str = "auto", batch: int | None = None) -> Iterator[list[int]]:
     """Yield ``author_id``'s followers in batches of at most ``batch`` ids.
 
-    :param only_active: keep only followers that are active and were seen
-        within ``FEED_ACTIVE_DAYS`` (one ``users`` query per batch on the
-        Redis path; a join on the database path).
-    :param source: ``"redis"`` (SSCAN of the follower set and its shards,
-        as ``social.redis_keys`` lays them out), ``"database"`` (Follow rows,
+    :param source: ``"redis"`` (SSCAN of the follower set in every layout,
+        as ``social.layout`` lays them out), ``"database"`` (Follow rows,
         also those of a deactivated author, which the mirror no longer
         lists) or ``"auto"`` (Redis when the follow mirror is built).
     :returns: an iterator of id lists; SSCAN may repeat an id, which is
         harmless because every write is idempotent.
-    :raises: Redis errors (REDIS_ERRORS) propagate so a task can retry.
+    :raises: Redis errors (REDIS_ERRORS) propagate so the outbox entry stays pending.
     """
     size = batch or fan_out_batch_size()
     use_redis = source == "redis" or (source == "auto" and mirror_ready(client))
     if not use_redis:
-        yield from _database_follower_ids(author_id, only_active=only_active, batch=size)
+        yield from _database_follower_ids(author_id, batch=size)
         return
     pending: list[int] = []
     for members in _redis_follower_ids(client, author_id):
         pending.extend(members)
         while len(pending) >= size:
             chunk, pending = pending[:size], pending[size:]
-            yield _keep_active(chunk) if only_active else chunk
+            yield chunk
     if pending:
-        yield _keep_active(pending) if only_active else pending
+        yield pending
 
 
-def _keep_active(user_ids: list[int]) -> list[int]:
-    ids = sorted(set(user_ids))
-    return list(
-        User.objects.filter(pk__in=ids, is_active=True, last_seen_at__gte=active_cutoff())
-        .order_by("pk")
-        .values_list("pk", flat=True)
-    )
+def _reader_keys(reader_id: int) -> list[str]:
+    return [
+        social_keys.following_set_key(reader_id),
+        redis_keys.inbox_key(reader_id),
+        redis_keys.inbox_synced_key(reader_id),
+        redis_keys.inbox_build_key(reader_id),
+        redis_keys.rebuild_tmp_key(redis_keys.inbox_key(reader_id)),
+        redis_keys.inbox_build_removed_key(reader_id),
+    ]
 
 
-def deliver(client: redis.Redis, user_ids: Sequence[int], entries: Sequence[Entry]) -> int:
-    """Add ``entries`` to the inbox of every user in ``user_ids``, in one pipeline.
+def deliver(client: redis.Redis, reader_ids: Sequence[int], author_id: int, entries: Sequence[Entry]) -> int:
+    """Add ``author_id``'s ``entries`` to each reader's inbox that is maintained and still follows
+    the author (``DELIVER_LUA``), one script call per batch of readers.
 
-    :returns: the number of inbox writes (users times entries).
+    :returns: the number of inbox writes made (readers reached times entries).
     """
-    if not user_ids or not entries:
+    if not reader_ids or not entries:
         return 0
-    # The same ZADD + trim as queue_add, with the mapping built once per
-    # batch instead of once per follower (this loop is the fan-out's cost).
-    mapping = {redis_keys.note_member(note_id): int(score) for note_id, score in entries}
-    oldest_extra = -(redis_keys.inbox_max_len() + 1)
-    pipe = client.pipeline(transaction=False)
-    for user_id in user_ids:
-        key = redis_keys.inbox_key(user_id)
-        pipe.zadd(key, mapping)
-        pipe.zremrangebyrank(key, 0, oldest_extra)
-    pipe.execute()
-    return len(user_ids) * len(entries)
+    args: list[int | str] = [author_id, redis_keys.inbox_max_len()]
+    for note_id, score in entries:
+        args += (int(score), redis_keys.note_member(note_id))
+    keys = [key for reader_id in reader_ids for key in _reader_keys(reader_id)]
+    reached = int(script(client, DELIVER_LUA)(keys=keys, args=args))
+    return reached * len(entries)
 
 
-def withdraw(client: redis.Redis, user_ids: Sequence[int], note_ids: Sequence[int]) -> int:
-    """Remove ``note_ids`` from the inbox of every user in ``user_ids``, in one pipeline.
+def withdraw(
+    client: redis.Redis, reader_ids: Sequence[int], note_ids: Sequence[int], *, unless_following: int | None = None
+) -> int:
+    """Remove ``note_ids`` from each reader's inbox (and an inbox build under way).
 
+    :param unless_following: an author id: readers who follow it again (a
+        re-follow since the unfollow) keep the notes. None removes them
+        unconditionally (hidden, deleted, author gone).
     :returns: the number of members removed.
     """
-    if not user_ids or not note_ids:
+    if not reader_ids or not note_ids:
         return 0
-    pipe = client.pipeline(transaction=False)
-    for user_id in user_ids:
-        queue_remove(pipe, redis_keys.inbox_key(user_id), note_ids)
-    return int(sum(pipe.execute()))
+    keys = [key for reader_id in reader_ids for key in _reader_keys(reader_id) if key != redis_keys.inbox_synced_key(reader_id)]
+    mode = "any" if unless_following is None else "unfollowed"
+    members = [redis_keys.note_member(note_id) for note_id in note_ids]
+    args: list[int | str] = [mode, unless_following or 0, redis_keys.REBUILDING_TTL_SECONDS, *members]
+    return int(script(client, WITHDRAW_LUA)(keys=keys, args=args))
 
 
-def fan_out_to_followers(
-    client: redis.Redis, author_id: int, entries: Sequence[Entry], *, only_active: bool = True, source: str = "auto"
-) -> tuple[int, int]:
-    """Deliver ``entries`` to ``author_id``'s followers, batch by batch.
+def fan_out_to_followers(client: redis.Redis, author_id: int, entries: Sequence[Entry], *, source: str = "auto") -> tuple[int, int]:
+    """Deliver ``entries`` to ``author_id``'s followers, one script call per batch.
 
     Between batches it sleeps ``FEED_FANOUT_BATCH_PAUSE_SECONDS`` (0 by
     default; raise it to spread a big fan-out's load on Redis).
 
-    :returns: ``(followers_delivered, inbox_writes)``.
+    :returns: ``(followers_walked, inbox_writes)``.
     """
     followers = writes = 0
     pause = fan_out_batch_pause()
-    for batch in follower_batches(client, author_id, only_active=only_active, source=source):
-        writes += deliver(client, batch, entries)
+    for batch in follower_batches(client, author_id, source=source):
+        writes += deliver(client, batch, author_id, entries)
         followers += len(batch)
         if pause:
             time.sleep(pause)

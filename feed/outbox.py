@@ -5,18 +5,28 @@ so a job that runs twice, late or out of order is harmless:
 
 - ``feed.note`` (``NOTE``, note id, author id): a note was published,
   hidden, unhidden or deleted. A visible note is fanned out (its author's
-  outbox, then every active follower's inbox, or only the outbox for pull
-  authors); a note that is not visible is retracted from all of them.
-- ``feed.pair`` (``PAIR``, follower id, followee id): a follow or an unfollow.
-  While the follow exists the followee's newest notes are backfilled into
-  the follower's inbox, otherwise the followee's notes are removed from it.
-- ``feed.author`` (``AUTHOR``, author id): an account was deactivated or
-  reactivated; its notes leave every follower's inbox, or come back.
+  outbox, then every follower's maintained inbox, or only the outbox for
+  pull authors); a note that is not visible is retracted from all of them.
+- ``feed.pair`` (``PAIR``, follower id, followee id): a follow or an
+  unfollow. While the follow exists the followee's newest notes are
+  backfilled into the follower's inbox, otherwise the followee's notes
+  (and notes whose rows are gone) are removed from it.
+- ``feed.author`` (``AUTHOR``, user id): an account was deactivated or
+  reactivated. As an author its notes leave every follower's inbox or come
+  back; as a reader its inbox is dropped, or rebuilt (it missed every
+  fan-out while away).
 - ``feed.inbox`` (``INBOX``, reader id): a reader's inbox is rebuilt
   (catch-up after a long absence).
+- ``feed.purge`` (``PURGE``, user id): an account was deleted; every feed
+  key of it goes. Its followers' inboxes are cleaned by ``feed.pair``
+  entries recorded with it (the follow rows are gone after the delete).
 
-All are applied by the ``core.tasks.outbox_apply`` task after commit, and
-by the drain when that message was refused or its worker died.
+A job that depends on the follow mirror (a backfill decides from the
+reader's following set) waits while the mirror entry of the same change
+is still pending: the handler raises ``EntryNotApplied`` and the drain
+applies both, the mirror first. All are applied by the
+``core.tasks.outbox_apply`` task after commit, and by the drain when that
+message was refused or its worker died.
 """
 
 from __future__ import annotations
@@ -28,22 +38,29 @@ from dataclasses import dataclass
 from django.utils import timezone
 
 from core import outbox
+from core.errors import EntryNotApplied
 from core.models import OutboxEntry
 from core.redis import get_redis
-from social.models import Follow
+from social.models import OUTBOX_PAIR, OUTBOX_USER, Follow
 from users.models import User
 
 from . import delivery, redis_keys
 from .models import Note
-from .rebuild import (
-    inbox_rebuild,
-    outbox_rebuild,
-    pull_authors_rebuild,
-    rebuild_all_outboxes,
-    recent_entries,
-)
+from .rebuild import inbox_rebuild, outbox_rebuild, pull_authors_rebuild, rebuild_all_outboxes, recent_entries
 
 logger = logging.getLogger(__name__)
+
+# Kind names, stored in ``core.OutboxEntry.kind``.
+NOTE_KIND = "feed.note"
+PAIR_KIND = "feed.pair"
+AUTHOR_KIND = "feed.author"
+INBOX_KIND = "feed.inbox"
+PURGE_KIND = "feed.purge"
+
+
+def _mirror_pending(entry: OutboxEntry, kind: str, **where: int | None) -> bool:
+    """Whether a follow-mirror entry of ``kind`` recorded before ``entry`` is still pending."""
+    return OutboxEntry.objects.filter(kind=kind, applied_at__isnull=True, id__lt=entry.pk, **where).exists()
 
 
 # --- notes ------------------------------------------------------------------
@@ -52,7 +69,7 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class FanOut:
     """Outcome of a fan-out: ``mode`` is ``push``, ``pull`` or ``skipped``;
-    ``followers`` reached and ``inbox_writes`` made."""
+    ``followers`` walked and ``inbox_writes`` made."""
 
     mode: str
     followers: int = 0
@@ -60,13 +77,15 @@ class FanOut:
 
 
 def note_fan_out(*, note_id: int) -> FanOut:
-    """Deliver note ``note_id``: its author's outbox, then every active follower's inbox.
+    """Deliver note ``note_id``: its author's outbox, then every follower's maintained inbox.
 
-    Pull authors get only the outbox. Followers not seen within
-    ``FEED_ACTIVE_DAYS`` are skipped; their inboxes are rebuilt when they
-    come back. Idempotent: a re-run after a crash or a partial run writes
-    the same members with the same scores. Marks ``fanned_out_at``. If the
-    note was hidden or deleted meanwhile, the delivery is withdrawn again.
+    Pull authors get only the outbox. A follower's inbox takes the note only
+    while it is maintained (synced or being rebuilt; others are rebuilt
+    when they come back) and the follower still follows the author, both
+    decided in Redis by ``DELIVER_LUA``. Idempotent: a re-run after a crash
+    or a partial run writes the same members with the same scores. Marks
+    ``fanned_out_at``. If the note was hidden or deleted meanwhile, the
+    delivery is withdrawn again.
 
     :returns: ``FanOut``; ``skipped`` when the note is gone or not visible.
     :raises: ``REDIS_ERRORS`` (the entry stays pending).
@@ -98,8 +117,8 @@ def note_retract(*, note_id: int, author_id: int | None = None) -> int:
     """Remove note ``note_id`` from its author's outbox and every follower's inbox.
 
     A note that is visible again (unhidden meanwhile) is left alone.
-    Followers are found as at fan-out, but all of them (a skipped reader's
-    stale inbox may hold it too).
+    Followers are found as at fan-out, from the Follow rows when the
+    author is deactivated (the mirror no longer lists them).
 
     :param author_id: needed when the row is gone (hard delete).
     :returns: the number of inbox members removed.
@@ -113,11 +132,9 @@ def note_retract(*, note_id: int, author_id: int | None = None) -> int:
         return 0
     client = get_redis()
     client.zrem(redis_keys.outbox_key(author), redis_keys.note_member(note_id))
-    # The follow mirror no longer lists a deactivated author's followers:
-    # then the Follow rows (kept on deactivation) are the list.
     source = "auto" if note is not None and note.author.is_active else "database"
     removed = 0
-    for batch in delivery.follower_batches(client, author, only_active=False, source=source):
+    for batch in delivery.follower_batches(client, author, source=source):
         removed += delivery.withdraw(client, batch, [note_id])
     return removed
 
@@ -148,48 +165,38 @@ def inbox_backfill_followee(*, follower_id: int, followee_id: int) -> int:
     ``INBOX_MAX_LEN`` visible notes to the follower's inbox, at their publish times.
 
     Nothing when the follow is gone again, the followee is a pull author
-    (merged at read time) or the follower is not seen within
-    ``FEED_ACTIVE_DAYS`` (skipped like at fan-out; rebuilt when back). A
-    re-follow backfills like a first follow.
+    (merged at read time) or the follower's inbox is not maintained (it is
+    rebuilt when the reader comes back). A re-follow backfills like a
+    first follow.
 
     :returns: the number of notes added.
     :raises: ``REDIS_ERRORS``.
     """
     if not _follows(follower_id, followee_id):
         return 0
-    if not User.objects.filter(pk=follower_id, last_seen_at__gte=delivery.active_cutoff()).exists():
-        return 0
     client = get_redis()
     if client.sismember(redis_keys.pull_authors_key(), str(followee_id)):
         return 0
     entries = recent_entries([followee_id], redis_keys.inbox_max_len())
-    delivery.deliver(client, [follower_id], entries)
-    if not _follows(follower_id, followee_id):  # unfollowed meanwhile
-        inbox_remove_followee(follower_id=follower_id, followee_id=followee_id)
-        return 0
-    return len(entries)
+    return delivery.deliver(client, [follower_id], followee_id, entries)
 
 
 def inbox_remove_followee(*, follower_id: int, followee_id: int) -> int:
     """After ``follower_id`` unfollowed ``followee_id``: remove every note of the
     followee from the follower's inbox (read from the inbox, so notes older
-    than the followee's outbox go too).
+    than the followee's outbox go too), and ids whose note row is gone.
 
-    Nothing when the follow exists again (a re-follow came first).
+    The removal happens in Redis only while the follower does not follow
+    the followee there (a re-follow since keeps them, ``WITHDRAW_LUA``).
 
     :returns: the number of inbox members removed.
     :raises: ``REDIS_ERRORS``.
     """
-    if Follow.objects.filter(follower_id=follower_id, followee_id=followee_id).exists():
-        return 0
     client = get_redis()
-    key = redis_keys.inbox_key(follower_id)
-    members = delivery.member_ids(client.zrange(key, 0, -1))
-    theirs = list(Note.objects.filter(pk__in=members, author_id=followee_id).values_list("pk", flat=True))
-    removed = delivery.withdraw(client, [follower_id], theirs)
-    if Follow.objects.filter(follower_id=follower_id, followee_id=followee_id).exists():  # re-followed meanwhile
-        inbox_backfill_followee(follower_id=follower_id, followee_id=followee_id)
-    return removed
+    members = delivery.member_ids(client.zrange(redis_keys.inbox_key(follower_id), 0, -1))
+    rows = dict(Note.objects.filter(pk__in=members).values_list("pk", "author_id"))
+    theirs = [member for member in members if member not in rows or rows[member] == followee_id]
+    return delivery.withdraw(client, [follower_id], theirs, unless_following=followee_id)
 
 
 def inbox_follow_apply(*, follower_id: int, followee_id: int) -> int:
@@ -198,18 +205,17 @@ def inbox_follow_apply(*, follower_id: int, followee_id: int) -> int:
     :returns: notes added (backfill) or removed.
     :raises: ``REDIS_ERRORS``.
     """
-    if Follow.objects.filter(follower_id=follower_id, followee_id=followee_id).exists():
+    if _follows(follower_id, followee_id):
         return inbox_backfill_followee(follower_id=follower_id, followee_id=followee_id)
     return inbox_remove_followee(follower_id=follower_id, followee_id=followee_id)
 
 
 def author_feed_refresh(*, author_id: int) -> int:
     """After ``author_id`` was deactivated or reactivated: take its notes out of
-    its followers' inboxes, or put its newest ones back (and rebuild its outbox).
+    its followers' inboxes, or put its newest ones back (and rebuild its outbox);
+    as a reader, drop its inbox, or rebuild it (it missed every fan-out while away).
 
-    Readers already hide a deactivated author's notes; this reclaims the
-    inbox space or restores the entries. Followers come from the Follow rows,
-    which deactivation keeps.
+    Followers come from the Follow rows, which deactivation keeps.
 
     :returns: the number of inbox members removed or written.
     :raises: ``REDIS_ERRORS``.
@@ -224,16 +230,45 @@ def author_feed_refresh(*, author_id: int) -> int:
         )
         note_ids = sorted(set(note_ids))
         removed = 0
-        for batch in delivery.follower_batches(client, author_id, only_active=False, source="database"):
+        for batch in delivery.follower_batches(client, author_id, source="database"):
             removed += delivery.withdraw(client, batch, note_ids)
-        client.unlink(outbox_key)
+        client.unlink(outbox_key, redis_keys.inbox_key(author_id), redis_keys.inbox_synced_key(author_id))
         return removed
     outbox_rebuild(author_id=author_id)
+    inbox_rebuild(user_id=author_id)
     if client.sismember(redis_keys.pull_authors_key(), str(author_id)):
         return 0
     entries = recent_entries([author_id], redis_keys.inbox_max_len())
     _, writes = delivery.fan_out_to_followers(client, author_id, entries, source="database")
     return writes
+
+
+def account_purge(*, user_id: int) -> int:
+    """After account ``user_id`` was deleted: unlink every feed key of it and take it out of the pull set.
+
+    Nothing when the account exists (the id was not deleted after all).
+
+    :returns: the number of keys removed.
+    :raises: ``REDIS_ERRORS``.
+    """
+    if User.objects.filter(pk=user_id).exists():
+        return 0
+    client = get_redis()
+    client.srem(redis_keys.pull_authors_key(), str(user_id))
+    return int(client.unlink(*redis_keys.all_user_keys(user_id)))
+
+
+def deletion_record(*, user_id: int) -> int:
+    """Inside the transaction that deletes account ``user_id`` (before the cascade): record the
+    ``feed.purge`` of its keys and a ``feed.pair`` per follower, which removes its notes (their
+    rows gone by then) from that follower's inbox.
+
+    :returns: the number of entries recorded.
+    """
+    followers = list(Follow.objects.filter(followee_id=user_id).values_list("follower_id", flat=True))
+    outbox.record_many(PAIR, [(follower_id, user_id) for follower_id in followers])
+    outbox.record(PURGE, subject_id=user_id)
+    return len(followers) + 1
 
 
 # --- registration -------------------------------------------------------------
@@ -252,13 +287,30 @@ def _each(apply: Callable[[OutboxEntry], object]) -> Callable[[Sequence[OutboxEn
     return handler
 
 
+def _apply_pair(entry: OutboxEntry) -> int:
+    followee_id = int(entry.object_id or 0)
+    if _mirror_pending(entry, OUTBOX_PAIR, subject_id=entry.subject_id, object_id=followee_id):
+        raise EntryNotApplied(f"the follow mirror of {entry.subject_id} -> {followee_id} is not applied yet")
+    return inbox_follow_apply(follower_id=entry.subject_id, followee_id=followee_id)
+
+
+def _apply_author(entry: OutboxEntry) -> int:
+    if _mirror_pending(entry, OUTBOX_USER, subject_id=entry.subject_id):
+        raise EntryNotApplied(f"the follow mirror of account {entry.subject_id} is not applied yet")
+    return author_feed_refresh(author_id=entry.subject_id)
+
+
+def _apply_inbox(entry: OutboxEntry) -> None:
+    if inbox_rebuild(user_id=entry.subject_id).busy:
+        raise EntryNotApplied(f"another rebuild of {entry.subject_id}'s inbox is under way")
+
+
 # Stage 1: after the follow mirror's entries (stage 0) in the same batch.
-NOTE = outbox.register("feed.note", apply=_each(lambda e: note_apply(note_id=e.subject_id, author_id=e.object_id)), stage=1)
-PAIR = outbox.register(
-    "feed.pair", apply=_each(lambda e: inbox_follow_apply(follower_id=e.subject_id, followee_id=int(e.object_id or 0))), stage=1
-)
-AUTHOR = outbox.register("feed.author", apply=_each(lambda e: author_feed_refresh(author_id=e.subject_id)), stage=1)
-INBOX = outbox.register("feed.inbox", apply=_each(lambda e: inbox_rebuild(user_id=e.subject_id)), stage=2)
+NOTE = outbox.register(NOTE_KIND, apply=_each(lambda e: note_apply(note_id=e.subject_id, author_id=e.object_id)), stage=1)
+PAIR = outbox.register(PAIR_KIND, apply=_each(_apply_pair), stage=1)
+AUTHOR = outbox.register(AUTHOR_KIND, apply=_each(_apply_author), stage=1)
+INBOX = outbox.register(INBOX_KIND, apply=_each(_apply_inbox), stage=2)
+PURGE = outbox.register(PURGE_KIND, apply=_each(lambda e: account_purge(user_id=e.subject_id)), stage=2)
 
 
 def _rebuild_feeds(renew: Callable[[], None]) -> None:

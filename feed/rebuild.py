@@ -2,11 +2,13 @@
 
 Each sorted set is built aside under a temporary key with the same hash tag
 and swapped in with RENAME, so readers see the old or the new set, never a
-half-built one. A fan-out that lands between the rebuild's database read
-and its swap would be overwritten, so after the swap the notes published
-since the rebuild started (minus ``REBUILD_OVERLAP``, for notes whose
-transaction committed late) are added again. Every step is idempotent: an
-interrupted rebuild is simply run again.
+half-built one. An inbox is built under its build lock, while which every
+delivery and removal also writes the copy (``feed.delivery``), so nothing
+that lands between the database read and the swap is lost or brought back.
+An author's outbox gets the notes published since its rebuild started
+(minus ``REBUILD_OVERLAP``, for notes whose transaction committed late)
+added again after the swap. Every step is idempotent: an interrupted
+rebuild is simply run again.
 
 While a reader's inbox is rebuilt its ``rebuilding`` flag is set (readers
 use the database and the page says it is catching up); the flag is removed
@@ -28,20 +30,22 @@ from django.db.models import Count, F, Max, QuerySet, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
-from core.redis import get_redis
+from core.redis import RedisLock, RedisLockLost, get_redis
 from social.selectors import active_follows
 from users.models import User
 
-from . import redis_keys
+from . import delivery, redis_keys
 from .delivery import Entry, active_cutoff, queue_add
 from .models import to_ms
 from .timeline import visible_notes
 
 logger = logging.getLogger(__name__)
 
-# Notes published this long before a rebuild started are added again after
-# its swap: a transaction that commits late is still covered (seconds).
+# Notes published this long before an outbox rebuild started are added again
+# after its swaps: a transaction that commits late is still covered (seconds).
 REBUILD_OVERLAP = timedelta(seconds=60)
+# Notes per script call while an inbox is built aside.
+BUILD_CHUNK = 500
 # The synced marker expires this long before the reader would start being
 # skipped at fan-out, so a marker never outlives the reader's deliveries.
 SYNC_MARGIN = timedelta(hours=1)
@@ -79,46 +83,87 @@ def recent_entries(author_ids: Collection[int], limit: int, *, since: datetime |
 
 @dataclass
 class InboxRebuild:
-    """Outcome of one inbox rebuild: ``entries`` written, ``synced`` marker set."""
+    """Outcome of one inbox rebuild: ``entries`` written, ``synced`` marker set; ``busy`` when
+    another rebuild of the same inbox holds its build lock (nothing was done)."""
 
     entries: int
     synced: bool
+    busy: bool = False
+
+
+# KEYS: the build copy, the removed-during-build set. ARGV: the cap, then
+# score, member pairs read from the database. A member removed since the
+# build started (an unfollow, a deleted note) is not brought back.
+BUILD_ADD_LUA = """
+local cap = tonumber(ARGV[1])
+for i = 2, #ARGV, 2 do
+  if redis.call('SISMEMBER', KEYS[2], ARGV[i + 1]) == 0 then redis.call('ZADD', KEYS[1], ARGV[i], ARGV[i + 1]) end
+end
+if redis.call('ZCARD', KEYS[1]) > cap then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -(cap + 1)) end
+return redis.call('ZCARD', KEYS[1])
+"""
+# KEYS: inbox, build copy, build lock, removed set, synced marker. ARGV:
+# the build's token, the synced marker's expiry (unix seconds; 0: not
+# synced). Swaps the copy in only while the lock is still this build's.
+SWAP_INBOX_LUA = """
+if redis.call('GET', KEYS[3]) ~= ARGV[1] then return 0 end
+if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('RENAME', KEYS[2], KEYS[1]) else redis.call('UNLINK', KEYS[1]) end
+redis.call('DEL', KEYS[3], KEYS[4])
+local expiry = tonumber(ARGV[2])
+if expiry > 0 then redis.call('SET', KEYS[5], '1', 'EXAT', expiry) else redis.call('DEL', KEYS[5]) end
+return 1
+"""
 
 
 def inbox_rebuild(*, user_id: int) -> InboxRebuild:
     """Rebuild ``user_id``'s inbox from the database: the newest ``INBOX_MAX_LEN`` visible
     notes of the accounts it follows, pull authors left out (they are merged at read time).
 
-    Marks the inbox synced when the reader is active (see ``synced_until``).
+    The inbox is built aside under its build lock: while the lock is held,
+    every delivery and removal writes the build copy too
+    (``feed.delivery``), so a fan-out, backfill or unfollow that lands
+    between the database read and the swap is kept. The swap is one
+    script; the synced marker is set (reader active, see ``synced_until``)
+    or cleared in it.
 
+    :returns: an ``InboxRebuild`` (``busy`` when another rebuild holds the lock).
     :raises: Redis errors (REDIS_ERRORS) and database errors propagate; the
-        rebuilding flag is removed either way.
+        rebuilding flag and the build lock are released either way.
     """
     client = get_redis()
     flag = redis_keys.inbox_rebuilding_key(user_id)
+    inbox = redis_keys.inbox_key(user_id)
+    copy = redis_keys.rebuild_tmp_key(inbox)
+    removed = redis_keys.inbox_build_removed_key(user_id)
+    synced = redis_keys.inbox_synced_key(user_id)
+    lock = RedisLock(client=client, key=redis_keys.inbox_build_key(user_id), milliseconds=redis_keys.REBUILDING_TTL_SECONDS * 1000)
     client.set(flag, "1", ex=redis_keys.REBUILDING_TTL_SECONDS)
     try:
-        started = timezone.now()
-        row = User.objects.filter(pk=user_id).values_list("is_active", "last_seen_at").first()
-        inbox = redis_keys.inbox_key(user_id)
-        if row is None or not row[0]:
-            client.unlink(inbox, redis_keys.inbox_synced_key(user_id))
-            return InboxRebuild(entries=0, synced=False)
-        followees = list(active_follows().filter(follower_id=user_id).values_list("followee_id", flat=True))
-        pushed = set(followees) - pulled_among(client, followees)
-        entries = recent_entries(pushed, redis_keys.inbox_max_len())
-        _replace(client, inbox, entries)
-        late = recent_entries(pushed, redis_keys.inbox_max_len(), since=started - REBUILD_OVERLAP)
-        if late:
-            pipe = client.pipeline(transaction=False)
-            queue_add(pipe, inbox, late)
-            pipe.execute()
-        until = synced_until(row[1])
-        if until is None:
-            client.unlink(redis_keys.inbox_synced_key(user_id))
-        else:
-            client.set(redis_keys.inbox_synced_key(user_id), "1", exat=int(until.timestamp()))
-        return InboxRebuild(entries=len(entries), synced=until is not None)
+        if not lock.acquire():
+            return InboxRebuild(entries=0, synced=False, busy=True)
+        try:
+            client.delete(copy, removed)
+            row = User.objects.filter(pk=user_id).values_list("is_active", "last_seen_at").first()
+            if row is None or not row[0]:
+                client.unlink(inbox, synced)
+                return InboxRebuild(entries=0, synced=False)
+            followees = list(active_follows().filter(follower_id=user_id).values_list("followee_id", flat=True))
+            pushed = set(followees) - pulled_among(client, followees)
+            entries = recent_entries(pushed, redis_keys.inbox_max_len())
+            add = delivery.script(client, BUILD_ADD_LUA)
+            for start in range(0, len(entries), BUILD_CHUNK):
+                args: list[int | str] = [redis_keys.inbox_max_len()]
+                for note_id, score in entries[start : start + BUILD_CHUNK]:
+                    args += (score, redis_keys.note_member(note_id))
+                add(keys=[copy, removed], args=args)
+            until = synced_until(row[1])
+            expiry = int(until.timestamp()) if until is not None else 0
+            swapped = delivery.script(client, SWAP_INBOX_LUA)(keys=[inbox, copy, lock.key, removed, synced], args=[lock.token, expiry])
+            if not swapped:
+                raise RedisLockLost(f"the build lock of {user_id}'s inbox expired during its rebuild")
+            return InboxRebuild(entries=len(entries), synced=until is not None)
+        finally:
+            lock.release()
     finally:
         client.delete(flag)
 

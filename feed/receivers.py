@@ -5,7 +5,9 @@ Connected in ``FeedConfig.ready`` with ``dispatch_uid``s:
 - ``social.signals.follow_created`` / ``follow_deleted`` -> ``feed.pair``
   (backfill the followee's notes, or remove them)
 - ``users.signals.user_activity_changed`` -> ``feed.author`` (withdraw or
-  restore the author's notes)
+  restore the author's notes; drop or rebuild its inbox)
+- ``pre_delete`` of ``users.User`` -> ``feed.purge`` and a ``feed.pair`` per
+  follower (any delete path)
 - ``django.contrib.auth.signals.user_logged_in`` -> keep the inbox synced or
   catch up, after commit
 """
@@ -31,6 +33,11 @@ def on_follow_changed(sender: Any, *, follower_id: int, followee_id: int, **kwar
 
 def on_user_activity_changed(sender: Any, *, user_id: int, is_active: bool, **kwargs: Any) -> None:
     outbox.record(feed_outbox.AUTHOR, subject_id=user_id)
+
+
+def on_user_deleted(sender: Any, *, instance: User, **kwargs: Any) -> None:
+    # pre_delete: the account's follow rows are still there to be read.
+    feed_outbox.deletion_record(user_id=instance.pk)
 
 
 def on_user_logged_in(sender: Any, *, request: HttpRequest, user: User, **kwargs: Any) -> None:

@@ -21,7 +21,14 @@ Keys (``ff:`` is ``REDIS_KEY_PREFIX``, read at call time):
   be complete (rebuilt, and 42 active since); expires when 42 would start
   being skipped at fan-out
 - ``ff:feed:inbox:rebuilding:{42}``  STRING set (with a TTL) while a rebuild
-  of 42's inbox is queued or running
+  of 42's inbox is queued or running (readers use the database meanwhile)
+- ``ff:feed:inbox:build:{42}``  STRING, the token of the rebuild that is
+  building 42's inbox aside right now (with a TTL); while it exists every
+  delivery and removal writes the build copy too
+- ``ff:feed:inbox:{42}:rebuild``  ZSET the build copy, renamed over the inbox
+  when the rebuild ends
+- ``ff:feed:inbox:build:removed:{42}``  SET members removed while the build
+  ran, which the build must not bring back from its database snapshot
 """
 
 from __future__ import annotations
@@ -78,6 +85,16 @@ def inbox_rebuilding_key(user_id: int) -> str:
     return f"{prefix()}feed:inbox:rebuilding:{{{int(user_id)}}}"
 
 
+def inbox_build_key(user_id: int) -> str:
+    """STRING holding the token of the rebuild building ``user_id``'s inbox aside right now."""
+    return f"{prefix()}feed:inbox:build:{{{int(user_id)}}}"
+
+
+def inbox_build_removed_key(user_id: int) -> str:
+    """SET of note members removed from ``user_id``'s inbox while its rebuild ran."""
+    return f"{prefix()}feed:inbox:build:removed:{{{int(user_id)}}}"
+
+
 def rebuild_tmp_key(key: str) -> str:
     """Where a rebuild builds ``key`` aside (same hash tag, so RENAME stays in one slot)."""
     return key + ":rebuild"
@@ -90,6 +107,8 @@ def all_user_keys(user_id: int) -> list[str]:
         outbox_key(user_id),
         inbox_synced_key(user_id),
         inbox_rebuilding_key(user_id),
+        inbox_build_key(user_id),
+        inbox_build_removed_key(user_id),
         rebuild_tmp_key(inbox_key(user_id)),
         rebuild_tmp_key(outbox_key(user_id)),
     ]

@@ -24,6 +24,7 @@ from django.db import transaction
 from core import outbox
 from core.models import OutboxEntry
 from core.redis import get_redis
+from users.models import User
 
 from . import layout, redis_keys
 from .mirror import LayoutObservation, mirror_apply_pairs, mirror_apply_user
@@ -70,6 +71,9 @@ def _apply_pairs(entries: Sequence[OutboxEntry]) -> None:
 def _apply_users(entries: Sequence[OutboxEntry]) -> None:
     for user_id in sorted({entry.subject_id for entry in entries}):
         layout_migrations_enqueue(mirror_apply_user(user_id))
+        if not User.objects.filter(pk=user_id).exists():
+            # A deleted account: its markers and any emptied shard go too.
+            get_redis().unlink(*redis_keys.all_user_keys(user_id))
 
 
 # Graph entries are applied before the feed's (stage 0): a feed job decides

@@ -366,5 +366,5 @@ def rebuild_all(
     changed_users = OutboxEntry.objects.filter(Q(applied_at__isnull=True) | Q(applied_at__gte=started_at), kind=OUTBOX_USER)
     for user_id in sorted(set(changed_users.values_list("subject_id", flat=True))):
         mirror_apply_user(user_id)
-    client.set(core_keys.sentinel_key(), timezone.now().isoformat())
+    client.set(core_keys.sentinel_key(), int(timezone.now().timestamp() * 1000))
     return stats

@@ -11,7 +11,6 @@ from typing import Any
 from django.conf import settings
 
 from core.celery import task
-
 from core.redis import REDIS_ERRORS
 
 from .outbox import layout_migrations_enqueue

@@ -15,6 +15,7 @@ import factory
 import pytest
 
 from core import redis_keys as core_keys
+from core.outbox import now_ms
 from core.redis import forget_sentinel, get_redis, redis_reset_breaker
 from users.models import User
 
@@ -52,7 +53,7 @@ def redis_isolated(settings: Any) -> Iterator[str]:
     redis_reset_breaker()
     forget_sentinel()
     client = get_redis()
-    client.set(core_keys.sentinel_key(), "test")
+    client.set(core_keys.sentinel_key(), now_ms())
     yield prefix
     redis_reset_breaker()
     forget_sentinel()

@@ -41,6 +41,7 @@ from django.test import Client
 from django.test.testcases import LiveServerThread
 
 from core import redis_keys as core_keys
+from core.outbox import now_ms
 from core.redis import forget_sentinel, get_redis, redis_reset_breaker
 from tests.conftest import unlink_prefix
 from tests.social.faults import CeleryWorker, purge_queue
@@ -165,7 +166,7 @@ def redis_isolated(settings: Any, e2e_names: dict[str, str]) -> Iterator[str]:
     settings.REDIS_KEY_PREFIX = e2e_names["prefix"]
     redis_reset_breaker()
     forget_sentinel()
-    get_redis().set(core_keys.sentinel_key(), "test")
+    get_redis().set(core_keys.sentinel_key(), now_ms())
     yield e2e_names["prefix"]
     redis_reset_breaker()
     forget_sentinel()

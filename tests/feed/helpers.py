@@ -7,16 +7,21 @@ from typing import Any
 from django.utils import timezone
 
 from feed import redis_keys
+from feed.rebuild import inbox_rebuild, synced_until
 from tests.conftest import UserFactory
 
 
 def make_user(username: str | None = None, *, active: bool = True, **fields: Any) -> Any:
-    """A user; ``active`` readers were seen now (fan-out delivers to them)."""
+    """A user; ``active`` readers were seen now and their (empty) inbox is synced, as after a
+    sign-in, so fan-out delivers to them."""
     if username is not None:
         fields["username"] = username
     if active:
         fields.setdefault("last_seen_at", timezone.now())
-    return UserFactory(**fields)
+    user = UserFactory(**fields)
+    if active and synced_until(user.last_seen_at) is not None:
+        inbox_rebuild(user_id=user.pk)
+    return user
 
 
 def inbox(client: Any, user: Any) -> list[tuple[bytes, int]]:

@@ -119,7 +119,9 @@ class TestFanOut:
             follow(reader, bob)
         batches = []
         real = delivery.deliver
-        monkeypatch.setattr(delivery, "deliver", lambda client, ids, entries: batches.append(sorted(ids)) or real(client, ids, entries))
+        monkeypatch.setattr(
+            delivery, "deliver", lambda client, ids, author, entries: batches.append(sorted(ids)) or real(client, ids, author, entries)
+        )
 
         note = publish(bob)
 
@@ -147,11 +149,11 @@ class TestFanOut:
         real = delivery.deliver
         calls = []
 
-        def flaky(client, ids, entries):
+        def flaky(client, ids, author, entries):
             calls.append(ids)
             if len(calls) == 2:
                 raise redis.exceptions.ConnectionError("connection lost mid fan-out")
-            return real(client, ids, entries)
+            return real(client, ids, author, entries)
 
         monkeypatch.setattr(delivery, "deliver", flaky)
         with django_capture_on_commit_callbacks(execute=False) as callbacks:

@@ -8,6 +8,7 @@ import pytest
 from django.test import Client
 
 from core import redis_keys as core_keys
+from core.outbox import now_ms
 from core.models import OutboxEntry
 from core.redis import breaker_state, forget_sentinel, redis_reset_breaker
 from core.tasks import outbox_drain as social_outbox_drain
@@ -25,7 +26,7 @@ def private_redis(settings, redis_isolated):
     server = RedisServer()
     server.start()
     point_at(settings, server)
-    server.client().set(core_keys.sentinel_key(), "test")
+    server.client().set(core_keys.sentinel_key(), now_ms())
     redis_reset_breaker()
     yield server
     server.stop()
@@ -84,7 +85,7 @@ class TestUnfollowDuringOutage:
         pending_during = OutboxEntry.objects.filter(applied_at__isnull=True, kind=OUTBOX_PAIR).count()
         recover(private_redis)
         if fault == "killed":  # restarted empty: the sentinel is gone too
-            private_redis.client().set(core_keys.sentinel_key(), "test")
+            private_redis.client().set(core_keys.sentinel_key(), now_ms())
         drained = social_outbox_drain()
 
         assert unfollowed.status_code in (200, 302)
@@ -139,7 +140,7 @@ class TestBreaker:
         assert selectors.follow_counts(user_id=bob.pk).followers == 1  # from the database
         assert breaker_state() == "open"
         private_redis.start()
-        private_redis.client().set(core_keys.sentinel_key(), "test")
+        private_redis.client().set(core_keys.sentinel_key(), now_ms())
         time.sleep(0.25)
 
         answered = selectors.is_following(follower_id=alice.pk, followee_id=bob.pk)
@@ -263,7 +264,7 @@ class TestManyWritersThroughFaults:
         request.addfinalizer(server.stop)  # the private redis-server must not outlive the test
         point_at(settings, server)
         probe = server.client()
-        probe.set(core_keys.sentinel_key(), "test")
+        probe.set(core_keys.sentinel_key(), now_ms())
         users = [user_factory() for _ in range(40)]
         ids = [u.pk for u in users]
         queue = f"ff_faults_{uuid.uuid4().hex[:8]}"

@@ -21,6 +21,7 @@ from django.db import connections
 from django.utils import timezone
 
 from core import redis_keys as core_keys
+from core.outbox import now_ms
 from core.paging import sort_key
 from core.redis import forget_sentinel, redis_reset_breaker
 from datatools.celebrity import celebrity_make
@@ -470,7 +471,7 @@ def own_redis(settings: Any, redis_isolated: str) -> Any:
     point_at(settings, server)
     client = server.client()
     client.config_set("slowlog-max-len", 1_000_000)
-    client.set(core_keys.sentinel_key(), "test")
+    client.set(core_keys.sentinel_key(), now_ms())
     redis_reset_breaker()
     forget_sentinel()
     yield client
