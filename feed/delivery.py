@@ -88,7 +88,11 @@ _scripts: dict[str, Script] = {}
 
 
 def script(client: redis.Redis, source: str) -> Script:
-    """The registered ``Script`` of ``source`` (EVALSHA, loaded on first use), one per source."""
+    """The registered ``Script`` of ``source`` (EVALSHA, loaded on first use), one per source.
+
+    Call it with ``client=`` every time: the client it was registered with
+    may be gone (another server, a closed pool).
+    """
     found = _scripts.get(source)
     if found is None:
         found = _scripts[source] = client.register_script(source)
@@ -227,7 +231,7 @@ def deliver(client: redis.Redis, reader_ids: Sequence[int], author_id: int, entr
     for note_id, score in entries:
         args += (int(score), redis_keys.note_member(note_id))
     keys = [key for reader_id in reader_ids for key in _reader_keys(reader_id)]
-    reached = int(script(client, DELIVER_LUA)(keys=keys, args=args))
+    reached = int(script(client, DELIVER_LUA)(keys=keys, args=args, client=client))
     return reached * len(entries)
 
 
@@ -247,7 +251,7 @@ def withdraw(
     mode = "any" if unless_following is None else "unfollowed"
     members = [redis_keys.note_member(note_id) for note_id in note_ids]
     args: list[int | str] = [mode, unless_following or 0, redis_keys.REBUILDING_TTL_SECONDS, *members]
-    return int(script(client, WITHDRAW_LUA)(keys=keys, args=args))
+    return int(script(client, WITHDRAW_LUA)(keys=keys, args=args, client=client))
 
 
 def fan_out_to_followers(client: redis.Redis, author_id: int, entries: Sequence[Entry], *, source: str = "auto") -> tuple[int, int]:

@@ -155,10 +155,10 @@ def inbox_rebuild(*, user_id: int) -> InboxRebuild:
                 args: list[int | str] = [redis_keys.inbox_max_len()]
                 for note_id, score in entries[start : start + BUILD_CHUNK]:
                     args += (score, redis_keys.note_member(note_id))
-                add(keys=[copy, removed], args=args)
+                add(keys=[copy, removed], args=args, client=client)
             until = synced_until(row[1])
             expiry = int(until.timestamp()) if until is not None else 0
-            swapped = delivery.script(client, SWAP_INBOX_LUA)(keys=[inbox, copy, lock.key, removed, synced], args=[lock.token, expiry])
+            swapped = delivery.script(client, SWAP_INBOX_LUA)(keys=[inbox, copy, lock.key, removed, synced], args=[lock.token, expiry], client=client)
             if not swapped:
                 raise RedisLockLost(f"the build lock of {user_id}'s inbox expired during its rebuild")
             return InboxRebuild(entries=len(entries), synced=until is not None)

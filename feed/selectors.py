@@ -114,10 +114,11 @@ def _redis_feed(client: redis.Redis, user_id: int) -> tuple[Feed | None, bool]:
     return Feed(reader_id=user_id, followees=followees, keys=keys, client=client), False
 
 
-def _with_feed(user_id: int, read: Any) -> tuple[Any, bool, str]:
-    """Run ``read(feed)`` on the Redis feed, or on the database feed when Redis can't serve it."""
+def _with_feed(user_id: int, read: Any, *, database_only: bool = False) -> tuple[Any, bool, str]:
+    """Run ``read(feed)`` on the Redis feed, or on the database feed when Redis can't serve it
+    (or ``database_only``)."""
     catching_up = False
-    if redis_available():
+    if not database_only and redis_available():
         try:
             feed, catching_up = _redis_feed(get_redis(), user_id)
             if feed is not None:
@@ -127,17 +128,19 @@ def _with_feed(user_id: int, read: Any) -> tuple[Any, bool, str]:
     return read(_database_feed(user_id)), catching_up, "database"
 
 
-def home_timeline(*, user_id: int, cursor: str | None, limit: int) -> TimelinePage:
+def home_timeline(*, user_id: int, cursor: str | None, limit: int, database_only: bool = False) -> TimelinePage:
     """The home timeline of ``user_id``: notes of the accounts it follows, newest first.
 
     :param cursor: opaque position from a previous page's ``next_cursor``
         (None or "" for the first page).
     :param limit: notes per page (1..100).
+    :param database_only: read the database's feed even when Redis could
+        serve it (the truth reconcile and the tests compare Redis with).
     :raises InvalidCursorError: malformed cursor (HTTP 400).
     """
     decoded = decode_cursor(cursor)
     after = Position(*decoded) if decoded is not None else None
-    page, catching_up, source = _with_feed(user_id, lambda feed: read_page(feed, after, limit))
+    page, catching_up, source = _with_feed(user_id, lambda feed: read_page(feed, after, limit), database_only=database_only)
     last = page.last
     next_cursor = encode_cursor(last.score, last.note_id) if page.has_more and last is not None else None
     return TimelinePage(notes=page.notes, next_cursor=next_cursor, catching_up=catching_up, source=source)

@@ -50,10 +50,16 @@ def wait_until(condition: Callable[[], Any], *, timeout: float, interval: float 
 
 
 class RedisServer:
-    """A real ``redis-server`` on a spare port, without persistence, that a test may kill and restart."""
+    """A real ``redis-server`` on a spare port that a test may kill and restart.
 
-    def __init__(self) -> None:
+    Without ``data_dir`` it keeps nothing (a restart comes back empty); with
+    it, ``snapshot()`` writes an RDB file there (SAVE) and a restart loads it,
+    as a crash of a server that keeps snapshots does.
+    """
+
+    def __init__(self, data_dir: Path | None = None) -> None:
         self.port = free_port()
+        self.data_dir = data_dir
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -65,10 +71,11 @@ class RedisServer:
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2, password=password)
 
     def start(self) -> None:
-        """Start (or restart, empty) the server and wait until it answers PING."""
+        """Start (or restart: empty, or from the last snapshot) the server and wait until it answers PING."""
+        persistence = ["--dir", str(self.data_dir), "--dbfilename", "dump.rdb"] if self.data_dir is not None else []
         self.process = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--daemonize", "no", "--loglevel", "warning"],
+             "--daemonize", "no", "--loglevel", "warning", *persistence],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -81,6 +88,11 @@ class RedisServer:
             self.process.kill()
             self.process.wait()
             self.process = None
+
+    def snapshot(self) -> None:
+        """Write the data to the RDB file now (SAVE); a restart after a kill loads it."""
+        assert self.data_dir is not None, "a server without data_dir keeps no snapshot"
+        self.client().save()
 
     def pause(self) -> None:
         """SIGSTOP: connections are accepted by the kernel but nothing answers (a hung Redis)."""
@@ -139,7 +151,7 @@ class CeleryWorker:
         self.log.write_bytes(b"")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "config.celery_app", "worker", "--pool=solo", "-Q", self.queue,
-             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{self.queue}@%h", "--loglevel=INFO"],
+             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{self.queue}-{id(self):x}@%h", "--loglevel=INFO"],
             cwd=BASE_DIR,
             env=env,
             stdout=self.log.open("ab"),
