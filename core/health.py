@@ -13,6 +13,7 @@ import concurrent.futures
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from datetime import timezone as dt_timezone
 from typing import Any
 
 import redis
@@ -20,8 +21,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from . import redis_keys
-from .models import OutboxEntry
-from .redis import REDIS_ERRORS, breaker_state, get_redis
+from .models import OutboxEntry, RedisWatch
+from .redis import REDIS_ERRORS, breaker_state, get_redis, redis_node
 
 # Pending outbox entries counted exactly; above this the page says "N+".
 OUTBOX_COUNT_CAP = 100_000
@@ -93,6 +94,43 @@ class BrokerHealth:
 
 
 @dataclass
+class WatchHealth:
+    """What the drain last saw of the Redis server (``core.RedisWatch``): its ``run_id``, the
+    last ``heartbeat_at``, how many ``rollbacks`` it noticed, the last one's time, the heartbeat
+    the restored data held and how many entries it applied again; ``seen`` False before any drain."""
+
+    seen: bool
+    node: str = ""
+    run_id: str = ""
+    heartbeat_at: datetime | None = None
+    rollbacks: int = 0
+    last_rollback_at: datetime | None = None
+    last_rollback_to: datetime | None = None
+    last_reapplied: int = 0
+
+
+def watch_health(node: str) -> WatchHealth:
+    """The ``RedisWatch`` row of ``node`` (one indexed query)."""
+    watch = RedisWatch.objects.filter(node=node).first()
+    if watch is None:
+        return WatchHealth(seen=False, node=node)
+
+    def moment(ms: int | None) -> datetime | None:
+        return datetime.fromtimestamp(ms / 1000, tz=dt_timezone.utc) if ms else None
+
+    return WatchHealth(
+        seen=True,
+        node=node,
+        run_id=watch.run_id,
+        heartbeat_at=moment(watch.heartbeat_ms),
+        rollbacks=watch.rollbacks,
+        last_rollback_at=watch.last_rollback_at,
+        last_rollback_to=moment(watch.last_rollback_to_ms),
+        last_reapplied=watch.last_reapplied,
+    )
+
+
+@dataclass
 class MirrorHealth:
     """Everything the health page shows, gathered at ``checked_at``; ``sections`` are the
     apps' own figures (``register_section``)."""
@@ -101,6 +139,7 @@ class MirrorHealth:
     outbox: OutboxHealth
     redis: RedisHealth
     broker: BrokerHealth
+    watch: WatchHealth
     sections: dict[str, Any] = field(default_factory=dict)
 
 
@@ -250,5 +289,6 @@ def mirror_health() -> MirrorHealth:
         outbox=outbox_health(),
         redis=redis_health(),
         broker=broker_health(timeout=BROKER_TIMEOUT_SECONDS),
+        watch=watch_health(redis_node(get_redis())),
         sections={name: provider() for name, provider in _sections.items()},
     )

@@ -35,24 +35,17 @@ from datetime import timezone as dt_timezone
 from functools import partial
 from typing import Any
 
-import redis
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
+from django.db.models.functions import Greatest
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
 from . import redis_keys
 from .errors import EntryNotApplied
 from .models import OutboxEntry, RedisWatch
-from .redis import (
-    REDIS_ERRORS,
-    RedisLock,
-    get_redis,
-    redis_available,
-    redis_failed,
-    redis_succeeded,
-)
+from .redis import REDIS_ERRORS, RedisLock, get_redis, redis_available, redis_failed, redis_node, redis_succeeded
 
 logger = logging.getLogger(__name__)
 
@@ -205,10 +198,12 @@ def _mark_applied(entries: Sequence[OutboxEntry]) -> None:
 def _apply_kind(kind: Kind, entries: list[OutboxEntry], result: ApplyResult) -> None:
     try:
         kind.apply(entries)
-    except EntryNotApplied:
+    except EntryNotApplied as exc:
         if len(entries) == 1:
             result.stuck += 1
-            OutboxEntry.objects.filter(pk=entries[0].pk).update(last_error="not applied: the state kept changing")
+            # At least one attempt (the drain counts its own): the drain then
+            # takes it up at once, not after the task's grace.
+            OutboxEntry.objects.filter(pk=entries[0].pk).update(attempts=Greatest(F("attempts"), 1), last_error=str(exc)[:500])
             return
         for entry in entries:
             _apply_kind(kind, [entry], result)
@@ -277,14 +272,6 @@ class Rollback:
     to_ms: int
     reapplied: int
     beyond_retention: bool
-
-
-def redis_node(client: redis.Redis) -> str:
-    """A name for the server ``client`` talks to: ``host:port/db``, or the socket path."""
-    kwargs = client.connection_pool.connection_kwargs
-    if "path" in kwargs:
-        return f"unix:{kwargs['path']}/{kwargs.get('db', 0)}"
-    return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
 
 
 def watch_redis() -> Rollback | None:

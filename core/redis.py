@@ -122,6 +122,14 @@ def redis_reset_breaker() -> None:
         _open_until = 0.0
 
 
+def redis_node(client: redis.Redis) -> str:
+    """A name for the server ``client`` talks to: ``host:port/db``, or the socket path."""
+    kwargs = client.connection_pool.connection_kwargs
+    if "path" in kwargs:
+        return f"unix:{kwargs['path']}/{kwargs.get('db', 0)}"
+    return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
+
+
 def breaker_state() -> str:
     """The breaker's state in this process: ``"closed"``, ``"open"`` or ``"half-open"``, read
     without side effects (``redis_available`` may move it to half-open)."""

@@ -37,7 +37,10 @@ from users.admin import Operation, UserAdmin
 from users.models import User
 from users.selectors import user_ids_matching
 
+from core import health
+
 from . import rebuild
+from .health import inbox_reconcile_health
 from .models import Note
 from .services import note_delete, note_hide
 
@@ -219,6 +222,7 @@ def _rebuild_inbox(user: User) -> str:
     return f"Rebuilt the inbox of {user.username}: {result.entries} notes."
 
 
+health.register_section("inbox_reconcile", inbox_reconcile_health)
 UserAdmin.add_operation(
     Operation(
         name="rebuild-inbox",

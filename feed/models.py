@@ -83,3 +83,33 @@ class Note(models.Model):
 
     def __str__(self) -> str:
         return f"note {self.pk} by {self.author_id}"
+
+
+class InboxReconcileRun(models.Model):
+    """One run of the inbox reconcile (``reconcile_feeds`` or the nightly task) and its figures.
+
+    Updated after every batch of readers, so an interrupted run keeps its
+    checkpoint (``last_user_id``) and ``--resume`` continues it; the admin's
+    health page shows the latest whole run. ``finished_at`` is None while
+    the run is under way or after it was interrupted.
+    """
+
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    dry_run = models.BooleanField(default=False)
+    sample = models.FloatField(default=1.0)  # fraction of readers checked
+    only_user_id = models.BigIntegerField(null=True, blank=True)
+    last_user_id = models.BigIntegerField(default=0)  # checkpoint: every reader id <= this was walked
+    readers_checked = models.PositiveIntegerField(default=0)
+    readers_drifted = models.PositiveIntegerField(default=0)
+    notes_missing = models.PositiveIntegerField(default=0)
+    notes_extra = models.PositiveIntegerField(default=0)
+    scores_wrong = models.PositiveIntegerField(default=0)
+    readers_repaired = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        indexes = [models.Index(fields=["started_at"], name="inbox_reconcile_started")]
+
+    def __str__(self) -> str:
+        return f"inbox reconcile {self.started_at:%Y-%m-%d %H:%M} drifted={self.readers_drifted}"

@@ -171,6 +171,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "social.tasks.social_cache_reconcile",
         "schedule": crontab(hour=3, minute=30),
     },
+    # After the graph's, so the inboxes are compared with a repaired mirror.
+    "reconcile-inboxes-nightly": {
+        "task": "feed.tasks.feed_inboxes_reconcile",
+        "schedule": crontab(hour=4, minute=30),
+    },
 }
 
 # --- followfeed -----------------------------------------------------------

@@ -36,6 +36,7 @@ COMMANDS = {
     "make_celebrity": "datatools",
     "run_demo": "datatools",
     "rebuild_feeds": "feed",
+    "reconcile_feeds": "feed",
     "simulate_activity": "datatools",
     "embedded_redis": "core",
 }

@@ -176,3 +176,22 @@ class TestReconcileFigures:
 
         assert figures.figures == []
         assert "no reconcile" in figures.note
+
+
+class TestFeedAndRestartFigures:
+    def test_shows_the_last_inbox_reconcile_and_the_redis_watch(self, alice: Any, superuser_client: Any) -> None:
+        from core.outbox import drain
+        from feed.reconcile import reconcile_inboxes_run
+        from tests.feed.helpers import make_user
+
+        make_user("reader")
+        reconcile_inboxes_run()
+        drain()
+
+        response = superuser_client.get("/admin/core/outboxentry/health/")
+
+        health = response.context["health"]
+        assert health.sections["inbox_reconcile"].state == "finished"
+        assert ("readers_checked", 1) in health.sections["inbox_reconcile"].figures
+        assert health.watch.seen is True and health.watch.rollbacks == 0
+        assert b"Inbox reconcile" in response.content and b"Redis restarts" in response.content

@@ -1,0 +1,250 @@
+"""Inbox reconcile: compare each active reader's inbox with the feed the database computes, and repair.
+
+Beside the follow graph's reconcile (``social.reconcile``): for every
+reader whose inbox is maintained (synced, and not being rebuilt right now),
+the inbox must hold exactly the newest ``INBOX_MAX_LEN`` visible notes of
+the accounts the reader follows (pull authors left out: they are merged at
+read time), each scored by its publish time in ms. Readers are walked in id
+order, ``batch`` at a time: one Redis pipeline (the markers and every
+inbox of the batch) and one database query (the truth of the batch, a
+window function over the follow and note indexes) per batch.
+
+A reader differs when a note is missing (``notes_missing``), one is there
+that should not be (``notes_extra``: a deleted or hidden note whose retract
+never ran, a note of an account no longer followed), or a score is wrong
+(``scores_wrong``). Repair rebuilds the reader's inbox, which keeps what
+lands meanwhile (``feed.rebuild.inbox_rebuild``). Reading Redis and the
+database at slightly different moments can report a note published in
+between; the repair is then a harmless rebuild.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import redis
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
+from django.utils import timezone
+
+from core.redis import REDIS_ERRORS, get_redis
+from social.models import Follow
+from users.models import User
+
+from . import redis_keys
+from .delivery import active_cutoff
+from .models import InboxReconcileRun, to_ms
+from .rebuild import inbox_rebuild
+
+logger = logging.getLogger(__name__)
+
+# Readers per batch (one pipeline and one truth query each).
+BATCH = 500
+
+
+@dataclass
+class InboxReport:
+    """Figures of one inbox reconcile: ``readers_checked`` (maintained inboxes compared),
+    ``readers_drifted``, ``notes_missing``, ``notes_extra``, ``scores_wrong``,
+    ``readers_repaired`` (0 in a dry run) and the checkpoint ``last_user_id``."""
+
+    readers_checked: int = 0
+    readers_drifted: int = 0
+    notes_missing: int = 0
+    notes_extra: int = 0
+    scores_wrong: int = 0
+    readers_repaired: int = 0
+    last_user_id: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """The figures as ``{name: int}``."""
+        return asdict(self)
+
+    @property
+    def drift(self) -> int:
+        """``notes_missing + notes_extra + scores_wrong``."""
+        return self.notes_missing + self.notes_extra + self.scores_wrong
+
+
+def database_inboxes(reader_ids: Sequence[int], pulled: set[int]) -> dict[int, dict[int, int]]:
+    """What each reader's inbox must hold: ``{reader_id: {note_id: score_ms}}``.
+
+    The newest ``INBOX_MAX_LEN`` visible notes of the active accounts each
+    reader follows, ``pulled`` authors left out. One query: a ROW_NUMBER
+    window per reader over the follow rows joined to the notes.
+    """
+    if not reader_ids:
+        return {}
+    cap = redis_keys.inbox_max_len()
+    rows = (
+        Follow.objects.filter(
+            follower_id__in=list(reader_ids),
+            followee__is_active=True,
+            followee__notes__is_hidden=False,
+            followee__notes__deleted_at__isnull=True,
+        )
+        .exclude(followee_id__in=sorted(pulled))
+        .annotate(
+            note_id=F("followee__notes__id"),
+            published=F("followee__notes__created_at"),
+            rank=Window(
+                RowNumber(),
+                partition_by=[F("follower_id")],
+                order_by=[F("followee__notes__created_at").desc(), F("followee__notes__id").asc()],
+            ),
+        )
+        .filter(rank__lte=cap)
+        .values_list("follower_id", "note_id", "published")
+    )
+    truth: dict[int, dict[int, int]] = defaultdict(dict)
+    for reader_id, note_id, published in rows:
+        truth[int(reader_id)][int(note_id)] = to_ms(published)
+    return truth
+
+
+def redis_inboxes(client: redis.Redis, reader_ids: Sequence[int]) -> dict[int, dict[bytes, float] | None]:
+    """Each reader's inbox as Redis holds it, or None when it is not maintained (not synced, or
+    being rebuilt right now): one pipeline for the batch."""
+    pipe = client.pipeline(transaction=False)
+    for reader_id in reader_ids:
+        pipe.exists(redis_keys.inbox_synced_key(reader_id))
+        pipe.exists(redis_keys.inbox_build_key(reader_id))
+        pipe.zrange(redis_keys.inbox_key(reader_id), 0, -1, withscores=True)
+    replies = pipe.execute()
+    found: dict[int, dict[bytes, float] | None] = {}
+    for index, reader_id in enumerate(reader_ids):
+        synced, building, rows = replies[3 * index : 3 * index + 3]
+        found[reader_id] = {member: score for member, score in rows} if synced and not building else None
+    return found
+
+
+def _compare(inbox: dict[bytes, float], truth: dict[int, int], report: InboxReport) -> bool:
+    """Add the differences of one reader to ``report``; returns whether it differs."""
+    before = report.drift
+    held: dict[int | None, float] = {}
+    for member, score in inbox.items():
+        text = member.decode("ascii", "replace")
+        held[int(text) if text.isdigit() else None] = score
+    for note_id, score in truth.items():
+        if note_id not in held:
+            report.notes_missing += 1
+        elif held[note_id] != score:
+            report.scores_wrong += 1
+    report.notes_extra += sum(1 for note_id in held if note_id is None or note_id not in truth)
+    return report.drift > before
+
+
+def reconcile_inboxes(
+    *,
+    repair: bool = True,
+    user_id: int | None = None,
+    sample: float = 1.0,
+    start_after: int = 0,
+    batch: int = BATCH,
+    seed: int | None = None,
+    on_batch: Callable[[InboxReport], None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> InboxReport:
+    """Compare the maintained inboxes of active readers (or one ``user_id``, or a ``sample``)
+    with the database and rebuild those that differ unless told not to.
+
+    :param repair: False for a dry run.
+    :param sample: fraction 0 < f <= 1 of readers, chosen at random per id.
+    :param start_after: walk reader ids above this one (resume).
+    :param on_batch: called with the running report after each batch (checkpoint).
+    :param on_progress: called with the number of readers walked after each batch.
+    :returns: an ``InboxReport``.
+    :raises ValueError: ``sample`` outside (0, 1].
+    :raises: ``REDIS_ERRORS``; repaired batches stay repaired.
+    """
+    if not 0 < sample <= 1:
+        raise ValueError("sample must be in (0, 1]")
+    client = get_redis()
+    rng = random.Random(seed)
+    report = InboxReport(last_user_id=start_after)
+    pulled = {int(member) for member in client.smembers(redis_keys.pull_authors_key())}
+    readers = User.objects.filter(is_active=True, last_seen_at__gte=active_cutoff()).order_by("pk")
+    if user_id is not None:
+        readers = readers.filter(pk=user_id)
+    low = start_after
+    while True:
+        ids = list(readers.filter(pk__gt=low).values_list("pk", flat=True)[:batch])
+        if not ids:
+            break
+        chosen = [reader_id for reader_id in ids if sample >= 1 or rng.random() < sample]
+        inboxes = redis_inboxes(client, chosen)
+        checked = {reader_id: inbox for reader_id, inbox in inboxes.items() if inbox is not None}
+        truth = database_inboxes(list(checked), pulled)
+        drifted = [reader_id for reader_id, inbox in checked.items() if _compare(inbox, truth.get(reader_id, {}), report)]
+        report.readers_checked += len(checked)
+        report.readers_drifted += len(drifted)
+        if repair:
+            for reader_id in drifted:
+                if not inbox_rebuild(user_id=reader_id).busy:
+                    report.readers_repaired += 1
+        report.last_user_id = low = ids[-1]
+        if on_batch is not None:
+            on_batch(report)
+        if on_progress is not None:
+            on_progress(len(ids))
+    logger.info("inbox reconcile: %s", report.as_dict())
+    return report
+
+
+FIGURES = ("readers_checked", "readers_drifted", "notes_missing", "notes_extra", "scores_wrong", "readers_repaired")
+
+
+def reconcile_inboxes_run(
+    *,
+    dry_run: bool = False,
+    user_id: int | None = None,
+    sample: float = 1.0,
+    start_after: int | None = None,
+    resume: bool = False,
+    batch: int = BATCH,
+    on_progress: Callable[[int], None] | None = None,
+) -> tuple[InboxReconcileRun, InboxReport]:
+    """Run ``reconcile_inboxes`` and record it as an ``InboxReconcileRun`` (checkpointed after every batch).
+
+    :param resume: continue the latest unfinished whole run of the same kind from its checkpoint.
+    :returns: ``(run, report)``; ``run.finished_at`` is set on success.
+    :raises: as ``reconcile_inboxes``; the run keeps its checkpoint and the error text.
+    """
+    run: InboxReconcileRun | None = None
+    if resume and user_id is None:
+        run = (
+            InboxReconcileRun.objects.filter(finished_at__isnull=True, only_user_id__isnull=True, dry_run=dry_run)
+            .order_by("-started_at", "-id")
+            .first()
+        )
+    base = dict.fromkeys(FIGURES, 0)
+    if run is None:
+        run = InboxReconcileRun.objects.create(dry_run=dry_run, sample=sample, only_user_id=user_id)
+    else:
+        base = {name: getattr(run, name) for name in FIGURES}
+    begin = start_after if start_after is not None else run.last_user_id
+
+    def checkpoint(report: InboxReport) -> None:
+        figures = report.as_dict()
+        for name, value in base.items():
+            setattr(run, name, value + figures[name])
+        run.last_user_id = report.last_user_id
+        run.save(update_fields=[*FIGURES, "last_user_id"])
+
+    try:
+        report = reconcile_inboxes(
+            repair=not dry_run, user_id=user_id, sample=sample, start_after=begin, batch=batch, on_batch=checkpoint, on_progress=on_progress
+        )
+    except REDIS_ERRORS as exc:
+        run.error = repr(exc)[:2000]
+        run.save(update_fields=["error"])
+        raise
+    checkpoint(report)
+    run.finished_at = timezone.now()
+    run.error = ""
+    run.save(update_fields=["finished_at", "error"])
+    return run, report
