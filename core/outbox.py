@@ -237,14 +237,14 @@ def apply_entries(entries: Sequence[OutboxEntry]) -> ApplyResult:
 
 @dataclass
 class DrainResult:
-    """What one drain did: ``applied`` entries, ``stuck`` entries left pending, ``rebuild_queued``
-    when the sentinel was missing (or the outbox no longer covers a rollback), ``redis_down``
-    when Redis failed (entries stay pending), ``reapplied`` entries marked pending again after
-    Redis came back with older data."""
+    """What one drain did: ``applied`` entries, ``stuck`` entries left pending, ``rebuilt`` when it
+    rebuilt the mirror (the sentinel was missing, or the outbox no longer covered a rollback),
+    ``redis_down`` when Redis failed (entries stay pending), ``reapplied`` entries marked pending
+    again after Redis came back with older data."""
 
     applied: int = 0
     stuck: int = 0
-    rebuild_queued: bool = False
+    rebuilt: bool = False
     redis_down: bool = False
     reapplied: int = 0
 
@@ -346,7 +346,7 @@ def drain(
     start_rebuild: bool = True,
     task_grace_seconds: float | None = None,
 ) -> DrainResult:
-    """Queue a rebuild if Redis lost the mirror, then apply every pending entry, oldest first.
+    """Rebuild the mirror if Redis lost it, then apply every pending entry, oldest first.
 
     Entries are walked by id (keyset), so one that cannot be applied now is
     skipped for this run instead of being retried in a loop; entries created
@@ -357,7 +357,7 @@ def drain(
 
     :param batch: entries per round; default ``SOCIAL_OUTBOX_DRAIN_BATCH``.
     :param max_batches: stop after this many rounds (None: to the end).
-    :param start_rebuild: queue the rebuild task when the sentinel is missing.
+    :param start_rebuild: rebuild the mirror (``rebuild_locked``) when the sentinel is missing.
     :param task_grace_seconds: default ``OUTBOX_TASK_GRACE_SECONDS``.
     :returns: a ``DrainResult``; Redis errors are caught (``redis_down``).
     """
@@ -374,14 +374,10 @@ def drain(
         if rollback is not None:
             result.reapplied = rollback.reapplied
         if start_rebuild and needs_rebuild():
-            from .tasks import mirror_rebuild  # the task module imports this one
-
-            logger.warning("mirror sentinel missing: Redis lost its data; queueing a rebuild, reads use the database")
-            try:
-                mirror_rebuild.delay()
-                result.rebuild_queued = True
-            except BrokerError as exc:
-                logger.warning("broker refused the rebuild task (the next drain asks again): %r", exc)
+            # Here, not in a task of its own: behind a backlog of messages a
+            # queued rebuild would wait for all of them, reads on the database.
+            logger.warning("mirror sentinel missing: Redis lost its data; rebuilding, reads use the database meanwhile")
+            result.rebuilt = rebuild_locked().rebuilt
         cursor = 0
         rounds = 0
         while max_batches is None or rounds < max_batches:

@@ -2,8 +2,8 @@
 
 ``outbox_apply`` is sent after commit for the entries of non-inline kinds;
 ``outbox_drain`` runs on beat and applies whatever is still pending (a
-refused message, a killed worker, Redis down); ``mirror_rebuild`` is queued
-by the drain when Redis lost its data.
+refused message, a killed worker, Redis down), after rebuilding the mirror
+when Redis lost its data.
 """
 
 from __future__ import annotations
@@ -37,23 +37,14 @@ def outbox_apply(*, entry_ids: list[int]) -> dict[str, int]:
     return {"applied": result.applied, "stuck": result.stuck}
 
 
-@task(acks_late=True)
+@task(acks_late=True, soft_time_limit=settings.LONG_TASK_TIME_LIMIT, time_limit=settings.LONG_TASK_TIME_LIMIT + 60)
 def outbox_drain() -> dict[str, Any]:
     """Apply every pending outbox entry (beat, every SOCIAL_OUTBOX_DRAIN_SECONDS); purge old applied ones.
 
-    Redis being down is not an error: the entries stay pending and the next
-    beat tries again.
+    Rebuilds the mirror first when Redis lost it (the long time limit is
+    for that). Redis being down is not an error: the entries stay pending
+    and the next beat tries again.
 
     :returns: ``DrainResult.as_dict()``.
     """
     return outbox.drain().as_dict()
-
-
-@task(acks_late=True, soft_time_limit=settings.LONG_TASK_TIME_LIMIT, time_limit=settings.LONG_TASK_TIME_LIMIT + 60)
-def mirror_rebuild() -> dict[str, Any]:
-    """Rebuild every app's Redis mirror after Redis lost its data; a no-op while another rebuild holds the lock.
-
-    :returns: ``{"rebuilt": bool, "steps": [names]}``.
-    """
-    result = outbox.rebuild_locked()
-    return {"rebuilt": result.rebuilt, "steps": result.steps}

@@ -53,7 +53,7 @@ class TestWrittenWithTheFollow:
         result = social_outbox_drain()
 
         # The follow's feed job is left to its Celery task for OUTBOX_TASK_GRACE_SECONDS.
-        assert result == {"applied": 1, "stuck": 0, "rebuild_queued": False, "redis_down": False, "reapplied": 0}
+        assert result == {"applied": 1, "stuck": 0, "rebuilt": False, "redis_down": False, "reapplied": 0}
         assert pending() == []
         assert_mirror_equals_database(redis_client, [alice.pk, bob.pk])
 

@@ -1,0 +1,260 @@
+"""Soak: five writers for three minutes on a wiki-Vote slice while Redis, the broker and a worker fail.
+
+Five processes follow, unfollow, publish, delete notes and deactivate and
+reactivate accounts at random through the services; everything after
+commit goes through the outbox to a real Celery worker on RabbitMQ. A chaos
+thread meanwhile kills Redis and restarts it empty, kills it again and
+restarts it from an older RDB snapshot, stops and starts the broker, and
+SIGKILLs the worker. Beat is played by the test (a drain every two
+seconds). Afterwards every reader comes back (a visit), the drain runs
+until nothing is pending, and the follow mirror and every active reader's
+first five feed pages on Redis must equal the database. The run prints the
+operations done, the faults injected and the differences found.
+
+Marker ``slow``: ``.ci/run`` runs it once, not in the cluster pass.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connections
+from django.utils import timezone
+
+from core import redis_keys as core_keys
+from core.models import OutboxEntry
+from core.outbox import drain
+from core.redis import forget_sentinel, get_redis, redis_reset_breaker
+from tests.feed.consistency import feed_differences
+from tests.social.faults import CeleryWorker, RedisServer, point_at, purge_queue, wait_until
+from tests.social.helpers import assert_mirror_equals_database
+from users.models import User
+
+pytestmark = [pytest.mark.slow, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+WRITERS = 5
+SECONDS = float(os.environ.get("FOLLOWFEED_SOAK_SECONDS", "180"))
+SLICE_EDGES = 3000
+
+
+def writer(args: tuple[list[int], int, float, str]) -> dict[str, int]:
+    """Child: random writes through the services until ``deadline``; returns counts per operation."""
+    ids, seed, deadline, queue = args
+    from config.celery_app import app
+    from feed import services as feed_services
+    from feed.models import Note
+    from social import services
+    from users.services import user_set_active
+
+    connections.close_all()
+    app.conf.task_always_eager = False
+    app.conf.task_default_queue = queue
+    app._pool = None  # this process's own broker connections
+    app.amqp._producer_pool = None
+    rng = random.Random(seed)
+    done = {"follow": 0, "unfollow": 0, "publish": 0, "delete": 0, "deactivate": 0, "reactivate": 0, "errors": 0}
+    while time.time() < deadline:
+        actor = User.objects.filter(pk=rng.choice(ids)).first()
+        if actor is None:
+            continue
+        roll = rng.random()
+        try:
+            if roll < 0.30:
+                target = rng.choice(ids)
+                if target != actor.pk and actor.is_active and User.objects.filter(pk=target, is_active=True).exists():
+                    services.follow_create(actor=actor, followee_id=target)
+                    done["follow"] += 1
+            elif roll < 0.55:
+                target = rng.choice(ids)
+                if target != actor.pk:
+                    services.follow_delete(actor=actor, followee_id=target)
+                    done["unfollow"] += 1
+            elif roll < 0.85:
+                if actor.is_active:
+                    feed_services.note_create(author=actor, body=f"soak {seed} {done['publish']}")
+                    done["publish"] += 1
+            elif roll < 0.95:
+                note = Note.objects.filter(author=actor, deleted_at__isnull=True).order_by("?").first()
+                if note is not None:
+                    feed_services.note_delete(note=note, actor=actor)
+                    done["delete"] += 1
+            elif actor.is_active:
+                user_set_active(user=actor, is_active=False)
+                done["deactivate"] += 1
+            else:
+                user_set_active(user=actor, is_active=True)
+                done["reactivate"] += 1
+        except Exception as exc:  # noqa: BLE001 - counted and asserted zero
+            print("writer error", repr(exc)[:300], flush=True)
+            done["errors"] += 1
+        time.sleep(rng.uniform(0.02, 0.1))
+    connections.close_all()
+    return done
+
+
+class Chaos:
+    """The faults, on a schedule over the run; ``injected`` names each one when it happened."""
+
+    def __init__(self, redis_server: RedisServer, worker_box: dict[str, CeleryWorker], make_worker: Any) -> None:
+        self.redis = redis_server
+        self.worker_box = worker_box
+        self.make_worker = make_worker
+        self.injected: list[str] = []
+        self.stop = threading.Event()
+
+    def run(self, seconds: float) -> None:
+        plan = [
+            (0.10, self.redis_restarted_empty),
+            (0.30, self.snapshot),
+            (0.45, self.redis_restarted_from_the_snapshot),
+            (0.60, self.broker_stopped),
+            (0.80, self.worker_killed),
+        ]
+        started = time.monotonic()
+        for at, fault in plan:
+            while time.monotonic() - started < at * seconds:
+                if self.stop.wait(0.2):
+                    return
+            fault()
+
+    def redis_restarted_empty(self) -> None:
+        self.redis.kill()
+        time.sleep(3)
+        (self.redis.data_dir / "dump.rdb").unlink(missing_ok=True)  # nothing to load: empty
+        self.redis.start()
+        self.injected.append("redis killed, restarted empty")
+
+    def snapshot(self) -> None:
+        # Of a mirror the drain has rebuilt since the restart (a snapshot
+        # without the sentinel would be plain data loss again).
+        wait_until(lambda: self.redis.client().exists(core_keys.sentinel_key()), timeout=120, interval=0.2, what="the rebuild")
+        self.redis.snapshot()
+        self.injected.append("redis snapshot")
+
+    def redis_restarted_from_the_snapshot(self) -> None:
+        self.redis.kill()
+        time.sleep(2)
+        self.redis.start()
+        self.injected.append("redis killed, restarted from the older snapshot")
+
+    def broker_stopped(self) -> None:
+        subprocess.run(["rabbitmqctl", "stop_app"], check=True, capture_output=True, timeout=120)
+        time.sleep(8)
+        subprocess.run(["rabbitmqctl", "start_app"], check=True, capture_output=True, timeout=120)
+        self.injected.append("broker stopped for 8 s")
+
+    def worker_killed(self) -> None:
+        self.worker_box["worker"].kill()
+        self.worker_box["worker"] = self.make_worker()
+        self.worker_box["worker"].start()
+        self.injected.append("worker SIGKILLed and replaced")
+
+
+def test_five_writers_through_redis_broker_and_worker_faults_end_with_feeds_equal_to_the_database(
+    settings: Any, tmp_path: Path, request: Any, capsys: Any
+) -> None:
+    from config.celery_app import app
+    from datatools.datasets import dataset_path
+    from datatools.importer import graph_import
+    from feed import services as feed_services
+    from feed.rebuild import inbox_rebuild
+    from social.rebuild import rebuild_all
+
+    server = RedisServer(data_dir=tmp_path)
+    server.start()
+    request.addfinalizer(server.stop)
+    point_at(settings, server)
+    settings.REDIS_CIRCUIT_OPEN_SECONDS = 0.5
+    graph_import(dataset_path("wiki-Vote.txt.gz"), limit=SLICE_EDGES)
+    User.objects.update(last_seen_at=timezone.now())
+    rebuild_all()
+    ids = list(User.objects.order_by("pk").values_list("pk", flat=True))
+    for user_id in ids:
+        inbox_rebuild(user_id=user_id)
+    queue = f"ff_soak_{uuid.uuid4().hex[:8]}"
+    redis_url = server.url
+
+    def make_worker() -> CeleryWorker:
+        return CeleryWorker(queue=queue, redis_url=redis_url, extra_env={"OUTBOX_TASK_GRACE_SECONDS": "5"})
+
+    box = {"worker": make_worker()}
+    chaos = Chaos(server, box, make_worker)
+    drains = {"sent": 0, "refused": 0}
+    stop_beat = threading.Event()
+
+    def beat() -> None:
+        while not stop_beat.wait(2.0):
+            try:
+                app.send_task("core.tasks.outbox_drain", queue=queue)
+                drains["sent"] += 1
+            except Exception:  # noqa: BLE001 - the broker is down: beat tries again
+                drains["refused"] += 1
+
+    settings.OUTBOX_TASK_GRACE_SECONDS = 5
+    try:
+        box["worker"].start()
+        connections.close_all()
+        beat_thread = threading.Thread(target=beat, daemon=True)
+        chaos_thread = threading.Thread(target=chaos.run, args=(SECONDS,), daemon=True)
+        beat_thread.start()
+        chaos_thread.start()
+        deadline = time.time() + SECONDS
+        context = multiprocessing.get_context("fork")
+        with context.Pool(WRITERS) as pool:
+            results = pool.map(writer, [(ids, seed, deadline, queue) for seed in range(WRITERS)])
+        chaos.stop.set()
+        chaos_thread.join(timeout=180)
+        # Every service is back; every reader visits (a catch-up where its inbox was lost).
+        subprocess.run(["rabbitmqctl", "start_app"], capture_output=True, timeout=120)
+        redis_reset_breaker()
+        forget_sentinel()
+        wait_until(lambda: server.client().exists(core_keys.sentinel_key()), timeout=180, interval=0.5, what="the mirror rebuilt")
+        readers = list(User.objects.filter(is_active=True).values_list("pk", flat=True))
+        for user_id in readers:
+            feed_services.inbox_sign_in(user_id=user_id)
+        wait_until(
+            lambda: not OutboxEntry.objects.filter(applied_at__isnull=True).exists(), timeout=300, interval=0.5, what="the outbox drained"
+        )
+        stop_beat.set()
+        beat_thread.join(timeout=10)
+        time.sleep(1)
+    finally:
+        stop_beat.set()
+        chaos.stop.set()
+        subprocess.run(["rabbitmqctl", "start_app"], capture_output=True, timeout=120)
+        box["worker"].stop()
+        purge_queue(queue)
+
+    redis_reset_breaker()
+    forget_sentinel()
+    drain()  # one more beat after everything settled
+    client = get_redis()
+    operations = {name: sum(r[name] for r in results) for name in results[0]}
+    graph_differences = []
+    try:
+        assert_mirror_equals_database(client, ids)
+    except AssertionError as exc:
+        graph_differences.append(str(exc)[:500])
+    readers = list(User.objects.filter(is_active=True).values_list("pk", flat=True))
+    feeds = feed_differences(readers)
+    with capsys.disabled():
+        print(
+            f"\nsoak: {sum(v for k, v in operations.items() if k != 'errors')} operations in {SECONDS:.0f} s {operations}; "
+            f"faults injected: {chaos.injected}; drains sent {drains['sent']}, refused {drains['refused']}; "
+            f"differences found: graph {len(graph_differences)}, feeds {len(feeds)} of {len(readers)} readers"
+        )
+
+    assert operations["errors"] == 0
+    assert len(chaos.injected) == 5
+    assert sum(operations.values()) > 1000
+    assert graph_differences == []
+    assert feeds == {}
