@@ -32,12 +32,11 @@ from django.http import (
 from django.template.defaultfilters import truncatechars
 from django.urls import path, reverse
 
+from core import health
 from core.admin_tools import EstimatedCountPaginator, bounded_count
 from users.admin import Operation, UserAdmin
 from users.models import User
 from users.selectors import user_ids_matching
-
-from core import health
 
 from . import rebuild
 from .health import inbox_reconcile_health

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -31,6 +31,7 @@ from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from core.redis import RedisLock, RedisLockLost, get_redis
+from social.models import Follow
 from social.selectors import active_follows
 from users.models import User
 
@@ -60,15 +61,6 @@ def synced_until(last_seen_at: datetime | None) -> datetime | None:
         return None
     until = last_seen_at + timedelta(days=int(settings.FEED_ACTIVE_DAYS)) - SYNC_MARGIN
     return until if until > timezone.now() else None
-
-
-def pulled_among(client: redis.Redis, author_ids: Collection[int]) -> set[int]:
-    """Which of ``author_ids`` are pull authors (SMISMEMBER on the pull set)."""
-    ordered = sorted(set(author_ids))
-    if not ordered:
-        return set()
-    flags = client.smismember(redis_keys.pull_authors_key(), ordered)
-    return {author for author, flag in zip(ordered, flags) if flag}
 
 
 def recent_entries(author_ids: Collection[int], limit: int, *, since: datetime | None = None) -> list[Entry]:
@@ -115,57 +107,128 @@ return 1
 """
 
 
-def inbox_rebuild(*, user_id: int) -> InboxRebuild:
-    """Rebuild ``user_id``'s inbox from the database: the newest ``INBOX_MAX_LEN`` visible
-    notes of the accounts it follows, pull authors left out (they are merged at read time).
+def database_inboxes(reader_ids: Sequence[int], pulled: Collection[int]) -> dict[int, list[Entry]]:
+    """What each reader's inbox must hold: ``{reader_id: [(note_id, score_ms)]}``, newest first.
 
-    The inbox is built aside under its build lock: while the lock is held,
-    every delivery and removal writes the build copy too
-    (``feed.delivery``), so a fan-out, backfill or unfollow that lands
-    between the database read and the swap is kept. The swap is one
-    script; the synced marker is set (reader active, see ``synced_until``)
-    or cleared in it.
+    The newest ``INBOX_MAX_LEN`` visible notes of the active accounts each
+    reader follows, ``pulled`` authors left out (merged at read time). One
+    query: a ROW_NUMBER window per reader over the follow rows joined to
+    the notes (the follow and note indexes).
+    """
+    truth: dict[int, list[Entry]] = {int(reader_id): [] for reader_id in reader_ids}
+    if not truth:
+        return truth
+    rows = (
+        Follow.objects.filter(
+            follower_id__in=list(truth),
+            followee__is_active=True,
+            followee__notes__is_hidden=False,
+            followee__notes__deleted_at__isnull=True,
+        )
+        .exclude(followee_id__in=sorted(pulled))
+        .annotate(
+            note_id=F("followee__notes__id"),
+            published=F("followee__notes__created_at"),
+            rank=Window(
+                RowNumber(),
+                partition_by=[F("follower_id")],
+                order_by=[F("followee__notes__created_at").desc(), F("followee__notes__id").asc()],
+            ),
+        )
+        .filter(rank__lte=redis_keys.inbox_max_len())
+        .order_by("follower_id", "rank")
+        .values_list("follower_id", "note_id", "published")
+    )
+    for reader_id, note_id, published in rows:
+        truth[int(reader_id)].append((int(note_id), to_ms(published)))
+    return truth
 
-    :returns: an ``InboxRebuild`` (``busy`` when another rebuild holds the lock).
+
+def pull_authors(client: redis.Redis) -> set[int]:
+    """The pull set: authors whose notes are merged at read time (SMEMBERS)."""
+    return {int(member) for member in client.smembers(redis_keys.pull_authors_key())}
+
+
+def inboxes_rebuild(reader_ids: Sequence[int]) -> dict[int, InboxRebuild]:
+    """Rebuild the inboxes of ``reader_ids`` from the database, pipelined: the newest
+    ``INBOX_MAX_LEN`` visible notes of the accounts each follows, pull authors left out.
+
+    Each inbox is built aside under its build lock, taken *before* the
+    database is read: while the lock is held every delivery and removal
+    writes the build copy too (``feed.delivery``), so a fan-out, backfill or
+    unfollow that lands between the read and the swap is kept, and a note
+    removed meanwhile is not brought back. The swap is one script per
+    reader, which also sets the synced marker (reader active, see
+    ``synced_until``) or clears it. A deactivated or deleted reader's inbox
+    is dropped. Three Redis round trips and two queries for the whole batch.
+
+    :returns: ``{reader_id: InboxRebuild}``; ``busy`` for a reader whose
+        inbox another rebuild holds.
     :raises: Redis errors (REDIS_ERRORS) and database errors propagate; the
-        rebuilding flag and the build lock are released either way.
+        rebuilding flags and the build locks taken are released either way.
     """
     client = get_redis()
-    flag = redis_keys.inbox_rebuilding_key(user_id)
-    inbox = redis_keys.inbox_key(user_id)
-    copy = redis_keys.rebuild_tmp_key(inbox)
-    removed = redis_keys.inbox_build_removed_key(user_id)
-    synced = redis_keys.inbox_synced_key(user_id)
-    lock = RedisLock(client=client, key=redis_keys.inbox_build_key(user_id), milliseconds=redis_keys.REBUILDING_TTL_SECONDS * 1000)
-    client.set(flag, "1", ex=redis_keys.REBUILDING_TTL_SECONDS)
+    ids = list(dict.fromkeys(int(reader_id) for reader_id in reader_ids))
+    ttl = redis_keys.REBUILDING_TTL_SECONDS
+    locks = {
+        reader_id: RedisLock(client=client, key=redis_keys.inbox_build_key(reader_id), milliseconds=ttl * 1000) for reader_id in ids
+    }
+    pipe = client.pipeline(transaction=False)
+    for reader_id in ids:
+        pipe.set(redis_keys.inbox_rebuilding_key(reader_id), "1", ex=ttl)
+        pipe.set(locks[reader_id].key, locks[reader_id].token, nx=True, px=ttl * 1000)
+    replies = pipe.execute()
+    held = [reader_id for index, reader_id in enumerate(ids) if replies[2 * index + 1]]
+    results = {reader_id: InboxRebuild(entries=0, synced=False, busy=True) for reader_id in ids}
     try:
-        if not lock.acquire():
-            return InboxRebuild(entries=0, synced=False, busy=True)
-        try:
-            client.delete(copy, removed)
-            row = User.objects.filter(pk=user_id).values_list("is_active", "last_seen_at").first()
-            if row is None or not row[0]:
-                client.unlink(inbox, synced)
-                return InboxRebuild(entries=0, synced=False)
-            followees = list(active_follows().filter(follower_id=user_id).values_list("followee_id", flat=True))
-            pushed = set(followees) - pulled_among(client, followees)
-            entries = recent_entries(pushed, redis_keys.inbox_max_len())
-            add = delivery.script(client, BUILD_ADD_LUA)
+        pipe = client.pipeline(transaction=False)
+        for reader_id in held:
+            pipe.delete(redis_keys.rebuild_tmp_key(redis_keys.inbox_key(reader_id)), redis_keys.inbox_build_removed_key(reader_id))
+        pipe.execute()
+        seen = dict(User.objects.filter(pk__in=held, is_active=True).values_list("pk", "last_seen_at"))
+        truth = database_inboxes([reader_id for reader_id in held if reader_id in seen], pull_authors(client))
+        add = delivery.script(client, BUILD_ADD_LUA)
+        swap = delivery.script(client, SWAP_INBOX_LUA)
+        pipe = client.pipeline(transaction=False)
+        order: list[int] = []
+        for reader_id in held:
+            inbox = redis_keys.inbox_key(reader_id)
+            copy = redis_keys.rebuild_tmp_key(inbox)
+            removed = redis_keys.inbox_build_removed_key(reader_id)
+            entries = truth.get(reader_id, [])
             for start in range(0, len(entries), BUILD_CHUNK):
                 args: list[int | str] = [redis_keys.inbox_max_len()]
                 for note_id, score in entries[start : start + BUILD_CHUNK]:
                     args += (score, redis_keys.note_member(note_id))
-                add(keys=[copy, removed], args=args, client=client)
-            until = synced_until(row[1])
+                add(keys=[copy, removed], args=args, client=pipe)
+            # A deactivated or deleted reader: the copy stays empty and no synced marker is set.
+            until = synced_until(seen[reader_id]) if reader_id in seen else None
             expiry = int(until.timestamp()) if until is not None else 0
-            swapped = delivery.script(client, SWAP_INBOX_LUA)(keys=[inbox, copy, lock.key, removed, synced], args=[lock.token, expiry], client=client)
-            if not swapped:
-                raise RedisLockLost(f"the build lock of {user_id}'s inbox expired during its rebuild")
-            return InboxRebuild(entries=len(entries), synced=until is not None)
-        finally:
-            lock.release()
+            keys = [inbox, copy, locks[reader_id].key, removed, redis_keys.inbox_synced_key(reader_id)]
+            swap(keys=keys, args=[locks[reader_id].token, expiry], client=pipe)
+            order.append(reader_id)
+            results[reader_id] = InboxRebuild(entries=len(entries), synced=until is not None)
+        swapped = pipe.execute()[-len(order) :] if order else []
+        lost = [reader_id for reader_id, ok in zip(order, swapped) if not ok]
+        if lost:
+            raise RedisLockLost(f"the build lock of the inboxes of {lost[:5]} expired during their rebuild")
+        return results
     finally:
-        client.delete(flag)
+        pipe = client.pipeline(transaction=False)
+        for reader_id in ids:
+            pipe.delete(redis_keys.inbox_rebuilding_key(reader_id))
+        for reader_id in held:
+            locks[reader_id].queue_release(pipe)  # a no-op where the swap already deleted it
+        pipe.execute()
+
+
+def inbox_rebuild(*, user_id: int) -> InboxRebuild:
+    """Rebuild ``user_id``'s inbox from the database (``inboxes_rebuild`` of one reader).
+
+    :returns: an ``InboxRebuild`` (``busy`` when another rebuild holds the lock).
+    :raises: as ``inboxes_rebuild``.
+    """
+    return inboxes_rebuild([user_id])[user_id]
 
 
 def _queue_replace(pipe: redis.client.Pipeline, key: str, entries: list[Entry]) -> None:
@@ -305,7 +368,7 @@ def rebuild_all_inboxes(
 
     :param start_after: skip accounts with ids up to this one (resume).
     :param on_progress: called with ``("outboxes", users_in_batch)`` and
-        ``("inboxes", 1)`` as work is done.
+        ``("inboxes", readers_in_batch)`` as work is done.
     :returns: ``FeedRebuildStats``.
     """
     stats = FeedRebuildStats(last_user_id=start_after)
@@ -316,13 +379,18 @@ def rebuild_all_inboxes(
         on_progress=(lambda users: on_progress("outboxes", users)) if on_progress is not None else None,
     )
     top = User.objects.aggregate(top=Max("pk"))["top"] or 0
-    for user_id in readers_to_rebuild(start_after=start_after, include_inactive=include_inactive).iterator():
-        result = inbox_rebuild(user_id=user_id)
-        stats.inboxes += 1
-        stats.inbox_entries += result.entries
-        stats.last_user_id = user_id
+    readers = readers_to_rebuild(start_after=start_after, include_inactive=include_inactive)
+    low = start_after
+    while True:
+        batch = list(readers.filter(pk__gt=low)[:batch_users])
+        if not batch:
+            break
+        for result in inboxes_rebuild(batch).values():
+            stats.inboxes += 1
+            stats.inbox_entries += result.entries
+        stats.last_user_id = low = batch[-1]
         if on_progress is not None:
-            on_progress("inboxes", 1)
+            on_progress("inboxes", len(batch))
     stats.last_user_id = max(stats.last_user_id, top)
     logger.info("feeds rebuilt: %s", stats)
     return stats

@@ -22,23 +22,19 @@ from __future__ import annotations
 
 import logging
 import random
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import redis
-from django.db.models import F, Window
-from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from core.redis import REDIS_ERRORS, get_redis
-from social.models import Follow
 from users.models import User
 
 from . import redis_keys
 from .delivery import active_cutoff
-from .models import InboxReconcileRun, to_ms
-from .rebuild import inbox_rebuild
+from .models import InboxReconcileRun
+from .rebuild import database_inboxes, inboxes_rebuild, pull_authors
 
 logger = logging.getLogger(__name__)
 
@@ -68,42 +64,6 @@ class InboxReport:
     def drift(self) -> int:
         """``notes_missing + notes_extra + scores_wrong``."""
         return self.notes_missing + self.notes_extra + self.scores_wrong
-
-
-def database_inboxes(reader_ids: Sequence[int], pulled: set[int]) -> dict[int, dict[int, int]]:
-    """What each reader's inbox must hold: ``{reader_id: {note_id: score_ms}}``.
-
-    The newest ``INBOX_MAX_LEN`` visible notes of the active accounts each
-    reader follows, ``pulled`` authors left out. One query: a ROW_NUMBER
-    window per reader over the follow rows joined to the notes.
-    """
-    if not reader_ids:
-        return {}
-    cap = redis_keys.inbox_max_len()
-    rows = (
-        Follow.objects.filter(
-            follower_id__in=list(reader_ids),
-            followee__is_active=True,
-            followee__notes__is_hidden=False,
-            followee__notes__deleted_at__isnull=True,
-        )
-        .exclude(followee_id__in=sorted(pulled))
-        .annotate(
-            note_id=F("followee__notes__id"),
-            published=F("followee__notes__created_at"),
-            rank=Window(
-                RowNumber(),
-                partition_by=[F("follower_id")],
-                order_by=[F("followee__notes__created_at").desc(), F("followee__notes__id").asc()],
-            ),
-        )
-        .filter(rank__lte=cap)
-        .values_list("follower_id", "note_id", "published")
-    )
-    truth: dict[int, dict[int, int]] = defaultdict(dict)
-    for reader_id, note_id, published in rows:
-        truth[int(reader_id)][int(note_id)] = to_ms(published)
-    return truth
 
 
 def redis_inboxes(client: redis.Redis, reader_ids: Sequence[int]) -> dict[int, dict[bytes, float] | None]:
@@ -166,7 +126,7 @@ def reconcile_inboxes(
     client = get_redis()
     rng = random.Random(seed)
     report = InboxReport(last_user_id=start_after)
-    pulled = {int(member) for member in client.smembers(redis_keys.pull_authors_key())}
+    pulled = pull_authors(client)
     readers = User.objects.filter(is_active=True, last_seen_at__gte=active_cutoff()).order_by("pk")
     if user_id is not None:
         readers = readers.filter(pk=user_id)
@@ -179,13 +139,12 @@ def reconcile_inboxes(
         inboxes = redis_inboxes(client, chosen)
         checked = {reader_id: inbox for reader_id, inbox in inboxes.items() if inbox is not None}
         truth = database_inboxes(list(checked), pulled)
-        drifted = [reader_id for reader_id, inbox in checked.items() if _compare(inbox, truth.get(reader_id, {}), report)]
+        drifted = [reader_id for reader_id, inbox in checked.items() if _compare(inbox, dict(truth[reader_id]), report)]
         report.readers_checked += len(checked)
         report.readers_drifted += len(drifted)
-        if repair:
-            for reader_id in drifted:
-                if not inbox_rebuild(user_id=reader_id).busy:
-                    report.readers_repaired += 1
+        if repair and drifted:
+            rebuilt = inboxes_rebuild(drifted)
+            report.readers_repaired += sum(1 for result in rebuilt.values() if not result.busy)
         report.last_user_id = low = ids[-1]
         if on_batch is not None:
             on_batch(report)

@@ -17,8 +17,8 @@ import pytest
 import redis
 from django.utils import timezone
 
-from core.models import OutboxEntry
 from core import health
+from core.models import OutboxEntry
 from social.models import OUTBOX_PAIR
 from social.reconcile import reconcile_run
 

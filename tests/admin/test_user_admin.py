@@ -16,8 +16,8 @@ import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 
 from core import redis_keys as core_keys
-from social import redis_keys, selectors
 from core.models import OutboxEntry
+from social import redis_keys, selectors
 from social.models import OUTBOX_USER, Follow
 from social.reconcile import reconcile_all
 from tests.conftest import UserFactory

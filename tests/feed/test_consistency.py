@@ -216,7 +216,7 @@ class TestRaces:
         follow(a, b)
         b1 = publish(b, "b1")
         c1 = publish(c, "c1")
-        real = rebuild.recent_entries
+        real = rebuild.database_inboxes
 
         def read_then_race(*args: Any, **kwargs: Any) -> Any:
             rows = real(*args, **kwargs)  # the rebuild has read the database...
@@ -227,9 +227,9 @@ class TestRaces:
             feed_outbox.inbox_backfill_followee(follower_id=a.pk, followee_id=c.pk)
             return rows
 
-        monkeypatch.setattr(rebuild, "recent_entries", read_then_race)
+        monkeypatch.setattr(rebuild, "database_inboxes", read_then_race)
         rebuild.inbox_rebuild(user_id=a.pk)
-        monkeypatch.setattr(rebuild, "recent_entries", real)
+        monkeypatch.setattr(rebuild, "database_inboxes", real)
 
         assert set(inbox_ids(redis_client, a)) == {b1.pk, c1.pk}
         assert redis_feed(a) == database_feed(a)
@@ -239,7 +239,7 @@ class TestRaces:
         follow(a, b)
         b1 = publish(b, "b1")
         b2 = publish(b, "b2")
-        real = rebuild.recent_entries
+        real = rebuild.database_inboxes
 
         def read_then_delete(*args: Any, **kwargs: Any) -> Any:
             rows = real(*args, **kwargs)  # the snapshot has b2...
@@ -247,9 +247,9 @@ class TestRaces:
             feed_outbox.note_retract(note_id=b2.pk)
             return rows
 
-        monkeypatch.setattr(rebuild, "recent_entries", read_then_delete)
+        monkeypatch.setattr(rebuild, "database_inboxes", read_then_delete)
         rebuild.inbox_rebuild(user_id=a.pk)
-        monkeypatch.setattr(rebuild, "recent_entries", real)
+        monkeypatch.setattr(rebuild, "database_inboxes", real)
 
         assert inbox_ids(redis_client, a) == [b1.pk]
         assert not redis_client.exists(redis_keys.inbox_build_removed_key(a.pk))

@@ -47,14 +47,14 @@ class TestInboxRebuildC13:
 
     def test_an_error_mid_rebuild_clears_the_flag_and_a_rerun_is_safe(self, alice, graph, redis_client, monkeypatch):
         redis_client.delete(redis_keys.inbox_key(alice.pk))
-        real = rebuild.recent_entries
+        real = rebuild.database_inboxes
         calls = []
 
         def failing(*args, **kwargs):
             calls.append(1)
             raise RuntimeError("database went away")  # while the inbox is being built aside
 
-        monkeypatch.setattr(rebuild, "recent_entries", failing)
+        monkeypatch.setattr(rebuild, "database_inboxes", failing)
 
         with pytest.raises(RuntimeError):
             rebuild.inbox_rebuild(user_id=alice.pk)
@@ -63,7 +63,7 @@ class TestInboxRebuildC13:
         assert not redis_client.exists(redis_keys.inbox_rebuilding_key(alice.pk))
         assert not redis_client.exists(redis_keys.inbox_build_key(alice.pk))  # the build lock is released
         assert inbox(redis_client, alice) == []  # nothing half-built was swapped in
-        monkeypatch.setattr(rebuild, "recent_entries", real)
+        monkeypatch.setattr(rebuild, "database_inboxes", real)
         rebuild.inbox_rebuild(user_id=alice.pk)
         first = inbox(redis_client, alice)
         rebuild.inbox_rebuild(user_id=alice.pk)

@@ -8,8 +8,8 @@ import pytest
 from django.test import Client
 
 from core import redis_keys as core_keys
-from core.outbox import now_ms
 from core.models import OutboxEntry
+from core.outbox import now_ms
 from core.redis import breaker_state, forget_sentinel, redis_reset_breaker
 from core.tasks import outbox_drain as social_outbox_drain
 from social import redis_keys, selectors, services

@@ -1,9 +1,8 @@
 import pytest
 
 from core.errors import InvalidInput
-from core.parsing import parse_id
-
 from core.models import OutboxEntry
+from core.parsing import parse_id
 from social import redis_keys, selectors, services
 from social.models import Follow
 from tests.social.helpers import assert_mirror_equals_database
