@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         "user change page, most-followed account": f"/admin/users/user/{top_id}/change/",
         "note changelist": "/admin/feed/note/",
         "note changelist, filter hidden": "/admin/feed/note/?state=hidden",
-        "mirror health page": "/admin/social/mirroroutbox/health/",
+        "mirror health page": "/admin/core/outboxentry/health/",
     }
     failed = False
     print(f"{'page':52} {'status':>6} {'queries':>7} {'bound':>5} {'median ms':>10} {'max ms':>8} {'SQL ms':>7}")

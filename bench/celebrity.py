@@ -46,6 +46,8 @@ from social import layout
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+# One account follows and unfollows hundreds of times: the benchmark, not abuse.
+os.environ.setdefault("FOLLOW_RATE", "1000000000/d")
 os.environ.setdefault("DJANGO_DEBUG", "false")  # no query log growing without bound
 os.environ.setdefault("DATABASE_URL", "mysql://root:@127.0.0.1:3306/followfeed_bench_celebrity")
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -80,7 +82,7 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from core.paging import encode_cursor, sort_key  # noqa: E402
+from core.paging import Cursor, sort_key  # noqa: E402
 from core.redis import get_redis  # noqa: E402
 from datatools.celebrity import celebrity_make  # noqa: E402
 from social import redis_keys, selectors, services  # noqa: E402
@@ -152,7 +154,7 @@ def memory_of(client: Any, keys: list[str]) -> int:
     return sum(int(n or 0) for n in pipe.execute())
 
 
-def cursor_for_page(user_id: int, page: int, size: int) -> tuple[int, str | None, list[int]]:
+def cursor_for_page(user_id: int, page: int, size: int) -> tuple[int, Cursor | None, list[int]]:
     """The cursor that opens page ``page`` (1-based) of ``user_id``'s followers, or of its last page.
 
     Built from the database's rows in the lists' order (score desc, member
@@ -164,7 +166,7 @@ def cursor_for_page(user_id: int, page: int, size: int) -> tuple[int, str | None
     items = sorted(((member, int(at.timestamp())) for member, at in rows.iterator(chunk_size=20_000)), key=sort_key, reverse=True)
     page = min(page, max(1, (len(items) + size - 1) // size))
     start = (page - 1) * size
-    cursor = encode_cursor(items[start - 1][1], items[start - 1][0]) if start else None
+    cursor = Cursor(score=items[start - 1][1], member=items[start - 1][0]) if start else None
     return page, cursor, [member for member, _ in items[start : start + size]]
 
 

@@ -39,6 +39,7 @@ from django.db import connection
 from django.utils import timezone
 
 from core import redis_keys as core_keys
+from core.outbox import drain as outbox_drain
 from core.redis import get_redis
 from datatools.celebrity import celebrity_make
 from datatools.importer import (
@@ -50,7 +51,6 @@ from datatools.importer import (
 from feed import redis_keys as feed_keys
 from feed.models import Note
 from feed.rebuild import inbox_rebuild
-from core.outbox import drain as outbox_drain
 from social.models import Follow
 from social.rebuild import rebuild_all
 

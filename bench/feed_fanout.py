@@ -87,9 +87,9 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
 
-    from core.redis import get_redis
     from core import redis_keys as core_keys
     from core.outbox import now_ms
+    from core.redis import get_redis
     from social import redis_keys as social_keys
     from social.models import Follow
     from users.models import User

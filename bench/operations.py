@@ -32,13 +32,13 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
 
-from core.paging import encode_cursor
+from core.outbox import drain as outbox_drain
+from core.paging import Cursor
 from core.redis import redis_failed, redis_reset_breaker
 from feed import selectors as feed_selectors
 from feed import services as feed_services
 from feed.models import Note
 from social import selectors, services
-from core.outbox import drain as outbox_drain
 from social.models import Follow
 
 from . import timing
@@ -132,8 +132,8 @@ def follow_graph_operations(
     accounts: Accounts,
     users: dict[int, Any],
     *,
-    depth_cursor: str,
-    celebrity_depth_cursor: str,
+    depth_cursor: Cursor,
+    celebrity_depth_cursor: Cursor,
     depth: int,
     star_followers: int,
     celebrity_followers: int,
@@ -306,9 +306,9 @@ def follow_graph_operations(
     ]
 
 
-def walk_followers(user_id: int, depth: int) -> str:
+def walk_followers(user_id: int, depth: int) -> Cursor:
     """The cursor after the first ``depth`` followers of ``user_id`` (walked in pages of 1000)."""
-    cursor: str | None = None
+    cursor: Cursor | None = None
     done = 0
     while done < depth:
         items = selectors.followers_items(user_id=user_id, cursor=cursor, limit=min(1000, depth - done))
@@ -316,14 +316,14 @@ def walk_followers(user_id: int, depth: int) -> str:
             raise SystemExit(f"user {user_id} has fewer than {depth} followers")
         done += len(items)
         member, score = items[-1]
-        cursor = encode_cursor(score, member)
+        cursor = Cursor(score=score, member=member)
     assert cursor is not None
     return cursor
 
 
-def walk_home(reader_id: int, pages: int, limit: int) -> str | None:
+def walk_home(reader_id: int, pages: int, limit: int) -> Cursor | None:
     """The cursor of home-feed page ``pages + 1`` of ``reader_id`` (walked from the top)."""
-    cursor: str | None = None
+    cursor: Cursor | None = None
     for _ in range(pages):
         cursor = feed_selectors.home_timeline(user_id=reader_id, cursor=cursor, limit=limit).next_cursor
         if cursor is None:
@@ -335,7 +335,7 @@ def feed_operations(
     accounts: Accounts,
     users: dict[int, Any],
     *,
-    page20_cursor: str | None,
+    page20_cursor: Cursor | None,
     stream_page20_offset: int,
     limit: int,
     celebrity_followers: int,
@@ -347,7 +347,7 @@ def feed_operations(
     reader = accounts.reader
     celebrity = users[accounts.celebrity]
 
-    def home(cursor: str | None) -> Callable[[int], Any]:
+    def home(cursor: Cursor | None) -> Callable[[int], Any]:
         def read(_: int) -> Any:
             page = feed_selectors.home_timeline(user_id=reader, cursor=cursor, limit=limit)
             return [note.author.username for note in page.notes]

@@ -10,7 +10,12 @@ class CoreConfig(AppConfig):
     name = "core"
 
     def ready(self) -> None:
+        from django.urls import register_converter
+
         from . import outbox  # noqa: F401 - the registry the other apps fill
+        from .http import IdConverter
+
+        register_converter(IdConverter, "id")
 
         if settings.REDIS_EMBEDDED:
             from .embedded import EmbeddedRedis

@@ -106,11 +106,13 @@ def error_page(request: HttpRequest, *, status: int, message: str) -> HttpRespon
     return HttpResponse(html, status=status)
 
 
-def error_response(request: HttpRequest, *, status: int, message: str) -> HttpResponse:
-    """The answer to a failed request: the envelope for JSON clients, the error page otherwise."""
-    if wants_json(request):
-        return envelope(message=message, status=status)
-    return error_page(request, status=status, message=message)
+def error_response(request: HttpRequest, *, status: int, message: str, retry_after: int | None = None) -> HttpResponse:
+    """The answer to a failed request: the envelope for JSON clients, the error page otherwise
+    (with ``Retry-After`` in seconds when given, for a 429)."""
+    response = envelope(message=message, status=status) if wants_json(request) else error_page(request, status=status, message=message)
+    if retry_after is not None:
+        response["Retry-After"] = str(retry_after)
+    return response
 
 
 def response_for_exception(request: HttpRequest, exc: BaseException) -> HttpResponse | None:
@@ -121,7 +123,7 @@ def response_for_exception(request: HttpRequest, exc: BaseException) -> HttpResp
     keep Django's 500 handling, which renders ``500.html``).
     """
     if isinstance(exc, DomainError):
-        return error_response(request, status=exc.status, message=exc.message)
+        return error_response(request, status=exc.status, message=exc.message, retry_after=getattr(exc, "retry_after", None))
     if isinstance(exc, Http404):
         return error_response(request, status=404, message="Not found.")
     if isinstance(exc, PermissionDenied):
@@ -132,14 +134,34 @@ def response_for_exception(request: HttpRequest, exc: BaseException) -> HttpResp
     return None
 
 
+# Reasons for the failures Django answers itself, in the envelope.
+STATUS_MESSAGES = {
+    400: "The request could not be understood.",
+    403: "You are not allowed to do this.",
+    404: "There is no page at this address.",
+    405: "This address does not take that method.",
+    413: "The request is too large.",
+    500: SERVER_ERROR_MESSAGE,
+}
+
+
 class DomainErrorMiddleware:
-    """Turns exceptions raised by views into responses (``response_for_exception``)."""
+    """Turns exceptions raised by views into responses (``response_for_exception``), and gives a
+    JSON client's failure that Django answered in plain text (a 405 from a method decorator) the
+    envelope."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request)
+        response = self.get_response(request)
+        if response.status_code >= 400 and wants_json(request) and not response.get("Content-Type", "").startswith("application/json"):
+            replaced = envelope(message=STATUS_MESSAGES.get(response.status_code, "The request failed."), status=response.status_code)
+            for header in ("Allow", "Retry-After"):
+                if header in response:
+                    replaced[header] = response[header]
+            return replaced
+        return response
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         return response_for_exception(request, exception)

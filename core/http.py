@@ -10,10 +10,12 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any, TypeVar
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
+from django.urls import reverse
 from django.views.csrf import csrf_failure as django_csrf_failure
 
 from .errors import NotSignedIn, envelope, wants_json
+from .parsing import id_or_none
 
 View = TypeVar("View", bound=Callable[..., HttpResponse])
 
@@ -38,8 +40,42 @@ def api_login_required(view: View) -> View:
     return wrapper  # type: ignore[return-value]
 
 
+def redirect_to_canonical(request: HttpRequest, view_name: str, **kwargs: str) -> HttpResponse:
+    """A permanent redirect to ``view_name`` with ``kwargs`` (the stored spelling of a name asked
+    for in another case), keeping the query string."""
+    url = reverse(view_name, kwargs=kwargs)
+    query = request.META.get("QUERY_STRING", "")
+    return HttpResponsePermanentRedirect(f"{url}?{query}" if query else url)
+
+
+class IdConverter:
+    """The ``<id:...>`` path converter: an id by ``core.parsing.parse_id``'s rules ("011", "²" and
+    ids past BIGINT do not match, so the URL is a 404)."""
+
+    regex = "[1-9][0-9]{0,18}"
+
+    def to_python(self, value: str) -> int:
+        parsed = id_or_none(value)
+        if parsed is None:
+            raise ValueError(value)  # no match: Django tries the next pattern, then answers 404
+        return parsed
+
+    def to_url(self, value: int) -> str:
+        return str(int(value))
+
+
+def with_retry_after(response: HttpResponse, error: Exception) -> HttpResponse:
+    """``response`` with a ``Retry-After`` header (seconds) when ``error`` is a limit that lifts."""
+    retry_after = getattr(error, "retry_after", None)
+    if retry_after is not None:
+        response["Retry-After"] = str(retry_after)
+    return response
+
+
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
-    """CSRF_FAILURE_VIEW: a 403 in the envelope for the API, Django's page (``403_csrf.html``) elsewhere."""
+    """CSRF_FAILURE_VIEW: a 403 in the envelope for the API, the site's page (``403_csrf.html``)
+    elsewhere, both saying Django's reason (a missing token, or an origin that is not trusted:
+    behind a TLS proxy, ``DJANGO_CSRF_TRUSTED_ORIGINS`` and the proxy header)."""
     if wants_json(request):
-        return envelope(message="CSRF token missing or incorrect.", status=403)
+        return envelope(message=f"Request refused by the CSRF check: {(reason or 'no reason given').rstrip('.')}.", status=403)
     return django_csrf_failure(request, reason=reason)

@@ -45,6 +45,7 @@ from kombu.exceptions import OperationalError as BrokerError
 from . import redis_keys
 from .errors import EntryNotApplied
 from .models import OutboxEntry, RedisWatch
+from .parsing import id_or_none
 from .redis import REDIS_ERRORS, RedisLock, get_redis, redis_available, redis_failed, redis_node, redis_succeeded
 
 logger = logging.getLogger(__name__)
@@ -302,8 +303,8 @@ def watch_redis() -> Rollback | None:
         if watch is None:
             watch = RedisWatch(node=node, run_id=run_id)
         elif watch.run_id != run_id and stored is not None:
-            text = stored.decode() if isinstance(stored, bytes) else str(stored)
-            restored = int(text) if text.isdigit() else 0  # a sentinel without a heartbeat: as old as can be
+            # A sentinel without a heartbeat: as old as can be.
+            restored = id_or_none(stored if isinstance(stored, bytes) else str(stored)) or 0
             since = datetime.fromtimestamp(restored / 1000, tz=dt_timezone.utc) - timedelta(seconds=ROLLBACK_MARGIN_SECONDS)
             again = OutboxEntry.objects.filter(applied_at__gte=since)
             reapplied = again.update(applied_at=None, attempts=F("attempts") + 1, last_error="applied again after a Redis rollback")

@@ -5,8 +5,8 @@ Order: score descending, then member descending as a decimal string
 database path produce exactly this order, so a cursor made by one is valid
 in the other (a page read during a Redis outage continues correctly).
 
-The cursor is the last item's ``(score, member)``, base64url-encoded and
-opaque to clients. A page continues strictly after it, so items removed or
+The cursor is the last item's ``(score, member)`` (``Cursor``), base64url-encoded and
+opaque to clients, parsed strictly at the edge (``follow_cursor``). A page continues strictly after it, so items removed or
 inserted meanwhile cannot cause duplicates or gaps among the others, and
 runs of equal scores (ties) are split correctly (no SQL OFFSET anywhere).
 """
@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 from typing import Any
@@ -25,39 +27,86 @@ import redis
 from .errors import InvalidInput
 
 Item = tuple[int, int]  # (member id, score)
-Cursor = tuple[int, int]  # (score, member id) of the last item shown
 
+# The last second a datetime can hold (9999-12-31 23:59:59 UTC), and in ms:
+# a cursor beyond them could never be turned into a database bound.
+MAX_SECONDS = 253_402_300_799
+MAX_MILLISECONDS = MAX_SECONDS * 1000 + 999
+MAX_MEMBER = 2**63 - 1
 # Equal-score runs longer than this are walked in chunks of this size.
 TIE_CHUNK = 1000
+# A cursor token is short; anything longer is not one of ours.
+MAX_TOKEN_LENGTH = 64
 
 
 class InvalidCursorError(InvalidInput):
-    """The cursor string was not made by ``encode_cursor`` (HTTP 400)."""
+    """The cursor string was not made by ``Cursor.token`` (HTTP 400)."""
 
 
-def encode_cursor(score: int, member: int) -> str:
-    """Opaque cursor for the position just after ``(score, member)``."""
-    raw = f"v1:{int(score)}:{int(member)}".encode()
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+@dataclass(frozen=True)
+class Cursor:
+    """The position after an item: its ``score`` and its ``member`` id.
 
-
-def decode_cursor(raw: str | None) -> Cursor | None:
-    """Parse a cursor; None or "" means the first page.
-
-    :raises InvalidCursorError: for anything ``encode_cursor`` did not make.
+    ``token`` (also ``str(cursor)``) is the opaque form clients get and send
+    back: ``v1:<score>:<member>`` in unpadded base64url.
     """
-    if raw is None or raw == "":
-        return None
-    if len(raw) > 64:
-        raise InvalidCursorError("Malformed cursor.")
-    try:
-        text = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode("ascii")
-        version, score, member = text.split(":")
-        if version != "v1" or not member.isdigit() or not score.lstrip("-").isdigit():
-            raise ValueError(text)
-        return int(score), int(member)
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise InvalidCursorError("Malformed cursor.") from None
+
+    score: int
+    member: int
+
+    @property
+    def token(self) -> str:
+        raw = f"v1:{int(self.score)}:{int(self.member)}".encode()
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+    def __str__(self) -> str:
+        return self.token
+
+    @classmethod
+    def parse(cls, raw: str | None, *, max_score: int, min_member: int) -> Cursor | None:
+        """The cursor a client sent (None or "" for the first page).
+
+        :param max_score: the largest score this kind of list has
+            (``MAX_SECONDS`` or ``MAX_MILLISECONDS``).
+        :param min_member: the smallest member (1 for accounts, 0 for note
+            positions, "before every note of that millisecond").
+        :raises InvalidCursorError: not a token ``Cursor.token`` made, a field
+            out of range, or a time a datetime cannot hold.
+        """
+        if raw is None or raw == "":
+            return None
+        if len(raw) > MAX_TOKEN_LENGTH or not raw.isascii():
+            raise InvalidCursorError("Malformed cursor.")
+        try:
+            text = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode("ascii")
+        except (ValueError, binascii.Error, UnicodeDecodeError):
+            raise InvalidCursorError("Malformed cursor.") from None
+        parts = text.split(":")
+        if len(parts) != 3 or parts[0] != "v1" or not all(_DIGITS.fullmatch(part) for part in parts[1:]):
+            raise InvalidCursorError("Malformed cursor.")
+        score, member = int(parts[1]), int(parts[2])
+        if not (0 <= score <= max_score and min_member <= member <= MAX_MEMBER):
+            raise InvalidCursorError("Malformed cursor.")
+        return cls(score=score, member=member)
+
+
+_DIGITS = re.compile(r"0|[1-9][0-9]{0,18}")
+
+
+def follow_cursor(raw: str | None) -> Cursor | None:
+    """The cursor of a followers or following list (scores in seconds, members account ids).
+
+    :raises InvalidCursorError: see ``Cursor.parse``.
+    """
+    return Cursor.parse(raw, max_score=MAX_SECONDS, min_member=1)
+
+
+def feed_cursor(raw: str | None) -> Cursor | None:
+    """The cursor of a timeline (scores in ms, members note ids, 0 "before every note of that ms").
+
+    :raises InvalidCursorError: see ``Cursor.parse``.
+    """
+    return Cursor.parse(raw, max_score=MAX_MILLISECONDS, min_member=0)
 
 
 def sort_key(item: Item) -> tuple[int, bytes]:
@@ -68,8 +117,7 @@ def sort_key(item: Item) -> tuple[int, bytes]:
 
 def after_cursor(item: Item, cursor: Cursor) -> bool:
     """Whether ``item`` comes strictly after the cursor position in the order."""
-    score, member = cursor
-    return sort_key(item) < (score, str(member).encode())
+    return sort_key(item) < (cursor.score, str(cursor.member).encode())
 
 
 def _decode(rows: Sequence[object]) -> list[Item]:
@@ -92,7 +140,7 @@ def redis_page(client: redis.Redis, keys: Sequence[str], *, cursor: Cursor | Non
         if cursor is None:
             pipe.zrevrange(key, 0, limit - 1, withscores=True)
         else:
-            score = cursor[0]
+            score = cursor.score
             pipe.zrevrangebyscore(key, score, score, start=0, num=TIE_CHUNK, withscores=True)
             pipe.zrevrangebyscore(key, f"({score}", "-inf", start=0, num=limit, withscores=True)
     replies = pipe.execute()
@@ -113,7 +161,7 @@ def redis_page(client: redis.Redis, keys: Sequence[str], *, cursor: Cursor | Non
 
 
 def _walk_long_tie(client: redis.Redis, key: str, *, cursor: Cursor, limit: int) -> list[Item]:
-    score = cursor[0]
+    score = cursor.score
     found: list[Item] = []
     offset = 0
     while len(found) < limit:
@@ -127,6 +175,15 @@ def _walk_long_tie(client: redis.Redis, key: str, *, cursor: Cursor, limit: int)
 
 def _second(score: int) -> datetime:
     return datetime.fromtimestamp(int(score), tz=dt_timezone.utc)
+
+
+def _within_second(time_field: str, score: int) -> dict[str, datetime]:
+    """The filter of the times inside whole second ``score``. The last second a datetime holds has
+    no next second to bound it, so it is bounded by its own last microsecond instead."""
+    start = _second(score)
+    if score >= MAX_SECONDS:
+        return {f"{time_field}__gte": start, f"{time_field}__lte": datetime.max.replace(tzinfo=dt_timezone.utc)}
+    return {f"{time_field}__gte": start, f"{time_field}__lt": start + timedelta(seconds=1)}
 
 
 def db_page(
@@ -152,8 +209,8 @@ def db_page(
     fields = (member_field, time_field)
     items: list[Item] = []
     if cursor is not None:
-        start = _second(cursor[0])
-        ties = ordered.filter(**{f"{time_field}__gte": start, f"{time_field}__lt": start + timedelta(seconds=1)})
+        start = _second(cursor.score)
+        ties = ordered.filter(**_within_second(time_field, cursor.score))
         items.extend(
             item
             for item in ((member, score_of(at)) for member, at in ties.values_list(*fields))
@@ -165,8 +222,7 @@ def db_page(
         # The last second's run may be cut by LIMIT: read it whole.
         last = rows[-1][1]
         rows = [row for row in rows if row[1] != last]
-        window = _second(last)
-        run = ordered.filter(**{f"{time_field}__gte": window, f"{time_field}__lt": window + timedelta(seconds=1)})
+        run = ordered.filter(**_within_second(time_field, last))
         rows.extend((member, score_of(at)) for member, at in run.values_list(*fields))
     items.extend(rows)
     items.sort(key=sort_key, reverse=True)

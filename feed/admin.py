@@ -34,6 +34,7 @@ from django.urls import path, reverse
 
 from core import health
 from core.admin_tools import EstimatedCountPaginator, bounded_count
+from core.parsing import id_or_none
 from users.admin import Operation, UserAdmin
 from users.models import User
 from users.selectors import user_ids_matching
@@ -112,8 +113,9 @@ class NoteAdmin(admin.ModelAdmin[Note]):
         if not term:
             return queryset, False
         condition = Q(author_id__in=user_ids_matching(term))
-        if term.isdigit() and len(term) <= 18:
-            condition |= Q(pk=int(term))
+        note_id = id_or_none(term)
+        if note_id is not None:
+            condition |= Q(pk=note_id)
         return queryset.filter(condition), False
 
     # --- permissions: notes are published by authors, never edited here ----

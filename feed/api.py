@@ -11,17 +11,17 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from core.errors import InvalidInput, NotFound, NotSignedIn
+from core.errors import NotFound, NotSignedIn
 from core.http import api_login_required, api_ok
-from core.parsing import parse_id
+from core.paging import feed_cursor
+from core.parsing import parse_id, parse_json_object, parse_limit, parse_scroll, parse_text
 from users.models import User
 from users.serializers import user_json
 
@@ -48,26 +48,17 @@ def _reader(request: HttpRequest) -> User:
 
 
 def _limit(request: HttpRequest) -> int:
-    raw = request.GET.get("limit", str(settings.FEED_PAGE_SIZE))
-    if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
-        raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}.")
-    return int(raw)
+    return parse_limit(request.GET.get("limit"), default=int(settings.FEED_PAGE_SIZE), maximum=MAX_LIMIT)
 
 
 def _body(request: HttpRequest) -> str:
+    """The note's text from a JSON object or a form (``body``, or ``content`` as the seed's clients send)."""
     if request.content_type == "application/json":
-        try:
-            data = json.loads(request.body or b"null")
-        except (ValueError, UnicodeDecodeError):
-            raise InvalidInput("The request body is not valid JSON.") from None
-        if not isinstance(data, dict):
-            raise InvalidInput("The request body must be a JSON object.")
-        body = data.get("body", data.get("content"))
+        data = parse_json_object(request.body)
+        raw = data.get("body", data.get("content"))
     else:
-        body = request.POST.get("body", request.POST.get("content"))
-    if not isinstance(body, str):
-        raise InvalidInput("body must be a string.")
-    return body
+        raw = request.POST.get("body", request.POST.get("content"))
+    return parse_text(raw, name="body", max_length=int(settings.NOTE_MAX_LENGTH))
 
 
 @require_POST
@@ -80,11 +71,11 @@ def note_create(request: HttpRequest) -> JsonResponse:
     return api_ok(note_json(note), status=201)
 
 
-@require_GET
+@require_safe
 @api_login_required
 def feed_scroll(request: HttpRequest) -> JsonResponse:
     """GET /api/blog/of/follow?lastId=&offset=&limit=: home timeline, scroll contract."""
-    last_id, offset = selectors.parse_scroll(request.GET.get("lastId"), request.GET.get("offset"))
+    last_id, offset = parse_scroll(request.GET.get("lastId"), request.GET.get("offset"))
     page = selectors.home_timeline_scroll(user_id=_reader(request).pk, last_id=last_id, offset=offset, limit=_limit(request))
     return api_ok(
         {
@@ -97,17 +88,16 @@ def feed_scroll(request: HttpRequest) -> JsonResponse:
     )
 
 
-@require_GET
+@require_safe
 @api_login_required
 def feed_page(request: HttpRequest) -> JsonResponse:
     """GET /api/feed?cursor=&limit=: home timeline with an opaque cursor."""
-    page = selectors.home_timeline(user_id=_reader(request).pk, cursor=request.GET.get("cursor"), limit=_limit(request))
-    return api_ok(
-        {"list": [note_json(note) for note in page.notes], "next_cursor": page.next_cursor, "catchingUp": page.catching_up}
-    )
+    page = selectors.home_timeline(user_id=_reader(request).pk, cursor=feed_cursor(request.GET.get("cursor")), limit=_limit(request))
+    next_cursor = str(page.next_cursor) if page.next_cursor else None
+    return api_ok({"list": [note_json(note) for note in page.notes], "next_cursor": next_cursor, "catchingUp": page.catching_up})
 
 
-@require_http_methods(["GET", "DELETE"])
+@require_http_methods(["GET", "HEAD", "DELETE"])
 def note_item(request: HttpRequest, raw_id: str) -> JsonResponse:
     """GET /api/notes/<id>: a visible note (public). DELETE: the author deletes it."""
     note_id = parse_id(raw_id, name="Note id")

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 import redis
 from django.utils import timezone
 
+from core.parsing import id_or_none
 from core.redis import REDIS_ERRORS, get_redis
 from users.models import User
 
@@ -87,8 +88,7 @@ def _compare(inbox: dict[bytes, float], truth: dict[int, int], report: InboxRepo
     before = report.drift
     held: dict[int | None, float] = {}
     for member, score in inbox.items():
-        text = member.decode("ascii", "replace")
-        held[int(text) if text.isdigit() else None] = score
+        held[id_or_none(member)] = score
     for note_id, score in truth.items():
         if note_id not in held:
             report.notes_missing += 1

@@ -15,8 +15,7 @@ from typing import Any
 
 import redis
 
-from core.errors import InvalidInput
-from core.paging import InvalidCursorError, decode_cursor, encode_cursor
+from core.paging import Cursor
 from core.redis import (
     REDIS_ERRORS,
     get_redis,
@@ -41,22 +40,6 @@ from .timeline import (
     visible_notes,
 )
 
-__all__ = [
-    "InvalidCursorError",
-    "InvalidScrollError",
-    "TimelinePage",
-    "ScrollPage",
-    "home_timeline",
-    "home_timeline_scroll",
-    "user_timeline",
-    "note_detail",
-    "inbox_state",
-]
-
-
-class InvalidScrollError(InvalidInput):
-    """``lastId``/``offset`` of the scroll contract are not what it accepts (HTTP 400)."""
-
 
 @dataclass(frozen=True)
 class InboxState:
@@ -76,7 +59,7 @@ class TimelinePage:
     """
 
     notes: list[Note]
-    next_cursor: str | None
+    next_cursor: Cursor | None
     catching_up: bool = False
     source: str = "redis"
 
@@ -128,7 +111,7 @@ def _with_feed(user_id: int, read: Any, *, database_only: bool = False) -> tuple
     return read(_database_feed(user_id)), catching_up, "database"
 
 
-def home_timeline(*, user_id: int, cursor: str | None, limit: int, database_only: bool = False) -> TimelinePage:
+def home_timeline(*, user_id: int, cursor: Cursor | None, limit: int, database_only: bool = False) -> TimelinePage:
     """The home timeline of ``user_id``: notes of the accounts it follows, newest first.
 
     :param cursor: opaque position from a previous page's ``next_cursor``
@@ -136,39 +119,12 @@ def home_timeline(*, user_id: int, cursor: str | None, limit: int, database_only
     :param limit: notes per page (1..100).
     :param database_only: read the database's feed even when Redis could
         serve it (the truth reconcile and the tests compare Redis with).
-    :raises InvalidCursorError: malformed cursor (HTTP 400).
     """
-    decoded = decode_cursor(cursor)
-    after = Position(*decoded) if decoded is not None else None
+    after = Position(cursor.score, cursor.member) if cursor is not None else None
     page, catching_up, source = _with_feed(user_id, lambda feed: read_page(feed, after, limit), database_only=database_only)
     last = page.last
-    next_cursor = encode_cursor(last.score, last.note_id) if page.has_more and last is not None else None
+    next_cursor = Cursor(score=last.score, member=last.note_id) if page.has_more and last is not None else None
     return TimelinePage(notes=page.notes, next_cursor=next_cursor, catching_up=catching_up, source=source)
-
-
-# Largest lastId accepted: 2**53, the largest integer a JSON client holds exactly.
-MAX_SCROLL_SCORE = 2**53
-MAX_SCROLL_OFFSET = 100_000
-
-
-def parse_scroll(last_id: str | None, offset: str | None) -> tuple[int | None, int]:
-    """Parse the scroll contract's query values.
-
-    :returns: ``(last_id_ms or None for the top, offset)``.
-    :raises InvalidScrollError: anything but decimal integers in range.
-    """
-
-    def number(raw: str, name: str, top: int) -> int:
-        text = raw.strip()
-        if not text.isdigit() or len(text) > 16 or int(text) > top:
-            raise InvalidScrollError(f"{name} must be an integer from 0 to {top}.")
-        return int(text)
-
-    parsed_last = None if last_id in (None, "") else number(last_id, "lastId", MAX_SCROLL_SCORE)
-    parsed_offset = 0 if offset in (None, "") else number(offset, "offset", MAX_SCROLL_OFFSET)
-    if parsed_last is None and parsed_offset:
-        raise InvalidScrollError("offset needs lastId.")
-    return parsed_last, parsed_offset
 
 
 def home_timeline_scroll(*, user_id: int, last_id: int | None, offset: int, limit: int) -> ScrollPage:
@@ -190,20 +146,18 @@ def home_timeline_scroll(*, user_id: int, last_id: int | None, offset: int, limi
     return ScrollPage(notes=page.notes, min_time=min_time, offset=next_offset, has_more=page.has_more, catching_up=catching_up)
 
 
-def user_timeline(*, author_id: int, cursor: str | None, limit: int) -> TimelinePage:
+def user_timeline(*, author_id: int, cursor: Cursor | None, limit: int) -> TimelinePage:
     """``author_id``'s own visible notes, newest first (profile and user timeline page).
 
     From the database through the ``(author, created_at, id)`` index.
 
-    :raises InvalidCursorError: malformed cursor (HTTP 400).
     """
-    decoded = decode_cursor(cursor)
     rows = visible_notes().filter(author_id=author_id)
-    if decoded is not None:
-        rows = rows.filter(after_filter(Position(*decoded)))
+    if cursor is not None:
+        rows = rows.filter(after_filter(Position(cursor.score, cursor.member)))
     notes = list(rows.select_related("author").order_by("-created_at", "id")[: limit + 1])
     shown = notes[:limit]
-    next_cursor = encode_cursor(shown[-1].published_ms, shown[-1].pk) if len(notes) > limit else None
+    next_cursor = Cursor(score=shown[-1].published_ms, member=shown[-1].pk) if len(notes) > limit else None
     return TimelinePage(notes=shown, next_cursor=next_cursor, source="database")
 
 

@@ -9,7 +9,7 @@ plain "skip ``offset`` items at this score" paging).
 
 **Position.** A page continues strictly after a ``Position(score, note_id)``
 (keyset paging, as ``core.paging`` does for follow lists). The opaque
-cursor is that position (``core.paging.encode_cursor``); the scroll
+cursor is that position (``core.paging.Cursor.token``); the scroll
 contract ``(lastId, offset)`` is translated to one: the ``offset``-th
 visible note at score ``lastId`` (``position_from_scroll``).
 

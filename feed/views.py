@@ -17,9 +17,11 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
-from core.errors import NotFound
+from core.errors import DomainError, NotFound
+from core.http import redirect_to_canonical, with_retry_after
+from core.paging import feed_cursor
 from social import selectors as social_selectors
 from users.models import User
 from users.selectors import active_user_named
@@ -34,11 +36,13 @@ def _reader(request: HttpRequest) -> User:
     return request.user
 
 
-@require_GET
+@require_safe
 def profile(request: HttpRequest, username: str) -> HttpResponse:
     """/u/<username>/: counts, follow button, badges, "you both follow", "followed by ... you follow",
     and the author's newest notes."""
     user = active_user_named(username)
+    if user.username != username:
+        return redirect_to_canonical(request, "feed:profile", username=user.username)
     viewer = request.user if isinstance(request.user, User) else None
     context: dict[str, Any] = {
         "profile_user": user,
@@ -55,12 +59,12 @@ def profile(request: HttpRequest, username: str) -> HttpResponse:
 
 
 def _home(request: HttpRequest, form: NoteForm, *, status: int = 200) -> HttpResponse:
-    page = selectors.home_timeline(user_id=_reader(request).pk, cursor=request.GET.get("cursor"), limit=settings.FEED_PAGE_SIZE)
+    page = selectors.home_timeline(user_id=_reader(request).pk, cursor=feed_cursor(request.GET.get("cursor")), limit=settings.FEED_PAGE_SIZE)
     context: dict[str, Any] = {"form": form, "page": page, "is_first_page": not request.GET.get("cursor")}
     return render(request, "feed/home.html", context, status=status)
 
 
-@require_GET
+@require_safe
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """/home: the signed-in user's home timeline, newest first, with the publish form."""
@@ -77,15 +81,15 @@ def note_create(request: HttpRequest) -> HttpResponse:
         return _home(request, form, status=400)
     try:
         note = services.note_create(author=_reader(request), body=form.cleaned_data["body"])
-    except services.NoteError as exc:
-        # Shown beside the form the text was typed in, not as an error page.
+    except DomainError as exc:
+        # Refused or over the limit: shown beside the form the text was typed in.
         form.add_error("body", exc.message)
-        return _home(request, form, status=exc.status)
+        return with_retry_after(_home(request, form, status=exc.status), exc)
     messages.success(request, "Published. Your followers will see it in their home feed.")
     return redirect("feed:note_detail", note_id=note.pk)
 
 
-@require_GET
+@require_safe
 def note_detail(request: HttpRequest, note_id: int) -> HttpResponse:
     """/n/<id>/: one note (public; 404 when hidden, deleted or its author is deactivated)."""
     note = selectors.note_detail(note_id=note_id)
@@ -106,10 +110,12 @@ def note_delete(request: HttpRequest, note_id: int) -> HttpResponse:
     return redirect("feed:user_notes", username=_reader(request).username)
 
 
-@require_GET
+@require_safe
 def user_notes(request: HttpRequest, username: str) -> HttpResponse:
     """/u/<username>/notes/: the author's notes, newest first, 20 per page (public)."""
     author = active_user_named(username)
-    page = selectors.user_timeline(author_id=author.pk, cursor=request.GET.get("cursor"), limit=settings.FEED_PAGE_SIZE)
+    if author.username != username:
+        return redirect_to_canonical(request, "feed:user_notes", username=author.username)
+    page = selectors.user_timeline(author_id=author.pk, cursor=feed_cursor(request.GET.get("cursor")), limit=settings.FEED_PAGE_SIZE)
     context = {"profile_user": author, "page": page, "is_first_page": not request.GET.get("cursor")}
     return render(request, "feed/user_notes.html", context)

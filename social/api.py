@@ -12,11 +12,12 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_http_methods, require_safe
 
-from core.errors import InvalidInput, NotFound
+from core.errors import NotFound
 from core.http import api_login_required, api_ok
-from core.parsing import parse_id
+from core.paging import follow_cursor
+from core.parsing import parse_flag, parse_id, parse_limit
 from users.models import User
 from users.serializers import user_json
 
@@ -26,10 +27,7 @@ MAX_LIMIT = 100
 
 
 def _limit(request: HttpRequest) -> int:
-    raw = request.GET.get("limit", str(settings.FOLLOW_PAGE_SIZE))
-    if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
-        raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}.")
-    return int(raw)
+    return parse_limit(request.GET.get("limit"), default=int(settings.FOLLOW_PAGE_SIZE), maximum=MAX_LIMIT)
 
 
 def active_user(raw_id: str) -> User:
@@ -63,18 +61,17 @@ def _actor(request: HttpRequest) -> User:
 @api_login_required
 def follow_toggle(request: HttpRequest, raw_id: str, flag: str) -> JsonResponse:
     """PUT /api/follow/<id>/<true|false>: follow or unfollow ``id``."""
-    if flag not in ("true", "false"):
-        raise InvalidInput("The last path segment must be true or false.")
+    following = parse_flag(flag, name="The last path segment")
     followee_id = parse_id(raw_id, name="User id")
-    if flag == "true":
+    if following:
         result = services.follow_create(actor=_actor(request), followee_id=followee_id)
     else:
         result = services.follow_delete(actor=_actor(request), followee_id=followee_id)
     counts = selectors.follow_counts(user_id=result.followee_id)
-    return api_ok({"changed": result.changed, "following": flag == "true", "followers": counts.followers})
+    return api_ok({"changed": result.changed, "following": following, "followers": counts.followers})
 
 
-@require_GET
+@require_safe
 @api_login_required
 @with_target
 def follow_or_not(request: HttpRequest, target: User) -> JsonResponse:
@@ -82,7 +79,7 @@ def follow_or_not(request: HttpRequest, target: User) -> JsonResponse:
     return api_ok(selectors.is_following(follower_id=_actor(request).pk, followee_id=target.pk))
 
 
-@require_GET
+@require_safe
 @api_login_required
 @with_target
 def follow_common(request: HttpRequest, target: User) -> JsonResponse:
@@ -92,29 +89,29 @@ def follow_common(request: HttpRequest, target: User) -> JsonResponse:
 
 
 def _list(request: HttpRequest, target: User, reader: Callable[..., selectors.FollowPage]) -> JsonResponse:
-    page = reader(user_id=target.pk, cursor=request.GET.get("cursor"), limit=_limit(request))
+    page = reader(user_id=target.pk, cursor=follow_cursor(request.GET.get("cursor")), limit=_limit(request))
     data = {
         "list": [dict(user_json(e.user), followedAt=int(e.followed_at.timestamp())) for e in page.entries],
-        "next_cursor": page.next_cursor,
+        "next_cursor": str(page.next_cursor) if page.next_cursor else None,
     }
     return api_ok(data)
 
 
-@require_GET
+@require_safe
 @with_target
 def followers_list(request: HttpRequest, target: User) -> JsonResponse:
     """GET /api/users/<id>/followers?cursor=&limit=: followers newest first (public, like the page)."""
     return _list(request, target, selectors.followers_page)
 
 
-@require_GET
+@require_safe
 @with_target
 def following_list(request: HttpRequest, target: User) -> JsonResponse:
     """GET /api/users/<id>/following?cursor=&limit=: followees newest first (public, like the page)."""
     return _list(request, target, selectors.following_page)
 
 
-@require_GET
+@require_safe
 @with_target
 def user_detail(request: HttpRequest, target: User) -> JsonResponse:
     """GET /api/users/<id>: public profile with follower and following counts."""

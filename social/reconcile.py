@@ -48,6 +48,7 @@ from django.db import connection
 from django.db.models import Max
 from django.utils import timezone
 
+from core.parsing import id_or_none
 from core.redis import REDIS_ERRORS, get_redis
 from users.models import User
 
@@ -299,8 +300,7 @@ def _cheap_equal(side: RedisSide, truth: SideFigures, check: str) -> bool:
 
 
 def _as_id(member: bytes) -> int | None:
-    text = member.decode("ascii", "replace")
-    return int(text) if text.isdigit() and not (len(text) > 1 and text[0] == "0") else None
+    return id_or_none(member)
 
 
 def diff_side(

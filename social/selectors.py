@@ -20,7 +20,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db.models import Count, QuerySet
 
-from core.paging import Item, db_page, decode_cursor, encode_cursor, redis_page
+from core.paging import Cursor, Item, db_page, redis_page
 from core.redis import REDIS_ERRORS, intersect_sets, redis_or_database
 from users.models import User
 from users.selectors import users_by_id
@@ -151,7 +151,7 @@ class FollowPage:
     """A page of a followers/following list, newest first; ``next_cursor`` None at the end."""
 
     entries: list[FollowEntry]
-    next_cursor: str | None = None
+    next_cursor: Cursor | None = None
 
 
 def _page(items: list[Item], limit: int) -> FollowPage:
@@ -162,20 +162,16 @@ def _page(items: list[Item], limit: int) -> FollowPage:
         for member, score in shown
         if member in users
     ]
-    next_cursor = encode_cursor(shown[-1][1], shown[-1][0]) if len(items) > limit and shown else None
+    next_cursor = Cursor(score=shown[-1][1], member=shown[-1][0]) if len(items) > limit and shown else None
     return FollowPage(entries=entries, next_cursor=next_cursor)
 
 
-def followers_items(*, user_id: int, cursor: str | None, limit: int) -> list[Item]:
+def followers_items(*, user_id: int, cursor: Cursor | None, limit: int) -> list[Item]:
     """The followers of ``user_id`` after ``cursor`` as ``[(follower_id, score_seconds)]``, newest
-    first, at most ``limit``: the ids of a followers page without the user rows.
-
-    :raises InvalidCursorError: malformed cursor (400).
-    """
-    position = decode_cursor(cursor)
+    first, at most ``limit``: the ids of a followers page without the user rows."""
 
     def from_redis(client: redis.Redis) -> list[Item]:
-        if position is None:
+        if cursor is None:
             # The first page in one round trip: the layout marker and the
             # single key's top together (a sharded account, rare, costs a
             # second trip).
@@ -187,36 +183,29 @@ def followers_items(*, user_id: int, cursor: str | None, limit: int) -> list[Ite
                 return [(int(member), int(score)) for member, score in rows]
         live = followers_layouts(client, [user_id])[user_id]
         keys = [zset_key for _, zset_key in layout.read_keys(user_id, live)]
-        return redis_page(client, keys, cursor=position, limit=limit)
+        return redis_page(client, keys, cursor=cursor, limit=limit)
 
     def from_database() -> list[Item]:
         rows = active_follows().filter(followee_id=user_id)
-        return db_page(rows, member_field="follower_id", cursor=position, limit=limit)
+        return db_page(rows, member_field="follower_id", cursor=cursor, limit=limit)
 
     return redis_or_database(from_redis, from_database)
 
 
-def followers_page(*, user_id: int, cursor: str | None, limit: int) -> FollowPage:
-    """Followers of ``user_id`` newest first, ``limit`` per page, after ``cursor``.
-
-    :raises InvalidCursorError: malformed cursor (400).
-    """
+def followers_page(*, user_id: int, cursor: Cursor | None, limit: int) -> FollowPage:
+    """Followers of ``user_id`` newest first, ``limit`` per page, after ``cursor``."""
     return _page(followers_items(user_id=user_id, cursor=cursor, limit=limit + 1), limit)
 
 
-def following_page(*, user_id: int, cursor: str | None, limit: int) -> FollowPage:
-    """Accounts ``user_id`` follows, newest first, ``limit`` per page, after ``cursor``.
-
-    :raises InvalidCursorError: malformed cursor (400).
-    """
-    position = decode_cursor(cursor)
+def following_page(*, user_id: int, cursor: Cursor | None, limit: int) -> FollowPage:
+    """Accounts ``user_id`` follows, newest first, ``limit`` per page, after ``cursor``."""
 
     def from_redis(client: redis.Redis) -> list[Item]:
-        return redis_page(client, [redis_keys.following_zset_key(user_id)], cursor=position, limit=limit + 1)
+        return redis_page(client, [redis_keys.following_zset_key(user_id)], cursor=cursor, limit=limit + 1)
 
     def from_database() -> list[Item]:
         rows = active_follows().filter(follower_id=user_id)
-        return db_page(rows, member_field="followee_id", cursor=position, limit=limit + 1)
+        return db_page(rows, member_field="followee_id", cursor=cursor, limit=limit + 1)
 
     return _page(redis_or_database(from_redis, from_database), limit)
 

@@ -11,9 +11,12 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
-from core.errors import NotFound, wants_json
+from core.errors import DomainError, NotFound, wants_json
+from core.http import redirect_to_canonical
+from core.paging import follow_cursor
+from core.parsing import username_problem
 from users.forms import DirectorySearchForm
 from users.models import User
 from users.selectors import active_user_named, users_search
@@ -21,7 +24,7 @@ from users.selectors import active_user_named, users_search
 from . import selectors, services
 
 
-@require_GET
+@require_safe
 def directory(request: HttpRequest) -> HttpResponse:
     """/: search accounts by username; the most-followed accounts below."""
     form = DirectorySearchForm(request.GET or None)
@@ -32,8 +35,10 @@ def directory(request: HttpRequest) -> HttpResponse:
 
 def _list_page(request: HttpRequest, username: str, *, kind: str) -> HttpResponse:
     user = active_user_named(username)
+    if user.username != username:
+        return redirect_to_canonical(request, f"social:{kind}", username=user.username)
     reader = selectors.followers_page if kind == "followers" else selectors.following_page
-    page = reader(user_id=user.pk, cursor=request.GET.get("cursor"), limit=settings.FOLLOW_PAGE_SIZE)
+    page = reader(user_id=user.pk, cursor=follow_cursor(request.GET.get("cursor")), limit=settings.FOLLOW_PAGE_SIZE)
     context = {
         "profile_user": user,
         "kind": kind,
@@ -44,13 +49,13 @@ def _list_page(request: HttpRequest, username: str, *, kind: str) -> HttpRespons
     return render(request, "social/follow_list.html", context)
 
 
-@require_GET
+@require_safe
 def followers(request: HttpRequest, username: str) -> HttpResponse:
     """/u/<username>/followers/: 50 per page newest first, "older" cursor link."""
     return _list_page(request, username, kind="followers")
 
 
-@require_GET
+@require_safe
 def following(request: HttpRequest, username: str) -> HttpResponse:
     """/u/<username>/following/: 50 per page newest first, "older" cursor link."""
     return _list_page(request, username, kind="following")
@@ -72,19 +77,19 @@ def unfollow(request: HttpRequest, username: str) -> HttpResponse:
 
 def _toggle(request: HttpRequest, username: str, *, following: bool) -> HttpResponse:
     assert isinstance(request.user, User)  # login_required ran
-    target = User.objects.filter(username=username).first()
+    target = User.objects.filter(username=username).first() if username_problem(username) is None else None
     if target is None:
         raise NotFound("No such account.")
     action = services.follow_create if following else services.follow_delete
     try:
         action(actor=request.user, followee_id=target.pk)
-    except services.FollowError as exc:
+    except DomainError as exc:
         if wants_json(request) or exc.status == 404:
             raise
-        # A form post: back to the profile with the reason (post, redirect, get).
+        # A form post (refused, or over a limit): back to the profile with the reason.
         messages.error(request, exc.message)
-        return redirect("feed:profile", username=username)
+        return redirect("feed:profile", username=target.username)
     if wants_json(request):
         counts = selectors.follow_counts(user_id=target.pk)
         return JsonResponse({"success": True, "following": following, "followers": counts.followers})
-    return redirect("feed:profile", username=username)
+    return redirect("feed:profile", username=target.username)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from core.errors import NotFound
+from core.parsing import id_or_none, username_problem
 
 from .models import User
 
@@ -26,11 +27,15 @@ def users_search(*, query: str, limit: int = DIRECTORY_LIMIT) -> list[User]:
 
 
 def active_user_named(username: str) -> User:
-    """The active account called ``username`` (exact, as stored).
+    """The active account called ``username``, whatever its case (names are unique ignoring case;
+    the caller redirects to the stored spelling when it differs).
 
-    :raises NotFound: no such account, or it is deactivated (404).
+    :raises NotFound: not a possible username (``core.parsing``), no such
+        account, or it is deactivated (404).
     """
-    user = User.objects.filter(username=username, is_active=True).first()
+    if username_problem(username) is not None:
+        raise NotFound("No such account.")
+    user = User.objects.filter(username__iexact=username, is_active=True).first()
     if user is None:
         raise NotFound("No such account.")
     return user
@@ -58,7 +63,8 @@ def user_ids_matching(term: str, *, limit: int = SEARCH_MATCH_LIMIT) -> list[int
     if not term:
         return []
     ids: list[int] = []
-    if term.isdigit() and len(term) <= 18:
-        ids.append(int(term))
+    term_id = id_or_none(term)
+    if term_id is not None:
+        ids.append(term_id)
     ids += list(User.objects.filter(username__istartswith=term).order_by("username").values_list("pk", flat=True)[:limit])
     return list(dict.fromkeys(ids))

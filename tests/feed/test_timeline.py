@@ -10,6 +10,9 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from core.errors import InvalidInput
+from core.paging import MAX_MILLISECONDS, InvalidCursorError, feed_cursor
+from core.parsing import parse_scroll
 from feed import redis_keys, selectors
 from feed.models import Note
 from tests.feed.helpers import inbox_ids
@@ -229,14 +232,24 @@ class TestBothPaths:
         page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=4)
         assert (page.source, page.catching_up) == ("database", True)
 
-    def test_a_malformed_cursor_is_rejected(self, alice):
-        with pytest.raises(selectors.InvalidCursorError):
-            selectors.home_timeline(user_id=alice.pk, cursor="not-a-cursor", limit=5)
+    def test_a_malformed_cursor_is_rejected(self):
+        with pytest.raises(InvalidCursorError):
+            feed_cursor("not-a-cursor")
 
-    @pytest.mark.parametrize(("last_id", "offset"), [("abc", "0"), ("-1", "0"), ("1", "x"), ("1", "-2"), ("", "3"), (str(2**60), "0"), ("1", "1000001")])
+    @pytest.mark.parametrize(
+        ("last_id", "offset"),
+        [
+            ("abc", "0"), ("-1", "0"), ("1", "x"), ("1", "-2"), ("", "3"), (str(2**60), "0"), ("1", "1000001"),
+            (str(MAX_MILLISECONDS + 1), "0"), (str(2**53), "0"), ("\u00b2", "0"), ("01", "0"), ("1 ", "0"),
+        ],
+    )
     def test_malformed_scroll_values_are_rejected(self, last_id, offset):
-        with pytest.raises(selectors.InvalidScrollError):
-            selectors.parse_scroll(last_id, offset)
+        with pytest.raises(InvalidInput):
+            parse_scroll(last_id, offset)
+
+    def test_scroll_values_at_the_edges_are_accepted(self):
+        assert parse_scroll(str(MAX_MILLISECONDS), "0") == (MAX_MILLISECONDS, 0)
+        assert parse_scroll(None, None) == (None, 0)
 
 
 # --- the paging invariant under generated timestamps --------------------------------

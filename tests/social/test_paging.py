@@ -1,5 +1,6 @@
 """Cursor paging of followers/following lists: ties, both paths, mutation while paging (C07)."""
 
+import base64
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 
@@ -8,7 +9,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from core.paging import InvalidCursorError, decode_cursor, encode_cursor
+from core.paging import MAX_MILLISECONDS, MAX_SECONDS, Cursor, InvalidCursorError, feed_cursor, follow_cursor
 from core.redis import redis_failed
 from social import selectors
 from social.models import Follow
@@ -129,14 +130,47 @@ class TestFollowersPaging:
         assert [pk for page in pages for pk in page] == [f.pk for f in reversed(followees)]
 
 
+def forged(text):
+    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
+
+
 class TestCursor:
-    @pytest.mark.parametrize("raw", ["garbage", "djE6YWJjOjE", "!!!", "x" * 65, encode_cursor(1, 2)[:-2] + "@@"])
-    def test_malformed_cursor_is_rejected(self, raw):
+    @pytest.mark.parametrize(
+        "raw",
+        [
+            "garbage",
+            "djE6YWJjOjE",
+            "!!!",
+            "x" * 65,
+            Cursor(1, 2).token[:-2] + "@@",
+            forged("v1:-5:2"),  # negative score
+            forged(f"v1:{MAX_SECONDS + 1}:2"),  # a second no datetime holds
+            forged("v1:99999999999999999999999:2"),  # huge score
+            forged("v1:10:0"),  # account ids start at 1
+            forged(f"v1:10:{2**63}"),  # member beyond BIGINT
+            forged("v2:10:2"),  # unknown version
+            forged("v1:010:2"),  # leading zero
+            forged("v1:\u0662:2"),  # non-ASCII digit
+            forged("v1:10:2:3"),
+            "ü" * 8,
+        ],
+    )
+    def test_malformed_follow_cursor_is_rejected(self, raw):
         with pytest.raises(InvalidCursorError):
-            decode_cursor(raw)
+            follow_cursor(raw)
+
+    @pytest.mark.parametrize("score", [MAX_MILLISECONDS + 1, 2**53, 2**63])
+    def test_feed_cursor_beyond_year_9999_is_rejected(self, score):
+        with pytest.raises(InvalidCursorError):
+            feed_cursor(forged(f"v1:{score}:0"))
 
     def test_round_trip(self):
-        assert decode_cursor(encode_cursor(1714564800, 42)) == (1714564800, 42)
+        assert follow_cursor(Cursor(1714564800, 42).token) == Cursor(1714564800, 42)
+        assert feed_cursor(Cursor(MAX_MILLISECONDS, 0).token) == Cursor(MAX_MILLISECONDS, 0)
+
+    def test_first_page_has_no_cursor(self):
+        assert follow_cursor(None) is None
+        assert follow_cursor("") is None
 
 
 @pytest.mark.django_db
