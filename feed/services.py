@@ -17,8 +17,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from core import outbox
+from core import limits, outbox
 from core.errors import DomainError, Forbidden, InvalidInput
+from core.parsing import parse_text
 from core.redis import REDIS_ERRORS, get_redis, redis_failed
 from users.models import User
 from users.services import user_touch_seen
@@ -53,17 +54,18 @@ def note_create(*, author: User, body: str, created_at: datetime | None = None) 
     :param created_at: publish time (replays and tests); default now,
         truncated to the millisecond.
     :returns: the saved ``Note``.
-    :raises NoteInvalidError: empty body, or longer than ``NOTE_MAX_LENGTH``
-        characters (400).
+    :raises NoteInvalidError: empty (nothing visible), a control character,
+        or longer than ``NOTE_MAX_LENGTH`` characters (400).
     :raises NoteForbiddenError: ``author`` is deactivated (403).
+    :raises RateLimited: more than ``NOTE_RATE`` notes (429).
     """
-    text = (body or "").strip()
-    if not text:
-        raise NoteInvalidError("A note cannot be empty.")
-    if len(text) > int(settings.NOTE_MAX_LENGTH):
-        raise NoteInvalidError(f"A note can have at most {settings.NOTE_MAX_LENGTH} characters.")
+    try:
+        text = parse_text(body, name="A note", max_length=int(settings.NOTE_MAX_LENGTH))
+    except InvalidInput as exc:
+        raise NoteInvalidError(exc.message) from None
     if not author.is_active:
         raise NoteForbiddenError("Your account is deactivated.")
+    limits.hit("notes", str(author.pk), "NOTE_RATE", message="You published too many notes for now; try again later.")
     at = created_at or now_whole_ms()
     at = at.replace(microsecond=at.microsecond // 1000 * 1000)
     with transaction.atomic():

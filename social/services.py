@@ -16,14 +16,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import IntegrityError, OperationalError, transaction
 
-from core import outbox
+from core import limits, outbox
 from core.errors import DomainError, Forbidden, InvalidInput, NotFound
 from users.models import User
 
 from . import outbox as social_outbox
 from .models import Follow
+from .selectors import follow_counts
 from .signals import follow_created, follow_deleted
 
 
@@ -41,6 +43,18 @@ class TargetNotFoundError(FollowError, NotFound):
 
 class ActorInactiveError(FollowError, Forbidden):
     """A deactivated account cannot change its follows (HTTP 403)."""
+
+
+class FollowingLimitReached(FollowError):
+    """The actor follows as many accounts as it may (HTTP 422)."""
+
+    status = 422
+
+
+def following_limit(*, followers: int) -> int:
+    """How many accounts an account with ``followers`` may follow:
+    ``max(FOLLOWING_MAX, FOLLOWING_RATIO x followers)`` (Mastodon's rule)."""
+    return max(int(settings.FOLLOWING_MAX), int(followers * float(settings.FOLLOWING_RATIO)))
 
 
 @dataclass(frozen=True)
@@ -89,6 +103,8 @@ def follow_create(*, actor: User, followee_id: int) -> FollowResult:
     :raises SelfFollowError: ``actor`` is the target (400).
     :raises TargetNotFoundError: unknown or deactivated target (404).
     :raises ActorInactiveError: ``actor`` is deactivated (403).
+    :raises FollowingLimitReached: ``actor`` follows as many as it may (422).
+    :raises RateLimited: more than ``FOLLOW_RATE`` new follows (429).
     """
     if not actor.is_active:
         raise ActorInactiveError("Your account is deactivated.")
@@ -96,6 +112,13 @@ def follow_create(*, actor: User, followee_id: int) -> FollowResult:
         raise SelfFollowError("You cannot follow yourself.")
     if not User.objects.filter(pk=followee_id, is_active=True).exists():
         raise TargetNotFoundError("No such user.")
+    if Follow.objects.filter(follower_id=actor.pk, followee_id=followee_id).exists():
+        return FollowResult(changed=False, follower_id=actor.pk, followee_id=followee_id)
+    counts = follow_counts(user_id=actor.pk)
+    allowed = following_limit(followers=counts.followers)
+    if counts.following >= allowed:
+        raise FollowingLimitReached(f"You follow {counts.following:,} accounts, the most you can ({allowed:,}); unfollow some first.")
+    limits.hit("follows", str(actor.pk), "FOLLOW_RATE", message="You followed too many accounts today; try again later.")
     return _retry_on_deadlock(lambda: _follow_insert(follower_id=actor.pk, followee_id=followee_id))
 
 

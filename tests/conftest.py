@@ -50,6 +50,8 @@ def redis_isolated(settings: Any) -> Iterator[str]:
     """A fresh key prefix for this test; its keys are removed afterwards."""
     prefix = f"test:{uuid.uuid4().hex[:12]}:"
     settings.REDIS_KEY_PREFIX = prefix
+    # The Django caches (the abuse limits count in them) under the same prefix.
+    settings.CACHES = {**settings.CACHES, "default": {**settings.CACHES["default"], "KEY_PREFIX": f"{prefix}cache"}}
     redis_reset_breaker()
     forget_sentinel()
     client = get_redis()

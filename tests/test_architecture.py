@@ -33,11 +33,12 @@ LAYER_OF = {
     "parsing": PRIMITIVES, "celery": PRIMITIVES,
     # pure policy and reads
     "layout": POLICY, "selectors": POLICY, "admin_tools": POLICY, "formatting": POLICY, "forms": POLICY,
-    "http": POLICY, "timeline": POLICY,
+    "http": POLICY, "timeline": POLICY, "limits": POLICY,
     # mechanisms
     "mirror": MECHANISM, "rebuild": MECHANISM, "reconcile": MECHANISM, "sharding": MECHANISM,
     "delivery": MECHANISM, "edges": MECHANISM, "health": MECHANISM, "embedded": MECHANISM,
     "importer": MECHANISM, "celebrity": MECHANISM, "simulate": MECHANISM, "datasets": MECHANISM,
+    "cache": MECHANISM,
     # writes and their side effects
     "services": SERVICE, "outbox": SERVICE, "receivers": SERVICE,
     "tasks": TASK,

@@ -7,6 +7,8 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from core.errors import Conflict
+
 from .models import User
 from .signals import user_activity_changed
 
@@ -15,11 +17,20 @@ from .signals import user_activity_changed
 SEEN_RESOLUTION_SECONDS = 300
 
 
-def user_create(*, username: str, password: str, display_name: str = "") -> User:
-    """Create an active account; ``username`` is validated by the caller's form.
+class UsernameTaken(Conflict):
+    """Another account has that name, whatever its case (HTTP 409)."""
 
+
+def user_create(*, username: str, password: str, display_name: str = "") -> User:
+    """Create an active account.
+
+    :param username: parsed (``core.parsing.parse_username``); unique ignoring case.
     :returns: the saved ``User``.
+    :raises UsernameTaken: the name exists in another case (409).
+    :raises django.core.exceptions.ValidationError: the model's own checks.
     """
+    if User.objects.filter(username__iexact=username).exists():
+        raise UsernameTaken("That name is taken.")
     user = User(username=username, display_name=display_name)
     user.set_password(password)
     user.full_clean()

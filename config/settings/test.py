@@ -21,3 +21,8 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=True)
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="amqp://guest:guest@127.0.0.1:5672//")
 REDIS_CIRCUIT_OPEN_SECONDS = 0.0
+# One test account follows and publishes far more than a person may; the
+# tests of the limits set these back (tests/core/test_limits.py).
+FOLLOW_RATE = env("FOLLOW_RATE", default="1000000/m")
+NOTE_RATE = env("NOTE_RATE", default="1000000/m")
+SIGNUP_RATE = env("SIGNUP_RATE", default="1000000/m")
