@@ -116,6 +116,27 @@ class TestReadmeProductionCommands:
         assert f"ImproperlyConfigured: {missing} is not set" in result.stderr
 
 
+class TestDeployCheck:
+    def test_check_deploy_with_the_production_settings_finds_nothing(self) -> None:
+        variables = {
+            "DJANGO_SETTINGS_MODULE": "config.settings.production",
+            "DJANGO_SECRET_KEY": "k3y-" + "x7Q" * 20,
+            "DJANGO_ALLOWED_HOSTS": "followfeed.example",
+            "DJANGO_CSRF_TRUSTED_ORIGINS": "https://followfeed.example",
+            "DATABASE_URL": "mysql://root:@127.0.0.1:3306/followfeed",
+            "REDIS_URL": "redis://127.0.0.1:6379/0",
+            "CELERY_BROKER_URL": "amqp://guest:guest@127.0.0.1:5672//",
+        }
+
+        result = subprocess.run(
+            [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+            cwd=ROOT, env=fresh_environment(**variables), capture_output=True, text=True, timeout=60,
+        )
+
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "System check identified no issues (0 silenced)." in result.stdout
+
+
 class TestDotEnv:
     def test_a_copied_env_example_is_ignored_unless_asked_for(self, tmp_path: Path) -> None:
         dot_env = tmp_path / ".env"

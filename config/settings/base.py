@@ -13,6 +13,7 @@ from pathlib import Path
 import django_stubs_ext
 import environ
 from celery.schedules import crontab
+from csp import constants as csp_constants
 
 # Lets the admin and querysets be subscripted at run time (ModelAdmin[Note]), as mypy sees them.
 django_stubs_ext.monkeypatch()
@@ -55,6 +56,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     # Last, so it sees the exceptions views raise: domain errors -> 4xx, the API's failures -> the envelope.
     "core.errors.DomainErrorMiddleware",
 ]
@@ -132,8 +134,33 @@ CACHES = {
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": REDIS_KEY_PREFIX + "cache",
         "OPTIONS": _redis_options,
-    }
+    },
+    # The abuse limits count here while Redis is down (core.cache).
+    "database": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "core_cache"},
+    "limits": {"BACKEND": "core.cache.FallbackCache", "OPTIONS": {"primary": "default", "fallback": "database"}},
 }
+RATELIMIT_USE_CACHE = "limits"
+# A cache that cannot count refuses the action rather than letting it through.
+RATELIMIT_FAIL_OPEN = False
+
+# --- limits on abuse (core.limits; django-ratelimit rates) -------------------
+FOLLOW_RATE = env("FOLLOW_RATE", default="400/d")
+NOTE_RATE = env("NOTE_RATE", default="100/h")
+SIGNUP_RATE = env("SIGNUP_RATE", default="5/h")
+LOGIN_FAILURE_ACCOUNT_RATE = env("LOGIN_FAILURE_ACCOUNT_RATE", default="10/15m")
+LOGIN_FAILURE_ADDRESS_RATE = env("LOGIN_FAILURE_ADDRESS_RATE", default="30/15m")
+# An account follows at most max(FOLLOWING_MAX, FOLLOWING_RATIO x its followers).
+FOLLOWING_MAX = env.int("FOLLOWING_MAX", default=7500)
+FOLLOWING_RATIO = env.float("FOLLOWING_RATIO", default=1.1)
+# The request header a proxy puts the client's address in ("HTTP_X_REAL_IP"); empty: REMOTE_ADDR.
+CLIENT_ADDRESS_HEADER = env("CLIENT_ADDRESS_HEADER", default="")
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 10}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
 
 # --- Celery ---------------------------------------------------------------
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="")
@@ -220,3 +247,24 @@ LOGGING = {
 }
 
 CSRF_FAILURE_VIEW = "core.http.csrf_failure"
+# The JSON API's OpenAPI 3.1 document, served at /api/schema.
+OPENAPI_DOCUMENT = BASE_DIR / "config" / "openapi.yaml"
+
+# --- Content-Security-Policy (django-csp) --------------------------------------
+# The pages load only their own stylesheet and script: no inline script or
+# style, nothing from elsewhere, no framing. The admin is Django's and keeps
+# its own inline bits, so it is left out.
+CONTENT_SECURITY_POLICY = {
+    "EXCLUDE_URL_PREFIXES": ["/admin/"],
+    "DIRECTIVES": {
+        "default-src": [csp_constants.SELF],
+        "script-src": [csp_constants.SELF],
+        "style-src": [csp_constants.SELF],
+        "img-src": [csp_constants.SELF, "data:"],
+        "connect-src": [csp_constants.SELF],
+        "object-src": [csp_constants.NONE],
+        "base-uri": [csp_constants.NONE],
+        "form-action": [csp_constants.SELF],
+        "frame-ancestors": [csp_constants.NONE],
+    },
+}

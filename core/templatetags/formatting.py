@@ -6,7 +6,10 @@
   pages put the exact number in the element's ``title``.
 - ``{{ dt|time_ago }}``: ``"3 min ago"`` (see ``relative_time``); pages wrap it
   in ``<time datetime=... title=...>`` so the exact moment is one hover away.
-- ``{{ user.pk|avatar_hue }}``: a stable hue (degrees) for the initial-letter avatar.
+- ``{{ user.pk|avatar_hue }}``: a stable hue (degrees) for the initial-letter avatar;
+  ``{{ user.pk|avatar_hue_class }}`` the CSS class of that hue rounded down to
+  10 degrees (``hue-0`` to ``hue-35`` in ``static/css/site.css``), since the
+  Content-Security-Policy allows no inline ``style``.
 
 Presentation only: no queries, no business rules. ``static/js/site.js``
 implements the same two formats (``followfeed.compactCount`` and
@@ -141,3 +144,9 @@ def avatar_hue_filter(value: Any) -> int:
     except (TypeError, ValueError):
         return 210
 
+
+
+@register.filter(name="avatar_hue_class")
+def avatar_hue_class_filter(value: Any) -> str:
+    """``{{ user.pk|avatar_hue_class }}``: ``"hue-N"`` (N 0-35), the avatar's hue in steps of 10 degrees."""
+    return f"hue-{avatar_hue_filter(value) // 10}"

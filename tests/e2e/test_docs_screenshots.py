@@ -105,10 +105,8 @@ def test_write_the_readme_screenshots(stack, open_session):
     star, viewer = User.objects.get(pk=star_id), User.objects.get(pk=viewer_id)
 
     now = timezone.now().replace(microsecond=0)
-    notes = [
+    for n, (body, minutes) in enumerate(NOTES):
         feed_services.note_create(author=User.objects.get(pk=authors[n % len(authors)]), body=body, created_at=now - timedelta(minutes=minutes))
-        for n, (body, minutes) in enumerate(NOTES)
-    ]
     feed_services.note_create(author=star, body="Working on the featured-article backlog this weekend. Ping me with nominations.", created_at=now - timedelta(minutes=25))
     wait_for_fan_out([note.pk for note in Note.objects.all()])
 

@@ -102,7 +102,12 @@ class TestLoadMore:
         while page.locator("a.load-more").count():
             shown = page.locator("li.note").count()
             page.locator("a.load-more").click()
-            page.wait_for_function(f"document.querySelectorAll('li.note').length > {shown} || !document.querySelector('a.load-more')")
+            # Polled from here: a string predicate would be eval'd in the page, which its CSP forbids.
+            wait_until(
+                lambda: page.locator("li.note").count() > shown or not page.locator("a.load-more").count(),
+                timeout=10,
+                what="the next page of notes",
+            )
             clicks += 1
         shot(with_js, "end-of-feed")
 
