@@ -3,6 +3,8 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from core.views import api_schema
+
 handler400 = "core.views.bad_request"
 handler403 = "core.views.permission_denied"
 handler404 = "core.views.page_not_found"
@@ -10,6 +12,7 @@ handler500 = "core.views.server_error"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/schema", api_schema, name="api_schema"),
     path("api/", include("feed.api_urls")),
     path("api/", include("social.api_urls")),
     path("", include("feed.urls")),

@@ -1,4 +1,5 @@
-"""The site's error pages (``handler400`` ... ``handler500`` in ``config.urls``).
+"""The site's error pages (``handler400`` ... ``handler500`` in ``config.urls``), and the API's
+OpenAPI document.
 
 Pages get ``<status>.html`` in the site's layout; the API's URL space and
 JSON clients get the envelope (``core.errors``).
@@ -6,8 +7,15 @@ JSON clients get the envelope (``core.errors``).
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
+from django.views.decorators.http import require_safe
 
 from .errors import SERVER_ERROR_MESSAGE, envelope, error_response, wants_json
 
@@ -33,3 +41,16 @@ def server_error(request: HttpRequest) -> HttpResponse:
     if wants_json(request):
         return envelope(message=SERVER_ERROR_MESSAGE, status=500)
     return HttpResponse(render_to_string("500.html", {"message": SERVER_ERROR_MESSAGE}), status=500)
+
+
+@cache
+def api_document() -> dict[str, Any]:
+    """The OpenAPI 3.1 document of the JSON API (``OPENAPI_DOCUMENT``, YAML), read once per process."""
+    loaded: dict[str, Any] = yaml.safe_load(Path(settings.OPENAPI_DOCUMENT).read_text(encoding="utf-8"))
+    return loaded
+
+
+@require_safe
+def api_schema(request: HttpRequest) -> JsonResponse:
+    """GET /api/schema: the OpenAPI document as JSON (not in the envelope: tools read it as is)."""
+    return JsonResponse(api_document(), json_dumps_params={"ensure_ascii": False})
