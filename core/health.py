@@ -21,8 +21,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from . import redis_keys
+from .cluster import primaries
 from .models import OutboxEntry, RedisWatch
-from .redis import REDIS_ERRORS, breaker_state, get_redis, redis_node
+from .redis import REDIS_ERRORS, breaker_state, get_redis, mirror_ready, redis_node, watched_servers
 
 # Pending outbox entries counted exactly; above this the page says "N+".
 OUTBOX_COUNT_CAP = 100_000
@@ -71,6 +72,7 @@ class RedisHealth:
     prefix_scan_complete: bool = False
     prefix_keys_estimate: int | None = None
     sentinel_present: bool | None = None
+    nodes: int = 1
 
 
 @dataclass
@@ -130,6 +132,16 @@ def watch_health(node: str) -> WatchHealth:
     )
 
 
+def watches_health() -> list[WatchHealth]:
+    """``watch_health`` of every server the drain watches (every master of a cluster); an
+    unreachable Redis gives the rows already recorded."""
+    try:
+        names = [name for name, _, _ in watched_servers(get_redis())]
+    except REDIS_ERRORS:
+        names = list(RedisWatch.objects.order_by("node").values_list("node", flat=True)) or [redis_node(get_redis())]
+    return [watch_health(name) for name in names]
+
+
 @dataclass
 class MirrorHealth:
     """Everything the health page shows, gathered at ``checked_at``; ``sections`` are the
@@ -139,7 +151,7 @@ class MirrorHealth:
     outbox: OutboxHealth
     redis: RedisHealth
     broker: BrokerHealth
-    watch: WatchHealth
+    watches: list[WatchHealth]
     sections: dict[str, Any] = field(default_factory=dict)
 
 
@@ -157,42 +169,66 @@ def outbox_health() -> OutboxHealth:
     )
 
 
+def _bytes_human(count: int) -> str:
+    """``count`` bytes as Redis's ``used_memory_human`` writes it (``"1.50M"``)."""
+    size = float(count)
+    for unit in ("B", "K", "M", "G"):
+        if size < 1024:
+            return f"{count}B" if unit == "B" else f"{size:.2f}{unit}"
+        size /= 1024
+    return f"{size:.2f}T"
+
+
 def redis_health() -> RedisHealth:
-    """Redis ``INFO memory``, ``DBSIZE`` and a bounded SCAN count of our keys.
+    """Redis ``INFO memory``, ``DBSIZE`` and a bounded SCAN count of our keys, summed over the
+    masters on a cluster (``nodes`` of them).
 
     Never raises for an unreachable Redis (``reachable`` False) or one
-    without INFO (the embedded fakeredis): those figures stay None.
+    without INFO: those figures stay None.
     """
     report = RedisHealth(reachable=False, breaker_closed=breaker_state() == "closed", prefix=redis_keys.prefix())
     try:
         client = get_redis()
-        report.dbsize = int(client.dbsize())
+        servers = primaries(client)
+        report.nodes = len(servers)
+        report.dbsize = sum(int(server.dbsize()) for _, server in servers)
         report.reachable = True
-        report.sentinel_present = bool(client.exists(redis_keys.sentinel_key()))
+        report.sentinel_present = mirror_ready(client)
         try:
-            memory = client.info("memory")
-            report.used_memory_bytes = int(memory.get("used_memory", 0))
-            report.used_memory_human = str(memory.get("used_memory_human", ""))
-            report.used_memory_peak_human = str(memory.get("used_memory_peak_human", ""))
-            report.maxmemory_bytes = int(memory.get("maxmemory", 0))
-            report.maxmemory_policy = str(memory.get("maxmemory_policy", ""))
-            ratio = memory.get("mem_fragmentation_ratio")
-            report.fragmentation_ratio = float(ratio) if ratio is not None else None
+            memories = [server.info("memory") for _, server in servers]
+            report.used_memory_bytes = sum(int(memory.get("used_memory", 0)) for memory in memories)
+            peak = sum(int(memory.get("used_memory_peak", 0)) for memory in memories)
+            if len(servers) == 1:
+                report.used_memory_human = str(memories[0].get("used_memory_human", ""))
+                report.used_memory_peak_human = str(memories[0].get("used_memory_peak_human", ""))
+            else:
+                report.used_memory_human = _bytes_human(report.used_memory_bytes)
+                report.used_memory_peak_human = _bytes_human(peak)
+            report.maxmemory_bytes = sum(int(memory.get("maxmemory", 0)) for memory in memories)
+            report.maxmemory_policy = str(memories[0].get("maxmemory_policy", ""))
+            ratios = [float(memory["mem_fragmentation_ratio"]) for memory in memories if memory.get("mem_fragmentation_ratio") is not None]
+            report.fragmentation_ratio = max(ratios) if ratios else None
         except redis.exceptions.ResponseError as exc:
             report.error = f"INFO unsupported: {exc}"
-        cursor: int = 0
-        for _ in range(PREFIX_SCAN_CALLS):
-            cursor, keys = client.scan(cursor=cursor, match=f"{report.prefix}*", count=PREFIX_SCAN_COUNT)
-            report.prefix_keys_seen += len(keys)
-            report.keys_examined += PREFIX_SCAN_COUNT
-            if int(cursor) == 0:
-                report.prefix_scan_complete = True
-                break
+        complete = True
+        for _, server in servers:
+            # One SCAN cursor per server: a cursor means nothing on another node.
+            cursor: int = 0
+            finished = False
+            for _ in range(max(1, PREFIX_SCAN_CALLS // len(servers))):
+                cursor, keys = server.scan(cursor=cursor, match=f"{report.prefix}*", count=PREFIX_SCAN_COUNT)
+                report.prefix_keys_seen += len(keys)
+                report.keys_examined += PREFIX_SCAN_COUNT
+                if int(cursor) == 0:
+                    finished = True
+                    break
+            complete = complete and finished
+        report.prefix_scan_complete = complete
         if report.prefix_scan_complete:
             report.keys_examined = report.dbsize
             report.prefix_keys_estimate = report.prefix_keys_seen
         elif report.keys_examined:
-            share = report.prefix_keys_seen / report.keys_examined
+            share = report.prefix_keys_seen / min(report.keys_examined, report.dbsize or report.keys_examined)
             report.prefix_keys_estimate = round(share * report.dbsize)
     except REDIS_ERRORS as exc:
         report.error = f"{type(exc).__name__}: {exc}"
@@ -289,6 +325,6 @@ def mirror_health() -> MirrorHealth:
         outbox=outbox_health(),
         redis=redis_health(),
         broker=broker_health(timeout=BROKER_TIMEOUT_SECONDS),
-        watch=watch_health(redis_node(get_redis())),
+        watches=watches_health(),
         sections={name: provider() for name, provider in _sections.items()},
     )

@@ -35,6 +35,7 @@ from datetime import timezone as dt_timezone
 from functools import partial
 from typing import Any
 
+import redis
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
@@ -43,10 +44,22 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
 from . import redis_keys
+from .cluster import pipeline
 from .errors import EntryNotApplied
 from .models import OutboxEntry, RedisWatch
 from .parsing import id_or_none
-from .redis import REDIS_ERRORS, RedisLock, get_redis, redis_available, redis_failed, redis_node, redis_succeeded
+from .redis import (
+    REDIS_ERRORS,
+    RedisLock,
+    delete_sentinels,
+    get_redis,
+    redis_available,
+    redis_failed,
+    redis_succeeded,
+    sentinel_keys,
+    watched_servers,
+    write_sentinels,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -287,15 +300,31 @@ def watch_redis() -> Rollback | None:
     attempted, so the drain does not leave it to a task). A restart that
     lost nothing costs the re-application of about one drain period of
     entries. Runs under the ``RedisWatch`` row's lock, so two drains do
-    not both re-apply.
+    not both re-apply. On a cluster each master is watched (``watched_servers``):
+    a failover is such a restart for the promoted replica's slots, whose
+    copy may lack the last writes before it.
 
     :returns: a ``Rollback`` after a restart, else None.
     :raises: ``REDIS_ERRORS``.
     """
     client = get_redis()
-    node = redis_node(client)
+    rollbacks = [found for name, server, sentinel in watched_servers(client) if (found := _watch_server(name, server, sentinel)) is not None]
+    if not rollbacks:
+        return None
+    rollback = Rollback(
+        to_ms=min(found.to_ms for found in rollbacks),
+        reapplied=sum(found.reapplied for found in rollbacks),
+        beyond_retention=any(found.beyond_retention for found in rollbacks),
+    )
+    if rollback.beyond_retention:
+        # Older than the outbox keeps: only a rebuild can bring the mirror back.
+        delete_sentinels(client)
+    return rollback
+
+
+def _watch_server(node: str, client: redis.Redis, sentinel: str) -> Rollback | None:
     run_id = str(client.info("server").get("run_id", ""))
-    stored = client.get(redis_keys.sentinel_key())
+    stored = client.get(sentinel)
     beat = now_ms()
     rollback: Rollback | None = None
     with transaction.atomic():
@@ -314,17 +343,14 @@ def watch_redis() -> Rollback | None:
             watch.last_rollback_at = timezone.now()
             watch.last_rollback_to_ms = restored
             watch.last_reapplied = reapplied
-            logger.warning("Redis restarted with data as old as %s ms: %s entries applied again", restored, reapplied)
+            logger.warning("Redis (%s) restarted with data as old as %s ms: %s entries applied again", node, restored, reapplied)
         watch.run_id = run_id
         if stored is not None:
             # XX: a missing sentinel (data lost) stays missing until the rebuild.
-            client.set(redis_keys.sentinel_key(), beat, xx=True)
+            client.set(sentinel, beat, xx=True)
             watch.heartbeat_ms = beat
         watch.checked_at = timezone.now()
         watch.save()
-    if rollback is not None and rollback.beyond_retention:
-        # Older than the outbox keeps: only a rebuild can bring the mirror back.
-        client.delete(redis_keys.sentinel_key())
     return rollback
 
 
@@ -333,11 +359,14 @@ def needs_rebuild() -> bool:
 
     :raises: ``REDIS_ERRORS`` when Redis is unreachable.
     """
-    pipe = get_redis().pipeline(transaction=False)
-    pipe.exists(redis_keys.sentinel_key())
+    client = get_redis()
+    pipe = pipeline(client)
     pipe.exists(redis_keys.rebuild_lock_key())
-    has_sentinel, locked = pipe.execute()
-    return not has_sentinel and not locked
+    sentinels = sentinel_keys(client)
+    for key in sentinels:
+        pipe.exists(key)
+    locked, *present = pipe.execute()
+    return not all(present) and not locked
 
 
 def drain(
@@ -444,7 +473,7 @@ def rebuild_locked() -> RebuildResult:
         for step in sorted(_rebuilders.values(), key=lambda s: s.order):
             step.rebuild(lock.renew)
             done.append(step.name)
-        client.set(redis_keys.sentinel_key(), now_ms())
+        write_sentinels(client, now_ms())
     finally:
         try:
             lock.release()

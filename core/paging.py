@@ -24,6 +24,7 @@ from typing import Any
 
 import redis
 
+from .cluster import pipeline
 from .errors import InvalidInput
 
 Item = tuple[int, int]  # (member id, score)
@@ -135,7 +136,7 @@ def redis_page(client: redis.Redis, keys: Sequence[str], *, cursor: Cursor | Non
 
     :returns: ``[(member_id, score)]`` newest first.
     """
-    pipe = client.pipeline(transaction=False)
+    pipe = pipeline(client)
     for key in keys:
         if cursor is None:
             pipe.zrevrange(key, 0, limit - 1, withscores=True)

@@ -1,8 +1,13 @@
-"""The one way followfeed code reaches Redis, with a circuit breaker.
+"""The one way followfeed code reaches Redis, with circuit breakers.
 
-``get_redis()`` returns the redis-py client behind django-redis (a Redis
-server, or the embedded Valkey server of ``core.embedded``).
-``redis_available()`` is a circuit breaker, one per process:
+``get_redis()`` returns the redis-py client behind django-redis: a Redis
+server, the embedded Valkey server of ``core.embedded``, or redis-py's
+``RedisCluster`` in cluster mode (``core.cluster``).
+
+``redis_available(node)`` is a circuit breaker per process and per node
+(one server: a single breaker, ``node`` ``""``; a cluster: one per master,
+named ``host:port``, so a dead master sends only its own slots' reads to
+the database):
 
 - closed: every caller uses Redis;
 - open: after a failure (``redis_failed``) every caller skips Redis and uses
@@ -15,9 +20,15 @@ server, or the embedded Valkey server of ``core.embedded``).
   another failure opens it again.
 
 ``REDIS_ERRORS`` is every way Redis can fail a command: unreachable,
-timed out, loading, read-only replica, refusing writes (OOM, MISCONF) or
-refusing the client (NOAUTH). Callers treat all of them alike: reads fall
-back to the database and mirror writes stay pending in the outbox.
+timed out, loading, read-only replica, refusing writes (OOM, MISCONF),
+refusing the client (NOAUTH), or a cluster without the slot's master.
+Callers treat all of them alike: reads fall back to the database and mirror
+writes stay pending in the outbox.
+
+The mirror's *sentinels* say the data is there: one key on one server, one
+per hash slot on a cluster (``core.redis_keys.slot_sentinel_key``), so the
+sentinel of a slot lives and dies with that slot's data and no one key is
+read by every request.
 """
 
 from __future__ import annotations
@@ -26,7 +37,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar, cast
 
 import redis
@@ -35,27 +47,43 @@ from django_redis import get_redis_connection
 from django_redis.exceptions import ConnectionInterrupted
 
 from . import redis_keys
+from .cluster import Pipe, is_cluster, lua, node_name, pipeline, primaries, queue_script, range_start, refresh, slot_ranges
 
 logger = logging.getLogger(__name__)
 
 # Any redis-py error (ConnectionError, TimeoutError, ResponseError such as
-# OOM or MISCONF, AuthenticationError, ...) plus socket-level OSError. A
-# ResponseError can also be a bug (WRONGTYPE); it is logged with its text,
-# but a user's page must not fail because of it.
-# ConnectionInterrupted is how django-redis (the Django cache) reports the same.
-REDIS_ERRORS: tuple[type[Exception], ...] = (redis.exceptions.RedisError, OSError, ConnectionInterrupted)
+# OOM or MISCONF, AuthenticationError, MOVED, CLUSTERDOWN, ...) plus
+# socket-level OSError. A ResponseError can also be a bug (WRONGTYPE); it is
+# logged with its text, but a user's page must not fail because of it.
+# ConnectionInterrupted is how django-redis (the Django cache) reports the
+# same; RedisClusterException (no node for a slot, a cluster that cannot be
+# reached) is not a RedisError in redis-py.
+REDIS_ERRORS: tuple[type[Exception], ...] = (
+    redis.exceptions.RedisError,
+    redis.exceptions.RedisClusterException,
+    OSError,
+    ConnectionInterrupted,
+)
 
 _CLOSED, _OPEN, _HALF_OPEN = "closed", "open", "half-open"
+
+
+@dataclass
+class _Breaker:
+    state: str = _CLOSED
+    open_until: float = 0.0
+
+
 _lock = threading.Lock()
-_state = _CLOSED
-_open_until = 0.0
+_breakers: dict[str, _Breaker] = {}
 
 
 T = TypeVar("T")
 
 
 def get_redis() -> redis.Redis:
-    """Return the raw redis-py client of the default cache.
+    """Return the raw redis-py client of the default cache (a ``RedisCluster`` in cluster mode,
+    typed as ``Redis``: the commands followfeed uses are the same).
 
     :returns: a client whose replies are bytes.
     """
@@ -66,89 +94,111 @@ def _probe_seconds() -> float:
     return float(settings.REDIS_SOCKET_CONNECT_TIMEOUT) + float(settings.REDIS_SOCKET_TIMEOUT)
 
 
-def redis_available() -> bool:
-    """Whether this caller should try Redis now.
+def _breaker(node: str) -> _Breaker:
+    found = _breakers.get(node)
+    if found is None:
+        with _lock:
+            found = _breakers.setdefault(node, _Breaker())
+    return found
+
+
+def redis_available(node: str = "") -> bool:
+    """Whether this caller should try Redis (the master ``node`` on a cluster) now.
 
     :returns: True while the breaker is closed; False while it is open; True
         for exactly one caller (the probe) when the open period has passed.
-        ``REDIS_CIRCUIT_OPEN_SECONDS <= 0`` disables the breaker.
+        ``REDIS_CIRCUIT_OPEN_SECONDS <= 0`` disables the breakers.
     """
-    global _state, _open_until
-    if _state == _CLOSED or float(settings.REDIS_CIRCUIT_OPEN_SECONDS) <= 0:
+    breaker = _breaker(node)
+    if breaker.state == _CLOSED or float(settings.REDIS_CIRCUIT_OPEN_SECONDS) <= 0:
         return True
     now = time.monotonic()
-    if now < _open_until:
+    if now < breaker.open_until:
         return False
     with _lock:
-        if _state == _CLOSED:
+        if breaker.state == _CLOSED:
             return True
-        if now < _open_until:
+        if now < breaker.open_until:
             return False
         # Let this caller probe; hold the others off for as long as the
         # probe can take, after which another caller may probe.
-        _state = _HALF_OPEN
-        _open_until = now + _probe_seconds()
+        breaker.state = _HALF_OPEN
+        breaker.open_until = now + _probe_seconds()
         return True
 
 
-def redis_failed(exc: BaseException) -> None:
-    """Open the breaker for ``REDIS_CIRCUIT_OPEN_SECONDS`` after a failure ``exc``; log it once."""
-    global _state, _open_until
+def redis_failed(exc: BaseException, node: str = "") -> None:
+    """Open the breaker of ``node`` for ``REDIS_CIRCUIT_OPEN_SECONDS`` after a failure ``exc``; log
+    it once."""
+    breaker = _breaker(node)
     with _lock:
-        was_closed = _state == _CLOSED
-        _state = _OPEN
-        _open_until = time.monotonic() + float(settings.REDIS_CIRCUIT_OPEN_SECONDS)
+        was_closed = breaker.state == _CLOSED
+        breaker.state = _OPEN
+        breaker.open_until = time.monotonic() + float(settings.REDIS_CIRCUIT_OPEN_SECONDS)
     if was_closed:
-        logger.warning("Redis unavailable, reads fall back to the database: %r", exc)
+        where = f" ({node})" if node else ""
+        logger.warning("Redis unavailable%s, reads fall back to the database: %r", where, exc)
 
 
-def redis_succeeded() -> None:
+def redis_succeeded(node: str = "") -> None:
     """Record a successful Redis call: closes a half-open breaker (no lock taken when closed)."""
-    global _state, _open_until
-    if _state == _CLOSED:
+    breaker = _breaker(node)
+    if breaker.state == _CLOSED:
         return
     with _lock:
-        if _state == _HALF_OPEN:
-            _state = _CLOSED
-            _open_until = 0.0
-            logger.warning("Redis is back, reads use it again")
+        if breaker.state == _HALF_OPEN:
+            breaker.state = _CLOSED
+            breaker.open_until = 0.0
+            logger.warning("Redis%s is back, reads use it again", f" ({node})" if node else "")
 
 
 def redis_reset_breaker() -> None:
-    """Close the breaker (tests, and after a successful health check)."""
-    global _state, _open_until
+    """Close every breaker (tests, and after a successful health check)."""
     with _lock:
-        _state = _CLOSED
-        _open_until = 0.0
+        _breakers.clear()
 
 
 def redis_node(client: redis.Redis) -> str:
-    """A name for the server ``client`` talks to: ``host:port/db``, or the socket path."""
+    """A name for the server ``client`` talks to: ``host:port/db``, the socket path, or
+    ``cluster:<seed host:port>`` for a cluster."""
+    if is_cluster(client):
+        seed = client.get_default_node()  # type: ignore[attr-defined]
+        return f"cluster:{seed.name if seed is not None else '?'}"
     kwargs = client.connection_pool.connection_kwargs
     if "path" in kwargs:
         return f"unix:{kwargs['path']}/{kwargs.get('db', 0)}"
     return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
 
 
-def breaker_state() -> str:
-    """The breaker's state in this process: ``"closed"``, ``"open"`` or ``"half-open"``, read
-    without side effects (``redis_available`` may move it to half-open)."""
-    return _state
+def breaker_node(key: str) -> str:
+    """The breaker that guards reads of ``key``: its master's on a cluster, the one breaker
+    (``""``) on one server (answered without touching the client there)."""
+    if not settings.REDIS_CLUSTER:
+        return ""
+    try:
+        return node_name(get_redis(), key)
+    except REDIS_ERRORS:
+        return ""  # no slot map (the cluster cannot be reached): the whole-cluster breaker
+
+
+def breaker_state(node: str = "") -> str:
+    """The state of ``node``'s breaker in this process: ``"closed"``, ``"open"`` or
+    ``"half-open"``, read without side effects (``redis_available`` may move it to half-open)."""
+    return _breaker(node).state
 
 
 def intersect_sets(client: redis.Redis, keys: list[str]) -> set[bytes | str]:
     """SINTER of ``keys``, the one place a command spans two users' keys.
 
-    On Redis Cluster (``REDIS_CLUSTER=true``) the keys live on different
-    slots, so the members are read per key in one pipeline and intersected
-    here instead.
+    On a cluster the keys live on different slots, so the members are read
+    per key in one pipeline and intersected here instead.
 
     :returns: the members common to every key, as bytes.
     """
     if not keys:
         return set()
-    if settings.REDIS_CLUSTER:
-        pipe = client.pipeline(transaction=False)
+    if is_cluster(client):
+        pipe = pipeline(client)
         for key in keys:
             pipe.smembers(key)
         replies = pipe.execute()
@@ -159,50 +209,112 @@ def intersect_sets(client: redis.Redis, keys: list[str]) -> set[bytes | str]:
     return set(client.sinter(keys))
 
 
-# How long (seconds) one process trusts its last look at the sentinel key.
+# How long (seconds) one process trusts its last look at a sentinel key.
 SENTINEL_TTL_SECONDS = 2.0
 _sentinel_seen: dict[str, float] = {}
 
 
-def mirror_ready(client: redis.Redis) -> bool:
-    """Whether the Redis mirror is populated (its sentinel key exists), cached per process for
-    ``SENTINEL_TTL_SECONDS``.
+def sentinel_keys(client: redis.Redis, keys: Iterable[str] = ()) -> list[str]:
+    """The sentinels that vouch for ``keys``: the one sentinel on one server; on a cluster the
+    sentinel of the run of slots (``core.cluster.slot_ranges``) holding each key, or with no
+    ``keys`` every run's."""
+    if not is_cluster(client):
+        return [redis_keys.sentinel_key()]
+    starts = {range_start(client, key) for key in keys} or {first for first, _, _ in slot_ranges(client)}
+    return [redis_keys.slot_sentinel_key(slot) for slot in sorted(starts)]
 
+
+def all_sentinel_keys(client: redis.Redis) -> list[str]:
+    """Every sentinel: one on one server, one per run of slots of a master on a cluster (a
+    failover keeps the runs: the promoted replica serves the same slots, sentinels included)."""
+    return sentinel_keys(client)
+
+
+def mirror_ready(client: redis.Redis, keys: Sequence[str] = ()) -> bool:
+    """Whether the Redis mirror is populated where ``keys`` live (their sentinels exist), each
+    look cached per process for ``SENTINEL_TTL_SECONDS``.
+
+    :param keys: the keys the caller reads (on a cluster, their slots'
+        sentinels are checked; with none, one sentinel per master).
     :raises redis.exceptions.RedisError: Redis unreachable.
     """
-    key = redis_keys.sentinel_key()
     now = time.monotonic()
-    if _sentinel_seen.get(key, 0.0) > now:
+    unseen = [key for key in sentinel_keys(client, keys) if _sentinel_seen.get(key, 0.0) <= now]
+    if not unseen:
         return True
-    if client.exists(key):
-        _sentinel_seen[key] = now + SENTINEL_TTL_SECONDS
-        return True
-    return False
+    if len(unseen) == 1:
+        present = [bool(client.exists(unseen[0]))]
+    else:
+        pipe = pipeline(client)
+        for key in unseen:
+            pipe.exists(key)
+        present = [bool(found) for found in pipe.execute()]
+    for key, found in zip(unseen, present):
+        if found:
+            _sentinel_seen[key] = now + SENTINEL_TTL_SECONDS
+    return all(present)
+
+
+def write_sentinels(client: redis.Redis, heartbeat_ms: int) -> None:
+    """Set every sentinel to ``heartbeat_ms`` (the mirror was rebuilt)."""
+    pipe = pipeline(client)
+    for key in all_sentinel_keys(client):
+        pipe.set(key, heartbeat_ms)
+    pipe.execute()
+
+
+def delete_sentinels(client: redis.Redis) -> None:
+    """Delete every sentinel: readers use the database until the mirror is rebuilt."""
+    pipe = pipeline(client)
+    for key in all_sentinel_keys(client):
+        pipe.delete(key)
+    pipe.execute()
+    forget_sentinel()
 
 
 def forget_sentinel() -> None:
-    """Drop the cached sentinel look (tests, and after a flush)."""
+    """Drop the cached sentinel looks (tests, and after a flush)."""
     _sentinel_seen.clear()
 
 
-def redis_or_database(redis_read: Callable[[redis.Redis], T], database_read: Callable[[], T]) -> T:
+def watched_servers(client: redis.Redis) -> list[tuple[str, redis.Redis, str]]:
+    """``[(watch name, plain client, sentinel key on that server)]``: the one server, or every
+    master of a cluster, named after the run of slots it serves (a failover keeps the name: the
+    promoted replica serves the same slots, with data that may be older)."""
+    if not is_cluster(client):
+        return [(redis_node(client), client, redis_keys.sentinel_key())]
+    servers = dict(primaries(client))
+    return [
+        (f"cluster slots {first}-{last}", servers[name], redis_keys.slot_sentinel_key(first))
+        for first, last, name in slot_ranges(client)
+        if name in servers
+    ]
+
+
+def redis_or_database(redis_read: Callable[[redis.Redis], T], database_read: Callable[[], T], *, keys: Sequence[str] = ()) -> T:
     """Run ``redis_read(client)``, or ``database_read()`` when Redis can't answer.
 
     Redis can't answer while the breaker is open, while the mirror is not
     built (sentinel missing) and when the call fails.
 
+    :param keys: the keys ``redis_read`` reads, first the main one: on a
+        cluster the breaker of its master is used and their sentinels are
+        checked (none: the whole-cluster breaker and one sentinel per master).
     :returns: whichever answered; Redis errors open the breaker, never raise.
     """
-    if redis_available():
+    node = breaker_node(keys[0]) if keys else ""
+    client: redis.Redis | None = None
+    if redis_available(node):
         try:
             client = get_redis()
-            if mirror_ready(client):
+            if mirror_ready(client, keys):
                 answer = redis_read(client)
-                redis_succeeded()  # closes a half-open breaker
+                redis_succeeded(node)  # closes a half-open breaker
                 return answer
-            redis_succeeded()  # Redis answered; the mirror is just not built yet
+            redis_succeeded(node)  # Redis answered; the mirror is just not built yet
         except REDIS_ERRORS as exc:
-            redis_failed(exc)
+            refresh(client)
+            redis_failed(exc, node)
     return database_read()
 
 
@@ -244,6 +356,7 @@ class RedisLock:
         """Delete the lock if it is still ours (nothing otherwise)."""
         self.client.eval(_RELEASE_LUA, 1, self.key, self.token)
 
-    def queue_release(self, pipe: redis.client.Pipeline) -> None:
-        """Queue ``release`` on ``pipe`` (many locks released in one round trip)."""
-        pipe.eval(_RELEASE_LUA, 1, self.key, self.token)
+    def queue_release(self, pipe: Pipe) -> None:
+        """Queue ``release`` on ``pipe`` (``core.cluster.pipeline``; many locks released in one
+        round trip)."""
+        queue_script(pipe, lua(_RELEASE_LUA), [self.key], [self.token])

@@ -1,8 +1,10 @@
 """The Redis keys the core owns; the only place that builds them.
 
 - ``ff:mirror:sentinel``      STRING written when every app's mirror was rebuilt
-  (``core.outbox.rebuild_locked``); its absence means Redis lost its data and
-  readers use the database
+  (``core.outbox.rebuild_locked``), holding the drain's last heartbeat (ms);
+  its absence means Redis lost its data and readers use the database. On a
+  cluster there is one per hash slot instead, ``ff:mirror:sentinel:{<tag>}``,
+  the tag chosen to hash to that slot (``core.cluster.slot_tag``)
 - ``ff:mirror:rebuild:lock``  STRING held (token, TTL) by the one background rebuild
 
 ``ff:`` is ``REDIS_KEY_PREFIX``, read at call time so tests can isolate.
@@ -11,6 +13,8 @@
 from __future__ import annotations
 
 from django.conf import settings
+
+from .cluster import slot_tag
 
 
 def prefix() -> str:
@@ -21,6 +25,11 @@ def prefix() -> str:
 def sentinel_key() -> str:
     """STRING set when the mirror was fully built; missing means Redis lost data."""
     return f"{prefix()}mirror:sentinel"
+
+
+def slot_sentinel_key(slot: int) -> str:
+    """STRING on hash slot ``slot`` of a cluster: the mirror of that slot was fully built."""
+    return f"{prefix()}mirror:sentinel:{{{slot_tag(slot)}}}"
 
 
 def rebuild_lock_key() -> str:

@@ -23,6 +23,7 @@ write of one note adds nothing.
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 
@@ -30,8 +31,8 @@ import redis
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
-from redis.commands.core import Script
 
+from core.cluster import Pipe, is_cluster, lua, pipeline, queue_script, slot_of
 from core.redis import mirror_ready
 from social import layout
 from social import redis_keys as social_keys
@@ -39,6 +40,7 @@ from social.models import Follow
 from social.selectors import follow_counts
 
 from . import redis_keys
+from .selectors import forget_pull_authors
 
 Entry = tuple[int, int]  # (note_id, score in unix ms)
 
@@ -84,21 +86,6 @@ for i = 1, #KEYS, 5 do
 end
 return removed
 """
-_scripts: dict[str, Script] = {}
-
-
-def script(client: redis.Redis, source: str) -> Script:
-    """The registered ``Script`` of ``source`` (EVALSHA, loaded on first use), one per source.
-
-    Call it with ``client=`` every time: the client it was registered with
-    may be gone (another server, a closed pool).
-    """
-    found = _scripts.get(source)
-    if found is None:
-        found = _scripts[source] = client.register_script(source)
-    return found
-
-
 def fan_out_batch_size() -> int:
     """Followers per fan-out script call (``FEED_FANOUT_BATCH_SIZE``, default 1000)."""
     return int(settings.FEED_FANOUT_BATCH_SIZE)
@@ -122,7 +109,7 @@ def member_ids(reply: Iterable[object]) -> list[int]:
     return [int(member) for member in reply if isinstance(member, (bytes, str))]
 
 
-def queue_add(pipe: redis.client.Pipeline, key: str, entries: Iterable[Entry]) -> None:
+def queue_add(pipe: Pipe, key: str, entries: Iterable[Entry]) -> None:
     """Queue ``ZADD key`` of ``entries`` and the trim to ``INBOX_MAX_LEN`` on ``pipe`` (an outbox
     or a build copy, whose writes need no follow check).
 
@@ -147,6 +134,7 @@ def is_pull_author(client: redis.Redis, author_id: int) -> bool:
         return True
     if follow_counts(user_id=author_id).followers >= int(settings.FANOUT_PULL_THRESHOLD):
         client.sadd(redis_keys.pull_authors_key(), str(author_id))
+        forget_pull_authors()
         return True
     return False
 
@@ -154,7 +142,7 @@ def is_pull_author(client: redis.Redis, author_id: int) -> bool:
 def _redis_follower_ids(client: redis.Redis, author_id: int) -> Iterator[list[int]]:
     cursors = {key: 0 for key in layout.every_set_key(author_id)}
     while cursors:
-        pipe = client.pipeline(transaction=False)
+        pipe = pipeline(client)
         keys = list(cursors)
         for key in keys:
             pipe.sscan(key, cursors[key], count=SSCAN_COUNT)
@@ -230,9 +218,26 @@ def deliver(client: redis.Redis, reader_ids: Sequence[int], author_id: int, entr
     args: list[int | str] = [author_id, redis_keys.inbox_max_len()]
     for note_id, score in entries:
         args += (int(score), redis_keys.note_member(note_id))
-    keys = [key for reader_id in reader_ids for key in _reader_keys(reader_id)]
-    reached = int(script(client, DELIVER_LUA)(keys=keys, args=args, client=client))
+    reached = sum(_per_slot(client, DELIVER_LUA, [_reader_keys(reader_id) for reader_id in reader_ids], args))
     return reached * len(entries)
+
+
+def _per_slot(client: redis.Redis, source: str, keys_per_reader: Sequence[list[str]], args: Sequence[int | str]) -> list[int]:
+    """Run script ``source`` over the readers' keys: one call on one server; on a cluster one call
+    per hash slot (a script's keys must share one), pipelined per master.
+
+    :returns: each call's reply.
+    """
+    script = lua(source)
+    if not is_cluster(client):
+        return [int(script(keys=[key for keys in keys_per_reader for key in keys], args=list(args), client=client))]
+    by_slot: dict[int, list[str]] = defaultdict(list)
+    for keys in keys_per_reader:
+        by_slot[slot_of(keys[1])].extend(keys)  # every key of a reader carries the reader's hash tag
+    pipe = pipeline(client)
+    for slot_keys in by_slot.values():
+        queue_script(pipe, script, slot_keys, args)
+    return [int(reply) for reply in pipe.execute()]
 
 
 def withdraw(
@@ -247,11 +252,11 @@ def withdraw(
     """
     if not reader_ids or not note_ids:
         return 0
-    keys = [key for reader_id in reader_ids for key in _reader_keys(reader_id) if key != redis_keys.inbox_synced_key(reader_id)]
+    keys = [[key for key in _reader_keys(reader_id) if key != redis_keys.inbox_synced_key(reader_id)] for reader_id in reader_ids]
     mode = "any" if unless_following is None else "unfollowed"
     members = [redis_keys.note_member(note_id) for note_id in note_ids]
     args: list[int | str] = [mode, unless_following or 0, redis_keys.REBUILDING_TTL_SECONDS, *members]
-    return int(script(client, WITHDRAW_LUA)(keys=keys, args=args, client=client))
+    return sum(_per_slot(client, WITHDRAW_LUA, keys, args))
 
 
 def fan_out_to_followers(client: redis.Redis, author_id: int, entries: Sequence[Entry], *, source: str = "auto") -> tuple[int, int]:

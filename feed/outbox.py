@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from django.utils import timezone
 
 from core import outbox
+from core.cluster import pipeline
 from core.errors import EntryNotApplied
 from core.models import OutboxEntry
 from core.redis import get_redis
@@ -47,6 +48,7 @@ from users.models import User
 from . import delivery, redis_keys
 from .models import Note
 from .rebuild import inbox_rebuild, outbox_rebuild, pull_authors_rebuild, rebuild_all_outboxes, recent_entries
+from .selectors import forget_pull_authors
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +100,7 @@ def note_fan_out(*, note_id: int) -> FanOut:
         return FanOut(mode="skipped")
     client = get_redis()
     entry = [(note.pk, note.published_ms)]
-    pipe = client.pipeline(transaction=False)
+    pipe = pipeline(client)
     delivery.queue_add(pipe, redis_keys.outbox_key(note.author_id), entry)
     pipe.execute()
     if delivery.is_pull_author(client, note.author_id):
@@ -255,6 +257,7 @@ def account_purge(*, user_id: int) -> int:
         return 0
     client = get_redis()
     client.srem(redis_keys.pull_authors_key(), str(user_id))
+    forget_pull_authors()
     return int(client.unlink(*redis_keys.all_user_keys(user_id)))
 
 

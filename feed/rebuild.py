@@ -30,14 +30,16 @@ from django.db.models import Count, F, Max, QuerySet, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
+from core.cluster import Pipe, lua, node_client, pipeline, queue_script
 from core.redis import RedisLock, RedisLockLost, get_redis
 from social.models import Follow
 from social.selectors import active_follows
 from users.models import User
 
-from . import delivery, redis_keys
+from . import redis_keys
 from .delivery import Entry, active_cutoff, queue_add
 from .models import to_ms
+from .selectors import forget_pull_authors
 from .timeline import visible_notes
 
 logger = logging.getLogger(__name__)
@@ -173,7 +175,7 @@ def inboxes_rebuild(reader_ids: Sequence[int]) -> dict[int, InboxRebuild]:
     locks = {
         reader_id: RedisLock(client=client, key=redis_keys.inbox_build_key(reader_id), milliseconds=ttl * 1000) for reader_id in ids
     }
-    pipe = client.pipeline(transaction=False)
+    pipe = pipeline(client)
     for reader_id in ids:
         pipe.set(redis_keys.inbox_rebuilding_key(reader_id), "1", ex=ttl)
         pipe.set(locks[reader_id].key, locks[reader_id].token, nx=True, px=ttl * 1000)
@@ -181,15 +183,13 @@ def inboxes_rebuild(reader_ids: Sequence[int]) -> dict[int, InboxRebuild]:
     held = [reader_id for index, reader_id in enumerate(ids) if replies[2 * index + 1]]
     results = {reader_id: InboxRebuild(entries=0, synced=False, busy=True) for reader_id in ids}
     try:
-        pipe = client.pipeline(transaction=False)
+        pipe = pipeline(client)
         for reader_id in held:
             pipe.delete(redis_keys.rebuild_tmp_key(redis_keys.inbox_key(reader_id)), redis_keys.inbox_build_removed_key(reader_id))
         pipe.execute()
         seen = dict(User.objects.filter(pk__in=held, is_active=True).values_list("pk", "last_seen_at"))
         truth = database_inboxes([reader_id for reader_id in held if reader_id in seen], pull_authors(client))
-        add = delivery.script(client, BUILD_ADD_LUA)
-        swap = delivery.script(client, SWAP_INBOX_LUA)
-        pipe = client.pipeline(transaction=False)
+        pipe = pipeline(client)
         order: list[int] = []
         for reader_id in held:
             inbox = redis_keys.inbox_key(reader_id)
@@ -200,12 +200,12 @@ def inboxes_rebuild(reader_ids: Sequence[int]) -> dict[int, InboxRebuild]:
                 args: list[int | str] = [redis_keys.inbox_max_len()]
                 for note_id, score in entries[start : start + BUILD_CHUNK]:
                     args += (score, redis_keys.note_member(note_id))
-                add(keys=[copy, removed], args=args, client=pipe)
+                queue_script(pipe, lua(BUILD_ADD_LUA), [copy, removed], args)
             # A deactivated or deleted reader: the copy stays empty and no synced marker is set.
             until = synced_until(seen[reader_id]) if reader_id in seen else None
             expiry = int(until.timestamp()) if until is not None else 0
             keys = [inbox, copy, locks[reader_id].key, removed, redis_keys.inbox_synced_key(reader_id)]
-            swap(keys=keys, args=[locks[reader_id].token, expiry], client=pipe)
+            queue_script(pipe, lua(SWAP_INBOX_LUA), keys, [locks[reader_id].token, expiry])
             order.append(reader_id)
             results[reader_id] = InboxRebuild(entries=len(entries), synced=until is not None)
         swapped = pipe.execute()[-len(order) :] if order else []
@@ -214,7 +214,7 @@ def inboxes_rebuild(reader_ids: Sequence[int]) -> dict[int, InboxRebuild]:
             raise RedisLockLost(f"the build lock of the inboxes of {lost[:5]} expired during their rebuild")
         return results
     finally:
-        pipe = client.pipeline(transaction=False)
+        pipe = pipeline(client)
         for reader_id in ids:
             pipe.delete(redis_keys.inbox_rebuilding_key(reader_id))
         for reader_id in held:
@@ -231,7 +231,7 @@ def inbox_rebuild(*, user_id: int) -> InboxRebuild:
     return inboxes_rebuild([user_id])[user_id]
 
 
-def _queue_replace(pipe: redis.client.Pipeline, key: str, entries: list[Entry]) -> None:
+def _queue_replace(pipe: Pipe, key: str, entries: list[Entry]) -> None:
     tmp = redis_keys.rebuild_tmp_key(key)
     pipe.delete(tmp)
     if entries:
@@ -242,7 +242,8 @@ def _queue_replace(pipe: redis.client.Pipeline, key: str, entries: list[Entry]) 
 
 
 def _replace(client: redis.Redis, key: str, entries: list[Entry]) -> None:
-    pipe = client.pipeline(transaction=True)  # one slot: tmp and key share the hash tag
+    # MULTI on the server of the key's slot: tmp and key share the hash tag.
+    pipe = node_client(client, key).pipeline(transaction=True)
     _queue_replace(pipe, key, entries)
     pipe.execute()
 
@@ -268,7 +269,7 @@ def pull_authors_rebuild() -> set[int]:
         .values_list("followee_id", flat=True)
     )
     key = redis_keys.pull_authors_key()
-    pipe = client.pipeline(transaction=True)
+    pipe = node_client(client, key).pipeline(transaction=True)
     tmp = redis_keys.rebuild_tmp_key(key)
     pipe.delete(tmp)
     if authors:
@@ -277,6 +278,7 @@ def pull_authors_rebuild() -> set[int]:
     else:
         pipe.unlink(key)
     pipe.execute()
+    forget_pull_authors()
     return authors
 
 
@@ -294,7 +296,7 @@ def _outboxes_range(client: redis.Redis, low: int, high: int) -> int:
     for author_id, note_id, at in ranked:
         by_author[author_id].append((note_id, to_ms(at)))
     user_ids = list(User.objects.filter(pk__gt=low, pk__lte=high).values_list("pk", flat=True))
-    pipe = client.pipeline(transaction=False)
+    pipe = pipeline(client)
     for user_id in user_ids:
         _queue_replace(pipe, redis_keys.outbox_key(user_id), by_author.get(user_id, []))
     pipe.execute()
@@ -346,7 +348,7 @@ def rebuild_all_outboxes(
             on_progress(high - low)
         low = high
     late = visible_notes().filter(created_at__gte=started - REBUILD_OVERLAP, author_id__gt=start_after)
-    pipe = client.pipeline(transaction=False)
+    pipe = pipeline(client)
     for author_id, note_id, at in late.values_list("author_id", "id", "created_at"):
         queue_add(pipe, redis_keys.outbox_key(author_id), [(note_id, to_ms(at))])
     pipe.execute()

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 import redis
 from django.utils import timezone
 
+from core.cluster import pipeline
 from core.parsing import id_or_none
 from core.redis import REDIS_ERRORS, get_redis
 from users.models import User
@@ -70,7 +71,7 @@ class InboxReport:
 def redis_inboxes(client: redis.Redis, reader_ids: Sequence[int]) -> dict[int, dict[bytes, float] | None]:
     """Each reader's inbox as Redis holds it, or None when it is not maintained (not synced, or
     being rebuilt right now): one pipeline for the batch."""
-    pipe = client.pipeline(transaction=False)
+    pipe = pipeline(client)
     for reader_id in reader_ids:
         pipe.exists(redis_keys.inbox_synced_key(reader_id))
         pipe.exists(redis_keys.inbox_build_key(reader_id))

@@ -10,19 +10,22 @@ give the same notes in the same order (``feed.timeline``).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 
+from core.cluster import pipeline, refresh
 from core.paging import Cursor
 from core.redis import (
     REDIS_ERRORS,
+    breaker_node,
     get_redis,
-    intersect_sets,
     mirror_ready,
     redis_available,
     redis_failed,
+    redis_succeeded,
 )
 from social import redis_keys as social_keys
 from social.selectors import active_follows
@@ -75,6 +78,34 @@ class ScrollPage:
     catching_up: bool = False
 
 
+# How long (seconds) one process trusts its copy of the pull set: every feed
+# page needs it, and on a cluster one key read by every request would put
+# all the traffic on one node. A newly pulled author's notes can thus reach
+# a reader's page this much later.
+PULL_AUTHORS_TTL_SECONDS = 5.0
+_pull_authors_seen: dict[str, tuple[float, frozenset[int]]] = {}
+
+
+def pull_authors_cached(client: redis.Redis) -> frozenset[int]:
+    """The pull set (author ids), read at most once per ``PULL_AUTHORS_TTL_SECONDS`` per process.
+
+    :raises: Redis errors (REDIS_ERRORS) when it has to be read and cannot be.
+    """
+    key = redis_keys.pull_authors_key()
+    now = time.monotonic()
+    seen = _pull_authors_seen.get(key)
+    if seen is not None and seen[0] > now:
+        return seen[1]
+    authors = frozenset(int(member) for member in client.smembers(key))
+    _pull_authors_seen[key] = (now + PULL_AUTHORS_TTL_SECONDS, authors)
+    return authors
+
+
+def forget_pull_authors() -> None:
+    """Drop the cached pull set (after it changed here, and in tests)."""
+    _pull_authors_seen.clear()
+
+
 def _database_feed(user_id: int) -> Feed:
     followees = active_follows().filter(follower_id=user_id).values("followee_id")
     return Feed(reader_id=user_id, followees=followees, keys=[])
@@ -82,9 +113,9 @@ def _database_feed(user_id: int) -> Feed:
 
 def _redis_feed(client: redis.Redis, user_id: int) -> tuple[Feed | None, bool]:
     """The Redis feed of ``user_id`` and whether it is catching up; None when Redis can't serve it."""
-    if not mirror_ready(client):
+    if not mirror_ready(client, [redis_keys.inbox_key(user_id)]):
         return None, False
-    pipe = client.pipeline(transaction=False)
+    pipe = pipeline(client)
     pipe.exists(redis_keys.inbox_synced_key(user_id))
     pipe.exists(redis_keys.inbox_rebuilding_key(user_id))
     pipe.smembers(social_keys.following_set_key(user_id))
@@ -92,8 +123,8 @@ def _redis_feed(client: redis.Redis, user_id: int) -> tuple[Feed | None, bool]:
     if not synced or rebuilding:
         return None, True
     followees = {int(member) for member in following}
-    pulled = intersect_sets(client, [social_keys.following_set_key(user_id), redis_keys.pull_authors_key()])
-    keys = [redis_keys.inbox_key(user_id)] + [redis_keys.outbox_key(int(author)) for author in sorted(pulled, key=int)]
+    pulled = followees & pull_authors_cached(client)
+    keys = [redis_keys.inbox_key(user_id)] + [redis_keys.outbox_key(author) for author in sorted(pulled)]
     return Feed(reader_id=user_id, followees=followees, keys=keys, client=client), False
 
 
@@ -101,13 +132,20 @@ def _with_feed(user_id: int, read: Any, *, database_only: bool = False) -> tuple
     """Run ``read(feed)`` on the Redis feed, or on the database feed when Redis can't serve it
     (or ``database_only``)."""
     catching_up = False
-    if not database_only and redis_available():
+    # On a cluster, the breaker of the master holding the reader's inbox.
+    node = breaker_node(redis_keys.inbox_key(user_id))
+    client: redis.Redis | None = None
+    if not database_only and redis_available(node):
         try:
-            feed, catching_up = _redis_feed(get_redis(), user_id)
+            client = get_redis()
+            feed, catching_up = _redis_feed(client, user_id)
             if feed is not None:
-                return read(feed), False, "redis"
+                answer = read(feed)
+                redis_succeeded(node)
+                return answer, False, "redis"
         except REDIS_ERRORS as exc:
-            redis_failed(exc)
+            refresh(client)
+            redis_failed(exc, node)
     return read(_database_feed(user_id)), catching_up, "database"
 
 
@@ -171,7 +209,7 @@ def inbox_state(*, user_id: int) -> InboxState:
 
     :raises: Redis errors (REDIS_ERRORS) propagate.
     """
-    pipe = get_redis().pipeline(transaction=False)
+    pipe = pipeline(get_redis())
     pipe.exists(redis_keys.inbox_synced_key(user_id))
     pipe.exists(redis_keys.inbox_rebuilding_key(user_id))
     synced, rebuilding = pipe.execute()

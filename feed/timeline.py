@@ -38,6 +38,8 @@ from typing import Any
 import redis
 from django.db.models import Q, QuerySet
 
+from core.cluster import pipeline
+
 from . import redis_keys
 from .models import Note, from_ms
 
@@ -100,7 +102,7 @@ def redis_window(client: redis.Redis, keys: Sequence[str], after: Position | Non
     being complete: above the horizon, and at or above the highest score at
     which a key's read was cut.
     """
-    pipe = client.pipeline(transaction=False)
+    pipe = pipeline(client)
     for key in keys:
         pipe.zrange(key, 0, 0, withscores=True)
         if after is None:
@@ -129,7 +131,7 @@ def redis_window(client: redis.Redis, keys: Sequence[str], after: Position | Non
             cuts[key] = read[-1][1]
         per_key[key] = items
     if cuts:
-        pipe = client.pipeline(transaction=False)
+        pipe = pipeline(client)
         for key, cut in cuts.items():
             pipe.zrangebyscore(key, cut, cut, withscores=True)
         for (key, cut), run in zip(cuts.items(), pipe.execute()):
@@ -238,7 +240,7 @@ class Page:
 def _remove_stale(client: redis.Redis, stale: list[Candidate]) -> int:
     if not stale:
         return 0
-    pipe = client.pipeline(transaction=False)
+    pipe = pipeline(client)
     for candidate in stale:
         for key in candidate.keys:
             pipe.zrem(key, redis_keys.note_member(candidate.note_id))
@@ -294,7 +296,7 @@ def visible_run(feed: Feed, score: int) -> list[int]:
     """
     if feed.client is None or not feed.keys:
         return database_run(feed.followees, score)
-    pipe = feed.client.pipeline(transaction=False)
+    pipe = pipeline(feed.client)
     for key in feed.keys:
         pipe.zrange(key, 0, 0, withscores=True)
         pipe.zrangebyscore(key, score, score)

@@ -19,9 +19,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import redis
 from django.db.models import Q
 
+from core.cluster import Pipe, pipeline
 from core.errors import EntryNotApplied
 from core.redis import REDIS_ERRORS, get_redis, redis_failed
 
@@ -50,7 +50,7 @@ class LayoutObservation:
 
 
 def queue_pair_write(
-    pipe: redis.client.Pipeline, *, follower_id: int, followee_id: int, score: int | None, layout_now: bytes, scrub: bool = False
+    pipe: Pipe, *, follower_id: int, followee_id: int, score: int | None, layout_now: bytes, scrub: bool = False
 ) -> None:
     """Queue on ``pipe`` the commands that make Redis show the pair as ``score``.
 
@@ -133,7 +133,7 @@ def mirror_apply_pairs(pairs: Iterable[Pair]) -> dict[int, LayoutObservation]:
     for _ in range(MAX_VERIFY_ROUNDS):
         followees = list(dict.fromkeys(followee for _, followee in todo))
         layouts = followers_layouts(client, followees)
-        pipe = client.pipeline(transaction=False)
+        pipe = pipeline(client)
         for follower_id, followee_id in todo:
             queue_pair_write(
                 pipe,

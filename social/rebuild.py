@@ -28,14 +28,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import redis
-from django.conf import settings
 from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
-from redis.commands.core import Script
 
-from core import redis_keys as core_keys
+from core.cluster import Pipe, is_cluster, lua, pipeline, queue_script
 from core.models import OutboxEntry
-from core.redis import get_redis
+from core.redis import get_redis, write_sentinels
 from users.models import User
 
 from . import layout, redis_keys
@@ -44,7 +42,6 @@ from .mirror import mirror_apply_pairs, mirror_apply_user
 from .models import OUTBOX_PAIR, OUTBOX_USER
 
 logger = logging.getLogger(__name__)
-Pipeline = redis.client.Pipeline
 
 # Members per SADD/ZADD command when building a key.
 ADD_CHUNK = 5000
@@ -75,7 +72,6 @@ for _, side in ipairs(sides) do
 end
 return 1
 """
-_small_user_script: Script | None = None
 
 
 @dataclass
@@ -100,18 +96,14 @@ redis.call('UNLINK', KEYS[1])
 redis.call('RENAME', KEYS[2], KEYS[1])
 return 1
 """
-_swap_script: Script | None = None
 
 
-def _queue_swap(pipe: Pipeline, tmp: str, key: str) -> None:
+def _queue_swap(pipe: Pipe, tmp: str, key: str) -> None:
     """Queue an atomic, non-blocking replace of ``key`` by ``tmp`` (``SWAP_LUA``)."""
-    global _swap_script
-    if _swap_script is None:
-        _swap_script = pipe.register_script(SWAP_LUA)
-    _swap_script(keys=[key, tmp], client=pipe)
+    queue_script(pipe, lua(SWAP_LUA), [key, tmp], [])
 
 
-def _queue_set(pipe: Pipeline, key: str, members: list[int]) -> None:
+def _queue_set(pipe: Pipe, key: str, members: list[int]) -> None:
     tmp = _tmp(key)
     pipe.unlink(tmp)  # a leftover of an interrupted run may be big
     if not members:
@@ -122,7 +114,7 @@ def _queue_set(pipe: Pipeline, key: str, members: list[int]) -> None:
     _queue_swap(pipe, tmp, key)
 
 
-def _queue_zset(pipe: Pipeline, key: str, scored: list[tuple[int, int]]) -> None:
+def _queue_zset(pipe: Pipe, key: str, scored: list[tuple[int, int]]) -> None:
     tmp = _tmp(key)
     pipe.unlink(tmp)
     if not scored:
@@ -134,7 +126,7 @@ def _queue_zset(pipe: Pipeline, key: str, scored: list[tuple[int, int]]) -> None
 
 
 def _queue_small_user(
-    pipe: Pipeline, user_id: int, following: list[tuple[int, int]], followers: list[tuple[int, int]]
+    pipe: Pipe, user_id: int, following: list[tuple[int, int]], followers: list[tuple[int, int]]
 ) -> None:
     """Queue the replacement of a small single-layout account's four keys in one atomic step.
 
@@ -145,7 +137,6 @@ def _queue_small_user(
     as the data it carries). Every key shares the account's hash tag, so
     the step is one slot on Redis Cluster too.
     """
-    global _small_user_script
     keys = [
         redis_keys.following_set_key(user_id),
         redis_keys.following_zset_key(user_id),
@@ -156,18 +147,16 @@ def _queue_small_user(
     if not following and not followers:
         pipe.unlink(*stale)
         return
-    if _small_user_script is None:
-        _small_user_script = pipe.register_script(SMALL_USER_LUA)
     args: list[int] = [len(following)]
     for member, score in following:
         args += (score, member)
     for member, score in followers:
         args += (score, member)
-    _small_user_script(keys=stale, args=args, client=pipe)
+    queue_script(pipe, lua(SMALL_USER_LUA), stale, args)
 
 
 def queue_user_keys(
-    pipe: Pipeline,
+    pipe: Pipe,
     user_id: int,
     following: list[tuple[int, int]],
     followers: list[tuple[int, int]],
@@ -221,16 +210,16 @@ def _write_users(
     followers: dict[int, list[tuple[int, int]]],
 ) -> None:
     """Replace the keys of ``user_ids`` with these edges (one layout read, one write pipeline)."""
-    if settings.REDIS_CLUSTER:
+    if is_cluster(client):
         # The markers of different accounts are on different slots.
-        marker_pipe = client.pipeline(transaction=False)
+        marker_pipe = pipeline(client)
         for user_id in user_ids:
             marker_pipe.get(redis_keys.followers_layout_key(user_id))
         markers = marker_pipe.execute()
     else:
         # One MGET instead of a GET per account.
         markers = client.mget([redis_keys.followers_layout_key(user_id) for user_id in user_ids]) if user_ids else []
-    pipe = client.pipeline(transaction=False)
+    pipe = pipeline(client)
     for user_id, marker in zip(user_ids, markers):
         queue_user_keys(
             pipe,
@@ -312,7 +301,7 @@ def rebuild_user(user_id: int, *, chunk: int = ADD_CHUNK) -> int:
     followers = [(a, score) for a, _, score in active_edges_in_range("followee_id", user_id - 1, user_id)]
     _write_users(client, [user_id], {user_id: following}, {user_id: followers})
     for start in range(0, len(followers), chunk):
-        pipe = client.pipeline(transaction=False)
+        pipe = pipeline(client)
         for follower_id, score in followers[start : start + chunk]:
             pipe.sadd(redis_keys.following_set_key(follower_id), str(user_id))
             pipe.zadd(redis_keys.following_zset_key(follower_id), {str(user_id): score})
@@ -366,5 +355,5 @@ def rebuild_all(
     changed_users = OutboxEntry.objects.filter(Q(applied_at__isnull=True) | Q(applied_at__gte=started_at), kind=OUTBOX_USER)
     for user_id in sorted(set(changed_users.values_list("subject_id", flat=True))):
         mirror_apply_user(user_id)
-    client.set(core_keys.sentinel_key(), int(timezone.now().timestamp() * 1000))
+    write_sentinels(client, int(timezone.now().timestamp() * 1000))
     return stats

@@ -48,6 +48,7 @@ from django.db import connection
 from django.db.models import Max
 from django.utils import timezone
 
+from core.cluster import pipeline
 from core.parsing import id_or_none
 from core.redis import REDIS_ERRORS, get_redis
 from users.models import User
@@ -226,7 +227,7 @@ def read_cardinalities(client: redis.Redis, user_ids: Sequence[int]) -> dict[tup
         for user_id in user_ids
         for direction in (FOLLOWING, FOLLOWERS)
     }
-    pipe = client.pipeline(transaction=False)
+    pipe = pipeline(client)
     for side in sides.values():
         for set_key, zset_key in side.keys:
             pipe.scard(set_key)
@@ -244,7 +245,7 @@ def read_cardinalities(client: redis.Redis, user_ids: Sequence[int]) -> dict[tup
 def read_zsets(client: redis.Redis, sides: Iterable[RedisSide]) -> None:
     """Fill ``zset`` and ``digest`` of each side, reading every zset in ``SLICE``-member slices."""
     wanted = list(sides)
-    pipe = client.pipeline(transaction=False)
+    pipe = pipeline(client)
     plan: list[RedisSide] = []
     for side in wanted:
         side.zset = {}
@@ -274,7 +275,7 @@ def read_sets(client: redis.Redis, sides: Sequence[RedisSide]) -> list[set[bytes
     """Members of each side's sets: SMEMBERS in one pipeline for small sides, SSCAN in ``SLICE``
     steps for big ones. :returns: one set per side, in order."""
     found: list[set[bytes]] = [set() for _ in sides]
-    pipe = client.pipeline(transaction=False)
+    pipe = pipeline(client)
     plan: list[int] = []
     for index, side in enumerate(sides):
         for set_key, _ in side.keys:
@@ -406,7 +407,7 @@ def reconcile_users(
 def repair_report(client: redis.Redis, report: ReconcileReport) -> None:
     """Apply the drifted pairs from the database and drop non-id members; clears both lists."""
     if report.garbage:
-        pipe = client.pipeline(transaction=False)
+        pipe = pipeline(client)
         for command, key, member in report.garbage:
             if command == "srem":
                 pipe.srem(key, member)

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db.models import Count, QuerySet
 
+from core.cluster import pipeline
 from core.paging import Cursor, Item, db_page, redis_page
 from core.redis import REDIS_ERRORS, intersect_sets, redis_or_database
 from users.models import User
@@ -38,7 +39,7 @@ def followers_layouts(client: redis.Redis, user_ids: Iterable[int]) -> dict[int,
     ids = list(dict.fromkeys(int(u) for u in user_ids))
     if not ids:
         return {}
-    pipe = client.pipeline(transaction=False)
+    pipe = pipeline(client)
     for user_id in ids:
         pipe.get(redis_keys.followers_layout_key(user_id))
     return {user_id: layout.marker_layout(value) for user_id, value in zip(ids, pipe.execute())}
@@ -57,6 +58,7 @@ def is_following(*, follower_id: int, followee_id: int) -> bool:
     return redis_or_database(
         lambda client: bool(client.sismember(redis_keys.following_set_key(follower_id), str(followee_id))),
         lambda: active_follows().filter(follower_id=follower_id, followee_id=followee_id).exists(),
+        keys=[redis_keys.following_set_key(follower_id)],
     )
 
 
@@ -77,7 +79,7 @@ def relationship(*, viewer_id: int, user_id: int) -> Relationship:
     """Both directions between ``viewer_id`` and ``user_id`` in one round trip."""
 
     def from_redis(client: redis.Redis) -> Relationship:
-        pipe = client.pipeline(transaction=False)
+        pipe = pipeline(client)
         pipe.sismember(redis_keys.following_set_key(viewer_id), str(user_id))
         pipe.sismember(redis_keys.following_set_key(user_id), str(viewer_id))
         forward, backward = pipe.execute()
@@ -91,7 +93,7 @@ def relationship(*, viewer_id: int, user_id: int) -> Relationship:
         )
         return Relationship(is_following=(viewer_id, user_id) in pairs, follows_you=(user_id, viewer_id) in pairs)
 
-    return redis_or_database(from_redis, from_database)
+    return redis_or_database(from_redis, from_database, keys=[redis_keys.following_set_key(viewer_id), redis_keys.following_set_key(user_id)])
 
 
 # --- counts ---------------------------------------------------------------
@@ -113,14 +115,14 @@ def follow_counts(*, user_id: int) -> Counts:
     """
 
     def from_redis(client: redis.Redis) -> Counts:
-        pipe = client.pipeline(transaction=False)
+        pipe = pipeline(client)
         pipe.get(redis_keys.followers_layout_key(user_id))
         pipe.scard(redis_keys.followers_set_key(user_id))
         pipe.scard(redis_keys.following_set_key(user_id))
         marker, followers, following = pipe.execute()
         live = layout.marker_layout(marker)
         if layout.reads_shards(live):
-            pipe = client.pipeline(transaction=False)
+            pipe = pipeline(client)
             for set_key, _ in layout.read_keys(user_id, live):
                 pipe.scard(set_key)
             followers = sum(int(n) for n in pipe.execute())
@@ -132,7 +134,7 @@ def follow_counts(*, user_id: int) -> Counts:
             following=active_follows().filter(follower_id=user_id).count(),
         )
 
-    return redis_or_database(from_redis, from_database)
+    return redis_or_database(from_redis, from_database, keys=[redis_keys.followers_set_key(user_id)])
 
 
 # --- lists ----------------------------------------------------------------
@@ -175,7 +177,7 @@ def followers_items(*, user_id: int, cursor: Cursor | None, limit: int) -> list[
             # The first page in one round trip: the layout marker and the
             # single key's top together (a sharded account, rare, costs a
             # second trip).
-            pipe = client.pipeline(transaction=False)
+            pipe = pipeline(client)
             pipe.get(redis_keys.followers_layout_key(user_id))
             pipe.zrevrange(redis_keys.followers_zset_key(user_id), 0, limit - 1, withscores=True)
             marker, rows = pipe.execute()
@@ -189,7 +191,7 @@ def followers_items(*, user_id: int, cursor: Cursor | None, limit: int) -> list[
         rows = active_follows().filter(followee_id=user_id)
         return db_page(rows, member_field="follower_id", cursor=cursor, limit=limit)
 
-    return redis_or_database(from_redis, from_database)
+    return redis_or_database(from_redis, from_database, keys=[redis_keys.followers_zset_key(user_id)])
 
 
 def followers_page(*, user_id: int, cursor: Cursor | None, limit: int) -> FollowPage:
@@ -207,7 +209,7 @@ def following_page(*, user_id: int, cursor: Cursor | None, limit: int) -> Follow
         rows = active_follows().filter(follower_id=user_id)
         return db_page(rows, member_field="followee_id", cursor=cursor, limit=limit + 1)
 
-    return _page(redis_or_database(from_redis, from_database), limit)
+    return _page(redis_or_database(from_redis, from_database, keys=[redis_keys.following_zset_key(user_id)]), limit)
 
 
 # --- intersections --------------------------------------------------------
@@ -245,7 +247,7 @@ def _followers_among(client: redis.Redis, user_id: int, candidates: set[int]) ->
         else:
             key = layout.single_keys(user_id)[0]
         by_key.setdefault(key, []).append(candidate)
-    pipe = client.pipeline(transaction=False)
+    pipe = pipeline(client)
     for key, members in by_key.items():
         pipe.smismember(key, [str(member) for member in members])
     found: set[int] = set()
@@ -276,7 +278,7 @@ def common_following_ids(*, user_id: int, other_id: int) -> set[int]:
         mine = active_follows().filter(follower_id=user_id).values_list("followee_id", flat=True)
         return set(active_follows().filter(follower_id=other_id, followee_id__in=mine).values_list("followee_id", flat=True))
 
-    return redis_or_database(from_redis, from_database)
+    return redis_or_database(from_redis, from_database, keys=[redis_keys.following_set_key(user_id), redis_keys.following_set_key(other_id)])
 
 
 def common_following(*, user_id: int, other_id: int, limit: int = 12) -> UserSample:
@@ -294,7 +296,11 @@ def familiar_followers(*, viewer_id: int, user_id: int, limit: int = 3) -> UserS
         mine = active_follows().filter(follower_id=viewer_id).values_list("followee_id", flat=True)
         return set(active_follows().filter(followee_id=user_id, follower_id__in=mine).values_list("follower_id", flat=True))
 
-    found = redis_or_database(lambda client: _followed_followers(client, user_id=viewer_id, follower_of=user_id), from_database)
+    found = redis_or_database(
+        lambda client: _followed_followers(client, user_id=viewer_id, follower_of=user_id),
+        from_database,
+        keys=[redis_keys.following_set_key(viewer_id), redis_keys.followers_set_key(user_id)],
+    )
     return _sample(found, limit, exclude=(viewer_id, user_id))
 
 
@@ -305,7 +311,11 @@ def mutual_follows(*, user_id: int, limit: int = 12) -> UserSample:
         followed = active_follows().filter(follower_id=user_id).values_list("followee_id", flat=True)
         return set(active_follows().filter(followee_id=user_id, follower_id__in=followed).values_list("follower_id", flat=True))
 
-    found = redis_or_database(lambda client: _followed_followers(client, user_id=user_id, follower_of=user_id), from_database)
+    found = redis_or_database(
+        lambda client: _followed_followers(client, user_id=user_id, follower_of=user_id),
+        from_database,
+        keys=[redis_keys.following_set_key(user_id)],
+    )
     return _sample(found, limit, exclude=(user_id,))
 
 

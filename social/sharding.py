@@ -47,6 +47,7 @@ from typing import Any
 
 import redis
 
+from core.cluster import pipeline
 from core.redis import RedisLock, RedisLockLost, get_redis
 
 from . import layout, redis_keys
@@ -106,7 +107,7 @@ class MigrationResult:
 def followers_layout_state(client: redis.Redis, user_id: int) -> LayoutObservation:
     """The follower count and layout marker of ``user_id`` as readers see them (two round trips)."""
     live = layout.marker_layout(client.get(redis_keys.followers_layout_key(user_id)))
-    pipe = client.pipeline(transaction=False)
+    pipe = pipeline(client)
     for set_key, _ in layout.read_keys(user_id, live):
         pipe.scard(set_key)
     return LayoutObservation(count=sum(int(n) for n in pipe.execute()), layout=live)
@@ -161,7 +162,7 @@ def _copy(
             for member, score in items:
                 groups[place(member)].append((member, score))
             lock.renew()
-            pipe = client.pipeline(transaction=False)
+            pipe = pipeline(client)
             for (set_key, dest_zset), rows in groups.items():
                 pipe.zadd(dest_zset, {str(member): score for member, score in rows})
                 pipe.sadd(set_key, *[str(member) for member, _ in rows])
@@ -193,7 +194,7 @@ def _differences(
                     for member, score in items:
                         groups[other(member)].append((member, score))
                     lock.renew()
-                    pipe = client.pipeline(transaction=False)
+                    pipe = pipeline(client)
                     plan = list(groups.items())
                     for (other_set, other_zset), rows in plan:
                         members = [str(member) for member, _ in rows]
@@ -213,7 +214,7 @@ def _members_agree(
     client: redis.Redis, members: list[int], old: Callable[[int], KeyPair], new: Callable[[int], KeyPair]
 ) -> set[int]:
     """Of ``members``, those that still differ between the layouts (a targeted re-check)."""
-    pipe = client.pipeline(transaction=False)
+    pipe = pipeline(client)
     for member in members:
         for place in (old, new):
             set_key, zset_key = place(member)

@@ -3,6 +3,9 @@
 Every test gets its own REDIS_KEY_PREFIX (``redis_isolated``, autouse), so
 tests never see each other's keys, and the prefix's keys are unlinked
 afterwards. The mirror's sentinel key is set so reads use Redis.
+
+``--redis-cluster`` runs the session against a private 6-node Redis Cluster
+(``tests.cluster``) instead of the Redis of the test settings.
 """
 
 from __future__ import annotations
@@ -13,11 +16,41 @@ from typing import Any
 
 import factory
 import pytest
+from django.test import override_settings
 
-from core import redis_keys as core_keys
+from core.cluster import cluster_nodes
 from core.outbox import now_ms
-from core.redis import forget_sentinel, get_redis, redis_reset_breaker
+from core.redis import forget_sentinel, get_redis, redis_reset_breaker, write_sentinels
+from tests.cluster import RedisClusterNodes
 from users.models import User
+
+
+def pytest_addoption(parser: Any) -> None:
+    parser.addoption("--redis-cluster", action="store_true", help="run against a private 6-node Redis Cluster")
+
+
+def cluster_caches(base: dict[str, Any], url: str) -> dict[str, Any]:
+    """``base`` (the CACHES setting) with the default cache on the cluster at ``url``."""
+    options = {**base["default"]["OPTIONS"], "CONNECTION_FACTORY": "core.cluster.ClusterConnectionFactory", "CLUSTER_NODES": cluster_nodes(url)}
+    return {**base, "default": {**base["default"], "LOCATION": url.split(",")[0], "OPTIONS": options}}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def redis_backend(request: Any) -> Iterator[RedisClusterNodes | None]:
+    """With ``--redis-cluster``: a private cluster for the whole session, which the settings point
+    at (Celery workers started by tests get its URL through ``REDIS_URL``)."""
+    if not request.config.getoption("--redis-cluster"):
+        yield None
+        return
+    from django.conf import settings
+
+    nodes = RedisClusterNodes()
+    nodes.start()
+    try:
+        with override_settings(CACHES=cluster_caches(settings.CACHES, nodes.url), REDIS_URL=nodes.url, REDIS_CLUSTER=True):
+            yield nodes
+    finally:
+        nodes.stop()
 
 
 class UserFactory(factory.django.DjangoModelFactory):  # type: ignore[misc]
@@ -55,7 +88,7 @@ def redis_isolated(settings: Any) -> Iterator[str]:
     redis_reset_breaker()
     forget_sentinel()
     client = get_redis()
-    client.set(core_keys.sentinel_key(), now_ms())
+    write_sentinels(client, now_ms())
     yield prefix
     redis_reset_breaker()
     forget_sentinel()

@@ -108,13 +108,18 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Redis ----------------------------------------------------------------
 # Empty REDIS_URL means the embedded Valkey server on a Unix socket in
 # FOLLOWFEED_VAR_DIR, started on demand (core.embedded).
+# Redis Cluster: REDIS_URL=redis+cluster://host:port[,host:port...] or
+# REDIS_CLUSTER_NODES=host:port,host:port (seed nodes; the rest is
+# discovered). The cache then hands out redis-py's RedisCluster (core.cluster).
 REDIS_URL = env("REDIS_URL", default="")
+_cluster_nodes = env("REDIS_CLUSTER_NODES", default="")
+if _cluster_nodes:
+    REDIS_URL = "redis+cluster://" + _cluster_nodes
+REDIS_CLUSTER = REDIS_URL.startswith("redis+cluster://")
 REDIS_EMBEDDED = not REDIS_URL
 if REDIS_EMBEDDED:
     REDIS_URL = f"unix://{FOLLOWFEED_VAR_DIR / 'valkey.sock'}?db=0"
 REDIS_KEY_PREFIX = env("REDIS_KEY_PREFIX", default="ff:")
-# On Redis Cluster, commands spanning two users run client-side.
-REDIS_CLUSTER = env.bool("REDIS_CLUSTER", default=False)
 # Short timeouts: a page must fall back to the database instead of waiting
 # on a dead Redis (seconds).
 REDIS_SOCKET_CONNECT_TIMEOUT = env.float("REDIS_SOCKET_CONNECT_TIMEOUT", default=0.25)
@@ -128,10 +133,18 @@ _redis_options: dict[str, object] = {
     "SOCKET_CONNECT_TIMEOUT": REDIS_SOCKET_CONNECT_TIMEOUT,
     "SOCKET_TIMEOUT": REDIS_SOCKET_TIMEOUT,
 }
+_redis_location = REDIS_URL
+if REDIS_CLUSTER:
+    from core.cluster import cluster_nodes
+
+    # django-redis reads commas in LOCATION as replicas: the nodes go in OPTIONS.
+    _redis_options["CONNECTION_FACTORY"] = "core.cluster.ClusterConnectionFactory"
+    _redis_options["CLUSTER_NODES"] = cluster_nodes(REDIS_URL)
+    _redis_location = REDIS_URL.split(",")[0]
 CACHES = {
     "default": {
         "BACKEND": "django_redis.cache.RedisCache",
-        "LOCATION": REDIS_URL,
+        "LOCATION": _redis_location,
         "KEY_PREFIX": REDIS_KEY_PREFIX + "cache",
         "OPTIONS": _redis_options,
     },

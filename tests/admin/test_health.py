@@ -193,5 +193,5 @@ class TestFeedAndRestartFigures:
         health = response.context["health"]
         assert health.sections["inbox_reconcile"].state == "finished"
         assert ("readers_checked", 1) in health.sections["inbox_reconcile"].figures
-        assert health.watch.seen is True and health.watch.rollbacks == 0
+        assert [(watch.seen, watch.rollbacks) for watch in health.watches] == [(True, 0)]
         assert b"Inbox reconcile" in response.content and b"Redis restarts" in response.content

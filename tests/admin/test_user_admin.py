@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 
-from core import redis_keys as core_keys
 from core.models import OutboxEntry
 from social import redis_keys, selectors
 from social.models import OUTBOX_USER, Follow
@@ -289,12 +288,11 @@ class TestDeactivationAtOnce:
     def test_the_database_fallback_hides_a_deactivated_account_too(
         self, quartet: Any, superuser_client: Any, redis_client: Any, monkeypatch: Any, django_capture_on_commit_callbacks: Any
     ) -> None:
-        from core.redis import forget_sentinel
+        from core.redis import delete_sentinels
 
         with django_capture_on_commit_callbacks(execute=False):  # the mirror is never told
             superuser_client.post(f"/admin/users/user/{quartet['D'].pk}/mirror/deactivate/")
-        redis_client.unlink(core_keys.sentinel_key())  # reads go to the database
-        forget_sentinel()
+        delete_sentinels(redis_client)  # reads go to the database
 
         a, x = quartet["A"], quartet["X"]
         listed = following_ids(a)

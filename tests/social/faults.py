@@ -120,8 +120,11 @@ def _pings(client: redis.Redis) -> bool:
 
 def point_at(settings_fixture: Any, server: RedisServer) -> None:
     """Make the application use ``server`` (see the module docstring)."""
-    caches = {**settings_fixture.CACHES, "default": {**settings_fixture.CACHES["default"], "LOCATION": server.url}}
-    settings_fixture.CACHES = caches
+    default = settings_fixture.CACHES["default"]
+    # A single server, also during a --redis-cluster session.
+    options = {name: value for name, value in default["OPTIONS"].items() if name not in ("CONNECTION_FACTORY", "CLUSTER_NODES")}
+    settings_fixture.CACHES = {**settings_fixture.CACHES, "default": {**default, "LOCATION": server.url, "OPTIONS": options}}
+    settings_fixture.REDIS_CLUSTER = False
 
 
 class CeleryWorker:
@@ -170,6 +173,32 @@ class CeleryWorker:
     def stop(self) -> None:
         """Stop for good (test teardown)."""
         self.kill()
+
+
+def send_drain(queue: str, *, timeout: float = 30.0) -> None:
+    """Send one ``core.tasks.outbox_drain`` to ``queue``, as beat does every period.
+
+    Beat sends again next period when the broker refuses a message; a test
+    that needs this one drain retries the same way, on a fresh connection,
+    for up to ``timeout`` seconds.
+
+    Raises:
+        kombu.exceptions.OperationalError: the broker refused for ``timeout`` seconds.
+    """
+    from kombu.exceptions import OperationalError
+
+    from config.celery_app import app
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with app.connection_for_write() as connection:
+                app.send_task("core.tasks.outbox_drain", queue=queue, connection=connection)
+            return
+        except OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def purge_queue(queue: str) -> None:

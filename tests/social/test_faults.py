@@ -255,9 +255,8 @@ class TestManyWritersThroughFaults:
 
         from django.db import connections
 
-        from config.celery_app import app
         from social.reconcile import reconcile_all
-        from tests.social.faults import CeleryWorker, purge_queue, wait_until
+        from tests.social.faults import CeleryWorker, purge_queue, send_drain, wait_until
 
         settings.REDIS_CIRCUIT_OPEN_SECONDS = 0.5
         server = RedisServer()
@@ -277,7 +276,7 @@ class TestManyWritersThroughFaults:
             return graph.count(), graph.filter(applied_at__isnull=True).count()
 
         def drain() -> None:  # what beat sends every SOCIAL_OUTBOX_DRAIN_SECONDS
-            app.send_task("core.tasks.outbox_drain", queue=queue)
+            send_drain(queue)
 
         try:
             worker.start()

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from core import redis_keys as core_keys
+from core.redis import all_sentinel_keys
 from social import redis_keys, selectors, services
 from social.rebuild import rebuild_all
 from social.reconcile import reconcile_all
@@ -40,14 +40,15 @@ class TestKeyLayout:
         assert before == after_rebuild == after_reconcile == {y.pk, z.pk}
         assert report.pairs_repaired == 0
         keys = our_keys(redis_client, redis_isolated)
-        expected = {core_keys.sentinel_key()}
+        sentinels = set(all_sentinel_keys(redis_client))
+        expected = set(sentinels)
         for user in (a, b):
             expected |= {redis_keys.following_set_key(user.pk), redis_keys.following_zset_key(user.pk)}
         for user in (x, y, z, w):
             expected |= {redis_keys.followers_set_key(user.pk), redis_keys.followers_zset_key(user.pk)}
         assert keys == expected
         assert not [k for k in redis_client.scan_iter(match="*siteA*", count=1000) if b"follow" in k]
-        for key in keys - {core_keys.sentinel_key()}:
+        for key in keys - sentinels:
             members = (
                 redis_client.smembers(key) if redis_client.type(key) == b"set" else redis_client.zrange(key, 0, -1)
             )

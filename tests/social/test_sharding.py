@@ -237,7 +237,7 @@ class TestShardedPaging:
         rebuild_user(star.pk)
         from_redis = paged_followers(star.pk, limit=6)
 
-        monkeypatch.setattr("core.redis.redis_available", lambda: False)
+        monkeypatch.setattr("core.redis.redis_available", lambda node="": False)
         from_database = paged_followers(star.pk, limit=6)
 
         assert from_redis == from_database == database_followers(star.pk)
