@@ -14,13 +14,13 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 
-from .admin_tools import EstimatedCountPaginator
+from .admin_tools import CanonicalIdsAdmin, EstimatedCountPaginator
 from .health import mirror_health
 from .models import OutboxEntry
 
 
 @admin.register(OutboxEntry)
-class OutboxEntryAdmin(admin.ModelAdmin[OutboxEntry]):
+class OutboxEntryAdmin(CanonicalIdsAdmin, admin.ModelAdmin[OutboxEntry]):
     """Read-only view of the outbox, and the mirror health page."""
 
     list_display = ("id", "kind", "subject_id", "object_id", "created_at", "applied_at", "attempts", "last_error")

@@ -1,4 +1,4 @@
-"""Admin helpers for big tables: a paginator that never counts a whole table.
+"""Admin helpers: a paginator that never counts a whole table, and ids taken only in canonical form.
 
 Django's admin asks ``Paginator.count`` for every list page, which is a
 ``SELECT COUNT(*)`` over the (filtered) table: on InnoDB that walks a whole
@@ -19,12 +19,17 @@ which stops the second, unfiltered COUNT.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from django.contrib.admin import ModelAdmin, helpers
 from django.core.paginator import Paginator
 from django.db import connections
 from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
 from django.utils.functional import cached_property
+
+from .errors import InvalidInput
+from .parsing import id_or_none
 
 # Rows counted exactly before switching to an estimate or a lower bound.
 COUNT_CAP = 10_000
@@ -86,3 +91,30 @@ class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]  # any model
                 return estimate
         self.count_is_lower_bound = True
         return COUNT_CAP
+
+
+if TYPE_CHECKING:
+    _ModelAdmin = ModelAdmin[Any]
+else:
+    _ModelAdmin = object
+
+
+class CanonicalIdsAdmin(_ModelAdmin):
+    """A ``ModelAdmin`` mixin that takes ids only as ``core.parsing`` writes them.
+
+    Django's admin turns an id with ``int()``, which also reads "١٢", "𝟙𝟘"
+    and "011" as 12, 10 and 11; an action could then change a row nobody
+    selected. Here a change page with such an id is "no such object"
+    (Django's redirect and message) and an action with one selected is a
+    400 that changes nothing.
+    """
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
+        if from_field is None and id_or_none(object_id) is None:
+            return None
+        return super().get_object(request, object_id, from_field)
+
+    def response_action(self, request: HttpRequest, queryset: QuerySet[Any], *args: Any, **kwargs: Any) -> HttpResponse | None:
+        if any(id_or_none(value) is None for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)):
+            raise InvalidInput("The selected rows are not ids of rows; nothing was done.")
+        return super().response_action(request, queryset, *args, **kwargs)

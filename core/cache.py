@@ -4,19 +4,67 @@ The abuse limits (``core.limits``) count in a cache. Counted only in Redis,
 an outage would switch every limit off (or, failing closed, refuse every
 request); so the ``limits`` cache is this one: the Redis cache while the
 circuit breaker is closed, Django's database cache otherwise. Counts made
-during an outage live in the database until they expire.
+during an outage live in the database until they expire; when Redis goes
+down (or comes back) the counts start again in the other store, so a limit
+lets through at most twice its rate in the window of the switch.
+
+Django's database cache increments by a read and a write with the default
+timeout: not atomic, and the window's expiry is pushed back on every hit.
+``CountingDatabaseCache`` increments in one locked transaction and keeps
+the expiry the first hit set.
 """
 
 from __future__ import annotations
 
+import base64
+import pickle
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from django.core.cache import BaseCache, caches
+from django.core.cache.backends.db import DatabaseCache
+from django.db import connections, router, transaction
+from django.utils import timezone
 
 from .redis import REDIS_ERRORS, redis_available, redis_failed, redis_succeeded
 
 T = TypeVar("T")
+
+
+class CountingDatabaseCache(DatabaseCache):
+    """Django's database cache with an ``incr`` that counts exactly under concurrency."""
+
+    def incr(self, key: Any, delta: int = 1, version: Any = None) -> int:
+        """Add ``delta`` to the integer at ``key``, keeping its expiry.
+
+        :returns: the new value.
+        :raises ValueError: no live value at ``key`` (as every Django cache does).
+        """
+        cache_key = self.make_and_validate_key(key, version=version)
+        database = router.db_for_write(self.cache_model_class)
+        connection = connections[database]
+        quote = connection.ops.quote_name
+        table, key_column, value_column = quote(self.cache_model_class._meta.db_table), quote("cache_key"), quote("value")
+        # The row lock makes concurrent increments wait for each other (SQLite
+        # has no row locks: its writers take turns on the whole file).
+        lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+        with transaction.atomic(using=database), connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {value_column}, {quote('expires')} FROM {table} WHERE {key_column} = %s{lock}", [cache_key]
+            )
+            row = cursor.fetchone()
+            if row is None or _as_aware(row[1]) < timezone.now():
+                raise ValueError(f"Key '{key}' not found")
+            value = pickle.loads(base64.b64decode(connection.ops.process_clob(row[0]).encode())) + delta
+            stored = base64.b64encode(pickle.dumps(value, self.pickle_protocol)).decode("latin1")
+            cursor.execute(f"UPDATE {table} SET {value_column} = %s WHERE {key_column} = %s", [stored, cache_key])
+        return int(value)
+
+
+def _as_aware(moment: datetime) -> datetime:
+    # The column holds UTC; MariaDB hands it back naive.
+    return moment if timezone.is_aware(moment) else timezone.make_aware(moment, UTC)
 
 
 class FallbackCache(BaseCache):

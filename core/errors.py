@@ -22,7 +22,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.template import TemplateDoesNotExist
 from django.template.loader import render_to_string
@@ -118,7 +119,9 @@ def error_response(request: HttpRequest, *, status: int, message: str, retry_aft
 def response_for_exception(request: HttpRequest, exc: BaseException) -> HttpResponse | None:
     """The response for ``exc`` raised by a view, or None to let Django handle it.
 
-    Domain errors, ``Http404`` and ``PermissionDenied`` become their status;
+    Domain errors, ``Http404`` and ``PermissionDenied`` become their status,
+    a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` a 413, another
+    ``SuspiciousOperation`` a 400;
     any other exception in the API becomes a logged 500 envelope (pages
     keep Django's 500 handling, which renders ``500.html``).
     """
@@ -128,6 +131,11 @@ def response_for_exception(request: HttpRequest, exc: BaseException) -> HttpResp
         return error_response(request, status=404, message="Not found.")
     if isinstance(exc, PermissionDenied):
         return error_response(request, status=403, message="You are not allowed to do this.")
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return error_response(request, status=413, message=f"The request body is larger than the {limit:,} bytes this site takes.")
+    if isinstance(exc, SuspiciousOperation):  # a malformed request, as Django itself answers it
+        return error_response(request, status=400, message=STATUS_MESSAGES[400])
     if wants_json(request):
         logger.exception("unhandled error in %s %s", request.method, request.path, exc_info=exc)
         return envelope(message=SERVER_ERROR_MESSAGE, status=500)

@@ -29,6 +29,8 @@ import re
 import unicodedata
 from typing import Any
 
+from django.core.exceptions import ValidationError
+
 from .errors import InvalidInput
 from .paging import MAX_MILLISECONDS
 
@@ -191,19 +193,29 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
     return data
 
 
+# Letters by category that render as nothing: Hangul fillers, the blank
+# Braille pattern, the Khmer inherent vowels and the Mongolian vowel separator.
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u17b4\u17b5\u180e")
+
+
 def _visible(char: str) -> bool:
     category = unicodedata.category(char)
     # Separators (spaces), controls and format characters (zero-width
-    # spaces and joiners, bidirectional marks) show nothing.
-    return not (category.startswith("Z") or category.startswith("C")) and not char.isspace()
+    # spaces and joiners, bidirectional marks) show nothing; combining marks
+    # show only on a visible character before them.
+    return (
+        not (category[0] in "ZCM" or char.isspace())
+        and char not in _BLANK_LETTERS
+    )
 
 
 def parse_text(raw: object, *, name: str, max_length: int) -> str:
     """Text a person wrote (a note's body): trimmed, at most ``max_length`` characters.
 
     :raises InvalidInput: absent (None); not a string; a NUL or another control character
-        (newline, carriage return and tab are allowed); nothing visible in
-        it; too long.
+        (newline, carriage return and tab are allowed); a lone surrogate;
+        nothing visible in it (only spaces, format characters, combining
+        marks or blank letters such as U+3164); too long.
     """
     if raw is None:
         raise InvalidInput(f"{name} is required.")
@@ -212,11 +224,25 @@ def parse_text(raw: object, *, name: str, max_length: int) -> str:
     text = raw.strip()
     if any(unicodedata.category(char) == "Cc" and char not in _ALLOWED_CONTROLS for char in text):
         raise InvalidInput(f"{name} must not contain control characters.")
+    # A lone surrogate (JSON allows "\ud800") cannot be stored or encoded as UTF-8.
+    if any(unicodedata.category(char) == "Cs" for char in text):
+        raise InvalidInput(f"{name} must be valid Unicode text (it holds a lone surrogate).")
     if not any(_visible(char) for char in text):
         raise InvalidInput(f"{name} cannot be empty.")
     if len(text) > max_length:
         raise InvalidInput(f"{name} can have at most {max_length} characters.")
     return text
+
+
+def validate_display_name(value: str) -> None:
+    """A model and form validator of display names: no control, format (bidirectional
+    overrides, zero-width characters) or surrogate characters, since a name is shown
+    beside others' and must not disguise or reorder them.
+
+    :raises django.core.exceptions.ValidationError: such a character is in ``value``.
+    """
+    if any(unicodedata.category(char) in ("Cc", "Cf", "Cs") for char in value):
+        raise ValidationError("A display name cannot hold control, formatting or direction characters.", code="invalid")
 
 
 def username_problem(raw: str) -> str | None:

@@ -33,7 +33,7 @@ from django.template.defaultfilters import truncatechars
 from django.urls import path, reverse
 
 from core import health
-from core.admin_tools import EstimatedCountPaginator, bounded_count
+from core.admin_tools import CanonicalIdsAdmin, EstimatedCountPaginator, bounded_count
 from core.parsing import id_or_none
 from users.admin import Operation, UserAdmin
 from users.models import User
@@ -68,7 +68,7 @@ class NoteStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(Note)
-class NoteAdmin(admin.ModelAdmin[Note]):
+class NoteAdmin(CanonicalIdsAdmin, admin.ModelAdmin[Note]):
     """Notes: list, search by author or note id, filter by date and state, hide/unhide/delete via services."""
 
     list_display = ("id", "author", "excerpt", "created_at", "state")

@@ -27,7 +27,7 @@ from django.db.models import Prefetch, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 
 from core import health
-from core.admin_tools import EstimatedCountPaginator, bounded_count
+from core.admin_tools import CanonicalIdsAdmin, EstimatedCountPaginator, bounded_count
 from core.redis import redis_available
 from users.admin import Operation, Panel, UserAdmin
 from users.models import User
@@ -103,7 +103,7 @@ class FollowAddForm(forms.ModelForm[Follow]):
 
 
 @admin.register(Follow)
-class FollowAdmin(admin.ModelAdmin[Follow]):
+class FollowAdmin(CanonicalIdsAdmin, admin.ModelAdmin[Follow]):
     """Follows: list, search by username or id, filter by date and account state, delete via the service."""
 
     list_display = ("id", "follower", "followee", "created_at", "accounts_active")

@@ -122,8 +122,28 @@ def follow_create(*, actor: User, followee_id: int) -> FollowResult:
     return _retry_on_deadlock(lambda: _follow_insert(follower_id=actor.pk, followee_id=followee_id))
 
 
+def _check_following_limit(*, follower_id: int) -> None:
+    """The cap on followings, counted in the database under a lock on the follower's row.
+
+    Concurrent follows by one account each pass the fast check before the
+    transaction (the mirror's counts); taking the follower's row lock here
+    serialises them, so the count each sees includes the others' rows.
+
+    :raises FollowingLimitReached: the follower is at its cap (422).
+    """
+    User.objects.select_for_update().filter(pk=follower_id).values_list("pk", flat=True).first()
+    following = Follow.objects.filter(follower_id=follower_id, followee__is_active=True).count()
+    if following < int(settings.FOLLOWING_MAX):
+        return  # below the floor of the cap: the followers count cannot matter
+    followers = Follow.objects.filter(followee_id=follower_id, follower__is_active=True).count()
+    allowed = following_limit(followers=followers)
+    if following >= allowed:
+        raise FollowingLimitReached(f"You follow {following:,} accounts, the most you can ({allowed:,}); unfollow some first.")
+
+
 def _follow_insert(*, follower_id: int, followee_id: int) -> FollowResult:
     with transaction.atomic():
+        _check_following_limit(follower_id=follower_id)
         for _ in range(WRITE_ATTEMPTS):
             try:
                 # Concurrent duplicate follows race on the unique constraint;

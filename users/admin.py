@@ -40,7 +40,7 @@ from django.http import (
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
-from core.admin_tools import EstimatedCountPaginator, bounded_count
+from core.admin_tools import CanonicalIdsAdmin, EstimatedCountPaginator, bounded_count
 
 from .models import User
 from .selectors import user_ids_matching
@@ -94,7 +94,7 @@ def _reactivate(user: User) -> str:
 
 
 @admin.register(User)
-class UserAdmin(DjangoUserAdmin):  # type: ignore[type-arg]
+class UserAdmin(CanonicalIdsAdmin, DjangoUserAdmin):  # type: ignore[type-arg]
     """Accounts: Django's user admin with safe deactivation and the panels and operations other apps add."""
 
     list_display = ("username", "display_name", "is_active", "is_staff", "date_joined", "last_seen_at")

@@ -1,6 +1,8 @@
 from django.contrib.auth.models import AbstractUser
 from django.db import models
 
+from core.parsing import validate_display_name
+
 
 class User(AbstractUser):
     """An account: username, display name, bio, date joined and active flag.
@@ -12,7 +14,7 @@ class User(AbstractUser):
     account's inbox (``FEED_ACTIVE_DAYS``).
     """
 
-    display_name = models.CharField(max_length=100, blank=True)
+    display_name = models.CharField(max_length=100, blank=True, validators=[validate_display_name])
     bio = models.TextField(max_length=500, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True, db_index=True)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 
 from core.errors import NotFound
@@ -24,6 +25,24 @@ def users_search(*, query: str, limit: int = DIRECTORY_LIMIT) -> list[User]:
     if not query:
         return []
     return list(User.objects.filter(username__istartswith=query, is_active=True).order_by("username")[:limit])
+
+
+def sign_in_identity(raw: str) -> str:
+    """Whom a sign-in attempt names, for counting its failures: ``"user:<id>"`` for the account
+    the authentication backend would check, else ``"name:<folded name>"``.
+
+    The sign-in form trims the name and applies NFKC, and the column's
+    collation ignores case and accents, so " alice", "ＡＬＩＣＥ" and "Álice"
+    all try alice's password and all count against alice.
+
+    :param raw: the username as posted (any text).
+    :returns: a key of at most 160 characters.
+    """
+    name = unicodedata.normalize("NFKC", raw.strip())[:150]
+    if not name:
+        return ""
+    user_id = User.objects.filter(username=name).values_list("pk", flat=True).first()
+    return f"user:{user_id}" if user_id is not None else f"name:{name.casefold()}"
 
 
 def active_user_named(username: str) -> User:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.db import transaction
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.errors import Conflict
@@ -26,15 +27,26 @@ def user_create(*, username: str, password: str, display_name: str = "") -> User
 
     :param username: parsed (``core.parsing.parse_username``); unique ignoring case.
     :returns: the saved ``User``.
-    :raises UsernameTaken: the name exists in another case (409).
+    :raises UsernameTaken: the name exists in any case, also when a concurrent sign-up
+        took it between the check and the insert (409).
     :raises django.core.exceptions.ValidationError: the model's own checks.
     """
     if User.objects.filter(username__iexact=username).exists():
         raise UsernameTaken("That name is taken.")
     user = User(username=username, display_name=display_name)
     user.set_password(password)
-    user.full_clean()
-    user.save()
+    try:
+        user.full_clean()
+        # The unique index (the column's collation ignores case) decides
+        # between two sign-ups of one name that both passed the check above.
+        with transaction.atomic():
+            user.save()
+    except IntegrityError:
+        raise UsernameTaken("That name is taken.") from None
+    except ValidationError as exc:
+        if "username" in exc.message_dict:
+            raise UsernameTaken("That name is taken.") from None
+        raise
     return user
 
 

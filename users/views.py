@@ -8,17 +8,19 @@ from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
 
 from core import limits
 from core.http import with_retry_after
 from core.parsing import parse_username
 
-from . import services
+from . import selectors, services
 from .forms import SignInForm, SignUpForm
 
 LOCKED_MESSAGE = "Too many failed sign-ins. Sign-in is locked for this account or address; try again in {minutes} min."
 
 
+@require_http_methods(["GET", "HEAD", "POST"])
 def signup(request: HttpRequest) -> HttpResponse:
     """/signup/: create an account and sign in (``SIGNUP_RATE`` sign-ups per client address).
 
@@ -31,11 +33,15 @@ def signup(request: HttpRequest) -> HttpResponse:
         except limits.RateLimited as exc:
             form.add_error(None, exc.message)
             return with_retry_after(render(request, "users/user_signup.html", {"form": form}, status=exc.status), exc)
-        user = services.user_create(
-            username=parse_username(form.cleaned_data["username"]),
-            password=form.cleaned_data["password1"],
-            display_name=form.cleaned_data.get("display_name", ""),
-        )
+        try:
+            user = services.user_create(
+                username=parse_username(form.cleaned_data["username"]),
+                password=form.cleaned_data["password1"],
+                display_name=form.cleaned_data.get("display_name", ""),
+            )
+        except services.UsernameTaken as exc:  # another sign-up took the name since the form checked
+            form.add_error("username", exc.message)
+            return render(request, "users/user_signup.html", {"form": form}, status=exc.status)
         login(request, user)
         return redirect("feed:home")
     return render(request, "users/user_signup.html", {"form": form}, status=400 if request.method == "POST" else 200)
@@ -50,7 +56,7 @@ class SignInView(auth_views.LoginView):
     form_class = SignInForm
 
     def _locked_for(self, request: HttpRequest) -> int | None:
-        username = str(request.POST.get("username", ""))[:150].lower()
+        username = selectors.sign_in_identity(str(request.POST.get("username", "")))
         waits = [
             limits.limited("login_failures_account", username, "LOGIN_FAILURE_ACCOUNT_RATE") if username else None,
             limits.limited("login_failures_address", limits.client_address(request), "LOGIN_FAILURE_ADDRESS_RATE"),
@@ -71,7 +77,7 @@ class SignInView(auth_views.LoginView):
         return super().post(request, *args, **kwargs)
 
     def form_invalid(self, form: Any) -> HttpResponse:
-        username = str(self.request.POST.get("username", ""))[:150].lower()
+        username = selectors.sign_in_identity(str(self.request.POST.get("username", "")))
         for group, who, rate in (
             ("login_failures_account", username, "LOGIN_FAILURE_ACCOUNT_RATE"),
             ("login_failures_address", limits.client_address(self.request), "LOGIN_FAILURE_ADDRESS_RATE"),

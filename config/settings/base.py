@@ -50,13 +50,14 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Outside CommonMiddleware, so its answers (a 400 for a bad Host) carry the headers too.
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "csp.middleware.CSPMiddleware",
     # Last, so it sees the exceptions views raise: domain errors -> 4xx, the API's failures -> the envelope.
     "core.errors.DomainErrorMiddleware",
 ]
@@ -149,7 +150,7 @@ CACHES = {
         "OPTIONS": _redis_options,
     },
     # The abuse limits count here while Redis is down (core.cache).
-    "database": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "core_cache"},
+    "database": {"BACKEND": "core.cache.CountingDatabaseCache", "LOCATION": "core_cache"},
     "limits": {"BACKEND": "core.cache.FallbackCache", "OPTIONS": {"primary": "default", "fallback": "database"}},
 }
 RATELIMIT_USE_CACHE = "limits"

@@ -217,6 +217,10 @@ class TestBodies:
             ("\u200b\u200c\u200d\ufeff", "body cannot be empty."),
             ("   \n\t ", "body cannot be empty."),
             ("bell\x07", "body must not contain control characters."),
+            # Found by the breaker: letters and marks that render as nothing.
+            ("\u3164\u3164", "body cannot be empty."),
+            ("\u2800 \u115f\u1160", "body cannot be empty."),
+            ("\u0301\u0308\u20dd", "body cannot be empty."),
         ],
     )
     def test_note_text_with_nul_or_nothing_visible_is_400_in_the_api_and_the_form(self, body: str, message: str, alice: Any, redis_state: str) -> None:
@@ -245,6 +249,28 @@ class TestBodies:
 
         assert response.status_code == 400
         assert response.json()["errorMsg"] == message
+
+    def test_a_lone_surrogate_is_400_not_an_encoding_failure(self, alice: Any, redis_state: str) -> None:
+        before = written()
+
+        response = self.post_json(signed_in(alice), '{"body": "hi \\ud800"}')
+
+        assert response.status_code == 400
+        assert response.json()["errorMsg"] == "body must be valid Unicode text (it holds a lone surrogate)."
+        assert written() == before
+
+    def test_a_body_over_what_the_server_reads_is_413_in_the_envelope(self, settings: Any, alice: Any) -> None:
+        before = written()
+
+        response = self.post_json(signed_in(alice), json.dumps({"body": "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1)}))
+
+        assert response.status_code == 413
+        assert response.json() == {
+            "success": False,
+            "errorMsg": f"The request body is larger than the {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes this site takes.",
+            "data": None,
+        }
+        assert written() == before
 
     def test_a_body_over_16_kib_is_400(self, alice: Any) -> None:
         response = self.post_json(signed_in(alice), json.dumps({"body": "x" * 17_000}))
@@ -324,7 +350,68 @@ class TestMethods:
         assert response["Allow"] == "GET, HEAD"
 
 
+class TestSignUpInput:
+    def test_sign_up_answers_only_get_head_and_post(self) -> None:
+        answers = {method: getattr(Client(), method)("/signup/").status_code for method in ("get", "head", "post", "put", "delete", "patch")}
+
+        assert answers == {"get": 200, "head": 200, "post": 400, "put": 405, "delete": 405, "patch": 405}
+
+    @pytest.mark.parametrize("name", ["\u202eevil", "zero\u200bwidth", "bell\x07", "line\nbreak"])
+    def test_a_display_name_with_control_or_direction_characters_is_refused(self, name: str) -> None:
+        from users.models import User
+
+        response = Client().post(
+            "/signup/",
+            {"username": "newcomer", "display_name": name, "password1": "correct horse battery", "password2": "correct horse battery"},
+        )
+
+        assert response.status_code == 400
+        assert "A display name cannot hold control, formatting or direction characters." in response.content.decode()
+        assert not User.objects.filter(username="newcomer").exists()
+
+
+class TestAdminIds:
+    @pytest.fixture
+    def moderator(self, user_factory: Any) -> Client:
+        client = Client()
+        client.force_login(user_factory(username="moderator", is_staff=True, is_superuser=True))
+        return client
+
+    @pytest.mark.parametrize("raw", ["١٢", "𝟙𝟘", "011", "²"])
+    def test_a_change_page_with_a_non_canonical_id_is_no_such_object(self, raw: str, moderator: Client, alice: Any, bob: Any) -> None:
+        follow = Follow.objects.create(follower=alice, followee=bob)
+        digits = str(follow.pk)
+        look_alike = {"١٢": "١٢", "𝟙𝟘": "𝟙𝟘", "011": "0" + digits, "²": "²"}[raw]
+
+        response = moderator.get(f"/admin/social/follow/{url_segment(look_alike)}/change/")
+        canonical = moderator.get(f"/admin/social/follow/{digits}/change/")
+
+        assert response.status_code == 302 and response["Location"] == "/admin/"
+        assert canonical.status_code == 200
+
+    def test_an_action_on_a_non_canonical_id_is_400_and_deletes_nothing(self, moderator: Client, alice: Any, bob: Any) -> None:
+        follow = Follow.objects.create(follower=alice, followee=bob)
+        arabic = "".join(chr(0x0660 + int(digit)) for digit in str(follow.pk))  # the same number in Arabic-Indic digits
+
+        response = moderator.post(
+            "/admin/social/follow/", {"action": "delete_selected", "_selected_action": [arabic], "post": "yes"}
+        )
+
+        assert response.status_code == 400
+        assert "The selected rows are not ids of rows; nothing was done." in response.content.decode()
+        assert Follow.objects.filter(pk=follow.pk).exists()
+
+
 class TestAnswers:
+    def test_a_bad_host_answer_carries_the_security_headers(self, settings: Any) -> None:
+        settings.ALLOWED_HOSTS = ["testserver"]
+
+        response = Client().get("/", HTTP_HOST="evil.example")
+
+        assert response.status_code == 400
+        assert "default-src 'self'" in response["Content-Security-Policy"]
+        assert response["X-Frame-Options"] == "DENY"
+
     def test_no_400_carries_python_exception_text(self, alice: Any) -> None:
         client = signed_in(alice)
         answers = [

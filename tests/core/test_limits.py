@@ -16,6 +16,7 @@ from django.contrib.messages import get_messages
 from django.test import Client
 
 from core import limits
+from users.selectors import sign_in_identity
 from feed.models import Note
 from social import services as social_services
 from social.models import Follow
@@ -119,6 +120,17 @@ class TestFollowingCap:
         assert allowed.status_code == 200
         assert Follow.objects.filter(follower=alice).count() == 4
 
+    @pytest.mark.django_db(transaction=True)
+    def test_concurrent_follows_cannot_pass_the_cap_together(self, settings: Any, user_factory: Any) -> None:
+        settings.FOLLOWING_MAX = 2
+        settings.FOLLOWING_RATIO = 1.1
+        actor = user_factory()
+        followees = [user_factory() for _ in range(12)]
+        answers = run_at_once(lambda followee: signed_in(actor).put(f"/api/follow/{followee.pk}/true").status_code, followees)
+
+        assert sorted(answers) == [200, 200] + [422] * 10
+        assert Follow.objects.filter(follower=actor).count() == 2
+
     def test_the_cap_is_mastodons_rule(self, settings: Any) -> None:
         settings.FOLLOWING_MAX = 7500
         settings.FOLLOWING_RATIO = 1.1
@@ -185,7 +197,7 @@ class TestSignInLockout:
     def test_after_the_failures_the_right_password_is_refused_until_the_window_ends(self, settings: Any, user_factory: Any) -> None:
         settings.LOGIN_FAILURE_ACCOUNT_RATE = "3/3s"
         user_factory(username="dora", password=PASSWORD)
-        fresh_window("login_failures_account", "dora", "LOGIN_FAILURE_ACCOUNT_RATE", needed=2.0)
+        fresh_window("login_failures_account", sign_in_identity("dora"), "LOGIN_FAILURE_ACCOUNT_RATE", needed=2.0)
 
         failures = [self.sign_in("dora", "wrong password", address=f"192.0.2.{index}").status_code for index in range(3)]
         locked = self.sign_in("dora", PASSWORD, address="192.0.2.50")
@@ -206,6 +218,19 @@ class TestSignInLockout:
         self.sign_in("DORA", "wrong", address="192.0.2.2")
 
         assert self.sign_in("Dora", PASSWORD, address="192.0.2.3").status_code == 429
+
+    @pytest.mark.parametrize("spelling", [" dora", "ＤＯＲＡ", "Dóra", "dora "])
+    def test_every_spelling_that_signs_in_as_the_account_counts_against_it(self, spelling: str, settings: Any, user_factory: Any) -> None:
+        settings.LOGIN_FAILURE_ACCOUNT_RATE = "2/h"
+        user_factory(username="dora", password=PASSWORD)
+        signs_in = self.sign_in(spelling, PASSWORD, address="192.0.2.9").status_code
+
+        self.sign_in(spelling, "wrong", address="192.0.2.1")
+        self.sign_in("dora", "wrong", address="192.0.2.2")
+
+        assert signs_in == 302  # the form and the column's collation take it as dora
+        assert self.sign_in(spelling, PASSWORD, address="192.0.2.3").status_code == 429
+        assert self.sign_in("dora", PASSWORD, address="192.0.2.4").status_code == 429
 
     def test_one_address_trying_many_accounts_is_locked_out(self, settings: Any, user_factory: Any) -> None:
         settings.LOGIN_FAILURE_ADDRESS_RATE = "3/h"
@@ -230,6 +255,83 @@ class TestSignInLockout:
 
         assert response.status_code == 429
         assert checked == []
+
+
+class TestCountingWhileRedisIsDown:
+    @pytest.mark.django_db(transaction=True)
+    def test_concurrent_increments_in_the_database_cache_all_count_and_keep_the_expiry(self) -> None:
+        from django.core.cache import caches
+
+        from core.cache import CountingDatabaseCache
+
+        cache = caches["database"]
+        assert isinstance(cache, CountingDatabaseCache)
+        cache.delete("hits")  # the cache table outlives a test's flush (it is no model's table)
+        cache.add("hits", 0, 3600)
+        expires_before = _expiry(cache, "hits")
+
+        run_at_once(lambda _: [cache.incr("hits") for _ in range(10)], range(8))
+
+        assert cache.get("hits") == 80
+        assert _expiry(cache, "hits") == expires_before
+
+    def test_incr_of_a_missing_or_expired_key_is_a_value_error(self) -> None:
+        from django.core.cache import caches
+
+        cache = caches["database"]
+        cache.set("gone", 1, -1)
+
+        with pytest.raises(ValueError):
+            cache.incr("absent")
+        with pytest.raises(ValueError):
+            cache.incr("gone")
+
+
+class TestConcurrentSignUps:
+    @pytest.mark.django_db(transaction=True)
+    def test_one_name_in_three_spellings_at_once_makes_one_account_and_no_500(self) -> None:
+        def sign_up(username: str) -> int:
+            form = {"username": username, "password1": PASSWORD, "password2": PASSWORD}
+            return Client(REMOTE_ADDR=f"203.0.113.{len(username) + ord(username[0])}").post("/signup/", form).status_code
+
+        answers = run_at_once(sign_up, ["quinn", "QUINN", "Quinn", "qUinn", "quInn", "quiNn"])
+
+        assert answers.count(302) == 1
+        assert set(answers) - {302} <= {400, 409}
+        assert User.objects.filter(username__iexact="quinn").count() == 1
+
+
+def run_at_once(work: Any, items: Any) -> list[Any]:
+    """``work(item)`` for every item, each in its own thread (and database connection), started together."""
+    import threading
+
+    from django.db import connection
+
+    items = list(items)
+    barrier = threading.Barrier(len(items))
+    results: list[Any] = [None] * len(items)
+
+    def run(index: int, item: Any) -> None:
+        try:
+            barrier.wait()
+            results[index] = work(item)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(index, item)) for index, item in enumerate(items)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def _expiry(cache: Any, key: str) -> Any:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT expires FROM core_cache WHERE cache_key = %s", [cache.make_and_validate_key(key)])
+        return cursor.fetchone()[0]
 
 
 class TestPasswords:
