@@ -137,7 +137,7 @@ def primaries(client: Any) -> list[tuple[str, redis.Redis]]:
 # How long (seconds) a process trusts its table of slot ranges (redis-py
 # may move single slots in place after a MOVED reply).
 RANGES_TTL_SECONDS = 5.0
-_ranges: dict[int, tuple[float, list[tuple[int, int, str]]]] = {}
+_ranges: list[tuple[object, float, list[tuple[int, int, str]]]] = []
 
 
 def slot_ranges(client: Any) -> list[tuple[int, int, str]]:
@@ -147,9 +147,10 @@ def slot_ranges(client: Any) -> list[tuple[int, int, str]]:
         return [(0, SLOTS - 1, "")]
     cache = client.nodes_manager.slots_cache
     now = time.monotonic()
-    seen = _ranges.get(id(cache))
-    if seen is not None and seen[0] > now:
-        return seen[1]
+    # Keyed by the slot map itself, held here: a refresh makes a new map, and
+    # an id() alone could be the recycled address of the old one.
+    if _ranges and _ranges[0][0] is cache and _ranges[0][1] > now:
+        return _ranges[0][2]
     found: list[tuple[int, int, str]] = []
     for slot in range(SLOTS):
         nodes = cache.get(slot)
@@ -158,8 +159,7 @@ def slot_ranges(client: Any) -> list[tuple[int, int, str]]:
             found[-1] = (found[-1][0], slot, name)
         else:
             found.append((slot, slot, name))
-    _ranges.clear()
-    _ranges[id(cache)] = (now + RANGES_TTL_SECONDS, found)
+    _ranges[:] = [(cache, now + RANGES_TTL_SECONDS, found)]
     return found
 
 
@@ -244,10 +244,28 @@ class RoutedPipeline:
         return len(self._order)
 
     def execute(self) -> list[Any]:
+        """Run the queued commands; the replies in queue order.
+
+        A command answered MOVED or ASK (its slot changed master: a failover,
+        a resharding) is sent again on its own through the cluster client,
+        which follows the redirection, after the slot map is re-read.
+
+        :raises: the first other Redis error of any command (after re-reading the slot map).
+        """
         replies: dict[str, list[Any]] = {}
         try:
             for name, pipe in self._pipes.items():
-                replies[name] = pipe.execute()
+                stack = list(pipe.command_stack)
+                scripts = {script.sha: script for script in pipe.scripts}
+                answers = replies[name] = pipe.execute(raise_on_error=False)
+                moved = [index for index, answer in enumerate(answers) if isinstance(answer, redis.exceptions.AskError)]
+                if moved:
+                    refresh(self.client)
+                for index in moved:
+                    answers[index] = self._send_again(stack[index], scripts)
+            failed = next((answer for answers in replies.values() for answer in answers if isinstance(answer, Exception)), None)
+            if failed is not None:
+                raise failed
         except (redis.exceptions.RedisError, OSError):
             refresh(self.client)
             raise
@@ -256,6 +274,16 @@ class RoutedPipeline:
         ordered = [replies[name][index] for name, index in self._order]
         self._order = []
         return ordered
+
+    def _send_again(self, queued: Any, scripts: dict[str, Script]) -> Any:
+        args, options = queued
+        if str(args[0]).upper() == "EVALSHA" and args[1] in scripts:
+            # The new master may not have the script cached: send its source.
+            args = ("EVAL", scripts[args[1]].script, *args[2:])
+        try:
+            return self.client.execute_command(*args, **options)  # type: ignore[no-untyped-call]
+        except redis.exceptions.ResponseError as exc:  # a script's own error, returned like the pipeline's
+            return exc
 
 
 def pipeline(client: Any) -> Pipe:

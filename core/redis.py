@@ -81,6 +81,15 @@ _breakers: dict[str, _Breaker] = {}
 T = TypeVar("T")
 
 
+def refresh_topology() -> None:
+    """Re-read a cluster's slot map (after a failover), quietly; nothing on one server or when
+    no node answers (the next command tries again)."""
+    try:
+        refresh(get_redis())
+    except REDIS_ERRORS:
+        pass
+
+
 def get_redis() -> redis.Redis:
     """Return the raw redis-py client of the default cache (a ``RedisCluster`` in cluster mode,
     typed as ``Redis``: the commands followfeed uses are the same).

@@ -70,7 +70,7 @@ class RedisClusterNodes:
             [
                 "redis-server", "--port", str(node.port), "--bind", "127.0.0.1", "--dir", str(work),
                 "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                "--cluster-node-timeout", str(NODE_TIMEOUT_MS), "--save", "", "--appendonly", "no",
+                "--cluster-node-timeout", str(NODE_TIMEOUT_MS), "--cluster-require-full-coverage", "no", "--save", "", "--appendonly", "no",
                 "--daemonize", "no", "--loglevel", "warning",
             ],
             stdout=subprocess.DEVNULL,
@@ -89,6 +89,7 @@ class RedisClusterNodes:
             timeout=60,
         )
         self.wait_healthy()
+        self._wait(lambda: all(self._replicated(node) for node in self.nodes), what="a replica of every master")
 
     def wait_healthy(self, timeout: float = 30) -> None:
         """Until every running node says ``cluster_state:ok`` and all 16384 slots are served."""
@@ -106,8 +107,15 @@ class RedisClusterNodes:
             node.process = None
 
     def wait_failover(self, killed: ClusterNode, timeout: float = 30) -> None:
-        """Until the killed master's slots are served by its promoted replica."""
-        self.wait_healthy(timeout=timeout)
+        """Until the killed master's slots are served by its promoted replica: no running node
+        names the killed port as a slot owner and each counts all 16384 slots ok
+        (``cluster_state`` alone says ok at once: the failure is noticed only after the node
+        timeout, and with ``cluster-require-full-coverage no`` the other slots serve meanwhile)."""
+        def promoted() -> bool:
+            owners = [self._slot_owners(node) for node in self.nodes if node.process is not None]
+            return all(ports and killed.port not in ports for ports in owners) and all(self._slots_ok(node) == 16384 for node in self.nodes if node.process is not None)
+
+        self._wait(promoted, timeout=timeout, what="failover")
 
     def restart(self, node: ClusterNode) -> None:
         """Start a killed node again; it rejoins (its nodes.conf is kept) as a replica."""
@@ -136,6 +144,36 @@ class RedisClusterNodes:
             return False
         text = info if isinstance(info, str) else str(info)
         return "cluster_state:ok" in text.replace("'", "") or (isinstance(info, dict) and info.get("cluster_state") == "ok" and int(info.get("cluster_slots_ok", 0)) == 16384)
+
+    @staticmethod
+    def _slot_ranges(node: ClusterNode) -> list[list[object]]:
+        try:
+            reply = node.client().execute_command("CLUSTER SLOTS")
+        except redis.exceptions.RedisError:
+            return []
+        return [list(entry) for entry in reply] if isinstance(reply, list) else []
+
+    @classmethod
+    def _slot_owners(cls, node: ClusterNode) -> set[int]:
+        """Ports of the masters ``node`` says serve slots."""
+        return {int(entry[2][1]) for entry in cls._slot_ranges(node)}  # type: ignore[index]
+
+    @classmethod
+    def _replicated(cls, node: ClusterNode) -> bool:
+        """Whether ``node`` sees a replica beside every master (a failover needs one)."""
+        ranges = cls._slot_ranges(node)
+        return bool(ranges) and all(len(entry) >= 4 for entry in ranges)
+
+    @staticmethod
+    def _slots_ok(node: ClusterNode) -> int:
+        try:
+            info = node.client().cluster("info")
+        except redis.exceptions.RedisError:
+            return 0
+        if isinstance(info, dict):
+            return int(info.get("cluster_slots_ok", 0))
+        fields = dict(line.split(":", 1) for line in str(info).splitlines() if ":" in line)
+        return int(fields.get("cluster_slots_ok", 0))
 
     @staticmethod
     def _role(node: ClusterNode) -> str:

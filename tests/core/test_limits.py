@@ -16,12 +16,12 @@ from django.contrib.messages import get_messages
 from django.test import Client
 
 from core import limits
-from users.selectors import sign_in_identity
 from feed.models import Note
 from social import services as social_services
 from social.models import Follow
 from tests.social.faults import free_port
 from users.models import User
+from users.selectors import sign_in_identity
 
 pytestmark = pytest.mark.django_db
 

@@ -135,7 +135,7 @@ class CeleryWorker:
         self.redis_url = redis_url
         self.extra_env = extra_env or {}
         self.process: subprocess.Popen[bytes] | None = None
-        self.log = Path(f"/tmp/{queue}.worker.log")
+        self.log = Path(f"/tmp/{queue}-{id(self):x}.worker.log")  # one per worker: tests read whose log has what
 
     def start(self) -> None:
         """Start the worker (solo pool, prefetch 1, acks late) and wait until it is ready."""
