@@ -56,10 +56,12 @@ from .redis import (
     redis_available,
     redis_failed,
     redis_succeeded,
+    refresh_topology,
     sentinel_keys,
     watched_servers,
     write_sentinels,
 )
+from .replica import primary_reads
 
 logger = logging.getLogger(__name__)
 
@@ -164,6 +166,9 @@ def record_many(kind: Kind, pairs: Sequence[tuple[int, int | None]]) -> int:
     return len(pairs)
 
 
+# primary_reads: a handler writes what it reads, and a page's on_commit (a
+# catch-up) runs here inside the page's replica reads (core.replica).
+@primary_reads()
 def apply_after_commit(entry_ids: Sequence[int]) -> None:
     """Apply pending entries in this process, best effort (``on_commit`` of inline kinds).
 
@@ -179,6 +184,7 @@ def apply_after_commit(entry_ids: Sequence[int]) -> None:
         redis_failed(exc)
 
 
+@primary_reads()  # an eager task (CELERY_TASK_ALWAYS_EAGER) runs inside .delay
 def send_after_commit(entry_ids: Sequence[int]) -> None:
     """Send the ``outbox_apply`` task for pending entries (``on_commit`` of the other kinds).
 
@@ -226,6 +232,7 @@ def _apply_kind(kind: Kind, entries: list[OutboxEntry], result: ApplyResult) -> 
     result.applied += len(entries)
 
 
+@primary_reads()
 def apply_entries(entries: Sequence[OutboxEntry]) -> ApplyResult:
     """Apply ``entries`` (any kinds, lower stages first) and mark the applied ones.
 
@@ -369,6 +376,7 @@ def needs_rebuild() -> bool:
     return not all(present) and not locked
 
 
+@primary_reads()
 def drain(
     *,
     batch: int | None = None,
@@ -423,6 +431,7 @@ def drain(
         redis_succeeded()
     except REDIS_ERRORS as exc:
         redis_failed(exc)
+        refresh_topology()  # after a failover the next drain uses the new slot map
         result.redis_down = True
         return result
     purge()
@@ -453,6 +462,7 @@ class RebuildResult:
     steps: list[str] = field(default_factory=list)
 
 
+@primary_reads()
 def rebuild_locked() -> RebuildResult:
     """Run every registered rebuilder under one Redis lock, then set the sentinel.
 

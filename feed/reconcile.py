@@ -31,6 +31,7 @@ from django.utils import timezone
 from core.cluster import pipeline
 from core.parsing import id_or_none
 from core.redis import REDIS_ERRORS, get_redis
+from core.replica import primary_reads
 from users.models import User
 
 from . import redis_keys
@@ -99,6 +100,7 @@ def _compare(inbox: dict[bytes, float], truth: dict[int, int], report: InboxRepo
     return report.drift > before
 
 
+@primary_reads()
 def reconcile_inboxes(
     *,
     repair: bool = True,
@@ -158,6 +160,7 @@ def reconcile_inboxes(
 FIGURES = ("readers_checked", "readers_drifted", "notes_missing", "notes_extra", "scores_wrong", "readers_repaired")
 
 
+@primary_reads()
 def reconcile_inboxes_run(
     *,
     dry_run: bool = False,

@@ -39,6 +39,7 @@ import redis
 from django.db.models import Q, QuerySet
 
 from core.cluster import pipeline
+from core.replica import primary_reads
 
 from . import redis_keys
 from .models import Note, from_ms
@@ -268,6 +269,13 @@ def read_page(feed: Feed, after: Position | None, limit: int) -> Page:
             if not window.items:
                 break
             notes = load_notes([c.note_id for c in window.items])
+            unseen = [c.note_id for c in window.items if _is_stale(notes.get(c.note_id))]
+            if unseen:
+                # Removing an id is a write, so the primary confirms it: a page
+                # may read a lagging replica, which lacks a note published a
+                # moment ago that fan-out already put in the inbox.
+                with primary_reads():
+                    notes.update(load_notes(unseen))
             stale: list[Candidate] = []
             for candidate in window.items:
                 note = notes.get(candidate.note_id)

@@ -24,6 +24,7 @@ from django.db.models import Q
 from core.cluster import Pipe, pipeline
 from core.errors import EntryNotApplied
 from core.redis import REDIS_ERRORS, get_redis, redis_failed
+from core.replica import primary_reads
 
 from . import layout, redis_keys
 from .models import Follow, follow_score
@@ -104,6 +105,7 @@ def pair_states(pairs: Sequence[Pair]) -> dict[Pair, int | None]:
     return states
 
 
+@primary_reads()
 def mirror_apply_pairs(pairs: Iterable[Pair]) -> dict[int, LayoutObservation]:
     """Make Redis show each pair exactly as the database has it, race-safely.
 
@@ -195,6 +197,7 @@ def user_pairs(user_id: int) -> list[Pair]:
     return sorted(pairs)
 
 
+@primary_reads()
 def mirror_apply_user(user_id: int, *, chunk: int = 2000) -> dict[int, LayoutObservation]:
     """Re-apply every edge of ``user_id`` (after deactivation, reactivation or deletion).
 

@@ -34,6 +34,7 @@ from django.utils import timezone
 from core.cluster import Pipe, is_cluster, lua, pipeline, queue_script
 from core.models import OutboxEntry
 from core.redis import get_redis, write_sentinels
+from core.replica import primary_reads
 from users.models import User
 
 from . import layout, redis_keys
@@ -278,6 +279,7 @@ def _redis_neighbours(client: redis.Redis, user_id: int) -> tuple[set[int], set[
     return followees, followers
 
 
+@primary_reads()
 def rebuild_user(user_id: int, *, chunk: int = ADD_CHUNK) -> int:
     """Rebuild the keys of one account from the database, and its half of each neighbour's keys.
 
@@ -318,6 +320,7 @@ def rebuild_user(user_id: int, *, chunk: int = ADD_CHUNK) -> int:
     return len(following) + len(followers)
 
 
+@primary_reads()
 def rebuild_all(
     *,
     batch_users: int = 2000,

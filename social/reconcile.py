@@ -51,6 +51,7 @@ from django.utils import timezone
 from core.cluster import pipeline
 from core.parsing import id_or_none
 from core.redis import REDIS_ERRORS, get_redis
+from core.replica import primary_reads
 from users.models import User
 
 from . import layout, redis_keys
@@ -428,6 +429,7 @@ def sampled(user_ids: Iterable[int], fraction: float, rng: random.Random) -> lis
     return [user_id for user_id in user_ids if rng.random() < fraction]
 
 
+@primary_reads()
 def reconcile_all(
     *,
     repair: bool = True,
@@ -487,6 +489,7 @@ def reconcile_all(
     return report
 
 
+@primary_reads()
 def reconcile_run(
     *,
     dry_run: bool = False,

@@ -30,7 +30,7 @@ LAYER_OF = {
     # primitives
     "models": PRIMITIVES, "redis_keys": PRIMITIVES, "signals": PRIMITIVES, "exit_codes": PRIMITIVES,
     "errors": PRIMITIVES, "serializers": PRIMITIVES, "redis": PRIMITIVES, "paging": PRIMITIVES,
-    "parsing": PRIMITIVES, "celery": PRIMITIVES, "cluster": PRIMITIVES,
+    "parsing": PRIMITIVES, "celery": PRIMITIVES, "cluster": PRIMITIVES, "replica": PRIMITIVES, "routers": PRIMITIVES,
     # pure policy and reads
     "layout": POLICY, "selectors": POLICY, "admin_tools": POLICY, "formatting": POLICY, "forms": POLICY,
     "http": POLICY, "timeline": POLICY, "limits": POLICY,

@@ -104,6 +104,23 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     FOLLOWFEED_VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20})
+
+# --- database replica (core.routers) ---------------------------------------
+# A MariaDB replica of DATABASE_URL (an account with SELECT only is enough).
+# Set: page reads of GET and HEAD requests go there; writes, transactions and
+# every read a write trusts stay on the primary (core.replica, core.routers).
+DATABASE_REPLICA_URL = env("DATABASE_REPLICA_URL", default="")
+# After a write, that browser's page reads use the primary this long (seconds):
+# longer than the replica usually lags.
+REPLICA_READ_YOUR_WRITES_SECONDS = env.float("REPLICA_READ_YOUR_WRITES_SECONDS", default=5.0)
+if DATABASE_REPLICA_URL:
+    DATABASES["replica"] = env.db_url_config(DATABASE_REPLICA_URL)
+    DATABASES["replica"]["OPTIONS"] = {**DATABASES["default"].get("OPTIONS", {}), **DATABASES["replica"].get("OPTIONS", {})}
+    # Tests: the replica reads the primary's test database, which reaches it through replication.
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
+    DATABASE_ROUTERS = ["core.routers.ReplicaRouter"]
+    MIDDLEWARE.insert(MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1, "core.replica.ReplicaReadsMiddleware")
+# --- end of database replica ------------------------------------------------
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis ----------------------------------------------------------------
