@@ -25,11 +25,13 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import redis
 from django.conf import settings
 from django.db.models import Q
+from django.db.models.functions import Mod
 from django.utils import timezone
 
 from core.cluster import Pipe, is_cluster, lua, pipeline, queue_script, slot_of
@@ -48,16 +50,31 @@ Entry = tuple[int, int]  # (note_id, score in unix ms)
 SSCAN_COUNT = 1000
 
 # KEYS, per reader: following set, inbox, synced marker, build lock, build
-# copy, removed-during-build set. ARGV: author id, cap, then score, member
-# pairs. Returns how many readers got the notes.
+# copy, removed-during-build set, floor. ARGV: author id, cap, then score,
+# member pairs. Returns how many readers got the notes. A note older than
+# the floor (the highest score trimmed at the cap) is not added: above its
+# lowest score an inbox must hold every note, and reads take what lies at
+# or below that from the database.
 DELIVER_LUA = """
 local author, cap = ARGV[1], tonumber(ARGV[2])
 local delivered = 0
-for i = 1, #KEYS, 6 do
+for i = 1, #KEYS, 7 do
   local building = redis.call('EXISTS', KEYS[i + 3]) == 1
   if (building or redis.call('EXISTS', KEYS[i + 2]) == 1) and redis.call('SISMEMBER', KEYS[i], author) == 1 then
-    redis.call('ZADD', KEYS[i + 1], unpack(ARGV, 3))
-    if redis.call('ZCARD', KEYS[i + 1]) > cap then redis.call('ZREMRANGEBYRANK', KEYS[i + 1], 0, -(cap + 1)) end
+    local floor = tonumber(redis.call('GET', KEYS[i + 6]) or '-1')
+    local add = {}
+    for j = 3, #ARGV, 2 do
+      if tonumber(ARGV[j]) >= floor then add[#add + 1] = ARGV[j]; add[#add + 1] = ARGV[j + 1] end
+    end
+    if #add > 0 then
+      redis.call('ZADD', KEYS[i + 1], unpack(add))
+      local over = redis.call('ZCARD', KEYS[i + 1]) - cap
+      if over > 0 then
+        local last = redis.call('ZRANGE', KEYS[i + 1], over - 1, over - 1, 'WITHSCORES')
+        redis.call('ZREMRANGEBYRANK', KEYS[i + 1], 0, over - 1)
+        if tonumber(last[2]) > floor then redis.call('SET', KEYS[i + 6], last[2]) end
+      end
+    end
     if building then
       redis.call('ZADD', KEYS[i + 4], unpack(ARGV, 3))
       for j = 4, #ARGV, 2 do redis.call('SREM', KEYS[i + 5], ARGV[j]) end
@@ -155,8 +172,10 @@ def _redis_follower_ids(client: redis.Redis, author_id: int) -> Iterator[list[in
                 cursors[key] = int(cursor)
 
 
-def _database_follower_ids(author_id: int, *, batch: int) -> Iterator[list[int]]:
+def _database_follower_ids(author_id: int, *, batch: int, part: Part | None = None) -> Iterator[list[int]]:
     rows = Follow.objects.filter(followee_id=author_id)
+    if part is not None:
+        rows = rows.annotate(part=Mod("follower_id", part.parts)).filter(part=part.index)
     # Keyset over the (followee, created_at, follower) index, never OFFSET.
     last: tuple[datetime, int] | None = None
     while True:
@@ -170,8 +189,13 @@ def _database_follower_ids(author_id: int, *, batch: int) -> Iterator[list[int]]
         last = chunk[-1]
 
 
-def follower_batches(client: redis.Redis, author_id: int, *, source: str = "auto", batch: int | None = None) -> Iterator[list[int]]:
+def follower_batches(
+    client: redis.Redis, author_id: int, *, source: str = "auto", batch: int | None = None, part: Part | None = None
+) -> Iterator[list[int]]:
     """Yield ``author_id``'s followers in batches of at most ``batch`` ids.
+
+    :param part: ``Part(parts, index)``: only the followers whose id is
+        ``index`` modulo ``parts`` (one part of a split fan-out); None: all.
 
     :param source: ``"redis"`` (SSCAN of the follower set in every layout,
         as ``social.layout`` lays them out), ``"database"`` (Follow rows,
@@ -184,11 +208,11 @@ def follower_batches(client: redis.Redis, author_id: int, *, source: str = "auto
     size = batch or fan_out_batch_size()
     use_redis = source == "redis" or (source == "auto" and mirror_ready(client))
     if not use_redis:
-        yield from _database_follower_ids(author_id, batch=size)
+        yield from _database_follower_ids(author_id, batch=size, part=part)
         return
     pending: list[int] = []
     for members in _redis_follower_ids(client, author_id):
-        pending.extend(members)
+        pending.extend(members if part is None else [member for member in members if member % part.parts == part.index])
         while len(pending) >= size:
             chunk, pending = pending[:size], pending[size:]
             yield chunk
@@ -204,6 +228,7 @@ def _reader_keys(reader_id: int) -> list[str]:
         redis_keys.inbox_build_key(reader_id),
         redis_keys.rebuild_tmp_key(redis_keys.inbox_key(reader_id)),
         redis_keys.inbox_build_removed_key(reader_id),
+        redis_keys.inbox_floor_key(reader_id),
     ]
 
 
@@ -252,15 +277,33 @@ def withdraw(
     """
     if not reader_ids or not note_ids:
         return 0
-    keys = [[key for key in _reader_keys(reader_id) if key != redis_keys.inbox_synced_key(reader_id)] for reader_id in reader_ids]
+    skipped = {redis_keys.inbox_synced_key, redis_keys.inbox_floor_key}
+    keys = [[key for key in _reader_keys(reader_id) if key not in {name(reader_id) for name in skipped}] for reader_id in reader_ids]
     mode = "any" if unless_following is None else "unfollowed"
     members = [redis_keys.note_member(note_id) for note_id in note_ids]
     args: list[int | str] = [mode, unless_following or 0, redis_keys.REBUILDING_TTL_SECONDS, *members]
     return sum(_per_slot(client, WITHDRAW_LUA, keys, args))
 
 
-def fan_out_to_followers(client: redis.Redis, author_id: int, entries: Sequence[Entry], *, source: str = "auto") -> tuple[int, int]:
-    """Deliver ``entries`` to ``author_id``'s followers, one script call per batch.
+@dataclass(frozen=True)
+class Part:
+    """One part of a split fan-out: the followers whose id is ``index`` modulo ``parts``."""
+
+    parts: int
+    index: int
+
+
+def fan_out_parts(followers: int) -> int:
+    """Into how many parts a fan-out to ``followers`` followers is split:
+    ``ceil(followers / FEED_FANOUT_PART_FOLLOWERS)``, at most ``FEED_FANOUT_MAX_PARTS``, at least 1."""
+    size = max(1, int(settings.FEED_FANOUT_PART_FOLLOWERS))
+    return max(1, min(int(settings.FEED_FANOUT_MAX_PARTS), -(-followers // size)))
+
+
+def fan_out_to_followers(
+    client: redis.Redis, author_id: int, entries: Sequence[Entry], *, source: str = "auto", part: Part | None = None
+) -> tuple[int, int]:
+    """Deliver ``entries`` to ``author_id``'s followers (or one ``part`` of them), one script call per batch.
 
     Between batches it sleeps ``FEED_FANOUT_BATCH_PAUSE_SECONDS`` (0 by
     default; raise it to spread a big fan-out's load on Redis).
@@ -269,7 +312,7 @@ def fan_out_to_followers(client: redis.Redis, author_id: int, entries: Sequence[
     """
     followers = writes = 0
     pause = fan_out_batch_pause()
-    for batch in follower_batches(client, author_id, source=source):
+    for batch in follower_batches(client, author_id, source=source, part=part):
         writes += deliver(client, batch, author_id, entries)
         followers += len(batch)
         if pause:

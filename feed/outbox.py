@@ -7,6 +7,10 @@ so a job that runs twice, late or out of order is harmless:
   hidden, unhidden or deleted. A visible note is fanned out (its author's
   outbox, then every follower's maintained inbox, or only the outbox for
   pull authors); a note that is not visible is retracted from all of them.
+- ``feed.note_part`` (``NOTE_PART``, note id, packed part): one part of a
+  big author's fan-out (the followers whose id is the part's index modulo
+  the part count), recorded by ``feed.note`` when the author has more than
+  ``FEED_FANOUT_PART_FOLLOWERS`` followers, one task message each.
 - ``feed.pair`` (``PAIR``, follower id, followee id): a follow or an
   unfollow. While the follow exists the followee's newest notes are
   backfilled into the follower's inbox, otherwise the followee's notes
@@ -35,6 +39,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from django.db import transaction
 from django.utils import timezone
 
 from core import outbox
@@ -43,6 +48,7 @@ from core.errors import EntryNotApplied
 from core.models import OutboxEntry
 from core.redis import get_redis
 from social.models import OUTBOX_PAIR, OUTBOX_USER, Follow
+from social.selectors import follow_counts
 from users.models import User
 
 from . import delivery, redis_keys
@@ -54,6 +60,7 @@ logger = logging.getLogger(__name__)
 
 # Kind names, stored in ``core.OutboxEntry.kind``.
 NOTE_KIND = "feed.note"
+NOTE_PART_KIND = "feed.note_part"
 PAIR_KIND = "feed.pair"
 AUTHOR_KIND = "feed.author"
 INBOX_KIND = "feed.inbox"
@@ -70,12 +77,14 @@ def _mirror_pending(entry: OutboxEntry, kind: str, **where: int | None) -> bool:
 
 @dataclass(frozen=True)
 class FanOut:
-    """Outcome of a fan-out: ``mode`` is ``push``, ``pull`` or ``skipped``;
-    ``followers`` walked and ``inbox_writes`` made."""
+    """Outcome of a fan-out: ``mode`` is ``push``, ``pull``, ``split`` (into ``parts``
+    entries, delivered by their own tasks) or ``skipped``; ``followers`` walked and
+    ``inbox_writes`` made."""
 
     mode: str
     followers: int = 0
     inbox_writes: int = 0
+    parts: int = 1
 
 
 def note_fan_out(*, note_id: int) -> FanOut:
@@ -105,6 +114,12 @@ def note_fan_out(*, note_id: int) -> FanOut:
     pipe.execute()
     if delivery.is_pull_author(client, note.author_id):
         result = FanOut(mode="pull")
+    elif (parts := delivery.fan_out_parts(follow_counts(user_id=note.author_id).followers)) > 1:
+        # One entry (so one task message) per part: any worker takes any part.
+        with transaction.atomic():
+            for index in range(parts):
+                outbox.record(NOTE_PART, subject_id=note.pk, object_id=pack_part(delivery.Part(parts, index)))
+        result = FanOut(mode="split", parts=parts)
     else:
         followers, writes = delivery.fan_out_to_followers(client, note.author_id, entry)
         result = FanOut(mode="push", followers=followers, inbox_writes=writes)
@@ -113,6 +128,40 @@ def note_fan_out(*, note_id: int) -> FanOut:
     if not Note.objects.filter(pk=note_id, is_hidden=False, deleted_at__isnull=True).exists():
         note_retract(note_id=note_id)
     return result
+
+
+# A part's object id packs the part count above the index, so a part is
+# applied as it was split even if FEED_FANOUT_PART_FOLLOWERS changed since.
+PART_INDEX_BITS = 16
+
+
+def pack_part(part: delivery.Part) -> int:
+    """``part`` as the ``object_id`` of a ``feed.note_part`` entry."""
+    return (part.parts << PART_INDEX_BITS) | part.index
+
+
+def unpack_part(object_id: int) -> delivery.Part:
+    """The ``Part`` packed by ``pack_part``."""
+    return delivery.Part(object_id >> PART_INDEX_BITS, object_id & ((1 << PART_INDEX_BITS) - 1))
+
+
+def note_fan_out_part(*, note_id: int, part: delivery.Part) -> FanOut:
+    """Deliver note ``note_id`` to one part of its author's followers (a split fan-out).
+
+    The same checks as ``note_fan_out`` for each reader (``DELIVER_LUA``),
+    and the same verify-then-retract when the note was hidden or deleted
+    while the part delivered; parts run in any order, on any worker, twice.
+
+    :returns: ``FanOut(mode="push")`` with this part's figures; ``skipped`` when the note is gone or not visible.
+    :raises: ``REDIS_ERRORS`` (the entry stays pending).
+    """
+    note = Note.objects.filter(pk=note_id).first()
+    if note is None or not note.is_visible:
+        return FanOut(mode="skipped")
+    followers, writes = delivery.fan_out_to_followers(get_redis(), note.author_id, [(note.pk, note.published_ms)], part=part)
+    if not Note.objects.filter(pk=note_id, is_hidden=False, deleted_at__isnull=True).exists():
+        note_retract(note_id=note_id)
+    return FanOut(mode="push", followers=followers, inbox_writes=writes)
 
 
 def note_retract(*, note_id: int, author_id: int | None = None) -> int:
@@ -234,7 +283,7 @@ def author_feed_refresh(*, author_id: int) -> int:
         removed = 0
         for batch in delivery.follower_batches(client, author_id, source="database"):
             removed += delivery.withdraw(client, batch, note_ids)
-        client.unlink(outbox_key, redis_keys.inbox_key(author_id), redis_keys.inbox_synced_key(author_id))
+        client.unlink(outbox_key, redis_keys.inbox_key(author_id), redis_keys.inbox_synced_key(author_id), redis_keys.inbox_floor_key(author_id))
         return removed
     outbox_rebuild(author_id=author_id)
     inbox_rebuild(user_id=author_id)
@@ -310,6 +359,9 @@ def _apply_inbox(entry: OutboxEntry) -> None:
 
 # Stage 1: after the follow mirror's entries (stage 0) in the same batch.
 NOTE = outbox.register(NOTE_KIND, apply=_each(lambda e: note_apply(note_id=e.subject_id, author_id=e.object_id)), stage=1)
+NOTE_PART = outbox.register(
+    NOTE_PART_KIND, apply=_each(lambda e: note_fan_out_part(note_id=e.subject_id, part=unpack_part(int(e.object_id or 0)))), stage=1
+)
 PAIR = outbox.register(PAIR_KIND, apply=_each(_apply_pair), stage=1)
 AUTHOR = outbox.register(AUTHOR_KIND, apply=_each(_apply_author), stage=1)
 INBOX = outbox.register(INBOX_KIND, apply=_each(_apply_inbox), stage=2)

@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from core.cluster import Pipe, lua, node_client, pipeline, queue_script
 from core.redis import RedisLock, RedisLockLost, get_redis
+from core.replica import primary_reads
 from social.models import Follow
 from social.selectors import active_follows
 from users.models import User
@@ -96,13 +97,18 @@ end
 if redis.call('ZCARD', KEYS[1]) > cap then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -(cap + 1)) end
 return redis.call('ZCARD', KEYS[1])
 """
-# KEYS: inbox, build copy, build lock, removed set, synced marker. ARGV:
-# the build's token, the synced marker's expiry (unix seconds; 0: not
-# synced). Swaps the copy in only while the lock is still this build's.
+# KEYS: inbox, build copy, build lock, removed set, synced marker, floor.
+# ARGV: the build's token, the synced marker's expiry (unix seconds; 0: not
+# synced), the cap. Swaps the copy in only while the lock is still this
+# build's; a copy filled to the cap may have left older notes out, so its
+# lowest score becomes the floor (``DELIVER_LUA``).
 SWAP_INBOX_LUA = """
 if redis.call('GET', KEYS[3]) ~= ARGV[1] then return 0 end
 if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('RENAME', KEYS[2], KEYS[1]) else redis.call('UNLINK', KEYS[1]) end
-redis.call('DEL', KEYS[3], KEYS[4])
+redis.call('DEL', KEYS[3], KEYS[4], KEYS[6])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then
+  redis.call('SET', KEYS[6], redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2])
+end
 local expiry = tonumber(ARGV[2])
 if expiry > 0 then redis.call('SET', KEYS[5], '1', 'EXAT', expiry) else redis.call('DEL', KEYS[5]) end
 return 1
@@ -151,6 +157,7 @@ def pull_authors(client: redis.Redis) -> set[int]:
     return {int(member) for member in client.smembers(redis_keys.pull_authors_key())}
 
 
+@primary_reads()
 def inboxes_rebuild(reader_ids: Sequence[int]) -> dict[int, InboxRebuild]:
     """Rebuild the inboxes of ``reader_ids`` from the database, pipelined: the newest
     ``INBOX_MAX_LEN`` visible notes of the accounts each follows, pull authors left out.
@@ -204,8 +211,8 @@ def inboxes_rebuild(reader_ids: Sequence[int]) -> dict[int, InboxRebuild]:
             # A deactivated or deleted reader: the copy stays empty and no synced marker is set.
             until = synced_until(seen[reader_id]) if reader_id in seen else None
             expiry = int(until.timestamp()) if until is not None else 0
-            keys = [inbox, copy, locks[reader_id].key, removed, redis_keys.inbox_synced_key(reader_id)]
-            queue_script(pipe, lua(SWAP_INBOX_LUA), keys, [locks[reader_id].token, expiry])
+            keys = [inbox, copy, locks[reader_id].key, removed, redis_keys.inbox_synced_key(reader_id), redis_keys.inbox_floor_key(reader_id)]
+            queue_script(pipe, lua(SWAP_INBOX_LUA), keys, [locks[reader_id].token, expiry, redis_keys.inbox_max_len()])
             order.append(reader_id)
             results[reader_id] = InboxRebuild(entries=len(entries), synced=until is not None)
         swapped = pipe.execute()[-len(order) :] if order else []
@@ -248,6 +255,7 @@ def _replace(client: redis.Redis, key: str, entries: list[Entry]) -> None:
     pipe.execute()
 
 
+@primary_reads()
 def outbox_rebuild(*, author_id: int) -> int:
     """Rebuild ``author_id``'s outbox from the database; returns the entries written."""
     client = get_redis()
@@ -256,6 +264,7 @@ def outbox_rebuild(*, author_id: int) -> int:
     return len(entries)
 
 
+@primary_reads()
 def pull_authors_rebuild() -> set[int]:
     """Re-derive the pull set from the database: authors with at least
     ``FANOUT_PULL_THRESHOLD`` active followers. Returns the set written."""
@@ -324,6 +333,7 @@ def readers_to_rebuild(*, start_after: int = 0, include_inactive: bool = False) 
     return users.order_by("pk").values_list("pk", flat=True)
 
 
+@primary_reads()
 def rebuild_all_outboxes(
     *, start_after: int = 0, batch_users: int = 2000, on_progress: Callable[[int], None] | None = None
 ) -> int:
@@ -355,6 +365,7 @@ def rebuild_all_outboxes(
     return written
 
 
+@primary_reads()
 def rebuild_all_inboxes(
     *,
     start_after: int = 0,

@@ -75,6 +75,13 @@ def pull_authors_key() -> str:
     return f"{prefix()}feed:{{pull_authors}}"
 
 
+def inbox_floor_key(user_id: int) -> str:
+    """STRING: the highest score (ms) trimmed from ``user_id``'s inbox at the cap. Older notes are
+    not added afterwards: above its lowest score an inbox must hold every note, and the
+    trimmed ones are gone (the database serves what lies below)."""
+    return f"{prefix()}feed:inbox:floor:{{{int(user_id)}}}"
+
+
 def inbox_synced_key(user_id: int) -> str:
     """STRING present while ``user_id``'s inbox is complete (expires with the user's activity)."""
     return f"{prefix()}feed:inbox:synced:{{{int(user_id)}}}"
@@ -106,6 +113,7 @@ def all_user_keys(user_id: int) -> list[str]:
         inbox_key(user_id),
         outbox_key(user_id),
         inbox_synced_key(user_id),
+        inbox_floor_key(user_id),
         inbox_rebuilding_key(user_id),
         inbox_build_key(user_id),
         inbox_build_removed_key(user_id),

@@ -259,6 +259,11 @@ FEED_PAGE_SIZE = env.int("FEED_PAGE_SIZE", default=20)
 # and an optional pause between batches (seconds) to spread a big fan-out.
 FEED_FANOUT_BATCH_SIZE = env.int("FEED_FANOUT_BATCH_SIZE", default=1000)
 FEED_FANOUT_BATCH_PAUSE_SECONDS = env.float("FEED_FANOUT_BATCH_PAUSE_SECONDS", default=0.0)
+# A fan-out to more followers than this is split into parts of about this
+# many followers (one outbox entry and one task each), so any worker can
+# deliver a part and N workers share a big author's fan-out.
+FEED_FANOUT_PART_FOLLOWERS = env.int("FEED_FANOUT_PART_FOLLOWERS", default=5000)
+FEED_FANOUT_MAX_PARTS = env.int("FEED_FANOUT_MAX_PARTS", default=64)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

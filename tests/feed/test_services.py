@@ -350,3 +350,54 @@ class TestPendingFanOut:
             services.note_create(author=bob, body="just now")
 
         assert drain(task_grace_seconds=60).applied == 0
+
+
+class TestSplitFanOut:
+    def test_an_author_over_the_part_size_is_delivered_in_parts_that_cover_every_follower_once(self, settings, follow, publish, redis_client):
+        from core.models import OutboxEntry
+        from feed.outbox import NOTE_PART_KIND, unpack_part
+
+        settings.FEED_FANOUT_PART_FOLLOWERS = 4
+        author = make_user("wide")
+        readers = [make_user() for _ in range(10)]
+        for reader in readers:
+            follow(reader, author)
+
+        note = publish(author, "in three parts")
+
+        parts = OutboxEntry.objects.filter(kind=NOTE_PART_KIND, subject_id=note.pk).order_by("id")
+        assert [(unpack_part(entry.object_id).parts, unpack_part(entry.object_id).index) for entry in parts] == [(3, 0), (3, 1), (3, 2)]
+        assert all(entry.applied_at is not None for entry in parts)
+        assert [redis_client.zscore(redis_keys.inbox_key(reader.pk), note.pk) for reader in readers] == [note.published_ms] * 10
+
+    def test_below_the_part_size_a_fan_out_is_one_job(self, settings, follow, publish):
+        from core.models import OutboxEntry
+        from feed.outbox import NOTE_PART_KIND
+
+        settings.FEED_FANOUT_PART_FOLLOWERS = 4
+        author = make_user("narrow")
+        for _ in range(4):
+            follow(make_user(), author)
+
+        note = publish(author, "one job")
+
+        assert not OutboxEntry.objects.filter(kind=NOTE_PART_KIND, subject_id=note.pk).exists()
+
+    def test_the_database_path_splits_followers_the_same_way(self, settings, follow):
+        from core.redis import get_redis
+        from feed.delivery import Part, follower_batches
+
+        author = make_user("parted")
+        readers = [make_user() for _ in range(9)]
+        for reader in readers:
+            follow(reader, author)
+        client = get_redis()
+
+        by_source = {
+            source: [sorted(id_ for batch in follower_batches(client, author.pk, source=source, part=Part(3, index)) for id_ in batch) for index in range(3)]
+            for source in ("redis", "database")
+        }
+
+        assert by_source["redis"] == by_source["database"]
+        assert sorted(id_ for part in by_source["redis"] for id_ in part) == sorted(reader.pk for reader in readers)
+        assert all(id_ % 3 == index for index, part in enumerate(by_source["redis"]) for id_ in part)

@@ -321,3 +321,27 @@ def test_paging_returns_every_note_once_newest_first(
     assert not (set(seen) & may)
     scores = [Note.objects.get(pk=i).published_ms for i in seen]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_a_note_older_than_what_the_cap_trimmed_does_not_hide_the_trimmed_notes(alice, people, follow, publish, synced, redis_client, settings):
+    """Found by the paging invariant on the cluster run: the cap trims a note, a page removes a
+    deleted one (the inbox is below the cap again), then a note older than the trimmed one
+    arrives. Added, it would lower the inbox's lowest score and claim the trimmed note was never
+    there; the floor keeps it out, so the database serves that stretch."""
+    settings.INBOX_MAX_LEN = 3
+    author = people(1)[0]
+    follow(alice, author)
+    synced(alice)
+    oldest, deleted, tie_a, tie_b, newest = [publish(author, at_ms=BASE_MS + t) for t in (0, 2, 1, 1, 2)]
+    deleted.delete()
+    first = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=1)
+    late = publish(author, at_ms=BASE_MS)
+    seen, cursor = [n.pk for n in first.notes], first.next_cursor
+    while cursor is not None:
+        page = selectors.home_timeline(user_id=alice.pk, cursor=cursor, limit=1)
+        seen += [n.pk for n in page.notes]
+        cursor = page.next_cursor
+
+    assert seen == [newest.pk, tie_a.pk, tie_b.pk, oldest.pk, late.pk]
+    assert redis_client.get(redis_keys.inbox_floor_key(alice.pk)) is not None
+    assert late.pk not in inbox_ids(redis_client, alice)

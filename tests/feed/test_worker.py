@@ -261,3 +261,28 @@ def test_the_paging_invariant_holds_with_deliveries_by_the_worker(initial, later
     assert set(seen) == must
     scores = [Note.objects.get(pk=i).published_ms for i in seen]
     assert scores == sorted(scores, reverse=True)
+
+
+class TestSplitFanOutOnTwoWorkers:
+    def test_a_big_authors_parts_are_shared_by_two_workers_and_every_follower_gets_the_note(self, worker, redis_client):
+        from core.models import OutboxEntry
+        from feed.outbox import NOTE_PART_KIND
+
+        # Parts of 20 followers, each slow enough (batches of 5, 50 ms apart) that both workers take some.
+        env = {"FEED_FANOUT_PART_FOLLOWERS": "20", "FEED_FANOUT_BATCH_SIZE": "5", "FEED_FANOUT_BATCH_PAUSE_SECONDS": "0.05"}
+        first, second = worker(**env), worker(**env)
+        bob = make_user("bob")
+        readers = [make_user() for _ in range(200)]
+        bulk_follow(readers, bob)
+
+        note = services.note_create(author=bob, body="to two hundred")
+        parts = OutboxEntry.objects.filter(kind=NOTE_PART_KIND, subject_id=note.pk)
+        wait_until(lambda: parts.count() == 10 and not parts.filter(applied_at__isnull=True).exists(), timeout=DELIVERY_TIMEOUT, what="ten parts applied")
+
+        assert delivered_to(redis_client, readers, note) == 200
+        tasks_done = [
+            sum(1 for line in process.log.read_text().splitlines() if "core.tasks.outbox_apply[" in line and "succeeded" in line)
+            for process in (first, second)
+        ]
+        assert sum(tasks_done) == 11  # the note's entry, then one task per part
+        assert min(tasks_done) >= 2  # both workers delivered parts
