@@ -53,7 +53,7 @@ def start_workers(count: int, queue: str) -> list[subprocess.Popen[bytes]]:
     workers = [
         subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "config.celery_app", "worker", "--pool=solo", "-Q", queue,
-             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{queue}-{index}@%h", "--loglevel=WARNING"],
+             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{queue}-{index}@%h", "--loglevel=INFO"],
             cwd=ROOT,
             env={**os.environ, "CELERY_TASK_DEFAULT_QUEUE": queue},
             stdout=log.open("wb"),
