@@ -64,6 +64,8 @@ def start_workers(count: int, queue: str) -> list[subprocess.Popen[bytes]]:
     deadline = time.monotonic() + 60
     while not all(b"ready" in log.read_bytes() for log in logs):
         if time.monotonic() > deadline or any(worker.poll() is not None for worker in workers):
+            for worker in workers:
+                worker.kill()
             raise SystemExit("a worker did not start: " + " | ".join(log.read_text()[-500:] for log in logs))
         time.sleep(0.1)
     return workers

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from core import health
 from core.models import OutboxEntry
+from core.redis import all_sentinel_keys, get_redis, watched_servers
 from social.models import OUTBOX_PAIR
 from social.reconcile import reconcile_run
 
@@ -92,7 +93,8 @@ class TestRedisFigures:
         assert figures.sentinel_present is True
         assert figures.prefix == redis_isolated
         if figures.prefix_scan_complete:
-            assert figures.prefix_keys_seen == 2  # the sentinel and "extra"
+            # "extra" and the sentinels: one on one server, one per master's run of slots on a cluster.
+            assert figures.prefix_keys_seen == 1 + len(all_sentinel_keys(redis_client))
         assert figures.keys_examined > 0
 
     def test_unreachable_redis_is_shown_not_raised(self, superuser_client: Any, monkeypatch: Any) -> None:
@@ -193,5 +195,6 @@ class TestFeedAndRestartFigures:
         health = response.context["health"]
         assert health.sections["inbox_reconcile"].state == "finished"
         assert ("readers_checked", 1) in health.sections["inbox_reconcile"].figures
-        assert [(watch.seen, watch.rollbacks) for watch in health.watches] == [(True, 0)]
+        # One watch per server: the one Redis, or every master of a cluster.
+        assert [(watch.seen, watch.rollbacks) for watch in health.watches] == [(True, 0)] * len(watched_servers(get_redis()))
         assert b"Inbox reconcile" in response.content and b"Redis restarts" in response.content

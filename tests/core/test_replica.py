@@ -257,7 +257,6 @@ class TestUnderReplicaLag:
             # Charlie did not write: his feed page reads the lagging replica,
             # which lacks the note fan-out already put in his inbox.
             charlie_inbox_before_page = inbox_ids(redis_client, charlie)
-            charlie_inbox_before_page = inbox_ids(redis_client, charlie)
             with by_alias() as charlie_reads:
                 charlie_feed = charlie_client.get("/api/feed")
             charlie_inbox_after_page = inbox_ids(redis_client, charlie)

@@ -4,9 +4,9 @@ import gzip
 from io import StringIO
 
 import pytest
-from django.conf import settings
 from django.core.management import CommandError, call_command
 
+from core.redis import all_sentinel_keys
 from datatools.datasets import dataset_path, read_edges
 from social import selectors
 from social.models import Follow
@@ -77,6 +77,6 @@ class TestRebuild:
         stats = rebuild_all()
 
         assert stats.edges == 4
-        assert redis_client.exists(f"{settings.REDIS_KEY_PREFIX}mirror:sentinel")
+        assert all(redis_client.exists(key) for key in all_sentinel_keys(redis_client))
         report = reconcile_all(repair=False)
         assert report.edges_missing == report.edges_extra == 0
