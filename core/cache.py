@@ -31,6 +31,11 @@ from .redis import REDIS_ERRORS, redis_available, redis_failed, redis_succeeded
 
 T = TypeVar("T")
 
+# The lifetime of a count started again by ``FallbackCache.incr`` (seconds):
+# longer than any rate's window; the key names its window, so a count is
+# never read after that window ends.
+RESTARTED_COUNT_SECONDS = 2 * 86_400
+
 
 class CountingDatabaseCache(DatabaseCache):
     """Django's database cache with an ``incr`` that counts exactly under concurrency."""
@@ -102,7 +107,26 @@ class FallbackCache(BaseCache):
         return self._call(lambda cache: cache.delete(key, version))
 
     def incr(self, key: Any, delta: int = 1, version: Any = None) -> int:
-        return self._call(lambda cache: cache.incr(key, delta, version))
+        """Add ``delta`` to the count at ``key`` in the store answering now.
+
+        django-ratelimit adds a count and then increments it; when the breaker
+        switches stores between the two (Redis went down or came back), or the
+        database cache culled the key, the key is missing where the increment
+        goes. A ratelimit that cannot count refuses the action, so here the
+        count starts again in that store instead of failing.
+
+        :returns: the new count.
+        """
+
+        def count(cache: BaseCache) -> int:
+            try:
+                return int(cache.incr(key, delta, version))
+            except ValueError:
+                if cache.add(key, delta, RESTARTED_COUNT_SECONDS, version):
+                    return delta
+                return int(cache.incr(key, delta, version))
+
+        return self._call(count)
 
     def has_key(self, key: Any, version: Any = None) -> bool:
         return self._call(lambda cache: cache.has_key(key, version))

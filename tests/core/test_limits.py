@@ -275,6 +275,24 @@ class TestCountingWhileRedisIsDown:
         assert cache.get("hits") == 80
         assert _expiry(cache, "hits") == expires_before
 
+    def test_a_store_switch_between_the_add_and_the_increment_counts_instead_of_refusing(self, monkeypatch: Any, settings: Any, alice: Any) -> None:
+        from django.core.cache import caches
+
+        from core import cache as cache_module
+
+        counts = caches["limits"]
+        caches["database"].delete("switch")
+        monkeypatch.setattr(cache_module, "redis_available", lambda *args, **kwargs: False)
+        added_in_database = counts.add("switch", 1, 60)  # Redis down: the count starts in the database
+        monkeypatch.setattr(cache_module, "redis_available", lambda *args, **kwargs: True)
+        after_switch = [counts.incr("switch"), counts.incr("switch")]  # Redis back: the key is not there
+
+        settings.FOLLOW_RATE = "5/h"
+        assert added_in_database is True
+        assert after_switch == [1, 2]
+        assert caches["default"].get("switch") == 2
+        limits.hit("follows", str(alice.pk), "FOLLOW_RATE", message="refused")  # counts, does not refuse
+
     def test_incr_of_a_missing_or_expired_key_is_a_value_error(self) -> None:
         from django.core.cache import caches
 
