@@ -26,12 +26,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import redis
-from django.utils import timezone
 
 from core.cluster import pipeline
 from core.parsing import id_or_none
-from core.redis import REDIS_ERRORS, get_redis
+from core.redis import get_redis
 from core.replica import primary_reads
+from core.runs import recorded_run
 from users.models import User
 
 from . import redis_keys
@@ -177,37 +177,15 @@ def reconcile_inboxes_run(
     :returns: ``(run, report)``; ``run.finished_at`` is set on success.
     :raises: as ``reconcile_inboxes``; the run keeps its checkpoint and the error text.
     """
-    run: InboxReconcileRun | None = None
-    if resume and user_id is None:
-        run = (
-            InboxReconcileRun.objects.filter(finished_at__isnull=True, only_user_id__isnull=True, dry_run=dry_run)
-            .order_by("-started_at", "-id")
-            .first()
-        )
-    base = dict.fromkeys(FIGURES, 0)
-    if run is None:
-        run = InboxReconcileRun.objects.create(dry_run=dry_run, sample=sample, only_user_id=user_id)
-    else:
-        base = {name: getattr(run, name) for name in FIGURES}
-    begin = start_after if start_after is not None else run.last_user_id
-
-    def checkpoint(report: InboxReport) -> None:
-        figures = report.as_dict()
-        for name, value in base.items():
-            setattr(run, name, value + figures[name])
-        run.last_user_id = report.last_user_id
-        run.save(update_fields=[*FIGURES, "last_user_id"])
-
-    try:
-        report = reconcile_inboxes(
-            repair=not dry_run, user_id=user_id, sample=sample, start_after=begin, batch=batch, on_batch=checkpoint, on_progress=on_progress
-        )
-    except REDIS_ERRORS as exc:
-        run.error = repr(exc)[:2000]
-        run.save(update_fields=["error"])
-        raise
-    checkpoint(report)
-    run.finished_at = timezone.now()
-    run.error = ""
-    run.save(update_fields=["finished_at", "error"])
-    return run, report
+    return recorded_run(
+        InboxReconcileRun,
+        FIGURES,
+        lambda begin, on_batch: reconcile_inboxes(
+            repair=not dry_run, user_id=user_id, sample=sample, start_after=begin, batch=batch, on_batch=on_batch, on_progress=on_progress
+        ),
+        dry_run=dry_run,
+        user_id=user_id,
+        start_after=start_after,
+        resume=resume,
+        fields={"sample": sample},
+    )

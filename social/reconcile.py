@@ -46,12 +46,12 @@ from typing import Any
 import redis
 from django.db import connection
 from django.db.models import Max
-from django.utils import timezone
 
 from core.cluster import pipeline
 from core.parsing import id_or_none
-from core.redis import REDIS_ERRORS, get_redis
+from core.redis import get_redis
 from core.replica import primary_reads
+from core.runs import recorded_run
 from users.models import User
 
 from . import layout, redis_keys
@@ -489,6 +489,10 @@ def reconcile_all(
     return report
 
 
+# The counters of a ``ReconcileRun``, named as in ``ReconcileReport.as_dict()``.
+RUN_FIGURES = ("users_checked", "users_drifted", "edges_checked", "edges_missing", "edges_extra", "scores_wrong", "pairs_repaired")
+
+
 @primary_reads()
 def reconcile_run(
     *,
@@ -509,29 +513,10 @@ def reconcile_run(
     :returns: ``(run, report)``; ``run.finished_at`` is set on success.
     :raises: as ``reconcile_all``; the run keeps its checkpoint and the error text.
     """
-    run: ReconcileRun | None = None
-    if resume and user_id is None:
-        run = (
-            ReconcileRun.objects.filter(finished_at__isnull=True, only_user_id__isnull=True, dry_run=dry_run)
-            .order_by("-started_at", "-id")
-            .first()
-        )
-    base = {name: 0 for name in ("users_checked", "users_drifted", "edges_checked", "edges_missing", "edges_extra", "scores_wrong", "pairs_repaired")}
-    if run is None:
-        run = ReconcileRun.objects.create(dry_run=dry_run, check_level=check, sample=sample, only_user_id=user_id)
-    else:
-        base = {name: getattr(run, name) for name in base}
-    begin = start_after if start_after is not None else run.last_user_id
-
-    def checkpoint(report: ReconcileReport) -> None:
-        figures = report.as_dict()
-        for name, value in base.items():
-            setattr(run, name, value + figures[name])
-        run.last_user_id = report.last_user_id
-        run.save(update_fields=[*base, "last_user_id"])
-
-    try:
-        report = reconcile_all(
+    run, report = recorded_run(
+        ReconcileRun,
+        RUN_FIGURES,
+        lambda begin, on_batch: reconcile_all(
             repair=not dry_run,
             user_id=user_id,
             start_after=begin,
@@ -539,16 +524,14 @@ def reconcile_run(
             check=check,
             sample=sample,
             on_progress=on_progress,
-            on_batch=checkpoint,
-        )
-    except REDIS_ERRORS as exc:
-        run.error = repr(exc)[:2000]
-        run.save(update_fields=["error"])
-        raise
-    checkpoint(report)
-    run.finished_at = timezone.now()
-    run.error = ""
-    run.save(update_fields=["finished_at", "error"])
+            on_batch=on_batch,
+        ),
+        dry_run=dry_run,
+        user_id=user_id,
+        start_after=start_after,
+        resume=resume,
+        fields={"check_level": check, "sample": sample},
+    )
     logger.info(
         "reconcile run %s: users_checked=%s edges_missing=%s edges_extra=%s scores_wrong=%s pairs_repaired=%s dry_run=%s",
         run.pk, run.users_checked, run.edges_missing, run.edges_extra, run.scores_wrong, run.pairs_repaired, dry_run,

@@ -38,7 +38,7 @@ LAYER_OF = {
     "mirror": MECHANISM, "rebuild": MECHANISM, "reconcile": MECHANISM, "sharding": MECHANISM,
     "delivery": MECHANISM, "edges": MECHANISM, "health": MECHANISM, "embedded": MECHANISM,
     "importer": MECHANISM, "celebrity": MECHANISM, "simulate": MECHANISM, "datasets": MECHANISM,
-    "cache": MECHANISM,
+    "cache": MECHANISM, "runs": MECHANISM,
     # writes and their side effects
     "services": SERVICE, "outbox": SERVICE, "receivers": SERVICE,
     "tasks": TASK,
