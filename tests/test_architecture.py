@@ -43,7 +43,7 @@ LAYER_OF = {
     "services": SERVICE, "outbox": SERVICE, "receivers": SERVICE,
     "tasks": TASK,
     # the edge
-    "views": EDGE, "api": EDGE, "admin": EDGE, "urls": EDGE, "api_urls": EDGE, "apps": EDGE,
+    "views": EDGE, "arguments": EDGE, "api": EDGE, "admin": EDGE, "urls": EDGE, "api_urls": EDGE, "apps": EDGE,
 }
 # Celery needs these: the outbox schedules the task by object, the task calls the outbox.
 ALLOWED_UPWARD = {("core.outbox", "core.tasks"), ("social.outbox", "social.tasks")}

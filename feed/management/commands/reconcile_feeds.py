@@ -10,17 +10,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from core.exit_codes import EXIT_CODES_HELP, EXIT_DRIFT_FOUND, EXIT_UNAVAILABLE
+from core.management.arguments import fraction
 from core.redis import REDIS_ERRORS
 from feed.delivery import active_cutoff
 from feed.reconcile import FIGURES, reconcile_inboxes_run
 from users.models import User
-
-
-def _fraction(raw: str) -> float:
-    value = float(raw)
-    if not 0 < value <= 1:
-        raise ValueError(raw)
-    return value
 
 
 class Command(BaseCommand):
@@ -35,7 +29,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--user", type=int, default=None, help="reconcile only this reader's inbox")
-        parser.add_argument("--sample", type=_fraction, default=1.0, help="check this fraction (0 < f <= 1) of readers, chosen at random")
+        parser.add_argument("--sample", type=fraction, default=1.0, help="check this fraction (0 < f <= 1) of readers, chosen at random")
         parser.add_argument("--dry-run", action="store_true", help="report drift, repair nothing")
         parser.add_argument("--start-after", type=int, default=None, help="walk reader ids above this one")
         parser.add_argument("--resume", action="store_true", help="continue the last interrupted run from its checkpoint")

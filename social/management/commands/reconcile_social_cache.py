@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from core.exit_codes import EXIT_CODES_HELP, EXIT_DRIFT_FOUND, EXIT_UNAVAILABLE
+from core.management.arguments import fraction
 from core.redis import REDIS_ERRORS
 from social.models import ReconcileRun
 from social.reconcile import CHECK_DIGEST, CHECKS, reconcile_run
@@ -18,13 +19,6 @@ from users.models import User
 
 logger = logging.getLogger("social.reconcile")
 
-
-
-def _fraction(raw: str) -> float:
-    value = float(raw)
-    if not 0 < value <= 1:
-        raise ValueError(raw)
-    return value
 
 
 class Command(BaseCommand):
@@ -40,7 +34,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--user", type=int, default=None, help="reconcile only this user id")
-        parser.add_argument("--sample", type=_fraction, default=1.0, help="check this fraction (0 < f <= 1) of accounts, chosen at random")
+        parser.add_argument("--sample", type=fraction, default=1.0, help="check this fraction (0 < f <= 1) of accounts, chosen at random")
         parser.add_argument("--dry-run", action="store_true", help="report drift, repair nothing")
         parser.add_argument("--check", choices=CHECKS, default=CHECK_DIGEST, help="cheap check before the full diff (default digest; full diffs every account)")
         parser.add_argument("--start-after", type=int, default=None, help="walk user ids above this one")
