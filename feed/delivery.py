@@ -277,8 +277,10 @@ def withdraw(
     """
     if not reader_ids or not note_ids:
         return 0
-    skipped = {redis_keys.inbox_synced_key, redis_keys.inbox_floor_key}
-    keys = [[key for key in _reader_keys(reader_id) if key not in {name(reader_id) for name in skipped}] for reader_id in reader_ids]
+    keys = []
+    for reader_id in reader_ids:
+        unused = {redis_keys.inbox_synced_key(reader_id), redis_keys.inbox_floor_key(reader_id)}
+        keys.append([key for key in _reader_keys(reader_id) if key not in unused])
     mode = "any" if unless_following is None else "unfollowed"
     members = [redis_keys.note_member(note_id) for note_id in note_ids]
     args: list[int | str] = [mode, unless_following or 0, redis_keys.REBUILDING_TTL_SECONDS, *members]
