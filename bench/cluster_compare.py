@@ -83,6 +83,7 @@ def child(args: argparse.Namespace) -> None:
         }
     )
     from bench.db import ensure_database
+    from bench.servers import unlink_matching
 
     ensure_database(DATABASE_URL)
     import django
@@ -136,11 +137,7 @@ def child(args: argparse.Namespace) -> None:
         return sorted(times)
 
     big, small = page_ms(made.user_id), page_ms(int(ordinary or made.user_id))
-    for batch in _batches([key for key in client.scan_iter(match="benchcluster:*", count=5000)], 500):
-        pipe = pipeline(client)
-        for key in batch:
-            pipe.unlink(key)
-        pipe.execute()
+    unlink_matching(client, "benchcluster:*")
     print(
         json.dumps(
             {
@@ -157,10 +154,6 @@ def child(args: argparse.Namespace) -> None:
             }
         )
     )
-
-
-def _batches(items: list[bytes], size: int) -> list[list[bytes]]:
-    return [items[start : start + size] for start in range(0, len(items), size)]
 
 
 def main() -> None:

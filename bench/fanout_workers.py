@@ -79,6 +79,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from bench.db import ensure_database
+    from bench.servers import unlink_matching
 
     ensure_database(DATABASE_URL)
     import django
@@ -155,12 +156,7 @@ def main() -> None:
         "results": figures,
     }
     (ROOT / "bench" / "results" / "fanout_workers.json").write_text(json.dumps(output, indent=2) + "\n")
-    removed = sum(client.unlink(*batch) for batch in _batches(list(client.scan_iter(match="benchworkers:*", count=5000)), 1000))
-    print(f"removed {removed:,} Redis keys")
-
-
-def _batches(items: list[bytes], size: int) -> list[list[bytes]]:
-    return [items[start : start + size] for start in range(0, len(items), size)]
+    print(f"removed {unlink_matching(client, 'benchworkers:*'):,} Redis keys")
 
 
 if __name__ == "__main__":

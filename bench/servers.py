@@ -15,6 +15,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
+from typing import Any
 
 import redis
 
@@ -63,3 +64,18 @@ class PrivateRedis:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+def unlink_matching(client: Any, pattern: str, *, batch: int = 500) -> int:
+    """Unlink every key matching ``pattern`` (SCAN, then pipelines of ``batch`` UNLINKs, one key
+    each so a cluster routes them); returns how many went."""
+    from core.cluster import pipeline
+
+    keys = list(client.scan_iter(match=pattern, count=5000))
+    removed = 0
+    for start in range(0, len(keys), batch):
+        pipe = pipeline(client)
+        for key in keys[start : start + batch]:
+            pipe.unlink(key)
+        removed += sum(int(reply) for reply in pipe.execute())
+    return removed
