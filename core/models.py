@@ -27,6 +27,12 @@ class OutboxEntry(models.Model):
     applied_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.CharField(max_length=500, blank=True, default="")
+    # Not stored: what the recording transaction knew of the outcome (a
+    # follow's score, None for an unfollow) when ``hinted``, which an apply
+    # in the same process may write first. Handlers verify it against the
+    # database; entries read back from the table carry no hint.
+    hinted: bool = False
+    hint: int | None = None
 
     class Meta:
         verbose_name = "outbox entry"

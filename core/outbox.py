@@ -26,9 +26,11 @@ still holds them.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
@@ -130,18 +132,83 @@ def kind_named(name: str) -> Kind:
 # --- recording --------------------------------------------------------------
 
 
-def record(kind: Kind, *, subject_id: int, object_id: int | None = None, inline: bool | None = None) -> OutboxEntry:
+class NoHint:
+    """The type of ``NO_HINT``: ``record`` was given no hint."""
+
+
+NO_HINT = NoHint()
+
+_batches: threading.local = threading.local()
+
+
+@contextlib.contextmanager
+def batched() -> Iterator[None]:
+    """Inside a transaction: the entries ``record`` makes in this block (the caller's and those
+    of the receivers it signals) are inserted in one multi-row INSERT when the block ends, and
+    each group applied after commit by one call. Nested blocks join the outermost one.
+
+    An exception in the block discards the entries (the transaction rolls back with them).
+
+    :raises django.db.DatabaseError: the INSERT failed (raised at the end of the block).
+    """
+    if getattr(_batches, "entries", None) is not None:
+        yield
+        return
+    _batches.entries = []
+    try:
+        yield
+        entries: list[tuple[OutboxEntry, bool]] = _batches.entries
+    finally:
+        _batches.entries = None
+    if entries:
+        _insert([entry for entry, _ in entries])
+        sent = [entry for entry, now in entries if not now]
+        # When the batch also sends entries to the task, the request applies
+        # its inline entries without marking them (no second commit in the
+        # request): the task's handlers apply and mark what they depend on
+        # first (``apply_pending_before``), and the drain anything left.
+        _schedule([entry for entry, now in entries if now], inline=True, mark=not sent)
+        _schedule(sent, inline=False)
+
+
+def _insert(entries: list[OutboxEntry]) -> None:
+    # MariaDB answers a multi-row INSERT ... RETURNING with every id, so
+    # the entries carry their pks for the after-commit work.
+    OutboxEntry.objects.bulk_create(entries)
+
+
+def _schedule(entries: list[OutboxEntry], *, inline: bool, mark: bool = True) -> None:
+    if entries:
+        transaction.on_commit(partial(apply_after_commit, entries, mark=mark) if inline else partial(send_after_commit, [e.pk for e in entries]))
+
+
+def record(
+    kind: Kind,
+    *,
+    subject_id: int,
+    object_id: int | None = None,
+    inline: bool | None = None,
+    hint: int | None | NoHint = NO_HINT,
+) -> OutboxEntry:
     """Record an entry of ``kind`` in the current transaction; apply it after commit.
 
     :param inline: override the kind's choice: True applies it in this
         process right after commit, False sends it to the Celery task.
-    :returns: the saved entry.
+    :param hint: the entry's ``hint`` (what the transaction knew; handlers verify it).
+    :returns: the entry; saved at once, or inside a ``batched`` block when the block ends.
     :raises django.db.DatabaseError: the insert failed (the caller's
         transaction then fails with it, so no change commits without its entry).
     """
-    entry = OutboxEntry.objects.create(kind=kind.name, subject_id=int(subject_id), object_id=object_id)
+    entry = OutboxEntry(kind=kind.name, subject_id=int(subject_id), object_id=object_id)
+    if not isinstance(hint, NoHint):
+        entry.hinted, entry.hint = True, hint
     now = kind.inline if inline is None else inline
-    transaction.on_commit(partial(apply_after_commit if now else send_after_commit, [entry.pk]))
+    pending: list[tuple[OutboxEntry, bool]] | None = getattr(_batches, "entries", None)
+    if pending is not None:
+        pending.append((entry, now))
+        return entry
+    entry.save()
+    _schedule([entry], inline=now)
     return entry
 
 
@@ -158,28 +225,30 @@ def record_many(kind: Kind, pairs: Sequence[tuple[int, int | None]]) -> int:
     :raises django.db.DatabaseError: as ``record``.
     """
     for start in range(0, len(pairs), RECORD_BATCH):
-        rows = OutboxEntry.objects.bulk_create(
-            [OutboxEntry(kind=kind.name, subject_id=int(s), object_id=o) for s, o in pairs[start : start + RECORD_BATCH]]
-        )
-        ids = [row.pk for row in rows]
-        transaction.on_commit(partial(apply_after_commit if kind.inline else send_after_commit, ids))
+        rows = [OutboxEntry(kind=kind.name, subject_id=int(s), object_id=o) for s, o in pairs[start : start + RECORD_BATCH]]
+        _insert(rows)
+        _schedule(rows, inline=kind.inline)
     return len(pairs)
 
 
 # primary_reads: a handler writes what it reads, and a page's on_commit (a
 # catch-up) runs here inside the page's replica reads (core.replica).
 @primary_reads()
-def apply_after_commit(entry_ids: Sequence[int]) -> None:
-    """Apply pending entries in this process, best effort (``on_commit`` of inline kinds).
+def apply_after_commit(entries: Sequence[OutboxEntry], *, mark: bool = True) -> None:
+    """Apply the just-committed ``entries`` in this process, best effort (``on_commit`` of inline kinds).
+
+    :param mark: False leaves them pending after applying them (``batched``
+        says when another handler confirms them).
 
     While the breaker is open nothing is tried (a follow never waits for a
     Redis timeout); a Redis failure opens it. Entries that were not applied
-    stay pending for the drain.
+    stay pending for the drain. A drain that applied one meanwhile costs a
+    repeat, which every handler tolerates.
     """
     if not redis_available():
         return
     try:
-        apply_entries(list(OutboxEntry.objects.filter(pk__in=entry_ids, applied_at__isnull=True)))
+        apply_entries(list(entries), mark=mark)
     except REDIS_ERRORS as exc:
         redis_failed(exc)
 
@@ -215,7 +284,7 @@ def _mark_applied(entries: Sequence[OutboxEntry]) -> None:
     OutboxEntry.objects.filter(pk__in=[e.pk for e in entries]).update(applied_at=timezone.now(), last_error="")
 
 
-def _apply_kind(kind: Kind, entries: list[OutboxEntry], result: ApplyResult) -> None:
+def _apply_kind(kind: Kind, entries: list[OutboxEntry], result: ApplyResult, mark: bool) -> None:
     try:
         kind.apply(entries)
     except EntryNotApplied as exc:
@@ -226,15 +295,18 @@ def _apply_kind(kind: Kind, entries: list[OutboxEntry], result: ApplyResult) -> 
             OutboxEntry.objects.filter(pk=entries[0].pk).update(attempts=Greatest(F("attempts"), 1), last_error=str(exc)[:500])
             return
         for entry in entries:
-            _apply_kind(kind, [entry], result)
+            _apply_kind(kind, [entry], result, mark)
         return
-    _mark_applied(entries)
+    if mark:
+        _mark_applied(entries)
     result.applied += len(entries)
 
 
 @primary_reads()
-def apply_entries(entries: Sequence[OutboxEntry]) -> ApplyResult:
+def apply_entries(entries: Sequence[OutboxEntry], *, mark: bool = True) -> ApplyResult:
     """Apply ``entries`` (any kinds, lower stages first) and mark the applied ones.
+
+    :param mark: False applies them and leaves them pending (``apply_after_commit``).
 
     :returns: an ``ApplyResult``.
     :raises: ``REDIS_ERRORS`` from a handler propagate (the remaining entries stay pending).
@@ -249,8 +321,21 @@ def apply_entries(entries: Sequence[OutboxEntry]) -> ApplyResult:
         OutboxEntry.objects.filter(pk__in=[e.pk for e in by_kind.pop(name)]).update(last_error="unknown kind")
         result.stuck += 1
     for name in sorted(by_kind, key=lambda n: (_kinds[n].stage, n)):
-        _apply_kind(_kinds[name], by_kind[name], result)
+        _apply_kind(_kinds[name], by_kind[name], result, mark)
     return result
+
+
+def apply_pending_before(entry: OutboxEntry, kind: str, **where: int | None) -> None:
+    """Apply and mark the pending entries of ``kind`` matching ``where`` recorded before ``entry``:
+    what ``entry``'s handler depends on (the follow mirror before a feed job), usually applied
+    already in the request that recorded them and only confirmed here.
+
+    :raises EntryNotApplied: one of them could not be applied (``entry`` must wait).
+    :raises: ``REDIS_ERRORS``.
+    """
+    pending = list(OutboxEntry.objects.filter(kind=kind, applied_at__isnull=True, id__lt=entry.pk, **where))
+    if pending and apply_entries(pending).stuck:
+        raise EntryNotApplied(f"{kind} entries {[e.pk for e in pending]} before {entry.pk} are not applied yet")
 
 
 # --- the drain --------------------------------------------------------------

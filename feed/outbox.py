@@ -26,8 +26,10 @@ so a job that runs twice, late or out of order is harmless:
   entries recorded with it (the follow rows are gone after the delete).
 
 A job that depends on the follow mirror (a backfill decides from the
-reader's following set) waits while the mirror entry of the same change
-is still pending: the handler raises ``EntryNotApplied`` and the drain
+reader's following set) first applies and marks the mirror entries of the
+same change still pending (``core.outbox.apply_pending_before``): the
+request applied them already and left the marking to this job. If one
+cannot be applied the handler raises ``EntryNotApplied`` and the drain
 applies both, the mirror first. All are applied by the
 ``core.tasks.outbox_apply`` task after commit, and by the drain when that
 message was refused or its worker died.
@@ -65,11 +67,6 @@ PAIR_KIND = "feed.pair"
 AUTHOR_KIND = "feed.author"
 INBOX_KIND = "feed.inbox"
 PURGE_KIND = "feed.purge"
-
-
-def _mirror_pending(entry: OutboxEntry, kind: str, **where: int | None) -> bool:
-    """Whether a follow-mirror entry of ``kind`` recorded before ``entry`` is still pending."""
-    return OutboxEntry.objects.filter(kind=kind, applied_at__isnull=True, id__lt=entry.pk, **where).exists()
 
 
 # --- notes ------------------------------------------------------------------
@@ -341,14 +338,13 @@ def _each(apply: Callable[[OutboxEntry], object]) -> Callable[[Sequence[OutboxEn
 
 def _apply_pair(entry: OutboxEntry) -> int:
     followee_id = int(entry.object_id or 0)
-    if _mirror_pending(entry, OUTBOX_PAIR, subject_id=entry.subject_id, object_id=followee_id):
-        raise EntryNotApplied(f"the follow mirror of {entry.subject_id} -> {followee_id} is not applied yet")
+    # The follow mirror first: a feed job decides from it.
+    outbox.apply_pending_before(entry, OUTBOX_PAIR, subject_id=entry.subject_id, object_id=followee_id)
     return inbox_follow_apply(follower_id=entry.subject_id, followee_id=followee_id)
 
 
 def _apply_author(entry: OutboxEntry) -> int:
-    if _mirror_pending(entry, OUTBOX_USER, subject_id=entry.subject_id):
-        raise EntryNotApplied(f"the follow mirror of account {entry.subject_id} is not applied yet")
+    outbox.apply_pending_before(entry, OUTBOX_USER, subject_id=entry.subject_id)
     return author_feed_refresh(author_id=entry.subject_id)
 
 

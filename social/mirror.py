@@ -15,20 +15,23 @@ accounts vanish from every list, set and count).
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from datetime import timezone as dt_timezone
 
-from django.db.models import Q
+from django.db import connection
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from core.cluster import Pipe, pipeline
 from core.errors import EntryNotApplied
 from core.redis import REDIS_ERRORS, get_redis, redis_failed
 from core.replica import primary_reads
+from users.models import User
 
 from . import layout, redis_keys
 from .models import Follow, follow_score
-from .selectors import followers_layouts
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +84,17 @@ def queue_pair_write(
         pipe.zrem(zset_key, follower_id)
 
 
+def _score_of(value: datetime | str) -> int:
+    # A raw cursor returns the stored UTC time naive (MariaDB) or as text
+    # (some SQLite builds); the ORM would have made it aware.
+    at = parse_datetime(value) if isinstance(value, str) else value
+    if at is None:
+        raise ValueError(f"not a datetime: {value!r}")
+    if timezone.is_naive(at):
+        at = at.replace(tzinfo=dt_timezone.utc)
+    return follow_score(at)
+
+
 def pair_states(pairs: Sequence[Pair]) -> dict[Pair, int | None]:
     """Database state of each pair: its follow score, or None (absent or an inactive side).
 
@@ -89,34 +103,57 @@ def pair_states(pairs: Sequence[Pair]) -> dict[Pair, int | None]:
     """
     states: dict[Pair, int | None] = {(int(a), int(b)): None for a, b in pairs}
     keys = list(states)
+    follows, users = Follow._meta.db_table, User._meta.db_table
     for start in range(0, len(keys), PAIR_QUERY_CHUNK):
         chunk = keys[start : start + PAIR_QUERY_CHUNK]
-        by_follower: dict[int, list[int]] = defaultdict(list)
-        for follower_id, followee_id in chunk:
-            by_follower[follower_id].append(followee_id)
-        condition = Q()
-        for follower_id, followee_ids in by_follower.items():
-            condition |= Q(follower_id=follower_id, followee_id__in=followee_ids)
-        rows = Follow.objects.filter(condition, follower__is_active=True, followee__is_active=True).values_list(
-            "follower_id", "followee_id", "created_at"
+        # Raw SQL: this read runs after every follow, and building the
+        # ORM's OR of pairs cost more than the query.
+        condition = " OR ".join(["(f.follower_id = %s AND f.followee_id = %s)"] * len(chunk))
+        sql = (
+            f"SELECT f.follower_id, f.followee_id, f.created_at FROM {follows} f"
+            f" JOIN {users} a ON a.id = f.follower_id JOIN {users} b ON b.id = f.followee_id"
+            f" WHERE a.is_active AND b.is_active AND ({condition})"
         )
-        for follower_id, followee_id, created_at in rows:
-            states[(follower_id, followee_id)] = follow_score(created_at)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [value for pair in chunk for value in pair])
+            for follower_id, followee_id, created_at in cursor.fetchall():
+                states[(int(follower_id), int(followee_id))] = _score_of(created_at)
     return states
 
 
+# The followers layout last seen per followee (only those not single), the
+# first guess of a mirror write; the write's own pipeline reads the marker
+# and a wrong guess costs one more round. Bounded: cleared when full.
+_layout_seen: dict[int, bytes] = {}
+LAYOUT_SEEN_MAX = 10_000
+
+
+def _remember_layout(followee_id: int, seen: bytes) -> None:
+    if seen == layout.LAYOUT_SINGLE:
+        _layout_seen.pop(followee_id, None)
+        return
+    if len(_layout_seen) >= LAYOUT_SEEN_MAX:
+        _layout_seen.clear()
+    _layout_seen[followee_id] = seen
+
+
 @primary_reads()
-def mirror_apply_pairs(pairs: Iterable[Pair]) -> dict[int, LayoutObservation]:
+def mirror_apply_pairs(pairs: Iterable[Pair], *, hints: Mapping[Pair, int | None] | None = None) -> dict[int, LayoutObservation]:
     """Make Redis show each pair exactly as the database has it, race-safely.
 
     Each round writes every pair with its followee's layout, then (in the
     same pipeline) re-reads each followee's layout marker and follower
-    count; a pair is written again when its database row changed meanwhile
-    or when a layout migration (``social.sharding``) flipped the marker
-    between our read and our write, so no write is left only in keys that
-    stopped being live.
+    count; then the database is read again, and a pair is written again
+    when its row changed meanwhile or when a layout migration
+    (``social.sharding``) flipped the marker between our read and our
+    write, so no write is left only in keys that stopped being live. The
+    first round writes the ``hints`` (what the committing transaction
+    wrote) and the layout last seen, unread: the round's own marker read
+    and the database read after it decide whether another round is due.
 
     :param pairs: ``(follower_id, followee_id)`` tuples, duplicates allowed.
+    :param hints: ``{pair: score | None}`` believed for some pairs; others
+        are read from the database first.
     :returns: ``{followee_id: LayoutObservation}`` of the followees written,
         as the write pipeline saw them (``social.outbox`` decides from it
         whether a layout migration is due).
@@ -129,12 +166,16 @@ def mirror_apply_pairs(pairs: Iterable[Pair]) -> dict[int, LayoutObservation]:
     if not wanted:
         return observed
     client = get_redis()
-    states = pair_states(wanted)
+    known = hints or {}
+    states = {pair: known[pair] for pair in wanted if pair in known}
+    unknown = [pair for pair in wanted if pair not in states]
+    if unknown:
+        states.update(pair_states(unknown))
+    layouts = {followee: _layout_seen.get(followee, layout.LAYOUT_SINGLE) for _, followee in wanted}
     todo = wanted
     moved: set[int] = set()
     for _ in range(MAX_VERIFY_ROUNDS):
         followees = list(dict.fromkeys(followee for _, followee in todo))
-        layouts = followers_layouts(client, followees)
         pipe = pipeline(client)
         for follower_id, followee_id in todo:
             queue_pair_write(
@@ -158,9 +199,11 @@ def mirror_apply_pairs(pairs: Iterable[Pair]) -> dict[int, LayoutObservation]:
             width = widths[followee_id]
             if now_layout != layouts[followee_id]:
                 moved.add(followee_id)
+                layouts[followee_id] = now_layout
             else:
                 count = sum(int(n) for n in replies[tail + 1 : tail + 1 + width])
                 observed[followee_id] = LayoutObservation(count=count, layout=now_layout)
+            _remember_layout(followee_id, now_layout)
             tail += 1 + width
         again = pair_states(todo)
         todo = [pair for pair in todo if again[pair] != states[pair] or pair[1] in moved]

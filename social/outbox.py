@@ -16,6 +16,7 @@ runs after Redis lost its data.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import partial
 
@@ -65,7 +66,11 @@ def layout_migrations_enqueue(observed: dict[int, LayoutObservation]) -> list[in
 
 def _apply_pairs(entries: Sequence[OutboxEntry]) -> None:
     pairs = [(entry.subject_id, entry.object_id) for entry in entries if entry.object_id is not None]
-    layout_migrations_enqueue(mirror_apply_pairs(pairs))
+    # A pair changed twice in one batch has two hints: none is trusted.
+    hinted = [(entry.subject_id, entry.object_id, entry.hint) for entry in entries if entry.object_id is not None and entry.hinted]
+    counts = Counter(pairs)
+    hints = {(follower, followee): hint for follower, followee, hint in hinted if counts[(follower, followee)] == 1}
+    layout_migrations_enqueue(mirror_apply_pairs(pairs, hints=hints))
 
 
 def _apply_users(entries: Sequence[OutboxEntry]) -> None:

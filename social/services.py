@@ -15,17 +15,18 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.conf import settings
-from django.db import IntegrityError, OperationalError, transaction
+from django.db import OperationalError, connection, transaction
+from django.db.models.constants import OnConflict
 
 from core import limits, outbox
 from core.errors import DomainError, Forbidden, InvalidInput, NotFound
 from users.models import User
 
 from . import outbox as social_outbox
-from .models import Follow
-from .selectors import follow_counts
+from .models import Follow, follow_score, now_whole_second
 from .signals import follow_created, follow_deleted
 
 
@@ -97,6 +98,11 @@ def _retry_on_deadlock(write: Callable[[], FollowResult]) -> FollowResult:
 def follow_create(*, actor: User, followee_id: int) -> FollowResult:
     """Make ``actor`` follow the account ``followee_id``; a repeat is a no-op success.
 
+    One transaction: a locked read of the actor's row, one read answering
+    every check (target active, already following, following count), the
+    insert, and the outbox entries in one multi-row INSERT; after commit one
+    Redis pipeline and one verifying read (``social.mirror``).
+
     :param actor: the signed-in user.
     :param followee_id: the followee's id, parsed (``core.parsing.parse_id``).
     :returns: ``FollowResult(changed=True)`` when a row was created.
@@ -110,58 +116,95 @@ def follow_create(*, actor: User, followee_id: int) -> FollowResult:
         raise ActorInactiveError("Your account is deactivated.")
     if followee_id == actor.pk:
         raise SelfFollowError("You cannot follow yourself.")
-    if not User.objects.filter(pk=followee_id, is_active=True).exists():
-        raise TargetNotFoundError("No such user.")
-    if Follow.objects.filter(follower_id=actor.pk, followee_id=followee_id).exists():
-        return FollowResult(changed=False, follower_id=actor.pk, followee_id=followee_id)
-    counts = follow_counts(user_id=actor.pk)
-    allowed = following_limit(followers=counts.followers)
-    if counts.following >= allowed:
-        raise FollowingLimitReached(f"You follow {counts.following:,} accounts, the most you can ({allowed:,}); unfollow some first.")
-    limits.hit("follows", str(actor.pk), "FOLLOW_RATE", message="You followed too many accounts today; try again later.")
     return _retry_on_deadlock(lambda: _follow_insert(follower_id=actor.pk, followee_id=followee_id))
 
 
-def _check_following_limit(*, follower_id: int) -> None:
-    """The cap on followings, counted in the database under a lock on the follower's row.
+@dataclass(frozen=True)
+class _FollowCheck:
+    """What the locked read of a follow saw: the follower row exists and is active, the followee
+    is active, the pair exists already, and how many active accounts the follower follows
+    (counted up to ``FOLLOWING_MAX``, the floor of the cap)."""
 
-    Concurrent follows by one account each pass the fast check before the
-    transaction (the mirror's counts); taking the follower's row lock here
-    serialises them, so the count each sees includes the others' rows.
+    follower_active: bool
+    followee_active: bool
+    follows: bool
+    following: int
+
+
+def _locked_follow_check(*, follower_id: int, followee_id: int) -> _FollowCheck:
+    """Lock the follower's row, then read everything a follow decides on: two queries.
+
+    The row lock serialises one account's concurrent follows. The count is
+    a statement of its own after the lock: a statement reads the data as of
+    its start, so a count inside the locking statement would miss the rows
+    of the follows it waited for.
+    """
+    users, follows = User._meta.db_table, Follow._meta.db_table
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT is_active FROM {users} WHERE id = %s{lock}", [follower_id])
+        locked = cursor.fetchone()
+        if locked is None:
+            return _FollowCheck(follower_active=False, followee_active=False, follows=False, following=0)
+        cursor.execute(
+            f"SELECT (SELECT t.is_active FROM {users} t WHERE t.id = %s),"
+            f" EXISTS (SELECT 1 FROM {follows} f WHERE f.follower_id = %s AND f.followee_id = %s),"
+            f" (SELECT COUNT(*) FROM (SELECT 1 FROM {follows} f JOIN {users} e ON e.id = f.followee_id"
+            f"  WHERE f.follower_id = %s AND e.is_active LIMIT %s) capped)",
+            [followee_id, follower_id, followee_id, follower_id, int(settings.FOLLOWING_MAX)],
+        )
+        row = cursor.fetchone()
+    return _FollowCheck(follower_active=bool(locked[0]), followee_active=bool(row[0]), follows=bool(row[1]), following=int(row[2]))
+
+
+def _check_following_limit(*, follower_id: int, following: int) -> None:
+    """The cap on followings for an account at or above its floor (``FOLLOWING_MAX``), counted
+    exactly in the database (the caller holds the follower's row lock).
 
     :raises FollowingLimitReached: the follower is at its cap (422).
     """
-    User.objects.select_for_update().filter(pk=follower_id).values_list("pk", flat=True).first()
-    following = Follow.objects.filter(follower_id=follower_id, followee__is_active=True).count()
     if following < int(settings.FOLLOWING_MAX):
         return  # below the floor of the cap: the followers count cannot matter
+    following = Follow.objects.filter(follower_id=follower_id, followee__is_active=True).count()
     followers = Follow.objects.filter(followee_id=follower_id, follower__is_active=True).count()
     allowed = following_limit(followers=followers)
     if following >= allowed:
         raise FollowingLimitReached(f"You follow {following:,} accounts, the most you can ({allowed:,}); unfollow some first.")
 
 
+def _insert_follow(*, follower_id: int, followee_id: int, created_at: datetime) -> bool:
+    """``INSERT IGNORE`` the edge: a row that exists already (a concurrent duplicate follow) or a
+    followee row that is gone leaves nothing inserted instead of an error.
+
+    :returns: whether a row was inserted.
+    """
+    table = Follow._meta.db_table
+    insert = connection.ops.insert_statement(on_conflict=OnConflict.IGNORE)
+    value = connection.ops.adapt_datetimefield_value(created_at)
+    with connection.cursor() as cursor:
+        cursor.execute(f"{insert} {table} (follower_id, followee_id, created_at) VALUES (%s, %s, %s)", [follower_id, followee_id, value])
+        return bool(cursor.rowcount == 1)
+
+
 def _follow_insert(*, follower_id: int, followee_id: int) -> FollowResult:
-    with transaction.atomic():
-        _check_following_limit(follower_id=follower_id)
-        for _ in range(WRITE_ATTEMPTS):
-            try:
-                # Concurrent duplicate follows race on the unique constraint;
-                # the loser's IntegrityError inside the savepoint means
-                # "already following", which is a success, not a 500.
-                with transaction.atomic():
-                    Follow.objects.create(follower_id=follower_id, followee_id=followee_id)
-                break
-            except IntegrityError:
-                if Follow.objects.filter(follower_id=follower_id, followee_id=followee_id).exists():
-                    return FollowResult(changed=False, follower_id=follower_id, followee_id=followee_id)
-                if not User.objects.filter(pk=followee_id, is_active=True).exists():
-                    raise TargetNotFoundError("No such user.") from None
-                # The row we collided with was deleted by a concurrent
-                # unfollow after it blocked our insert: insert again.
-        else:
+    unchanged = FollowResult(changed=False, follower_id=follower_id, followee_id=followee_id)
+    with transaction.atomic(), outbox.batched():
+        check = _locked_follow_check(follower_id=follower_id, followee_id=followee_id)
+        if not check.follower_active:
+            raise ActorInactiveError("Your account is deactivated.")
+        if check.follows:
+            return unchanged
+        if not check.followee_active:
             raise TargetNotFoundError("No such user.")
-        outbox.record(social_outbox.PAIR, subject_id=follower_id, object_id=followee_id)
+        _check_following_limit(follower_id=follower_id, following=check.following)
+        limits.hit("follows", str(follower_id), "FOLLOW_RATE", message="You followed too many accounts today; try again later.")
+        created_at = now_whole_second()
+        if not _insert_follow(follower_id=follower_id, followee_id=followee_id, created_at=created_at):
+            # A duplicate follow committed after our read, or the followee's row went.
+            if Follow.objects.filter(follower_id=follower_id, followee_id=followee_id).exists():
+                return unchanged
+            raise TargetNotFoundError("No such user.")
+        outbox.record(social_outbox.PAIR, subject_id=follower_id, object_id=followee_id, hint=follow_score(created_at))
         follow_created.send(sender=Follow, follower_id=follower_id, followee_id=followee_id)
     return FollowResult(changed=True, follower_id=follower_id, followee_id=followee_id)
 
@@ -177,9 +220,11 @@ def follow_delete(*, actor: User, followee_id: int) -> FollowResult:
     """
     if followee_id == actor.pk:
         raise SelfFollowError("You cannot unfollow yourself.")
-    if not User.objects.filter(pk=followee_id).exists():
+    result = follow_delete_pair(follower_id=actor.pk, followee_id=followee_id)
+    # Only a delete that found nothing asks whether the account exists at all.
+    if not result.changed and not User.objects.filter(pk=followee_id).exists():
         raise TargetNotFoundError("No such user.")
-    return follow_delete_pair(follower_id=actor.pk, followee_id=followee_id)
+    return result
 
 
 def follow_delete_pair(*, follower_id: int, followee_id: int) -> FollowResult:
@@ -191,11 +236,14 @@ def follow_delete_pair(*, follower_id: int, followee_id: int) -> FollowResult:
 
 
 def _follow_remove(*, follower_id: int, followee_id: int) -> FollowResult:
-    with transaction.atomic():
-        deleted, _ = Follow.objects.filter(follower_id=follower_id, followee_id=followee_id).delete()
+    with transaction.atomic(), outbox.batched():
+        with connection.cursor() as cursor:
+            # One statement: Follow has no signals and nothing cascades from it.
+            cursor.execute(f"DELETE FROM {Follow._meta.db_table} WHERE follower_id = %s AND followee_id = %s", [follower_id, followee_id])
+            deleted = cursor.rowcount
         if not deleted:
             return FollowResult(changed=False, follower_id=follower_id, followee_id=followee_id)
-        outbox.record(social_outbox.PAIR, subject_id=follower_id, object_id=followee_id)
+        outbox.record(social_outbox.PAIR, subject_id=follower_id, object_id=followee_id, hint=None)
         follow_deleted.send(sender=Follow, follower_id=follower_id, followee_id=followee_id)
     return FollowResult(changed=True, follower_id=follower_id, followee_id=followee_id)
 

