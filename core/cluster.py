@@ -204,6 +204,25 @@ def slot_of(key: str) -> int:
     return int(key_slot(key.encode()))
 
 
+# An id no account has, to see where a key function puts the id's hash tag.
+_PROBE_ID = 2**62 + 12345
+
+
+def tag_template(build: Callable[[int], str]) -> tuple[str, str]:
+    """The text before and after the hash tag in the keys ``build`` makes: ``(head, tail)`` such
+    that ``build(i) == head + "{" + str(i) + "}" + tail``. A script that writes many users' keys
+    takes these and the ids instead of every key, while the key module stays the one that
+    lays keys out.
+
+    :raises ValueError: ``build``'s keys carry no ``{id}`` hash tag.
+    """
+    key = build(_PROBE_ID)
+    head, tag, tail = key.partition("{%d}" % _PROBE_ID)
+    if not tag:
+        raise ValueError(f"{build.__qualname__} makes keys without an id hash tag: {key!r}")
+    return head, tail
+
+
 class RoutedPipeline:
     """A pipeline over a cluster: each command goes to a pipeline of the master of its first key.
 

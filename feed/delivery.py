@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -34,7 +34,7 @@ from django.db.models import Q
 from django.db.models.functions import Mod
 from django.utils import timezone
 
-from core.cluster import Pipe, is_cluster, lua, pipeline, queue_script, slot_of
+from core.cluster import Pipe, is_cluster, lua, pipeline, queue_script, slot_of, tag_template
 from core.redis import mirror_ready
 from social import layout
 from social import redis_keys as social_keys
@@ -49,35 +49,59 @@ Entry = tuple[int, int]  # (note_id, score in unix ms)
 # Followers read per SSCAN call.
 SSCAN_COUNT = 1000
 
-# KEYS, per reader: following set, inbox, synced marker, build lock, build
-# copy, removed-during-build set, floor. ARGV: author id, cap, then score,
-# member pairs. Returns how many readers got the notes. A note older than
+# ARGV: author id, cap, m, then m score, member pairs, then the (head,
+# tail) templates of a reader's keys (``core.cluster.tag_template``, in the
+# order of ``READER_KEYS``: following set, inbox, synced marker, build lock,
+# build copy, removed-during-build set, floor), then the reader ids. The
+# script builds each reader's keys itself: one argument per reader instead
+# of seven keys. On a cluster every reader of one call hashes to one slot
+# and KEYS holds one of their inboxes (the call's route); on one server
+# KEYS is empty. Returns how many readers got the notes. A note older than
 # the floor (the highest score trimmed at the cap) is not added: above its
 # lowest score an inbox must hold every note, and reads take what lies at
 # or below that from the database.
 DELIVER_LUA = """
-local author, cap = ARGV[1], tonumber(ARGV[2])
+local author, cap, m = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local last = 3 + 2 * m
+local lowest = math.huge
+for j = 4, last, 2 do lowest = math.min(lowest, tonumber(ARGV[j])) end
+local t = last + 1
+local fh, ft, ih, it, sh, st = ARGV[t], ARGV[t + 1], ARGV[t + 2], ARGV[t + 3], ARGV[t + 4], ARGV[t + 5]
+local bh, bt, ch, ct, rh, rt = ARGV[t + 6], ARGV[t + 7], ARGV[t + 8], ARGV[t + 9], ARGV[t + 10], ARGV[t + 11]
+local lh, lt = ARGV[t + 12], ARGV[t + 13]
 local delivered = 0
-for i = 1, #KEYS, 7 do
-  local building = redis.call('EXISTS', KEYS[i + 3]) == 1
-  if (building or redis.call('EXISTS', KEYS[i + 2]) == 1) and redis.call('SISMEMBER', KEYS[i], author) == 1 then
-    local floor = tonumber(redis.call('GET', KEYS[i + 6]) or '-1')
-    local add = {}
-    for j = 3, #ARGV, 2 do
-      if tonumber(ARGV[j]) >= floor then add[#add + 1] = ARGV[j]; add[#add + 1] = ARGV[j + 1] end
+for r = t + 14, #ARGV do
+  local tag = '{' .. ARGV[r] .. '}'
+  local build = bh .. tag .. bt
+  -- EXISTS counts a key named twice twice: 2 x build lock + synced marker.
+  local state = redis.call('EXISTS', build, build, sh .. tag .. st)
+  local building = state >= 2
+  if state > 0 and redis.call('SISMEMBER', fh .. tag .. ft, author) == 1 then
+    local inbox, floor_key = ih .. tag .. it, lh .. tag .. lt
+    local floor = tonumber(redis.call('GET', floor_key) or '-1')
+    local added = false
+    if lowest >= floor then
+      redis.call('ZADD', inbox, unpack(ARGV, 4, last))
+      added = true
+    else
+      local add = {}
+      for j = 4, last, 2 do
+        if tonumber(ARGV[j]) >= floor then add[#add + 1] = ARGV[j]; add[#add + 1] = ARGV[j + 1] end
+      end
+      if #add > 0 then redis.call('ZADD', inbox, unpack(add)); added = true end
     end
-    if #add > 0 then
-      redis.call('ZADD', KEYS[i + 1], unpack(add))
-      local over = redis.call('ZCARD', KEYS[i + 1]) - cap
+    if added then
+      local over = redis.call('ZCARD', inbox) - cap
       if over > 0 then
-        local last = redis.call('ZRANGE', KEYS[i + 1], over - 1, over - 1, 'WITHSCORES')
-        redis.call('ZREMRANGEBYRANK', KEYS[i + 1], 0, over - 1)
-        if tonumber(last[2]) > floor then redis.call('SET', KEYS[i + 6], last[2]) end
+        local trimmed = redis.call('ZRANGE', inbox, over - 1, over - 1, 'WITHSCORES')
+        redis.call('ZREMRANGEBYRANK', inbox, 0, over - 1)
+        if tonumber(trimmed[2]) > floor then redis.call('SET', floor_key, trimmed[2]) end
       end
     end
     if building then
-      redis.call('ZADD', KEYS[i + 4], unpack(ARGV, 3))
-      for j = 4, #ARGV, 2 do redis.call('SREM', KEYS[i + 5], ARGV[j]) end
+      local copy, removed = ch .. tag .. ct, rh .. tag .. rt
+      redis.call('ZADD', copy, unpack(ARGV, 4, last))
+      for j = 5, last, 2 do redis.call('SREM', removed, ARGV[j]) end
     end
     delivered = delivered + 1
   end
@@ -220,31 +244,46 @@ def follower_batches(
         yield pending
 
 
+# The keys of a reader that deliveries and removals touch, in one order.
+READER_KEYS: tuple[Callable[[int], str], ...] = (
+    social_keys.following_set_key,
+    redis_keys.inbox_key,
+    redis_keys.inbox_synced_key,
+    redis_keys.inbox_build_key,
+    lambda reader_id: redis_keys.rebuild_tmp_key(redis_keys.inbox_key(reader_id)),
+    redis_keys.inbox_build_removed_key,
+    redis_keys.inbox_floor_key,
+)
+
+
 def _reader_keys(reader_id: int) -> list[str]:
-    return [
-        social_keys.following_set_key(reader_id),
-        redis_keys.inbox_key(reader_id),
-        redis_keys.inbox_synced_key(reader_id),
-        redis_keys.inbox_build_key(reader_id),
-        redis_keys.rebuild_tmp_key(redis_keys.inbox_key(reader_id)),
-        redis_keys.inbox_build_removed_key(reader_id),
-        redis_keys.inbox_floor_key(reader_id),
-    ]
+    return [build(reader_id) for build in READER_KEYS]
 
 
 def deliver(client: redis.Redis, reader_ids: Sequence[int], author_id: int, entries: Sequence[Entry]) -> int:
     """Add ``author_id``'s ``entries`` to each reader's inbox that is maintained and still follows
-    the author (``DELIVER_LUA``), one script call per batch of readers.
+    the author (``DELIVER_LUA``): one script call for the batch on one server, one per hash
+    slot (pipelined per master) on a cluster.
 
     :returns: the number of inbox writes made (readers reached times entries).
     """
     if not reader_ids or not entries:
         return 0
-    args: list[int | str] = [author_id, redis_keys.inbox_max_len()]
+    args: list[int | str] = [author_id, redis_keys.inbox_max_len(), len(entries)]
     for note_id, score in entries:
         args += (int(score), redis_keys.note_member(note_id))
-    reached = sum(_per_slot(client, DELIVER_LUA, [_reader_keys(reader_id) for reader_id in reader_ids], args))
-    return reached * len(entries)
+    for build in READER_KEYS:
+        args += tag_template(build)
+    script = lua(DELIVER_LUA)
+    if not is_cluster(client):
+        return int(script(keys=[], args=[*args, *reader_ids], client=client)) * len(entries)
+    by_slot: dict[int, list[int]] = defaultdict(list)
+    for reader_id in reader_ids:
+        by_slot[slot_of(redis_keys.inbox_key(reader_id))].append(reader_id)
+    pipe = pipeline(client)
+    for readers in by_slot.values():
+        queue_script(pipe, script, [redis_keys.inbox_key(readers[0])], [*args, *readers])
+    return sum(int(reply) for reply in pipe.execute()) * len(entries)
 
 
 def _per_slot(client: redis.Redis, source: str, keys_per_reader: Sequence[list[str]], args: Sequence[int | str]) -> list[int]:
