@@ -23,10 +23,24 @@ ever duplicated):
             rows are unique because the file was deduplicated here; a
             duplicate that appears anyway (a follow made meanwhile) makes
             the statement fail and roll back rather than be skipped.
-``insert``  otherwise (rows exist, inside a transaction, SQLite, or the
-            server refuses LOCAL INFILE): multi-row ``INSERT IGNORE`` of
-            ``BATCH`` rows (MariaDB) or ``bulk_create(ignore_conflicts)``,
-            one transaction per batch, progress after each.
+``sqlite``  SQLite outside a transaction (the embedded default): accounts
+            and follows in ONE transaction, ``executemany`` of
+            ``INSERT OR IGNORE`` on the raw ``sqlite3`` cursor of Django's
+            connection (no model instances, no SQL rendering per row),
+            with the follows table's secondary indexes dropped for the
+            load and created again at the end (one sort each instead of a
+            B-tree insert per row and index) and the bulk-load PRAGMAs of
+            ``SQLITE_BULK_PRAGMAS`` (restored afterwards). The rollback
+            journal stays on: the pages a first import writes lie past the
+            end of the file it started from, which SQLite does not journal,
+            so it costs little, and an interrupted import (a kill, Ctrl-C)
+            rolls back whole, dropped indexes included. The unique pair
+            index stays (it belongs to the table) and skips what exists.
+``insert``  otherwise (rows exist or inside a transaction on MariaDB, a
+            transaction on SQLite, or the server refuses LOCAL INFILE):
+            multi-row ``INSERT IGNORE`` of ``BATCH`` rows (MariaDB) or
+            ``bulk_create(ignore_conflicts)``, one transaction per batch,
+            progress after each.
 
 Parsing reads the whole file at once (``bytes.split`` and ``int`` over all
 tokens, a third of the time of reading it line by line);
@@ -40,8 +54,10 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import sqlite3
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
@@ -69,13 +85,22 @@ _LOW = _PACK_LIMIT - 1
 
 METHOD_LOAD = "load"
 METHOD_INSERT = "insert"
+METHOD_SQLITE = "sqlite"
+
+# PRAGMAs of the SQLite bulk load (restored when it ends): no fsync until the
+# commit's data is written (the file is synced once afterwards, ``_fsync_database``),
+# a page cache (KiB, negative) big enough to keep the tables and indexes being
+# written in memory instead of spilling them to the file mid-transaction, the
+# index builds' sorts in memory instead of temporary files, and a second thread
+# for those sorts.
+SQLITE_BULK_PRAGMAS = {"synchronous": "OFF", "cache_size": "-524288", "temp_store": "MEMORY", "threads": "2"}
 
 
 @dataclass
 class ImportStats:
     """Counts of one import: ``users_created``, ``edges_read``, ``self_loops`` skipped,
     ``duplicates`` skipped within the file, ``edges_inserted`` (new rows), and the
-    ``method`` that wrote the follows (``"load"`` or ``"insert"``, module docstring)."""
+    ``method`` that wrote the follows (``"load"``, ``"sqlite"`` or ``"insert"``, module docstring)."""
 
     users_created: int = 0
     edges_read: int = 0
@@ -283,18 +308,123 @@ def _can_load() -> bool:
     return connection.vendor == "mysql" and not connection.in_atomic_block
 
 
+def _sqlite_fast_path() -> bool:
+    return connection.vendor == "sqlite" and not connection.in_atomic_block
+
+
+@contextmanager
+def sqlite_bulk_load(raw: sqlite3.Connection) -> Iterator[None]:
+    """Set ``SQLITE_BULK_PRAGMAS`` on the sqlite3 connection ``raw`` for the block, then restore
+    the values it had (also when the block raises).
+
+    Must be entered outside a transaction (``temp_store`` and ``synchronous`` are
+    per connection, set before the transaction that uses them).
+    """
+    saved = {name: raw.execute(f"PRAGMA {name}").fetchone()[0] for name in SQLITE_BULK_PRAGMAS}
+    for name, value in SQLITE_BULK_PRAGMAS.items():
+        raw.execute(f"PRAGMA {name} = {value}")
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            raw.execute(f"PRAGMA {name} = {value}")
+
+
+def _fsync_database() -> None:
+    """Flush the SQLite file to disk once, after a commit made with ``synchronous=OFF``."""
+    name = str(connection.settings_dict["NAME"])
+    if name == ":memory:" or name.startswith("file:"):
+        return
+    descriptor = os.open(name, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _insert_users_sqlite(cursor: sqlite3.Cursor, node_ids: list[int], password_hash: str) -> dict[int, int]:
+    """``INSERT OR IGNORE`` an account per node (every column but the username from one
+    template ``User``, prepared once by Django); existing accounts are kept.
+
+    :returns: ``{node_id: user_id}`` of every node.
+    """
+    template = User(username="", password=password_hash)
+    fields = [f for f in User._meta.concrete_fields if not f.primary_key]
+    values = [f.get_db_prep_save(f.pre_save(template, add=True), connection) for f in fields]
+    at = [f.column for f in fields].index("username")
+    columns = ", ".join(connection.ops.quote_name(str(f.column)) for f in fields)
+    marks = ", ".join("?" for _ in fields)
+    table = connection.ops.quote_name(User._meta.db_table)
+    cursor.executemany(
+        f"INSERT OR IGNORE INTO {table} ({columns}) VALUES ({marks})",
+        ([*values[:at], username_for(node), *values[at + 1 :]] for node in node_ids),
+    )
+    cursor.execute(f"SELECT username, id FROM {table} WHERE username LIKE 'u%'")
+    existing = {str(name): int(pk) for name, pk in cursor.fetchall()}
+    return {node: existing[username_for(node)] for node in node_ids}
+
+
+def _import_sqlite(
+    edges: list[tuple[int, int]],
+    node_ids: list[int],
+    password_hash: str,
+    stats: ImportStats,
+    on_progress: Callable[[int], None] | None,
+    on_stage: Callable[[str], None] | None,
+) -> None:
+    """The ``sqlite`` method (module docstring): accounts and follows in one transaction.
+
+    Fills ``stats.users_created``, ``edges_inserted`` and ``method``.
+    """
+    connection.ensure_connection()
+    raw = connection.connection
+    follows = connection.ops.quote_name(Follow._meta.db_table)
+    epoch = int(IMPORT_EPOCH.timestamp())
+    with sqlite_bulk_load(raw), transaction.atomic():
+        cursor = raw.cursor()
+        users_before = raw.total_changes
+        user_of = _insert_users_sqlite(cursor, node_ids, password_hash)
+        stats.users_created = raw.total_changes - users_before
+        cursor.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL",
+            [Follow._meta.db_table],
+        )
+        indexes = cursor.fetchall()
+        for name, _ in indexes:
+            cursor.execute(f"DROP INDEX {connection.ops.quote_name(name)}")
+        follows_before = raw.total_changes
+        # datetime(s, 'unixepoch') writes 'YYYY-MM-DD HH:MM:SS', the text Django stores
+        # for an aware datetime in whole seconds.
+        insert = f"INSERT OR IGNORE INTO {follows} (follower_id, followee_id, created_at) VALUES (?, ?, datetime(?, 'unixepoch'))"
+        for start in range(0, len(edges), BATCH):
+            chunk = edges[start : start + BATCH]
+            cursor.executemany(insert, [(user_of[a], user_of[b], epoch + offset) for offset, (a, b) in enumerate(chunk, start)])
+            if on_progress is not None:
+                on_progress(len(chunk))
+        stats.edges_inserted = raw.total_changes - follows_before
+        if on_stage is not None and indexes:
+            on_stage(f"building {len(indexes)} indexes of {Follow._meta.db_table}")
+        for _, sql in indexes:
+            cursor.execute(sql)
+    _fsync_database()
+    stats.method = METHOD_SQLITE
+
+
 def graph_import(
     path: Path,
     *,
     password: str | None = None,
     limit: int | None = None,
     on_progress: Callable[[int], None] | None = None,
+    on_stage: Callable[[str], None] | None = None,
 ) -> ImportStats:
     """Import the edge list at ``path``.
 
     :param password: password given to every created user (None: unusable).
     :param limit: import only the first ``limit`` edges (test slices).
     :param on_progress: called with the number of edges just handled.
+    :param on_stage: called with a line saying what a long step without edge
+        progress is doing (the SQLite index build).
     :returns: ``ImportStats``.
     :raises DatasetError: on a malformed line.
     """
@@ -305,6 +435,9 @@ def graph_import(
     nodes = {a for a, _ in edges}
     nodes.update(b for _, b in edges)
     password_hash = make_password(password) if password else make_password(None)
+    if _sqlite_fast_path():
+        _import_sqlite(edges, sorted(nodes), password_hash, stats, on_progress, on_stage)
+        return stats
     user_of, stats.users_created = _ensure_users(sorted(nodes), password_hash)
     if _can_load() and edges:
         loaded = _load_follows_mysql(edges, user_of)

@@ -50,7 +50,13 @@ class Command(BaseCommand):
         started = time.perf_counter()
         with tqdm(desc="import follows", unit="edge", disable=options["verbosity"] == 0) as bar:
             try:
-                stats = graph_import(path, password=options["password"], limit=options["limit"], on_progress=bar.update)
+                stats = graph_import(
+                    path,
+                    password=options["password"],
+                    limit=options["limit"],
+                    on_progress=bar.update,
+                    on_stage=bar.set_postfix_str,
+                )
             except DatasetError as exc:
                 raise CommandError(str(exc)) from exc
         elapsed = time.perf_counter() - started
