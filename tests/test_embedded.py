@@ -1,7 +1,9 @@
 """The embedded default: SQLite, the embedded Valkey server (start, share, stop, why it cannot
-start), eager Celery."""
+start), eager Celery, and run_demo across restarts."""
 
+import gzip
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -134,3 +136,41 @@ class TestEmbeddedServer:
 
         assert "Invalid AOF manifest file format" in str(raised.value)
         assert embedded.started_here is False
+
+
+# --- run_demo across restarts: the mirror is kept, and rebuilt only for other data ------
+
+ENV_EMBEDDED = {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "CELERY_TASK_ALWAYS_EAGER"}
+
+
+def run_demo(var_dir: Path, dataset: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ENV_EMBEDDED}
+    env.update(DJANGO_SETTINGS_MODULE="config.settings.local", FOLLOWFEED_VAR_DIR=str(var_dir))
+    command = [sys.executable, "manage.py", "run_demo", "--no-serve", "--dataset", str(dataset)]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_run_demo_keeps_the_mirror_across_restarts_and_rebuilds_it_for_other_data(tmp_path):
+    from datatools.datasets import dataset_path
+
+    with gzip.open(dataset_path("wiki-Vote.txt.gz"), "rt") as source, gzip.open(tmp_path / "slice.txt.gz", "wt") as out:
+        out.writelines(line for index, line in zip(range(2000), source))
+    dataset = tmp_path / "slice.txt.gz"
+    var, other = tmp_path / "var", tmp_path / "other"
+
+    first = run_demo(var, dataset)
+    restart = run_demo(var, dataset)
+    elsewhere = run_demo(other, dataset)
+    (var / "db.sqlite3").write_bytes((other / "db.sqlite3").read_bytes())  # the same graph, another import
+    swapped = run_demo(var, dataset)
+
+    for done in (first, restart, elsewhere, swapped):
+        assert done.returncode == 0, done.stderr[-3000:]
+    assert "First run: importing the graph" in first.stdout
+    assert re.search(r"Redis mirror warmed up in [\d.]+ s \(rebuilt; 0 pending outbox entries applied\)", first.stdout)
+    assert "higgs-activity_time" in first.stdout  # the notes replayed once
+    assert "First run" not in restart.stdout and "higgs-activity_time" not in restart.stdout
+    assert "The Redis mirror is current; nothing to warm up." in restart.stdout  # loaded from the append-only file
+    assert "Warming up the Redis mirror: the Redis mirror was built from other data." in swapped.stdout
+    assert "(rebuilt;" in swapped.stdout
+    assert not (var / "valkey.sock").exists()  # stopped on exit by the run that started it

@@ -1,0 +1,198 @@
+"""Writes of the demo: forget the Redis mirror before a bulk load, and warm it up again afterwards.
+
+A bulk load (``import_graph``, ``simulate_activity``) bypasses the outbox, so
+the mirror no longer matches the database: ``mirror_forget`` deletes the
+sentinel (readers use the database) and the watermark first, so that an
+interrupted load or warm-up never leaves a mirror that claims to be current.
+``mirror_warm_up`` then builds it again, while the site serves from the
+database, and sets the sentinel and the watermark at the end.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db.models import Max
+
+from core import redis_keys as core_keys
+from core.outbox import REBUILD_LOCK_SECONDS, drain, now_ms
+from core.redis import REDIS_ERRORS, RedisLock, delete_sentinels, forget_sentinel, get_redis
+from feed.rebuild import readers_to_rebuild, rebuild_all_inboxes
+from social.rebuild import rebuild_all
+from users.models import User
+
+from . import redis_keys
+from .selectors import WarmupProgress, database_fingerprint, mirror_state
+
+logger = logging.getLogger(__name__)
+
+# How often (seconds) a warm-up waiting for another rebuild's lock looks again.
+LOCK_POLL_SECONDS = 1.0
+
+STAGE_WAITING = "waiting for another rebuild"
+STAGE_OUTBOXES = "authors' outboxes"
+STAGE_INBOXES = "readers' inboxes"
+STAGE_GRAPH = "follow graph"
+STAGE_OUTBOX_ENTRIES = "pending outbox entries"
+STAGE_FAILED = "failed"
+
+
+@dataclass
+class WarmupResult:
+    """What ``mirror_warm_up`` did: ``rebuilt`` the whole mirror, ``applied`` pending outbox
+    entries, in ``seconds``."""
+
+    rebuilt: bool = False
+    applied: int = 0
+    seconds: float = 0.0
+
+
+def mirror_forget() -> None:
+    """Delete the mirror's sentinel and the demo's watermark: readers use the database until a
+    warm-up (``mirror_warm_up``) has rebuilt the mirror from it.
+
+    :raises: ``REDIS_ERRORS`` when Redis is unreachable.
+    """
+    client = get_redis()
+    delete_sentinels(client)
+    client.delete(redis_keys.watermark_key())
+
+
+class _Progress:
+    """Writes a warm-up's progress to its key (renewing its expiry) and hands it to a callback."""
+
+    def __init__(self, on_progress: Callable[[WarmupProgress], None] | None) -> None:
+        self.client = get_redis()
+        self.on_progress = on_progress
+        self.started_ms = now_ms()
+        self.stage = ""
+        self.done = 0
+        self.total = 0
+
+    def start(self, stage: str, total: int) -> None:
+        self.stage, self.done, self.total = stage, 0, total
+        self._write()
+
+    def add(self, done: int) -> None:
+        self.done += done
+        self._write()
+
+    def _write(self) -> None:
+        key = redis_keys.warmup_key()
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hset(key, mapping={"stage": self.stage, "done": self.done, "total": self.total, "started_ms": self.started_ms})
+        pipe.hdel(key, "error")
+        pipe.expire(key, redis_keys.WARMUP_TTL_SECONDS)
+        pipe.execute()
+        if self.on_progress is not None:
+            self.on_progress(WarmupProgress(stage=self.stage, done=self.done, total=self.total))
+
+    def fail(self, error: str) -> None:
+        """Mark the warm-up failed, with ``error``, until the next one (quietly: Redis may be what failed)."""
+        key = redis_keys.warmup_key()
+        try:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.hset(key, mapping={"stage": STAGE_FAILED, "error": error[:500]})
+            pipe.persist(key)
+            pipe.execute()
+        except REDIS_ERRORS:
+            pass
+
+    def finish(self) -> None:
+        """No warm-up runs any more (quietly, as ``fail``)."""
+        try:
+            self.client.delete(redis_keys.warmup_key())
+        except REDIS_ERRORS:
+            pass
+
+
+def _acquire(lock: RedisLock, progress: _Progress) -> None:
+    """Take the rebuild lock, waiting while another rebuild (a drain's) holds it; a holder that
+    died leaves a lock that expires within ``REBUILD_LOCK_SECONDS``."""
+    while not lock.acquire():
+        if progress.stage != STAGE_WAITING:
+            progress.start(STAGE_WAITING, 0)
+        else:
+            progress.add(0)
+        time.sleep(LOCK_POLL_SECONDS)
+
+
+def mirror_warm_up(*, on_progress: Callable[[WarmupProgress], None] | None = None) -> WarmupResult:
+    """Bring the Redis mirror up to date with the database, for a site that serves meanwhile.
+
+    When the mirror is missing or was built from other data (``MirrorState``),
+    it is rebuilt under the mirror's rebuild lock (the one ``core.outbox.rebuild_locked``
+    takes): the sentinel is deleted first, so pages read the database until the
+    end; then the feeds (pull set, every author's outbox, the inboxes of
+    recent readers) and the follow graph, which sets the sentinel last.
+    Then every pending outbox entry is applied (``core.outbox.drain``), the
+    watermark set to ``database_fingerprint()`` and, on the embedded server,
+    its append-only file compacted (a restart then loads one snapshot).
+    Progress is kept in ``ff:demo:warmup`` for the pages' banner; a warm-up
+    that fails leaves it marked ``failed`` with the error, and raises.
+
+    :param on_progress: called with a ``WarmupProgress`` after each batch.
+    :returns: a ``WarmupResult``.
+    :raises: ``REDIS_ERRORS``, database errors and ``RedisLockLost`` (the lock expired under it).
+    """
+    started = time.perf_counter()
+    result = WarmupResult()
+    client = get_redis()
+    progress = _Progress(on_progress)
+    try:
+        fingerprint = database_fingerprint()
+        state = mirror_state(client)
+        if state.needs_rebuild:
+            lock = RedisLock(client=client, key=core_keys.rebuild_lock_key(), milliseconds=REBUILD_LOCK_SECONDS * 1000)
+            _acquire(lock, progress)
+            try:
+                mirror_forget()
+                top = User.objects.aggregate(top=Max("pk"))["top"] or 0
+                readers = readers_to_rebuild().count()
+
+                def on_feed(kind: str, count: int) -> None:
+                    lock.renew()
+                    if kind == "inboxes" and progress.stage != STAGE_INBOXES:
+                        progress.start(STAGE_INBOXES, readers)
+                    progress.add(count)
+
+                progress.start(STAGE_OUTBOXES, top)
+                rebuild_all_inboxes(on_progress=on_feed)
+
+                def on_graph(users: int, edges: int) -> None:
+                    lock.renew()
+                    progress.add(users)
+
+                # rebuild_all counts the accounts found in each id range: all of them in the end.
+                progress.start(STAGE_GRAPH, User.objects.count())
+                # Last: it sets the sentinel, and with it pages read the mirror.
+                rebuild_all(on_progress=on_graph)
+                result.rebuilt = True
+            finally:
+                lock.release()
+            forget_sentinel()
+        pending = mirror_state(client).pending_entries
+        if pending:
+            progress.start(STAGE_OUTBOX_ENTRIES, pending)
+            # No task is working on entries left from before this start: none is left to one.
+            drained = drain(task_grace_seconds=0)
+            result.applied = drained.applied
+            progress.add(drained.applied)
+        client.set(redis_keys.watermark_key(), fingerprint)
+        if settings.REDIS_EMBEDDED and result.rebuilt:
+            client.bgrewriteaof()
+        progress.finish()
+    except Exception as exc:
+        progress.fail(f"{type(exc).__name__}: {exc}")
+        raise
+    except BaseException:
+        # Interrupted (Ctrl-C, a stop): no banner claims a warm-up that no longer runs.
+        progress.finish()
+        raise
+    result.seconds = time.perf_counter() - started
+    logger.info("mirror warmed up: %s", result)
+    return result

@@ -1,0 +1,84 @@
+"""run_demo's warm-up banner: every HTML page says a warm-up is running (or failed), nothing else changes."""
+
+from __future__ import annotations
+
+import pytest
+
+from datatools import redis_keys
+from datatools.management.commands.run_demo import WarmupBanner, banner_html, with_banner
+from datatools.selectors import WarmupProgress
+from datatools.services import STAGE_FAILED, STAGE_GRAPH
+
+PAGE = b'<!doctype html><html><body><header>x</header><main id="content" class="container " tabindex="-1"><h1>People</h1></main></body></html>'
+
+
+def app_answering(status: str, content_type: str, body: bytes):
+    def app(environ, start_response):
+        start_response(status, [("Content-Type", content_type), ("Content-Length", str(len(body)))])
+        return [body]
+
+    return app
+
+
+def call(middleware: WarmupBanner) -> tuple[str, dict[str, str], bytes]:
+    seen: dict[str, object] = {}
+
+    def start_response(status, headers, exc_info=None):
+        seen["status"], seen["headers"] = status, dict(headers)
+        return lambda data: None
+
+    body = b"".join(middleware({"PATH_INFO": "/"}, start_response))
+    return str(seen["status"]), dict(seen["headers"]), body  # type: ignore[arg-type]
+
+
+class TestBannerHtml:
+    def test_says_the_stage_and_how_far(self):
+        html = banner_html(WarmupProgress(stage=STAGE_GRAPH, done=41, total=100)).decode()
+
+        assert html.startswith('<p class="catching-up" role="status" data-warmup="follow graph">')
+        assert "Warming up the Redis mirror: follow graph, 41% done. Pages read the database meanwhile" in html
+
+    def test_a_failure_says_why_escaped(self):
+        html = banner_html(WarmupProgress(stage=STAGE_FAILED, error="RuntimeError: <script>")).decode()
+
+        assert "warm-up failed (RuntimeError: &lt;script&gt;)" in html
+        assert "<script>" not in html
+
+    def test_goes_at_the_top_of_main_or_after_body(self):
+        banner = b"<p>B</p>"
+
+        assert with_banner(PAGE, banner) == PAGE.replace(b'tabindex="-1">', b'tabindex="-1"><p>B</p>')
+        assert with_banner(b"<html><body class='x'>hi</body></html>", banner) == b"<html><body class='x'><p>B</p>hi</body></html>"
+        assert with_banner(b"plain", banner) == b"plain"
+
+
+class TestWarmupBanner:
+    def test_an_html_page_carries_it_with_its_length(self, monkeypatch):
+        middleware = WarmupBanner(app_answering("200 OK", "text/html; charset=utf-8", PAGE))
+        monkeypatch.setattr(middleware, "progress", lambda: WarmupProgress(stage=STAGE_GRAPH, done=1, total=2))
+
+        status, headers, body = call(middleware)
+
+        assert status == "200 OK"
+        assert b"follow graph, 50% done" in body and body.index(b"catching-up") > body.index(b'<main id="content"')
+        assert headers["Content-Length"] == str(len(body))
+
+    @pytest.mark.parametrize(("status", "content_type"), [("200 OK", "application/json"), ("302 Found", "text/html"), ("200 OK", "text/css")])
+    def test_other_answers_pass_unchanged(self, monkeypatch, status, content_type):
+        middleware = WarmupBanner(app_answering(status, content_type, PAGE))
+        monkeypatch.setattr(middleware, "progress", lambda: WarmupProgress(stage=STAGE_GRAPH, done=1, total=2))
+
+        got_status, headers, body = call(middleware)
+
+        assert (got_status, body, headers["Content-Length"]) == (status, PAGE, str(len(PAGE)))
+
+    def test_reads_the_progress_a_warm_up_keeps_in_redis(self, redis_client):
+        middleware = WarmupBanner(app_answering("200 OK", "text/html", PAGE))
+        assert middleware.progress() is None
+        redis_client.hset(redis_keys.warmup_key(), mapping={"stage": STAGE_GRAPH, "done": 3, "total": 4})
+
+        assert middleware.progress() is None  # looked at again only after BANNER_TTL_SECONDS
+        middleware._seen = (0.0, None)
+
+        assert middleware.progress() == WarmupProgress(stage=STAGE_GRAPH, done=3, total=4)
+        assert b"follow graph, 75% done" in call(middleware)[2]
