@@ -24,7 +24,7 @@ from typing import Any
 
 import redis
 
-from .cluster import pipeline
+from .cluster import Pipe, pipeline
 from .errors import InvalidInput
 
 Item = tuple[int, int]  # (member id, score)
@@ -137,6 +137,19 @@ def redis_page(client: redis.Redis, keys: Sequence[str], *, cursor: Cursor | Non
     :returns: ``[(member_id, score)]`` newest first.
     """
     pipe = pipeline(client)
+    decode = queue_redis_page(client, pipe, keys, cursor=cursor, limit=limit)
+    return decode(pipe.execute())
+
+
+def queue_redis_page(
+    client: redis.Redis, pipe: Pipe, keys: Sequence[str], *, cursor: Cursor | None, limit: int
+) -> Callable[[Sequence[Any]], list[Item]]:
+    """Queue on ``pipe`` the reads of ``redis_page``, so a caller can send them with its own
+    commands in one round trip.
+
+    :returns: a function taking the replies of exactly these commands (in
+        queue order) and returning the page as ``redis_page`` does.
+    """
     for key in keys:
         if cursor is None:
             pipe.zrevrange(key, 0, limit - 1, withscores=True)
@@ -144,21 +157,24 @@ def redis_page(client: redis.Redis, keys: Sequence[str], *, cursor: Cursor | Non
             score = cursor.score
             pipe.zrevrangebyscore(key, score, score, start=0, num=TIE_CHUNK, withscores=True)
             pipe.zrevrangebyscore(key, f"({score}", "-inf", start=0, num=limit, withscores=True)
-    replies = pipe.execute()
-    items: list[Item] = []
-    if cursor is None:
-        for reply in replies:
-            items.extend(_decode(reply))
-    else:
-        for index, key in enumerate(keys):
-            ties, below = replies[2 * index], replies[2 * index + 1]
-            tie_items = [item for item in _decode(ties) if after_cursor(item, cursor)]
-            if len(ties) == TIE_CHUNK and len(tie_items) < limit:
-                tie_items = _walk_long_tie(client, key, cursor=cursor, limit=limit)
-            items.extend(tie_items[:limit])
-            items.extend(_decode(below))
-    items.sort(key=sort_key, reverse=True)
-    return items[:limit]
+
+    def decode(replies: Sequence[Any]) -> list[Item]:
+        items: list[Item] = []
+        if cursor is None:
+            for reply in replies:
+                items.extend(_decode(reply))
+        else:
+            for index, key in enumerate(keys):
+                ties, below = replies[2 * index], replies[2 * index + 1]
+                tie_items = [item for item in _decode(ties) if after_cursor(item, cursor)]
+                if len(ties) == TIE_CHUNK and len(tie_items) < limit:
+                    tie_items = _walk_long_tie(client, key, cursor=cursor, limit=limit)
+                items.extend(tie_items[:limit])
+                items.extend(_decode(below))
+        items.sort(key=sort_key, reverse=True)
+        return items[:limit]
+
+    return decode
 
 
 def _walk_long_tie(client: redis.Redis, key: str, *, cursor: Cursor, limit: int) -> list[Item]:

@@ -32,6 +32,7 @@ from users.models import User
 
 from . import layout, redis_keys
 from .models import Follow, follow_score
+from .selectors import layout_remember, layout_seen
 
 logger = logging.getLogger(__name__)
 
@@ -121,22 +122,6 @@ def pair_states(pairs: Sequence[Pair]) -> dict[Pair, int | None]:
     return states
 
 
-# The followers layout last seen per followee (only those not single), the
-# first guess of a mirror write; the write's own pipeline reads the marker
-# and a wrong guess costs one more round. Bounded: cleared when full.
-_layout_seen: dict[int, bytes] = {}
-LAYOUT_SEEN_MAX = 10_000
-
-
-def _remember_layout(followee_id: int, seen: bytes) -> None:
-    if seen == layout.LAYOUT_SINGLE:
-        _layout_seen.pop(followee_id, None)
-        return
-    if len(_layout_seen) >= LAYOUT_SEEN_MAX:
-        _layout_seen.clear()
-    _layout_seen[followee_id] = seen
-
-
 @primary_reads()
 def mirror_apply_pairs(pairs: Iterable[Pair], *, hints: Mapping[Pair, int | None] | None = None) -> dict[int, LayoutObservation]:
     """Make Redis show each pair exactly as the database has it, race-safely.
@@ -171,7 +156,7 @@ def mirror_apply_pairs(pairs: Iterable[Pair], *, hints: Mapping[Pair, int | None
     unknown = [pair for pair in wanted if pair not in states]
     if unknown:
         states.update(pair_states(unknown))
-    layouts = {followee: _layout_seen.get(followee, layout.LAYOUT_SINGLE) for _, followee in wanted}
+    layouts = {followee: layout_seen(followee) for _, followee in wanted}
     todo = wanted
     moved: set[int] = set()
     for _ in range(MAX_VERIFY_ROUNDS):
@@ -203,7 +188,7 @@ def mirror_apply_pairs(pairs: Iterable[Pair], *, hints: Mapping[Pair, int | None
             else:
                 count = sum(int(n) for n in replies[tail + 1 : tail + 1 + width])
                 observed[followee_id] = LayoutObservation(count=count, layout=now_layout)
-            _remember_layout(followee_id, now_layout)
+            layout_remember(followee_id, now_layout)
             tail += 1 + width
         again = pair_states(todo)
         todo = [pair for pair in todo if again[pair] != states[pair] or pair[1] in moved]

@@ -21,7 +21,7 @@ from django.core.cache import cache
 from django.db.models import Count, QuerySet
 
 from core.cluster import pipeline
-from core.paging import Cursor, Item, db_page, redis_page
+from core.paging import Cursor, Item, db_page, queue_redis_page, redis_page
 from core.redis import REDIS_ERRORS, intersect_sets, redis_or_database
 from users.models import User
 from users.selectors import users_by_id
@@ -43,6 +43,29 @@ def followers_layouts(client: redis.Redis, user_ids: Iterable[int]) -> dict[int,
     for user_id in ids:
         pipe.get(redis_keys.followers_layout_key(user_id))
     return {user_id: layout.marker_layout(value) for user_id, value in zip(ids, pipe.execute())}
+
+
+# The followers layout last seen per account (only those not single): the
+# first guess of a followers page and of a mirror write, whose own
+# pipeline reads the marker; a wrong guess costs one more round trip.
+# Bounded: cleared when full.
+_layout_seen: dict[int, bytes] = {}
+LAYOUT_SEEN_MAX = 10_000
+
+
+def layout_seen(user_id: int) -> bytes:
+    """The followers layout this process last saw for ``user_id`` (single when never seen)."""
+    return _layout_seen.get(user_id, layout.LAYOUT_SINGLE)
+
+
+def layout_remember(user_id: int, seen: bytes) -> None:
+    """Remember that ``user_id``'s marker said ``seen`` (see ``layout_seen``)."""
+    if seen == layout.LAYOUT_SINGLE:
+        _layout_seen.pop(user_id, None)
+        return
+    if len(_layout_seen) >= LAYOUT_SEEN_MAX:
+        _layout_seen.clear()
+    _layout_seen[user_id] = seen
 
 
 def active_follows() -> QuerySet[Follow]:
@@ -173,17 +196,19 @@ def followers_items(*, user_id: int, cursor: Cursor | None, limit: int) -> list[
     first, at most ``limit``: the ids of a followers page without the user rows."""
 
     def from_redis(client: redis.Redis) -> list[Item]:
-        if cursor is None:
-            # The first page in one round trip: the layout marker and the
-            # single key's top together (a sharded account, rare, costs a
-            # second trip).
-            pipe = pipeline(client)
-            pipe.get(redis_keys.followers_layout_key(user_id))
-            pipe.zrevrange(redis_keys.followers_zset_key(user_id), 0, limit - 1, withscores=True)
-            marker, rows = pipe.execute()
-            if not layout.reads_shards(layout.marker_layout(marker)):
-                return [(int(member), int(score)) for member, score in rows]
-        live = followers_layouts(client, [user_id])[user_id]
+        # One round trip at any depth: the layout marker and the page of the
+        # keys this process last saw the account read from; a marker that
+        # says otherwise (an account that crossed a threshold) costs a second.
+        guess = layout_seen(user_id)
+        pipe = pipeline(client)
+        pipe.get(redis_keys.followers_layout_key(user_id))
+        keys = [zset_key for _, zset_key in layout.read_keys(user_id, guess)]
+        decode = queue_redis_page(client, pipe, keys, cursor=cursor, limit=limit)
+        marker, *replies = pipe.execute()
+        live = layout.marker_layout(marker)
+        layout_remember(user_id, live)
+        if layout.reads_shards(live) == layout.reads_shards(guess):
+            return decode(replies)
         keys = [zset_key for _, zset_key in layout.read_keys(user_id, live)]
         return redis_page(client, keys, cursor=cursor, limit=limit)
 

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from core.cluster import is_cluster, primaries
 from core.paging import MAX_MILLISECONDS, MAX_SECONDS, Cursor, InvalidCursorError, feed_cursor, follow_cursor
 from core.redis import redis_failed
 from social import selectors
@@ -189,3 +190,66 @@ def test_any_tie_pattern_pages_exactly_once(offsets, limit, user_factory, redis_
     flat = [pk for page in pages for pk in page]
     assert sorted(flat) == sorted(f.pk for f in followers)
     assert all(pages[:-1]) and all(len(p) == limit for p in pages[:-1])
+
+
+class TestFollowersPageRoundTrips:
+    """A followers page at any depth is one Redis round trip (the layout marker rides along)."""
+
+    @staticmethod
+    def round_trips(monkeypatch, call):
+        from redis.client import Pipeline, Redis
+
+        sent = []
+        real_command, real_pipeline = Redis.execute_command, Pipeline.execute
+
+        def command(self, *args, **options):
+            sent.append(args[0])
+            return real_command(self, *args, **options)
+
+        def pipeline(self, *args, **options):
+            sent.append(f"pipeline of {len(self.command_stack)}")
+            return real_pipeline(self, *args, **options)
+
+        monkeypatch.setattr(Redis, "execute_command", command)
+        monkeypatch.setattr(Pipeline, "execute", pipeline)
+        result = call()
+        monkeypatch.undo()
+        return result, sent
+
+    def deep_cursor(self, user_id):
+        items = selectors.followers_items(user_id=user_id, cursor=None, limit=12)
+        member, score = items[-1]
+        return Cursor(score=score, member=member)
+
+    def test_single_key_account_page_one_and_at_depth(self, bob, user_factory, redis_client, monkeypatch):
+        followers = make_followers(user_factory, bob, [BASE + timedelta(seconds=s) for s in range(30)])
+        rebuild([bob, *followers], redis_client)
+        cursor = self.deep_cursor(bob.pk)
+
+        first, first_sent = self.round_trips(monkeypatch, lambda: selectors.followers_items(user_id=bob.pk, cursor=None, limit=10))
+        deep, deep_sent = self.round_trips(monkeypatch, lambda: selectors.followers_items(user_id=bob.pk, cursor=cursor, limit=10))
+
+        newest_first = sorted(followers, key=lambda f: f.pk, reverse=True)  # created in time order
+        assert [member for member, _ in first] == [f.pk for f in newest_first[:10]]
+        assert [member for member, _ in deep] == [f.pk for f in newest_first[12:22]]
+        assert first_sent == ["pipeline of 2"]
+        assert deep_sent == ["pipeline of 3"]  # marker, ties at the cursor, the page below it
+
+    def test_sharded_account_costs_one_round_trip_once_its_layout_was_seen(self, bob, user_factory, redis_client, monkeypatch, settings):
+        from social import layout, sharding
+
+        settings.FOLLOWERS_SHARD_THRESHOLD = 20
+        followers = make_followers(user_factory, bob, [BASE + timedelta(seconds=s) for s in range(30)])
+        rebuild([bob, *followers], redis_client)
+        sharding.followers_layout_migrate(user_id=bob.pk)
+        monkeypatch.setattr("social.selectors._layout_seen", {})
+        cursor = self.deep_cursor(bob.pk)  # learns the layout (two trips)
+
+        deep, sent = self.round_trips(monkeypatch, lambda: selectors.followers_items(user_id=bob.pk, cursor=cursor, limit=10))
+
+        newest_first = sorted(followers, key=lambda f: f.pk, reverse=True)
+        assert [member for member, _ in deep] == [f.pk for f in newest_first[12:22]]
+        # One pipeline (on a cluster one per master holding shards of the account).
+        assert all(trip.startswith("pipeline of ") for trip in sent)
+        assert sum(int(trip.split()[-1]) for trip in sent) == 1 + 2 * layout.shard_count()
+        assert len(sent) == (len(primaries(redis_client)) if is_cluster(redis_client) else 1)

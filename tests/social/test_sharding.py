@@ -342,7 +342,7 @@ class TestMigrationInterleavedReads:
         sharding.followers_layout_migrate(user_id=star.pk)
         newcomer = user_factory()
         # The mirror's first guess is the layout it last saw: none, so single.
-        monkeypatch.setattr(mirror, "_layout_seen", {})
+        monkeypatch.setattr("social.selectors._layout_seen", {})
         real = mirror.queue_pair_write
         calls = []
 
