@@ -106,8 +106,9 @@ def markdown(results: dict[str, Any]) -> str:
     if fan_out:
         lines += [
             "",
-            f"Fan-out of one note to {fan_out['followers']:,} followers (the fan-out task's body, "
-            f"{fan_out['runs']} runs): {fan_out['seconds_p50']:.2f} s p50, {fmt_rate(fan_out['followers_per_s'])} followers/s "
+            f"Fan-out of one note to {fan_out['followers']:,} followers, every one an active reader (the fan-out task's body, "
+            f"{fan_out['runs']} runs): {fan_out['seconds_p50']:.2f} s p50, "
+            f"{fmt_rate(fan_out.get('inbox_writes_per_s', fan_out['followers_per_s']))} inbox writes/s "
             f"= {fan_out['ratio_to_raw_zadd']:.0%} of the raw pipelined ZADD rate measured right before "
             f"({fmt_rate(fan_out.get('raw_zadd_per_s', 0))}/s). "
             "The database-only way and django-activity-stream deliver at read time instead (the home feed rows).",
