@@ -24,6 +24,12 @@ so a job that runs twice, late or out of order is harmless:
 - ``feed.purge`` (``PURGE``, user id): an account was deleted; every feed
   key of it goes. Its followers' inboxes are cleaned by ``feed.pair``
   entries recorded with it (the follow rows are gone after the delete).
+- ``feed.author_cache`` (``AUTHOR_CACHE``, user id; applied inline after
+  commit): an account was renamed, deactivated, reactivated or deleted; its
+  entry in the note cache is forgotten (``feed.timeline``, "Note cache").
+
+``feed.note`` also keeps the note cache: a fan-out writes the note's entry
+before any inbox gets the id, a retraction forgets it.
 
 A job that depends on the follow mirror (a backfill decides from the
 reader's following set) first applies and marks the mirror entries of the
@@ -53,7 +59,7 @@ from social.models import OUTBOX_PAIR, OUTBOX_USER, Follow
 from social.selectors import follow_counts
 from users.models import User
 
-from . import delivery, redis_keys
+from . import delivery, redis_keys, timeline
 from .models import Note
 from .rebuild import inbox_rebuild, outbox_rebuild, pull_authors_rebuild, rebuild_all_outboxes, recent_entries
 from .selectors import forget_pull_authors
@@ -67,6 +73,7 @@ PAIR_KIND = "feed.pair"
 AUTHOR_KIND = "feed.author"
 INBOX_KIND = "feed.inbox"
 PURGE_KIND = "feed.purge"
+AUTHOR_CACHE_KIND = "feed.author_cache"
 
 
 # --- notes ------------------------------------------------------------------
@@ -107,6 +114,8 @@ def note_fan_out(*, note_id: int) -> FanOut:
     client = get_redis()
     entry = [(note.pk, note.published_ms)]
     pipe = pipeline(client)
+    # The note cache first: every inbox that gets the id finds the note there.
+    timeline.queue_cache_fill(pipe, [note], replace=True)
     delivery.queue_add(pipe, redis_keys.outbox_key(note.author_id), entry)
     pipe.execute()
     if delivery.is_pull_author(client, note.author_id):
@@ -162,7 +171,7 @@ def note_fan_out_part(*, note_id: int, part: delivery.Part) -> FanOut:
 
 
 def note_retract(*, note_id: int, author_id: int | None = None) -> int:
-    """Remove note ``note_id`` from its author's outbox and every follower's inbox.
+    """Remove note ``note_id`` from the note cache, its author's outbox and every follower's inbox.
 
     A note that is visible again (unhidden meanwhile) is left alone.
     Followers are found as at fan-out, from the Follow rows when the
@@ -175,10 +184,11 @@ def note_retract(*, note_id: int, author_id: int | None = None) -> int:
     note = Note.objects.select_related("author").filter(pk=note_id).first()
     if note is not None and note.is_visible:
         return 0
+    client = get_redis()
+    timeline.cache_forget(client, note_ids=[note_id])
     author = note.author_id if note is not None else author_id
     if author is None:
         return 0
-    client = get_redis()
     client.zrem(redis_keys.outbox_key(author), redis_keys.note_member(note_id))
     source = "auto" if note is not None and note.author.is_active else "database"
     removed = 0
@@ -292,7 +302,8 @@ def author_feed_refresh(*, author_id: int) -> int:
 
 
 def account_purge(*, user_id: int) -> int:
-    """After account ``user_id`` was deleted: unlink every feed key of it and take it out of the pull set.
+    """After account ``user_id`` was deleted: unlink every feed key of it (its note cache entry
+    too) and take it out of the pull set.
 
     Nothing when the account exists (the id was not deleted after all).
 
@@ -304,7 +315,7 @@ def account_purge(*, user_id: int) -> int:
     client = get_redis()
     client.srem(redis_keys.pull_authors_key(), str(user_id))
     forget_pull_authors()
-    return int(client.unlink(*redis_keys.all_user_keys(user_id)))
+    return int(client.unlink(*redis_keys.all_user_keys(user_id), redis_keys.author_cache_key(user_id)))
 
 
 def deletion_record(*, user_id: int) -> int:
@@ -318,6 +329,24 @@ def deletion_record(*, user_id: int) -> int:
     outbox.record_many(PAIR, [(follower_id, user_id) for follower_id in followers])
     outbox.record(PURGE, subject_id=user_id)
     return len(followers) + 1
+
+
+# --- the note cache's authors ------------------------------------------------------
+
+
+def author_cache_forget(*, user_ids: Sequence[int]) -> int:
+    """Forget the cached display fields of accounts ``user_ids`` (``feed.author_cache``: an
+    account was renamed, deactivated, reactivated or deleted), so pages read its row again and
+    show none of its notes while it is deactivated or gone.
+
+    :returns: the number of accounts forgotten.
+    :raises: ``REDIS_ERRORS`` (the entries stay pending).
+    """
+    return timeline.cache_forget(get_redis(), author_ids=sorted(set(user_ids)))
+
+
+def _apply_author_cache(entries: Sequence[OutboxEntry]) -> None:
+    author_cache_forget(user_ids=[entry.subject_id for entry in entries])
 
 
 # --- registration -------------------------------------------------------------
@@ -362,6 +391,8 @@ PAIR = outbox.register(PAIR_KIND, apply=_each(_apply_pair), stage=1)
 AUTHOR = outbox.register(AUTHOR_KIND, apply=_each(_apply_author), stage=1)
 INBOX = outbox.register(INBOX_KIND, apply=_each(_apply_inbox), stage=2)
 PURGE = outbox.register(PURGE_KIND, apply=_each(lambda e: account_purge(user_id=e.subject_id)), stage=2)
+# Inline: the at-once half of "a deactivated author's notes are never shown".
+AUTHOR_CACHE = outbox.register(AUTHOR_CACHE_KIND, apply=_apply_author_cache, inline=True)
 
 
 def _rebuild_feeds(renew: Callable[[], None]) -> None:

@@ -5,11 +5,26 @@ Connected in ``FeedConfig.ready`` with ``dispatch_uid``s:
 - ``social.signals.follow_created`` / ``follow_deleted`` -> ``feed.pair``
   (backfill the followee's notes, or remove them)
 - ``users.signals.user_activity_changed`` -> ``feed.author`` (withdraw or
-  restore the author's notes; drop or rebuild its inbox)
-- ``pre_delete`` of ``users.User`` -> ``feed.purge`` and a ``feed.pair`` per
-  follower (any delete path)
+  restore the author's notes; drop or rebuild its inbox) and
+  ``feed.author_cache`` (forget the author's cached fields)
+- ``pre_delete`` of ``users.User`` -> ``feed.purge``, a ``feed.pair`` per
+  follower (any delete path) and ``feed.author_cache``
 - ``django.contrib.auth.signals.user_logged_in`` -> keep the inbox synced or
   catch up, after commit
+
+Connected here with ``@receiver`` (this module is imported by
+``FeedConfig.ready``), for the note cache (``feed.timeline``, "Note cache"):
+
+- ``post_save`` of ``users.User`` that may change what a note shows of its
+  author (a save of every field, or of the username, display name or active
+  flag) -> ``feed.author_cache``
+- ``post_save`` of a ``feed.note`` outbox entry (a note was published,
+  hidden, unhidden or deleted) -> forget the note's cached entry right after
+  commit, so readers stop showing a hidden or deleted note at once; the
+  entry's own job forgets it again, retried until it succeeds
+- ``post_delete`` of ``feed.Note`` (a row deleted outside the services, which
+  only soft-delete) -> the same after commit; a row deleted with its account
+  is covered by the account's ``feed.author_cache``
 """
 
 from __future__ import annotations
@@ -18,13 +33,21 @@ from functools import partial
 from typing import Any
 
 from django.db import transaction
+from django.db.models import QuerySet
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
 from django.http import HttpRequest
 
 from core import outbox
+from core.models import OutboxEntry
 from users.models import User
 
 from . import outbox as feed_outbox
-from . import services
+from . import services, timeline
+from .models import Note
+
+# The fields of an account a page shows of a note's author, or that hide its notes.
+AUTHOR_FIELDS = frozenset({"username", "display_name", "is_active"})
 
 
 def on_follow_changed(sender: Any, *, follower_id: int, followee_id: int, **kwargs: Any) -> None:
@@ -33,12 +56,34 @@ def on_follow_changed(sender: Any, *, follower_id: int, followee_id: int, **kwar
 
 def on_user_activity_changed(sender: Any, *, user_id: int, is_active: bool, **kwargs: Any) -> None:
     outbox.record(feed_outbox.AUTHOR, subject_id=user_id)
+    outbox.record(feed_outbox.AUTHOR_CACHE, subject_id=user_id)
 
 
 def on_user_deleted(sender: Any, *, instance: User, **kwargs: Any) -> None:
+    # First: applied in this order, the purge then unlinks the tombstone too.
+    outbox.record(feed_outbox.AUTHOR_CACHE, subject_id=instance.pk)
     # pre_delete: the account's follow rows are still there to be read.
     feed_outbox.deletion_record(user_id=instance.pk)
 
 
 def on_user_logged_in(sender: Any, *, request: HttpRequest, user: User, **kwargs: Any) -> None:
     transaction.on_commit(partial(services.inbox_sign_in, user_id=user.pk))
+
+
+@receiver(post_save, sender=User, dispatch_uid="feed.forget_cached_author")
+def on_user_saved(sender: Any, *, instance: User, created: bool, raw: bool = False, update_fields: Any = None, **kwargs: Any) -> None:
+    if not created and not raw and (update_fields is None or AUTHOR_FIELDS & set(update_fields)):
+        outbox.record(feed_outbox.AUTHOR_CACHE, subject_id=instance.pk)
+
+
+@receiver(post_save, sender=OutboxEntry, dispatch_uid="feed.forget_cached_note")
+def on_outbox_entry_saved(sender: Any, *, instance: OutboxEntry, created: bool, **kwargs: Any) -> None:
+    if created and instance.kind == feed_outbox.NOTE_KIND:
+        transaction.on_commit(partial(timeline.cache_forget_now, note_ids=[instance.subject_id]))
+
+
+@receiver(post_delete, sender=Note, dispatch_uid="feed.forget_deleted_note")
+def on_note_deleted(sender: Any, *, instance: Note, origin: Any = None, **kwargs: Any) -> None:
+    # ``origin``: what was deleted (an account, accounts, or notes themselves).
+    if not (isinstance(origin, User) or (isinstance(origin, QuerySet) and issubclass(origin.model, User))):
+        transaction.on_commit(partial(timeline.cache_forget_now, note_ids=[instance.pk]))

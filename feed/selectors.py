@@ -6,6 +6,13 @@ complete, and from the database otherwise: while Redis is down (circuit
 breaker open), while the follow mirror is not built, and while the inbox is
 missing or being rebuilt (the page then says it is catching up). Both paths
 give the same notes in the same order (``feed.timeline``).
+
+On the Redis path a page is three round trips and no query in the common
+case: the inbox's markers with its first window, the notes, their authors
+with the following check; the notes and authors come from the note cache
+(``feed.timeline``, "Note cache"), which the database fills on a miss.
+The notes returned carry their authors (``note.author``): rendering them
+makes no query (a cached note loads only the fields a page shows).
 """
 
 from __future__ import annotations
@@ -28,7 +35,6 @@ from core.redis import (
     redis_succeeded,
 )
 from social import redis_keys as social_keys
-from social.selectors import active_follows
 
 from . import redis_keys
 from .models import Note
@@ -36,7 +42,10 @@ from .timeline import (
     Feed,
     Page,
     Position,
+    Prefetch,
     after_filter,
+    first_window,
+    inbox_round,
     position_from_scroll,
     read_page,
     scroll_state,
@@ -83,11 +92,11 @@ class ScrollPage:
 # all the traffic on one node. A newly pulled author's notes can thus reach
 # a reader's page this much later.
 PULL_AUTHORS_TTL_SECONDS = 5.0
-_pull_authors_seen: dict[str, tuple[float, frozenset[int]]] = {}
+_pull_authors_seen: dict[str, tuple[float, tuple[int, ...]]] = {}
 
 
-def pull_authors_cached(client: redis.Redis) -> frozenset[int]:
-    """The pull set (author ids), read at most once per ``PULL_AUTHORS_TTL_SECONDS`` per process.
+def pull_authors_cached(client: redis.Redis) -> tuple[int, ...]:
+    """The pull set (author ids, ascending), read at most once per ``PULL_AUTHORS_TTL_SECONDS`` per process.
 
     :raises: Redis errors (REDIS_ERRORS) when it has to be read and cannot be.
     """
@@ -96,7 +105,7 @@ def pull_authors_cached(client: redis.Redis) -> frozenset[int]:
     seen = _pull_authors_seen.get(key)
     if seen is not None and seen[0] > now:
         return seen[1]
-    authors = frozenset(int(member) for member in client.smembers(key))
+    authors = tuple(sorted(int(member) for member in client.smembers(key)))
     _pull_authors_seen[key] = (now + PULL_AUTHORS_TTL_SECONDS, authors)
     return authors
 
@@ -107,30 +116,40 @@ def forget_pull_authors() -> None:
 
 
 def _database_feed(user_id: int) -> Feed:
-    followees = active_follows().filter(follower_id=user_id).values("followee_id")
-    return Feed(reader_id=user_id, followees=followees, keys=[])
+    return Feed(reader_id=user_id, keys=[])
 
 
-def _redis_feed(client: redis.Redis, user_id: int) -> tuple[Feed | None, bool]:
-    """The Redis feed of ``user_id`` and whether it is catching up; None when Redis can't serve it."""
-    if not mirror_ready(client, [redis_keys.inbox_key(user_id)]):
+def _redis_feed(client: redis.Redis, user_id: int, start: Start | None) -> tuple[Feed | None, bool]:
+    """The Redis feed of ``user_id`` and whether it is catching up; None when Redis can't serve it.
+
+    One round trip (``feed.timeline.inbox_round``): the inbox's markers,
+    which pull authors the reader follows and, for a page that starts at a
+    known position (``start``), the inbox's first window.
+    """
+    inbox = redis_keys.inbox_key(user_id)
+    if not mirror_ready(client, [inbox]):
         return None, False
-    pipe = pipeline(client)
-    pipe.exists(redis_keys.inbox_synced_key(user_id))
-    pipe.exists(redis_keys.inbox_rebuilding_key(user_id))
-    pipe.smembers(social_keys.following_set_key(user_id))
-    synced, rebuilding, following = pipe.execute()
-    if not synced or rebuilding:
+    after, n = (start.after, start.n) if start is not None else (None, 0)
+    found = inbox_round(client, reader_id=user_id, pull=pull_authors_cached(client), after=after, n=n)
+    if not found.synced or found.rebuilding:
         return None, True
-    followees = {int(member) for member in following}
-    pulled = followees & pull_authors_cached(client)
-    keys = [redis_keys.inbox_key(user_id)] + [redis_keys.outbox_key(author) for author in sorted(pulled)]
-    return Feed(reader_id=user_id, followees=followees, keys=keys, client=client), False
+    keys = [inbox] + [redis_keys.outbox_key(author) for author in found.pulled]
+    first = Prefetch(after=after, n=n, reads={inbox: found.read}) if found.read is not None else None
+    feed = Feed(reader_id=user_id, keys=keys, client=client, following_key=social_keys.following_set_key(user_id), first=first)
+    return feed, False
 
 
-def _with_feed(user_id: int, read: Any, *, database_only: bool = False) -> tuple[Any, bool, str]:
+@dataclass(frozen=True)
+class Start:
+    """Where a page starts (``after``) and how many ids its first round reads per key (``n``)."""
+
+    after: Position | None
+    n: int
+
+
+def _with_feed(user_id: int, read: Any, *, database_only: bool = False, start: Start | None = None) -> tuple[Any, bool, str]:
     """Run ``read(feed)`` on the Redis feed, or on the database feed when Redis can't serve it
-    (or ``database_only``)."""
+    (or ``database_only``). ``start``: the page's first window, read with the inbox's markers."""
     catching_up = False
     # On a cluster, the breaker of the master holding the reader's inbox.
     node = breaker_node(redis_keys.inbox_key(user_id))
@@ -138,7 +157,7 @@ def _with_feed(user_id: int, read: Any, *, database_only: bool = False) -> tuple
     if not database_only and redis_available(node):
         try:
             client = get_redis()
-            feed, catching_up = _redis_feed(client, user_id)
+            feed, catching_up = _redis_feed(client, user_id, start)
             if feed is not None:
                 answer = read(feed)
                 redis_succeeded(node)
@@ -159,7 +178,9 @@ def home_timeline(*, user_id: int, cursor: Cursor | None, limit: int, database_o
         serve it (the truth reconcile and the tests compare Redis with).
     """
     after = Position(cursor.score, cursor.member) if cursor is not None else None
-    page, catching_up, source = _with_feed(user_id, lambda feed: read_page(feed, after, limit), database_only=database_only)
+    page, catching_up, source = _with_feed(
+        user_id, lambda feed: read_page(feed, after, limit), database_only=database_only, start=Start(after, first_window(limit))
+    )
     last = page.last
     next_cursor = Cursor(score=last.score, member=last.note_id) if page.has_more and last is not None else None
     return TimelinePage(notes=page.notes, next_cursor=next_cursor, catching_up=catching_up, source=source)
@@ -179,7 +200,12 @@ def home_timeline_scroll(*, user_id: int, last_id: int | None, offset: int, limi
         position, seen = position_from_scroll(feed, last_id, offset)
         return read_page(feed, position, limit), seen
 
-    (page, seen), catching_up, _ = _with_feed(user_id, read)
+    start: Start | None = None  # with an offset the position comes from the run at lastId, read first
+    if last_id is None:
+        start = Start(None, first_window(limit))
+    elif offset == 0:
+        start = Start(Position(last_id, 0), first_window(limit))
+    (page, seen), catching_up, _ = _with_feed(user_id, read, start=start)
     min_time, next_offset = scroll_state(page, last_id, seen)
     return ScrollPage(notes=page.notes, min_time=min_time, offset=next_offset, has_more=page.has_more, catching_up=catching_up)
 

@@ -11,9 +11,10 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from core.errors import InvalidInput
+from core.models import OutboxEntry
 from core.paging import MAX_MILLISECONDS, InvalidCursorError, feed_cursor
 from core.parsing import parse_scroll
-from feed import redis_keys, selectors
+from feed import redis_keys, selectors, services
 from feed.models import Note
 from tests.feed.helpers import inbox_ids
 
@@ -103,11 +104,14 @@ class TestScrollContractC08:
 
 
 class TestStaleIdsC09:
-    def test_deleted_rows_are_skipped_filled_from_older_ids_and_removed(self, alice, bob, follow, publish, synced, redis_client):
+    def test_deleted_rows_are_skipped_filled_from_older_ids_and_removed(
+        self, alice, bob, follow, publish, synced, redis_client, django_capture_on_commit_callbacks
+    ):
         follow(alice, bob)
         synced(alice)
         notes = [publish(bob, f"n{i}", at_ms=BASE_MS + i) for i in range(1, 13)]
-        Note.objects.filter(pk__in=[n.pk for n in notes[4:]]).delete()  # n5..n12, Redis untouched
+        with django_capture_on_commit_callbacks(execute=True):  # the note cache forgets them at commit
+            Note.objects.filter(pk__in=[n.pk for n in notes[4:]]).delete()  # n5..n12, the inbox untouched
 
         page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=5)
 
@@ -115,11 +119,12 @@ class TestStaleIdsC09:
         assert page.next_cursor is None
         assert sorted(inbox_ids(redis_client, alice)) == sorted(n.pk for n in notes[:4])
 
-    def test_the_next_page_continues_after_the_stale_run(self, alice, bob, follow, publish, synced, redis_client):
+    def test_the_next_page_continues_after_the_stale_run(self, alice, bob, follow, publish, synced, redis_client, django_capture_on_commit_callbacks):
         follow(alice, bob)
         synced(alice)
         notes = [publish(bob, f"n{i}", at_ms=BASE_MS + i) for i in range(1, 13)]
-        Note.objects.filter(pk__in=[n.pk for n in notes[4:8]]).delete()  # n5..n8
+        with django_capture_on_commit_callbacks(execute=True):
+            Note.objects.filter(pk__in=[n.pk for n in notes[4:8]]).delete()  # n5..n8
 
         first = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=5)
         second = selectors.home_timeline(user_id=alice.pk, cursor=first.next_cursor, limit=5)
@@ -129,22 +134,29 @@ class TestStaleIdsC09:
         assert second.next_cursor is None
         assert len(inbox_ids(redis_client, alice)) == 8
 
-    def test_hidden_notes_disappear_at_once_before_any_cleanup(self, alice, bob, follow, publish, synced):
+    def test_hidden_notes_disappear_at_once_before_any_cleanup(
+        self, alice, bob, follow, publish, synced, redis_client, monkeypatch, django_capture_on_commit_callbacks
+    ):
         follow(alice, bob)
         synced(alice)
         kept = publish(bob, "kept", at_ms=BASE_MS)
         hidden = publish(bob, "hidden", at_ms=BASE_MS + 1)
-        Note.objects.filter(pk=hidden.pk).update(is_hidden=True)  # no task ran
+        selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)  # both in the note cache now
+        monkeypatch.setattr("core.tasks.outbox_apply.delay", lambda **kw: None)  # no task runs
+        with django_capture_on_commit_callbacks(execute=True):
+            services.note_hide(note=hidden, hidden=True)
 
         page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)
 
         assert [n.pk for n in page.notes] == [kept.pk]
+        assert OutboxEntry.objects.filter(subject_id=hidden.pk, applied_at__isnull=True).exists()  # the cleanup never ran
 
-    def test_scroll_contract_skips_stale_ids_without_a_short_page(self, alice, bob, follow, publish, synced):
+    def test_scroll_contract_skips_stale_ids_without_a_short_page(self, alice, bob, follow, publish, synced, django_capture_on_commit_callbacks):
         follow(alice, bob)
         synced(alice)
         notes = [publish(bob, f"n{i}", at_ms=BASE_MS + i) for i in range(1, 13)]
-        Note.objects.filter(pk__in=[n.pk for n in notes[4:8]]).delete()
+        with django_capture_on_commit_callbacks(execute=True):
+            Note.objects.filter(pk__in=[n.pk for n in notes[4:8]]).delete()
 
         ids, _, pages = scroll_all(alice, 5)
 
@@ -268,7 +280,8 @@ arrivals = st.lists(st.tuples(st.integers(1, 6), st.integers(0, 2), st.integers(
     deletions=st.sets(st.integers(0, 24), max_size=4),
 )
 def test_paging_returns_every_note_once_newest_first(
-    initial, later, limit, cap, contract, deletions, alice, people, follow, publish, synced, redis_client, settings
+    initial, later, limit, cap, contract, deletions, alice, people, follow, publish, synced, redis_client, settings,
+    django_capture_on_commit_callbacks,
 ):
     """Invariant 2: each note present at the start (and not deleted) exactly once, newest
     first; a note published while paging exactly once if it sorts after the reader's
@@ -284,7 +297,8 @@ def test_paging_returns_every_note_once_newest_first(
     synced(alice)
     start = [publish(authors[a], at_ms=BASE_MS + t) for a, t in initial]
     gone = {start[i].pk for i in deletions if i < len(start)}
-    Note.objects.filter(pk__in=gone).delete()  # rows gone, Redis untouched
+    with django_capture_on_commit_callbacks(execute=True):  # the note cache forgets them at commit
+        Note.objects.filter(pk__in=gone).delete()  # rows gone, the inbox untouched
     must = {n.pk for n in start} - gone
     may: set[int] = set()
     seen: list[int] = []
@@ -323,7 +337,9 @@ def test_paging_returns_every_note_once_newest_first(
     assert scores == sorted(scores, reverse=True)
 
 
-def test_a_note_older_than_what_the_cap_trimmed_does_not_hide_the_trimmed_notes(alice, people, follow, publish, synced, redis_client, settings):
+def test_a_note_older_than_what_the_cap_trimmed_does_not_hide_the_trimmed_notes(
+    alice, people, follow, publish, synced, redis_client, settings, django_capture_on_commit_callbacks
+):
     """Found by the paging invariant on the cluster run: the cap trims a note, a page removes a
     deleted one (the inbox is below the cap again), then a note older than the trimmed one
     arrives. Added, it would lower the inbox's lowest score and claim the trimmed note was never
@@ -333,7 +349,8 @@ def test_a_note_older_than_what_the_cap_trimmed_does_not_hide_the_trimmed_notes(
     follow(alice, author)
     synced(alice)
     oldest, deleted, tie_a, tie_b, newest = [publish(author, at_ms=BASE_MS + t) for t in (0, 2, 1, 1, 2)]
-    deleted.delete()
+    with django_capture_on_commit_callbacks(execute=True):
+        deleted.delete()
     first = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=1)
     late = publish(author, at_ms=BASE_MS)
     seen, cursor = [n.pk for n in first.notes], first.next_cursor

@@ -1,0 +1,284 @@
+"""The note cache of the home feed: filled at fan-out and on a miss, forgotten on every change, no query per page."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.template.loader import render_to_string
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from core.models import OutboxEntry
+from feed import outbox as feed_outbox
+from feed import redis_keys, selectors, services, timeline
+from feed.models import Note, now_whole_ms
+from tests.feed.helpers import inbox_ids
+from users.models import User
+
+pytestmark = pytest.mark.django_db
+
+BASE_MS = int((timezone.now() - timedelta(hours=1)).timestamp() * 1000)
+
+
+def page_ids(user, limit=10):
+    return [note.pk for note in selectors.home_timeline(user_id=user.pk, cursor=None, limit=limit).notes]
+
+
+def signed_in(user):
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def no_tasks(monkeypatch):
+    """The worker is busy: outbox entries sent to Celery stay pending (inline kinds still apply)."""
+    monkeypatch.setattr("core.tasks.outbox_apply.delay", lambda **kw: None)
+
+
+@pytest.fixture
+def feed(alice, bob, charlie, follow, publish, synced):
+    """alice follows bob and charlie, who published 6 notes (fanned out: cached)."""
+    follow(alice, bob)
+    follow(alice, charlie)
+    synced(alice)
+    return [publish(bob if i % 2 else charlie, f"note {i}", at_ms=BASE_MS + i) for i in range(6)]
+
+
+class TestFilling:
+    def test_the_fan_out_caches_the_note_and_its_author(self, alice, bob, follow, publish, redis_client):
+        follow(alice, bob)
+
+        note = publish(bob, "words with  spaces and ünïcode")
+
+        assert redis_client.get(redis_keys.note_cache_key(note.pk)) == timeline.note_value(note)
+        assert timeline.parse_note_value(redis_client.get(redis_keys.note_cache_key(note.pk))) == (
+            bob.pk,
+            note.published_ms,
+            "words with  spaces and ünïcode",
+        )
+        assert timeline.parse_author_value(redis_client.get(redis_keys.author_cache_key(bob.pk))) == (bob.username, bob.display_name)
+
+    def test_a_page_of_cached_notes_makes_no_query_and_carries_bodies_and_authors(self, alice, bob, charlie, feed):
+        timeline.forget_note_authors()  # a process that never met these ids
+        with CaptureQueriesContext(connection) as first:
+            page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=4)
+        with CaptureQueriesContext(connection) as again:
+            selectors.home_timeline(user_id=alice.pk, cursor=None, limit=4)
+        with CaptureQueriesContext(connection) as shown:
+            seen = [(note.pk, note.body, note.author.username, note.author.shown_name, note.published_ms) for note in page.notes]
+
+        assert (len(first.captured_queries), len(again.captured_queries), len(shown.captured_queries)) == (0, 0, 0)
+        assert page.source == "redis"
+        expected = sorted(feed, key=lambda n: -n.published_ms)[:4]
+        assert seen == [(n.pk, n.body, n.author.username, n.author.shown_name, n.published_ms) for n in expected]
+
+    def test_the_templates_and_the_api_render_the_page_without_a_query(self, alice, feed):
+        page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)
+
+        with CaptureQueriesContext(connection) as rendered:
+            html = "".join(render_to_string("feed/_note.html", {"note": note}) for note in page.notes)
+        response = signed_in(alice).get("/api/feed?limit=10")
+
+        assert len(rendered.captured_queries) == 0
+        assert html.count('class="note"') == 6
+        assert [item["id"] for item in response.json()["data"]["list"]] == [n.pk for n in page.notes]
+        assert {item["author"]["username"] for item in response.json()["data"]["list"]} == {"bob", "charlie"}
+
+    def test_a_miss_reads_the_database_once_and_fills_the_cache(self, alice, bob, follow, synced, redis_client):
+        follow(alice, bob)
+        rows = Note.objects.bulk_create([Note(author=bob, body=f"bulk {i}", created_at=now_whole_ms() - timedelta(minutes=i)) for i in range(4)])
+        synced(alice)  # the inbox holds them; nothing ever cached them (the oldest, its horizon, is the database's)
+
+        with CaptureQueriesContext(connection) as missed:
+            first = page_ids(alice, limit=2)
+        with CaptureQueriesContext(connection) as hit:
+            second = page_ids(alice, limit=2)
+
+        assert first == second == [row.pk for row in rows[:2]]
+        assert len(missed.captured_queries) == 1  # the notes with their authors, on the primary
+        assert len(hit.captured_queries) == 0
+        assert all(redis_client.get(redis_keys.note_cache_key(row.pk)) for row in rows[:3])  # the round read 3
+
+    def test_a_stale_author_table_entry_is_corrected(self, alice, bob, charlie, feed, monkeypatch):
+        note = feed[1]  # bob's
+        monkeypatch.setitem(timeline._note_authors, note.pk, charlie.pk)  # a wrong guess
+
+        page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)
+
+        assert {n.pk: n.author.username for n in page.notes}[note.pk] == "bob"
+        assert timeline._note_authors[note.pk] == bob.pk
+
+    def test_the_per_process_tables_empty_themselves_when_full(self, alice, feed, monkeypatch):
+        monkeypatch.setattr(timeline, "NOTE_AUTHORS_MAX", 2)
+        monkeypatch.setattr(timeline, "PARSED_MAX", 2)
+
+        first = page_ids(alice)
+        second = page_ids(alice)
+
+        assert first == second == [n.pk for n in sorted(feed, key=lambda n: -n.published_ms)]
+        assert len(timeline._parsed_notes) <= 2
+        assert len(timeline._note_authors) <= 2 + 6
+
+
+class TestForgetting:
+    def test_a_hidden_note_leaves_the_page_at_commit_before_its_task_runs(self, alice, feed, no_tasks, redis_client, django_capture_on_commit_callbacks):
+        hidden = feed[5]
+        with django_capture_on_commit_callbacks(execute=True):
+            services.note_hide(note=hidden, hidden=True)
+
+        assert redis_client.get(redis_keys.note_cache_key(hidden.pk)) == redis_keys.CACHE_TOMBSTONE
+        assert hidden.pk not in page_ids(alice)
+        assert hidden.pk not in inbox_ids(redis_client, alice)  # a stale id, confirmed on the primary and removed
+
+    def test_the_task_forgets_it_again_when_the_commit_could_not(self, alice, feed, redis_client, monkeypatch, django_capture_on_commit_callbacks):
+        hidden = feed[5]
+        monkeypatch.setattr(timeline, "cache_forget_now", lambda **kw: False)  # Redis failed at commit
+
+        with django_capture_on_commit_callbacks(execute=True):
+            services.note_hide(note=hidden, hidden=True)  # eager: the feed.note task retracts
+
+        assert redis_client.get(redis_keys.note_cache_key(hidden.pk)) == redis_keys.CACHE_TOMBSTONE
+        assert hidden.pk not in page_ids(alice)
+
+    def test_an_unhidden_note_is_cached_again_by_its_fan_out(self, alice, feed, redis_client, django_capture_on_commit_callbacks):
+        note = feed[5]
+        with django_capture_on_commit_callbacks(execute=True):
+            services.note_hide(note=note, hidden=True)
+        with django_capture_on_commit_callbacks(execute=True):
+            services.note_hide(note=note, hidden=False)
+
+        assert redis_client.get(redis_keys.note_cache_key(note.pk)) == timeline.note_value(note)
+        assert page_ids(alice)[0] == note.pk
+
+    def test_a_deleted_note_leaves_the_page_at_commit(self, alice, bob, feed, no_tasks, django_capture_on_commit_callbacks):
+        note = feed[5]
+        with django_capture_on_commit_callbacks(execute=True):
+            services.note_delete(note=note, actor=bob)
+
+        assert note.pk not in page_ids(alice)
+
+    def test_a_deactivated_authors_notes_leave_the_page_at_commit(self, alice, bob, feed, no_tasks, redis_client, django_capture_on_commit_callbacks):
+        from users.services import user_set_active
+
+        with django_capture_on_commit_callbacks(execute=True):
+            user_set_active(user=bob, is_active=False)
+
+        assert redis_client.get(redis_keys.author_cache_key(bob.pk)) == redis_keys.CACHE_TOMBSTONE
+        assert {n.author_id for n in selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10).notes} == {feed[0].author_id}
+
+    def test_an_author_whose_entry_is_forgotten_is_read_from_the_database(self, alice, bob, feed, redis_client):
+        User.objects.filter(pk=bob.pk).update(is_active=False)  # no signal: the forget done by hand below
+        timeline.cache_forget(redis_client, author_ids=[bob.pk])
+
+        shown = page_ids(alice)
+
+        assert shown == [n.pk for n in sorted(feed, key=lambda n: -n.published_ms) if n.author_id != bob.pk]
+        assert not set(inbox_ids(redis_client, alice)) & {n.pk for n in feed if n.author_id == bob.pk}
+
+    def test_a_renamed_author_is_shown_with_the_new_name(self, alice, bob, feed, django_capture_on_commit_callbacks):
+        page_ids(alice)  # the old name is cached
+        with django_capture_on_commit_callbacks(execute=True):
+            bob.display_name = "Robert"
+            bob.save()
+
+        names = {n.author.shown_name for n in selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10).notes}
+
+        assert names == {"Robert", "Charlie"}
+        assert OutboxEntry.objects.filter(kind=feed_outbox.AUTHOR_CACHE_KIND, subject_id=bob.pk, applied_at__isnull=False).exists()
+
+    def test_a_save_of_other_fields_forgets_nothing(self, bob, feed, redis_client, django_capture_on_commit_callbacks):
+        with django_capture_on_commit_callbacks(execute=True):
+            bob.last_login = timezone.now()
+            bob.save(update_fields=["last_login"])
+
+        assert not OutboxEntry.objects.filter(kind=feed_outbox.AUTHOR_CACHE_KIND, subject_id=bob.pk).exists()
+        assert redis_client.get(redis_keys.author_cache_key(bob.pk)) != redis_keys.CACHE_TOMBSTONE
+
+    def test_a_tombstone_refuses_a_fill_read_before_the_change(self, alice, feed, redis_client):
+        note = Note.objects.select_related("author").get(pk=feed[5].pk)  # read while visible...
+        timeline.cache_forget(redis_client, note_ids=[note.pk])  # ...then the change committed
+
+        pipe = redis_client.pipeline(transaction=False)
+        timeline.queue_cache_fill(pipe, [note], replace=False)  # the reader's late fill
+        pipe.execute()
+
+        assert redis_client.get(redis_keys.note_cache_key(note.pk)) == redis_keys.CACHE_TOMBSTONE
+        assert 0 < redis_client.ttl(redis_keys.note_cache_key(note.pk)) <= redis_keys.CACHE_TOMBSTONE_SECONDS
+
+    def test_while_tombstoned_pages_read_the_database_and_write_nothing(self, alice, feed, redis_client):
+        note = feed[5]
+        timeline.cache_forget(redis_client, note_ids=[note.pk])
+
+        with CaptureQueriesContext(connection) as queries:
+            shown = page_ids(alice, limit=3)
+
+        assert shown[0] == note.pk
+        assert len(queries.captured_queries) == 1  # the note (its author is cached), no fill
+        assert redis_client.get(redis_keys.note_cache_key(note.pk)) == redis_keys.CACHE_TOMBSTONE
+
+    def test_a_deleted_account_leaves_no_cache_key(self, alice, bob, feed, redis_client, django_capture_on_commit_callbacks):
+        with django_capture_on_commit_callbacks(execute=True):
+            User.objects.get(pk=bob.pk).delete()
+
+        assert not redis_client.exists(redis_keys.author_cache_key(bob.pk))
+        assert {n.author.username for n in selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10).notes} == {"charlie"}
+
+
+class TestFollowing:
+    def test_an_unfollowed_authors_notes_are_skipped_and_left_for_the_unfollow_task(
+        self, alice, bob, feed, no_tasks, redis_client, django_capture_on_commit_callbacks
+    ):
+        from social import services as social_services
+
+        with django_capture_on_commit_callbacks(execute=True):
+            social_services.follow_delete(actor=alice, followee_id=bob.pk)  # the mirror applies inline; feed.pair waits
+
+        bobs = {n.pk for n in feed if n.author_id == bob.pk}
+        assert not set(page_ids(alice)) & bobs
+        assert bobs <= set(inbox_ids(redis_client, alice))
+
+    def test_only_the_pages_authors_are_asked_about(self, alice, feed, monkeypatch):
+        asked: list[int] = []
+        real = timeline.pipeline
+
+        class Spy:
+            def __init__(self, pipe):
+                self.pipe = pipe
+
+            def smismember(self, key, values):
+                asked.append(len(values))
+                return self.pipe.smismember(key, values)
+
+            def __getattr__(self, name):
+                return getattr(self.pipe, name)
+
+        monkeypatch.setattr(timeline, "pipeline", lambda client: Spy(real(client)))
+        timeline.forget_note_authors()
+
+        page_ids(alice, limit=2)
+
+        assert asked and max(asked) <= 2  # the authors of the page's 3 ids (2 accounts), never the following set
+
+
+class TestRedisDown:
+    def test_a_cached_page_falls_back_to_the_database_when_redis_fails(self, alice, feed, monkeypatch):
+        def fail(*args, **kwargs):
+            raise ConnectionError("redis is gone")
+
+        monkeypatch.setattr(timeline, "resolve_notes", fail)
+
+        page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)
+
+        assert page.source == "database"
+        assert [n.pk for n in page.notes] == [n.pk for n in sorted(feed, key=lambda n: -n.published_ms)]
+
+    def test_an_inbox_being_rebuilt_reads_the_database(self, alice, feed, redis_client):
+        redis_client.set(redis_keys.inbox_rebuilding_key(alice.pk), "1")
+
+        page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)
+
+        assert (page.source, page.catching_up, len(page.notes)) == ("database", True, 6)
