@@ -57,6 +57,7 @@ import re
 import sqlite3
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -429,12 +430,15 @@ def graph_import(
     :raises DatasetError: on a malformed line.
     """
     stats = ImportStats()
-    sources, targets = read_edge_columns(path, limit)
-    edges = unique_edges(sources, targets, stats)
-    del sources, targets
-    nodes = {a for a, _ in edges}
-    nodes.update(b for _, b in edges)
-    password_hash = make_password(password) if password else make_password(None)
+    # The password hash (PBKDF2, which releases the GIL) is computed beside the parsing.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        hashed = pool.submit(make_password, password or None)
+        sources, targets = read_edge_columns(path, limit)
+        edges = unique_edges(sources, targets, stats)
+        del sources, targets
+        nodes = {a for a, _ in edges}
+        nodes.update(b for _, b in edges)
+        password_hash = hashed.result()
     if _sqlite_fast_path():
         _import_sqlite(edges, sorted(nodes), password_hash, stats, on_progress, on_stage)
         return stats

@@ -8,6 +8,7 @@ import redis
 
 from core.models import OutboxEntry
 from core.redis import mirror_ready
+from feed.models import Note
 from users.models import User
 
 from . import redis_keys
@@ -70,6 +71,14 @@ def mirror_state(client: redis.Redis) -> MirrorState:
         watermark_matches=watermark == database_fingerprint(),
         pending_entries=OutboxEntry.objects.filter(applied_at__isnull=True).count(),
     )
+
+
+def warmup_reason(state: MirrorState, *, replay_notes: bool) -> str:
+    """Why a warm-up is needed, in words ("" when it is not): with ``replay_notes``, no note in the
+    database yet (the demo replays them); else the mirror's ``state``."""
+    if replay_notes and not Note.objects.exists():
+        return "the notes are not replayed yet"
+    return state.reason()
 
 
 @dataclass(frozen=True)

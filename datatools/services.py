@@ -1,11 +1,12 @@
 """Writes of the demo: forget the Redis mirror before a bulk load, and warm it up again afterwards.
 
-A bulk load (``import_graph``, ``simulate_activity``) bypasses the outbox, so
-the mirror no longer matches the database: ``mirror_forget`` deletes the
-sentinel (readers use the database) and the watermark first, so that an
-interrupted load or warm-up never leaves a mirror that claims to be current.
-``mirror_warm_up`` then builds it again, while the site serves from the
-database, and sets the sentinel and the watermark at the end.
+A bulk load (``import_graph``, the notes replay) bypasses the outbox, so the
+mirror no longer matches the database: ``mirror_forget`` deletes the sentinel
+(readers use the database) and the watermark first, so that an interrupted
+load or warm-up never leaves a mirror that claims to be current.
+``mirror_warm_up`` replays the demo's notes when there are none, then builds
+the mirror again, while the site serves from the database, and sets the
+sentinel and the watermark at the end.
 """
 
 from __future__ import annotations
@@ -26,26 +27,31 @@ from social.rebuild import rebuild_all
 from users.models import User
 
 from . import redis_keys
+from .datasets import dataset_path
 from .selectors import WarmupProgress, database_fingerprint, mirror_state
+from .simulate import DEMO_NOTES, HIGGS_ACTIVITY, accounts_by_followers, default_end, has_notes, plan_replay, replay
 
 logger = logging.getLogger(__name__)
 
 # How often (seconds) a warm-up waiting for another rebuild's lock looks again.
 LOCK_POLL_SECONDS = 1.0
 
-STAGE_WAITING = "waiting for another rebuild"
-STAGE_OUTBOXES = "authors' outboxes"
-STAGE_INBOXES = "readers' inboxes"
-STAGE_GRAPH = "follow graph"
-STAGE_OUTBOX_ENTRIES = "pending outbox entries"
+# What a warm-up is doing, as the pages' banner says it ("Warming up: <stage>, 40% done").
+STAGE_WAITING = "waiting for another rebuild of the Redis mirror"
+STAGE_NOTES = "replaying the Higgs activity as notes"
+STAGE_OUTBOXES = "building the authors' outboxes in Redis"
+STAGE_INBOXES = "building the readers' inboxes in Redis"
+STAGE_GRAPH = "building the follow graph in Redis"
+STAGE_OUTBOX_ENTRIES = "applying pending outbox entries to Redis"
 STAGE_FAILED = "failed"
 
 
 @dataclass
 class WarmupResult:
-    """What ``mirror_warm_up`` did: ``rebuilt`` the whole mirror, ``applied`` pending outbox
-    entries, in ``seconds``."""
+    """What ``mirror_warm_up`` did: ``notes`` replayed, ``rebuilt`` the whole mirror, ``applied``
+    pending outbox entries, in ``seconds``."""
 
+    notes: int = 0
     rebuilt: bool = False
     applied: int = 0
     seconds: float = 0.0
@@ -121,10 +127,24 @@ def _acquire(lock: RedisLock, progress: _Progress) -> None:
         time.sleep(LOCK_POLL_SECONDS)
 
 
-def mirror_warm_up(*, on_progress: Callable[[WarmupProgress], None] | None = None) -> WarmupResult:
-    """Bring the Redis mirror up to date with the database, for a site that serves meanwhile.
+def _replay_notes(progress: _Progress) -> int:
+    """Replay the Higgs activity as about ``DEMO_NOTES`` notes (``datatools.simulate``), the mirror
+    forgotten first. Returns the notes created; raises ``DatasetError`` without the activity file."""
+    path = dataset_path(HIGGS_ACTIVITY)
+    progress.start(STAGE_NOTES, 0)
+    mirror_forget()
+    plan = plan_replay(path, notes=DEMO_NOTES, accounts=accounts_by_followers(), end=default_end())
+    progress.start(STAGE_NOTES, len(plan.rows))
+    return replay(plan, on_progress=progress.add)
 
-    When the mirror is missing or was built from other data (``MirrorState``),
+
+def mirror_warm_up(
+    *, replay_notes: bool = False, on_progress: Callable[[WarmupProgress], None] | None = None
+) -> WarmupResult:
+    """Bring the demo's data and the Redis mirror up to date, for a site that serves meanwhile.
+
+    With ``replay_notes`` and no note in the database, the Higgs activity is
+    replayed as notes first (one transaction; ``datatools.simulate``). When the mirror is missing or was built from other data (``MirrorState``),
     it is rebuilt under the mirror's rebuild lock (the one ``core.outbox.rebuild_locked``
     takes): the sentinel is deleted first, so pages read the database until the
     end; then the feeds (pull set, every author's outbox, the inboxes of
@@ -135,15 +155,19 @@ def mirror_warm_up(*, on_progress: Callable[[WarmupProgress], None] | None = Non
     Progress is kept in ``ff:demo:warmup`` for the pages' banner; a warm-up
     that fails leaves it marked ``failed`` with the error, and raises.
 
+    :param replay_notes: replay the demo's notes when there are none.
     :param on_progress: called with a ``WarmupProgress`` after each batch.
     :returns: a ``WarmupResult``.
-    :raises: ``REDIS_ERRORS``, database errors and ``RedisLockLost`` (the lock expired under it).
+    :raises: ``REDIS_ERRORS``, database errors, ``RedisLockLost`` (the lock expired under it)
+        and ``DatasetError`` (the activity file is missing and could not be fetched).
     """
     started = time.perf_counter()
     result = WarmupResult()
     client = get_redis()
     progress = _Progress(on_progress)
     try:
+        if replay_notes and not has_notes():
+            result.notes = _replay_notes(progress)
         fingerprint = database_fingerprint()
         state = mirror_state(client)
         if state.needs_rebuild:

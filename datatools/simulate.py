@@ -50,6 +50,8 @@ from .datasets import DatasetError
 HIGGS_ACTIVITY = "higgs-activity_time.txt.gz"
 VERBS = {b"RT": "Retweeted", b"MT": "Mentioned", b"RE": "Replied to"}
 INSERT_BATCH = 2000
+# About how many notes a replay publishes by default (simulate_activity, the demo's warm-up).
+DEMO_NOTES = 20_000
 
 Row = tuple[int, int, int, bytes]  # (userA, userB, unix seconds, type)
 

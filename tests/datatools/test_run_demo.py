@@ -35,8 +35,8 @@ class TestBannerHtml:
     def test_says_the_stage_and_how_far(self):
         html = banner_html(WarmupProgress(stage=STAGE_GRAPH, done=41, total=100)).decode()
 
-        assert html.startswith('<p class="catching-up" role="status" data-warmup="follow graph">')
-        assert "Warming up the Redis mirror: follow graph, 41% done. Pages read the database meanwhile" in html
+        assert html.startswith('<p class="catching-up" role="status" data-warmup="building the follow graph in Redis">')
+        assert "Warming up: building the follow graph in Redis, 41% done. Pages read the database meanwhile" in html
 
     def test_a_failure_says_why_escaped(self):
         html = banner_html(WarmupProgress(stage=STAGE_FAILED, error="RuntimeError: <script>")).decode()
@@ -60,7 +60,7 @@ class TestWarmupBanner:
         status, headers, body = call(middleware)
 
         assert status == "200 OK"
-        assert b"follow graph, 50% done" in body and body.index(b"catching-up") > body.index(b'<main id="content"')
+        assert b"follow graph in Redis, 50% done" in body and body.index(b"catching-up") > body.index(b'<main id="content"')
         assert headers["Content-Length"] == str(len(body))
 
     @pytest.mark.parametrize(("status", "content_type"), [("200 OK", "application/json"), ("302 Found", "text/html"), ("200 OK", "text/css")])
@@ -81,4 +81,4 @@ class TestWarmupBanner:
         middleware._seen = (0.0, None)
 
         assert middleware.progress() == WarmupProgress(stage=STAGE_GRAPH, done=3, total=4)
-        assert b"follow graph, 75% done" in call(middleware)[2]
+        assert b"follow graph in Redis, 75% done" in call(middleware)[2]

@@ -11,16 +11,18 @@ from core.redis import RedisLock
 from datatools import redis_keys, services
 from datatools.datasets import dataset_path
 from datatools.importer import graph_import
-from datatools.selectors import database_fingerprint, mirror_state, warmup_progress
+from datatools.selectors import database_fingerprint, mirror_state, warmup_progress, warmup_reason
 from datatools.services import (
     STAGE_FAILED,
     STAGE_GRAPH,
+    STAGE_NOTES,
     STAGE_OUTBOX_ENTRIES,
     STAGE_OUTBOXES,
     STAGE_WAITING,
     mirror_forget,
     mirror_warm_up,
 )
+from feed.models import Note
 from social import redis_keys as social_keys
 from social.reconcile import reconcile_all
 from social.services import follow_create
@@ -79,6 +81,19 @@ class TestWarmUp:
         last = seen[-1]
         assert (last.stage, last.done, last.total) == (STAGE_GRAPH, User.objects.count(), User.objects.count())
         assert warmup_progress(redis_client) is None  # no banner once done
+
+    def test_replays_the_notes_first_when_there_are_none(self, imported, redis_client):
+        assert warmup_reason(mirror_state(redis_client), replay_notes=True) == "the notes are not replayed yet"
+        seen = []
+
+        result = mirror_warm_up(replay_notes=True, on_progress=seen.append)
+
+        assert result.notes == Note.objects.count() > 0 and result.rebuilt
+        stages = [p.stage for p in seen]
+        assert stages.index(STAGE_NOTES) < stages.index(STAGE_OUTBOXES)  # the outboxes then hold the notes
+        assert warmup_reason(mirror_state(redis_client), replay_notes=True) == ""
+        again = mirror_warm_up(replay_notes=True)
+        assert again.notes == 0 and not again.rebuilt  # nothing replayed twice
 
     def test_pending_outbox_entries_are_applied_without_a_rebuild(self, imported, redis_client):
         mirror_warm_up()

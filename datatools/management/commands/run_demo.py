@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -21,10 +22,11 @@ from core import embedded
 from core.exit_codes import EXIT_CODES_HELP, unavailable
 from core.redis import REDIS_ERRORS, get_redis, redis_available, redis_failed
 from datatools import redis_keys
-from datatools.selectors import WarmupProgress, mirror_state, warmup_progress
+from datatools.selectors import WarmupProgress, mirror_state, warmup_progress, warmup_reason
 from datatools.services import STAGE_FAILED, STAGE_WAITING, mirror_forget
-from datatools.simulate import has_notes
 from social.models import Follow
+
+logger = logging.getLogger(__name__)
 
 DEMO_PASSWORD = "followfeed"
 # How long (seconds) a stopped warm-up may take to unwind before it is killed.
@@ -36,10 +38,11 @@ BANNER_TTL_SECONDS = 1.0
 class Command(BaseCommand):
     help = (
         "Serve the demo: migrate, import FOLLOWFEED_DATASET (default soc-Slashdot0902) on first run with "
-        f"password '{DEMO_PASSWORD}' for every imported user, replay the Higgs activity as notes, then run "
-        "the development server at once. When the Redis mirror is not current for the database (sentinel, "
-        "watermark, pending outbox entries; the embedded server keeps it across restarts) it is warmed up in "
-        "a background process (manage.py warm_mirror) while pages read the database and say so. "
+        f"password '{DEMO_PASSWORD}' for every imported user, then run "
+        "the development server at once. The notes (the Higgs activity replayed, on the first run) and the "
+        "Redis mirror, when it is not current for the database (sentinel, watermark, pending outbox entries; "
+        "the embedded server keeps it across restarts), are warmed up in a background process (manage.py "
+        "warm_mirror --replay-notes) while pages read the database and say so. "
         "--dry-run prints the plan. " + EXIT_CODES_HELP
     )
 
@@ -60,7 +63,7 @@ class Command(BaseCommand):
             if options["no_serve"]:
                 self._warm_up_here()
                 return
-            warmer = self._start_warm_up()
+            warmer = self._start_warm_up(options)
             self.stdout.write(f"Sign in as any imported user, e.g. u2494, password '{DEMO_PASSWORD}'.")
             call_command(_DemoServer(), f"{options['host']}:{options['port']}", use_reloader=False, skip_checks=True)
         except REDIS_ERRORS as exc:
@@ -71,9 +74,9 @@ class Command(BaseCommand):
             self._stop_embedded_server()
 
     def _prepare(self, options: dict[str, Any]) -> None:
-        """Migrate, then bulk-load what is missing: the graph, the notes. Each load runs in one
-        transaction, so an interrupted one left nothing and runs again here; the mirror is forgotten
-        before each (it no longer matches the database, and the warm-up rebuilds it)."""
+        """Migrate, then import the graph when there is none. The import runs in one transaction,
+        so an interrupted one left nothing and runs again here; the mirror is forgotten first (it
+        no longer matches the database, and the warm-up rebuilds it)."""
         call_command("migrate", interactive=False, verbosity=0)
         if not Follow.objects.exists():
             started = time.perf_counter()
@@ -82,31 +85,42 @@ class Command(BaseCommand):
             positional = [options["dataset"]] if options["dataset"] else []
             call_command("import_graph", *positional, password=DEMO_PASSWORD, no_rebuild=True, stdout=self.stdout)
             self.stdout.write(f"Graph imported in {time.perf_counter() - started:.1f} s.")
-        if not has_notes():
-            mirror_forget()
-            call_command("simulate_activity", "--if-empty", "--no-rebuild", stdout=self.stdout)
 
-    def _start_warm_up(self) -> subprocess.Popen[bytes] | None:
-        """Start ``manage.py warm_mirror`` beside the server when the mirror is not current.
+    def _start_warm_up(self, options: dict[str, Any]) -> subprocess.Popen[bytes] | None:
+        """Start ``manage.py warm_mirror --replay-notes`` beside the server when the notes are not
+        replayed yet or the mirror is not current.
 
-        :returns: the warm-up process, or None when the mirror is current (no warm-up).
+        :returns: the warm-up process, or None when nothing is to do.
         """
         client = get_redis()
         state = mirror_state(client)
-        if state.current:
+        reason = warmup_reason(state, replay_notes=True)
+        if not reason:
             client.delete(redis_keys.warmup_key())  # a leftover of an interrupted run
             self.stdout.write("The Redis mirror is current (kept from the last run): no warm-up.")
             return None
         if state.needs_rebuild:
             # Before the first page: no page may read a mirror built from other data.
             mirror_forget()
-        self.stdout.write(f"Warming up the Redis mirror in the background ({state.reason()}); pages read the database meanwhile.")
-        command = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "warm_mirror"]
+        self._render_first_page(options)
+        self.stdout.write(f"Warming up in the background ({reason}); pages read the database meanwhile and say so.")
+        command = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "warm_mirror", "--replay-notes"]
         return subprocess.Popen(command, cwd=settings.BASE_DIR, env=os.environ.copy())
+
+    def _render_first_page(self, options: dict[str, Any]) -> None:
+        """Render ``/`` once in this process before the warm-up starts beside it: the views,
+        templates and the directory's ranking (cached for every process) are ready when the first
+        visitor asks, instead of computed while the warm-up competes for the processor."""
+        from django.test import Client
+
+        try:
+            Client(HTTP_HOST=options["host"]).get("/")
+        except Exception:  # noqa: BLE001 - a visitor's request would fail the same way, and say why
+            logger.exception("rendering the first page failed")
 
     def _warm_up_here(self) -> None:
         """--no-serve: the warm-up in this process, with its progress lines."""
-        call_command("warm_mirror", stdout=self.stdout)
+        call_command("warm_mirror", "--replay-notes", stdout=self.stdout)
 
     def _stop_embedded_server(self) -> None:
         """Stop the embedded Valkey server if this process started it and no other process uses it."""
@@ -165,12 +179,9 @@ def banner_html(progress: WarmupProgress) -> bytes:
             "run make run again to retry."
         )
     elif progress.stage == STAGE_WAITING:
-        text = "Warming up: waiting for another rebuild of the Redis mirror. Pages read the database meanwhile."
+        text = f"Warming up: {progress.stage}. Pages read the database meanwhile."
     else:
-        text = (
-            f"Warming up the Redis mirror: {progress.stage}, {progress.percent}% done. "
-            "Pages read the database meanwhile, a little more slowly."
-        )
+        text = f"Warming up: {progress.stage}, {progress.percent}% done. Pages read the database meanwhile, a little more slowly."
     return f'<p class="catching-up" role="status" data-warmup="{escape(progress.stage)}">{escape(text)}</p>'.encode()
 
 
