@@ -7,7 +7,8 @@ PORT ?= 8000
 
 run:
 	bash scripts/bootstrap.sh run
-	env -u DATABASE_URL -u REDIS_URL -u CELERY_BROKER_URL -u DJANGO_READ_DOT_ENV_FILE DJANGO_SETTINGS_MODULE=config.settings.local \
+	env -u DATABASE_URL -u DATABASE_REPLICA_URL -u REDIS_URL -u REDIS_CLUSTER_NODES -u CELERY_BROKER_URL \
+		-u CELERY_TASK_ALWAYS_EAGER -u DJANGO_READ_DOT_ENV_FILE DJANGO_SETTINGS_MODULE=config.settings.local \
 		$(PY) manage.py run_demo --port $(PORT)
 
 test:
