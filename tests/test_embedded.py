@@ -150,16 +150,26 @@ def run_demo(var_dir: Path, dataset: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_run_demo_keeps_the_mirror_across_restarts_and_rebuilds_it_for_other_data(tmp_path):
+def test_run_demo_keeps_the_mirror_across_restarts_and_rebuilds_it_for_other_data(tmp_path, monkeypatch):
     from datatools.datasets import dataset_path
 
     with gzip.open(dataset_path("wiki-Vote.txt.gz"), "rt") as source, gzip.open(tmp_path / "slice.txt.gz", "wt") as out:
         out.writelines(line for index, line in zip(range(2000), source))
     dataset = tmp_path / "slice.txt.gz"
     var, other = tmp_path / "var", tmp_path / "other"
+    monkeypatch.setattr(embedded, "started_here", False)
+    monkeypatch.setattr(embedded, "_process", None)
 
+    left = EmbeddedRedis(var)
+    left.ensure_running()  # as a run killed before it could stop its server leaves it
     first = run_demo(var, dataset)
+    left_stopped = not left.answers()
+    left.ensure_running()
+    user = redis.Redis(unix_socket_path=str(left.socket))
+    user.ping()  # another process using the server
     restart = run_demo(var, dataset)
+    kept_for_the_user = left.answers()
+    user.close()
     elsewhere = run_demo(other, dataset)
     (var / "db.sqlite3").write_bytes((other / "db.sqlite3").read_bytes())  # the same graph, another import
     swapped = run_demo(var, dataset)
@@ -171,6 +181,8 @@ def test_run_demo_keeps_the_mirror_across_restarts_and_rebuilds_it_for_other_dat
     assert replayed and int(replayed.group(1)) > 0
     assert "First run" not in restart.stdout and "Warmed up" not in restart.stdout
     assert "The Redis mirror is current; nothing to warm up." in restart.stdout  # loaded from the append-only file
+    assert left_stopped  # no one else used it
+    assert kept_for_the_user and "The embedded Valkey server stays up: 1 other connections use it" in restart.stdout
     assert "Warming up: the Redis mirror was built from other data." in swapped.stdout
     assert ": 0 notes replayed, Redis mirror rebuilt" in swapped.stdout
     assert not (var / "valkey.sock").exists()  # stopped on exit by the run that started it

@@ -123,8 +123,9 @@ class Command(BaseCommand):
         call_command("warm_mirror", "--replay-notes", stdout=self.stdout)
 
     def _stop_embedded_server(self) -> None:
-        """Stop the embedded Valkey server if this process started it and no other process uses it."""
-        if not (settings.REDIS_EMBEDDED and embedded.started_here):
+        """Stop the embedded Valkey server unless another process uses it (also one this process
+        did not start: a run killed before it could stop its own leaves it running)."""
+        if not settings.REDIS_EMBEDDED:
             return
         server = embedded.EmbeddedRedis(settings.FOLLOWFEED_VAR_DIR)
         # This process's own pooled connections are not "other" users of the server.
