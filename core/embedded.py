@@ -242,7 +242,9 @@ class EmbeddedRedis:
             if process is not None and process.poll() is not None:
                 raise EmbeddedRedisError(
                     f"The embedded Valkey server exited while starting (exit status {process.returncode}). "
-                    f"Its log:\n{self._log_tail(logged)}"
+                    f"Its log:\n{self._log_tail(logged)}\n"
+                    f"If it cannot read its data in {self.data_dir}, move that directory aside: the mirror "
+                    "is rebuilt from the database."
                 )
             waited = time.monotonic() - begun
             limit = LOAD_TIMEOUT_SECONDS if state == "loading" else START_TIMEOUT_SECONDS
