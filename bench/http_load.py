@@ -801,7 +801,7 @@ def profile(endpoint: Endpoint, server: Server, directory: Path, *, seconds: flo
     """
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(py_spy).exists():
-        raise SystemExit("py-spy is not installed: .venv/bin/pip install py-spy")
+        raise SystemExit("py-spy is not installed: bash scripts/bootstrap.sh dev (the bench extra)")
     script = directory / f"{endpoint.key}-profile.lua"
     script.write_text(lua_script([[_with_origin(s, server.port) for s in specs] for specs in endpoint.specs("followfeed")]))
     raw = directory / f"{endpoint.key}-profile.raw.txt"

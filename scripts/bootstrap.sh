@@ -23,10 +23,13 @@ dpkg -s libmariadb-dev >/dev/null 2>&1 || need_apt+=(libmariadb-dev)
 dpkg -s pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 if [ "$EXTRAS" != "run" ]; then
   dpkg -s chromium >/dev/null 2>&1 || need_apt+=(chromium)
+  # The HTTP load generator of make bench (bench/http_load.py).
+  dpkg -s wrk >/dev/null 2>&1 || need_apt+=(wrk)
 fi
 if [ ${#need_apt[@]} -gt 0 ] && command -v apt-get >/dev/null; then
   echo "bootstrap: apt-get install ${need_apt[*]}"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  # Another apt may hold the lock (unattended upgrades): wait for it instead of failing.
+  apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
 stamp=.venv/.installed-$EXTRAS-$(sha256sum pyproject.toml | cut -c1-16)
