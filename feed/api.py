@@ -27,15 +27,18 @@ from users.serializers import user_json
 
 from . import selectors, services
 from .models import Note
+from .timeline import FeedAuthor, FeedNote
 
 MAX_LIMIT = 100
 
 
-def note_json(note: Note) -> dict[str, Any]:
-    """The public fields of a note; ``createdAt`` in unix ms (its feed score)."""
+def note_json(note: Note | FeedNote) -> dict[str, Any]:
+    """The public fields of a note (a model instance, or a home timeline's ``FeedNote``):
+    ``{"id", "author": user_json, "body", "createdAt": unix ms (its feed score), "url"}``."""
+    author = note.author
     return {
         "id": note.pk,
-        "author": user_json(note.author),
+        "author": user_json(author.as_user() if isinstance(author, FeedAuthor) else author),
         "body": note.body,
         "createdAt": note.published_ms,
         "url": reverse("feed:note_detail", args=[note.pk]),

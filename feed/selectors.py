@@ -11,13 +11,14 @@ On the Redis path a page is three round trips and no query in the common
 case: the inbox's markers with its first window, the notes, their authors
 with the following check; the notes and authors come from the note cache
 (``feed.timeline``, "Note cache"), which the database fills on a miss.
-The notes returned carry their authors (``note.author``): rendering them
-makes no query (a cached note loads only the fields a page shows).
+A home timeline's notes are ``feed.timeline.FeedNote``s (not model
+instances) carrying their authors: rendering them makes no query.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,7 @@ from . import redis_keys
 from .models import Note
 from .timeline import (
     Feed,
+    FeedNote,
     Page,
     Position,
     Prefetch,
@@ -63,14 +65,15 @@ class InboxState:
 
 @dataclass
 class TimelinePage:
-    """A page of a timeline, newest first.
+    """A page of a timeline, newest first: ``notes`` are ``FeedNote``s (home timeline) or
+    ``Note``s with their authors (an author's own timeline).
 
     ``next_cursor`` is None at the end; ``catching_up`` is True while the
     reader's inbox is being rebuilt (the notes then come from the
     database); ``source`` is ``"redis"`` or ``"database"``.
     """
 
-    notes: list[Note]
+    notes: Sequence[Note | FeedNote]
     next_cursor: Cursor | None
     catching_up: bool = False
     source: str = "redis"
@@ -80,7 +83,7 @@ class TimelinePage:
 class ScrollPage:
     """A page of the scroll contract: ``notes`` and the ``min_time``/``offset`` to send next."""
 
-    notes: list[Note]
+    notes: list[FeedNote]
     min_time: int | None
     offset: int
     has_more: bool

@@ -55,15 +55,14 @@ did before the cache.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, ClassVar
 
 import redis
-from django.db.models import Model, Q, QuerySet
-from django.db.models.base import ModelState
+from django.db.models import Q, QuerySet
 
-from core.cluster import Pipe, is_cluster, lua, pipeline
+from core.cluster import Pipe, is_cluster, node_client, pipeline
 from core.redis import REDIS_ERRORS, breaker_node, get_redis, redis_available, redis_failed
 from core.replica import primary_reads
 from social import redis_keys as social_keys
@@ -82,8 +81,6 @@ MIN_WINDOW = 10
 # that score is left to the next round instead of re-read in this one.
 WINDOW_SLACK = 3
 
-M = TypeVar("M", bound=Model)
-
 
 @dataclass(frozen=True, order=True)
 class Position:
@@ -101,18 +98,13 @@ class Position:
         return score < self.score or (score == self.score and note_id > self.note_id)
 
 
-def order_key(score: int, note_id: int) -> tuple[int, int]:
-    """Sort key of the feed order (newest first, ties by id ascending)."""
-    return (-score, note_id)
-
-
 @dataclass(slots=True)
 class Candidate:
     """A note id read from Redis: its score and the keys that hold it."""
 
     note_id: int
     score: int
-    keys: list[str] = field(default_factory=list)
+    keys: tuple[str, ...] = ()
 
 
 @dataclass
@@ -129,7 +121,14 @@ class Window:
 class KeyRead:
     """What one round read of one sorted set: ``items`` ``[(note_id, score_ms)]`` strictly
     after the round's position; ``cut``, the lowest score read when the read was full (the run
-    at that score may go on unread); ``tail``, the lowest score the set holds (None: empty)."""
+    at that score may go on unread); ``tail``, the lowest score the set holds when the read
+    reached it (None: the read was full, so the tail lies at or below ``cut``, or found nothing
+    at all below the position).
+
+    A horizon at or below ``cut`` changes nothing above it, so a full read needs no tail
+    (``redis_window`` asks for it only when it keeps the run at ``cut``), and a short read
+    ends at the set's lowest entry.
+    """
 
     items: list[tuple[int, int]]
     cut: int | None
@@ -141,28 +140,33 @@ def _parse(reply: Sequence[tuple[Any, float]]) -> list[tuple[int, int]]:
 
 
 def queue_key_read(pipe: Pipe, key: str, after: Position | None, n: int) -> int:
-    """Queue one round's reads of sorted set ``key`` (its lowest entry, up to ``n`` ids strictly
-    after ``after``) on ``pipe``; returns how many replies they take (``parse_key_read``)."""
-    pipe.zrange(key, 0, 0, withscores=True)
+    """Queue one round's read of sorted set ``key`` on ``pipe``: up to ``n`` ids from ``after``'s
+    score down (that score included: its run is split by id here); returns how many replies it
+    takes (``parse_key_read``)."""
     if after is None:
         pipe.zrevrange(key, 0, n - 1, withscores=True)
-        return 2
-    pipe.zrangebyscore(key, after.score, after.score, withscores=True)
-    pipe.zrevrangebyscore(key, f"({after.score}", "-inf", start=0, num=n, withscores=True)
-    return 3
+    else:
+        pipe.zrevrangebyscore(key, after.score, "-inf", start=0, num=n, withscores=True)
+    return 1
+
+
+def key_read(read: list[tuple[int, int]], after: Position | None, n: int) -> KeyRead:
+    """The ``KeyRead`` of up to ``n`` entries of a sorted set read from ``after``'s score down
+    (``read``, newest first): the ones strictly after ``after``."""
+    items = read
+    if after is not None:
+        # Only the run at the position's own score comes first and needs its ids compared.
+        ties = 0
+        while ties < len(read) and read[ties][1] >= after.score:
+            ties += 1
+        items = [(m, s) for m, s in read[:ties] if after.precedes(s, m)] + read[ties:]
+    full = len(read) == n
+    return KeyRead(items=items, cut=read[-1][1] if full else None, tail=read[-1][1] if read and not full else None)
 
 
 def parse_key_read(replies: Sequence[Any], after: Position | None, n: int) -> KeyRead:
     """The ``KeyRead`` of the replies of ``queue_key_read(pipe, key, after, n)``."""
-    tail = _parse(replies[0])
-    if after is None:
-        read = _parse(replies[1])
-        items = list(read)
-    else:
-        ties = [(m, s) for m, s in _parse(replies[1]) if after.precedes(s, m)]
-        read = _parse(replies[2])
-        items = ties + read
-    return KeyRead(items=items, cut=read[-1][1] if len(read) == n else None, tail=tail[0][1] if tail else None)
+    return key_read(_parse(replies[0]), after, n)
 
 
 def redis_window(
@@ -195,71 +199,58 @@ def redis_window(
             found[key] = parse_key_read(replies[start : start + count], after, n)
             start += count
     per_key = {key: found[key].items for key in keys}
-    cuts = {key: found[key].cut for key in keys if found[key].cut is not None}
-    tails = [read.tail for key in keys if (read := found[key]).tail is not None]
+    cuts = {key: cut for key in keys if (cut := found[key].cut) is not None}
+    tails = [tail for key in keys if (tail := found[key].tail) is not None]
     horizon = max(tails) if tails else None
-    floor = max(cut for cut in cuts.values() if cut is not None) if cuts else None
+    floor = max(cuts.values()) if cuts else None
     whole_runs = False
     if floor is not None:
         above = {m for items in per_key.values() for m, s in items if s > floor and (horizon is None or s > horizon)}
         if len(above) < (need or n):
+            # The runs at the cuts are kept whole: their sets' tails are needed now (a run at a
+            # set's tail may have been trimmed in part).
             whole_runs = True
             pipe = pipeline(client)
             for key, cut in cuts.items():
                 pipe.zrangebyscore(key, cut, cut, withscores=True)
-            for (key, cut), run in zip(cuts.items(), pipe.execute()):
+                pipe.zrange(key, 0, 0, withscores=True)
+            replies = pipe.execute()
+            for (key, cut), run, tail in zip(cuts.items(), replies[0::2], replies[1::2]):
                 whole = [(m, s) for m, s in _parse(run) if after is None or after.precedes(s, m)]
                 per_key[key] = [(m, s) for m, s in per_key[key] if s != cut] + whole
-    merged: dict[int, Candidate] = {}
-    for key, items in per_key.items():
-        for member, score in items:
-            if horizon is not None and score <= horizon:
-                continue
-            if floor is not None and (score < floor or (score == floor and not whole_runs)):
-                continue
-            candidate = merged.setdefault(member, Candidate(note_id=member, score=score))
-            candidate.keys.append(key)
-    ordered = sorted(merged.values(), key=lambda c: order_key(c.score, c.note_id))
+                tails += [score for _, score in _parse(tail)]
+            horizon = max(tails) if tails else None
     # Left to the next round: below the floor, or the floor's own run when it was not re-read.
-    lowest_left = floor - 1 if whole_runs and floor is not None else floor
-    more = lowest_left is not None and (horizon is None or lowest_left > horizon)
+    left = None if floor is None else floor - 1 if whole_runs else floor
+    # Kept: strictly above the horizon and above what is left (scores are integers).
+    minimum = max(bound for bound in (horizon, left) if bound is not None) if horizon is not None or left is not None else None
+    if len(keys) == 1:
+        shared = (keys[0],)
+        picked = [item for item in per_key[keys[0]] if minimum is None or item[1] > minimum]
+        # Nearly sorted already (Redis orders by score too), so this is about one pass.
+        picked.sort(key=_feed_order)
+        ordered = [Candidate(member, score, shared) for member, score in picked]
+    else:
+        holders: dict[tuple[int, int], list[str]] = {}
+        for key, items in per_key.items():
+            for member, score in items:
+                if minimum is None or score > minimum:
+                    holders.setdefault((member, score), []).append(key)
+        ordered = [Candidate(member, score, tuple(holders[(member, score)])) for member, score in sorted(holders, key=_feed_order)]
+    more = left is not None and (horizon is None or left > horizon)
     return Window(items=ordered, more=more, horizon=horizon)
 
 
-# The first round of a page, on the reader's hash slot (the inbox, its
-# markers and the reader's following set all carry the reader's id as hash
-# tag): whether the inbox is synced and not being rebuilt, which pull authors
-# (ARGV[3..]) the reader follows, and the inbox's first window: its lowest
-# entry, the run at the position's score (ARGV[2]; "" is the top) and up to
-# ARGV[1] ids below it. One command instead of a pipeline of five, and flat
-# replies: on a cached page this round trip is a third of the time.
-INBOX_ROUND_LUA = """
-local synced = redis.call('EXISTS', KEYS[2])
-local rebuilding = redis.call('EXISTS', KEYS[3])
-local pulled = {}
-for first = 3, #ARGV, 1000 do
-  local flags = redis.call('SMISMEMBER', KEYS[4], unpack(ARGV, first, math.min(first + 999, #ARGV)))
-  for i = 1, #flags do pulled[#pulled + 1] = flags[i] end
-end
-local n = tonumber(ARGV[1])
-if synced == 0 or rebuilding == 1 or n == 0 then
-  return {synced, rebuilding, pulled}
-end
-local tail = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if ARGV[2] == '' then
-  return {synced, rebuilding, pulled, tail, {}, redis.call('ZREVRANGE', KEYS[1], 0, n - 1, 'WITHSCORES')}
-end
-local ties = redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[2], ARGV[2], 'WITHSCORES')
-local below = redis.call('ZREVRANGEBYSCORE', KEYS[1], '(' .. ARGV[2], '-inf', 'WITHSCORES', 'LIMIT', 0, n)
-return {synced, rebuilding, pulled, tail, ties, below}
-"""
+def _feed_order(item: tuple[int, int]) -> tuple[int, int]:
+    """Sort key of the feed order for ``(note_id, score)``: newest first, ties by id ascending."""
+    return (-item[1], item[0])
 
 
 @dataclass(frozen=True)
 class InboxRound:
     """The first round of a page (``inbox_round``): ``synced`` and ``rebuilding`` (the inbox's
     markers), ``pulled`` (the pull authors the reader follows) and ``read``, the inbox's first
-    window (None when not asked for, or when the inbox cannot serve the page)."""
+    window (None when not asked for)."""
 
     synced: bool
     rebuilding: bool
@@ -267,36 +258,43 @@ class InboxRound:
     read: KeyRead | None
 
 
-def _pairs(flat: Sequence[Any]) -> list[tuple[int, int]]:
-    members = iter(flat)
+def _scored(reply: Sequence[Any]) -> list[tuple[int, int]]:
+    # A raw WITHSCORES reply: [[member, score], ...] on RESP3, flat
+    # [member, score, ...] on RESP2.
+    if reply and isinstance(reply[0], (list, tuple)):
+        return [(int(member), int(score)) for member, score in reply]
+    members = iter(reply)
     return [(int(member), int(score)) for member, score in zip(members, members)]
 
 
 def inbox_round(client: redis.Redis, *, reader_id: int, pull: Sequence[int], after: Position | None, n: int) -> InboxRound:
-    """Run ``INBOX_ROUND_LUA`` for ``reader_id`` (one command on the reader's slot).
+    """The inbox's markers, which of ``pull`` (the pull set) the reader follows, and the inbox's
+    first window (``queue_key_read`` of ``n`` ids after ``after``; 0: none): one pipeline to the
+    master of the reader's slot (the inbox, its markers and the following set all carry the
+    reader's hash tag).
 
-    :param pull: the pull set (author ids), asked about with ``SMISMEMBER``
-        (O(pull set), never the reader's whole following set).
-    :param n: ids of the first window (0: no window).
-    :raises: Redis errors (``REDIS_ERRORS``).
+    The commands go raw (``execute_command``), their replies as the server sends them: on a
+    cached page redis-py's reply callbacks (scores re-encoded, then parsed) cost more than the
+    commands. ``SMISMEMBER`` asks about the pull set only, never for the whole following set.
+
+    :raises: Redis errors (``REDIS_ERRORS``); a slot that moved is one (the page reads the
+        database and the next finds the new master).
     """
-    keys = [
-        redis_keys.inbox_key(reader_id),
-        redis_keys.inbox_synced_key(reader_id),
-        redis_keys.inbox_rebuilding_key(reader_id),
-        social_keys.following_set_key(reader_id),
-    ]
-    args: list[int | str] = [n, "" if after is None else after.score, *pull]
-    reply = lua(INBOX_ROUND_LUA)(keys=keys, args=args, client=client)
-    synced, rebuilding, flags = bool(reply[0]), bool(reply[1]), reply[2]
-    pulled = [author for author, member in zip(pull, flags) if member]
-    read: KeyRead | None = None
-    if len(reply) > 3:
-        tail = _pairs(reply[3])
-        ties = [(m, s) for m, s in _pairs(reply[4]) if after is None or after.precedes(s, m)]
-        below = _pairs(reply[5])
-        read = KeyRead(items=ties + below, cut=below[-1][1] if len(below) == n else None, tail=tail[0][1] if tail else None)
-    return InboxRound(synced=synced, rebuilding=rebuilding, pulled=pulled, read=read)
+    inbox = redis_keys.inbox_key(reader_id)
+    pipe: Pipe = (node_client(client, inbox) if _on_cluster(client) else client).pipeline(transaction=False)
+    pipe.execute_command("MGET", redis_keys.inbox_synced_key(reader_id), redis_keys.inbox_rebuilding_key(reader_id))
+    if pull:
+        pipe.execute_command("SMISMEMBER", social_keys.following_set_key(reader_id), *pull)
+    if n:
+        if after is None:
+            pipe.execute_command("ZREVRANGE", inbox, 0, n - 1, "WITHSCORES")
+        else:
+            pipe.execute_command("ZREVRANGEBYSCORE", inbox, after.score, "-inf", "WITHSCORES", "LIMIT", 0, n)
+    replies = pipe.execute()
+    synced, rebuilding = replies[0]
+    pulled = [author for author, member in zip(pull, replies[1]) if member] if pull else []
+    read = key_read(_scored(replies[-1]), after, n) if n else None
+    return InboxRound(synced=synced is not None, rebuilding=rebuilding is not None, pulled=pulled, read=read)
 
 
 def load_notes(note_ids: Collection[int]) -> dict[int, Note]:
@@ -346,44 +344,65 @@ def database_run(followees: Collection[int] | QuerySet[Any], score: int) -> list
 # --- the note cache ---------------------------------------------------------------
 
 
-class CachedState(ModelState):
-    """The ``_state`` of an instance built from the note cache: loaded, from the default database."""
+@dataclass(frozen=True, slots=True)
+class FeedAuthor:
+    """A note's author as a page shows it: ``id`` (also ``pk``), ``username``, ``display_name``
+    and ``shown_name``; an active account (``is_active``). Immutable, so one instance serves
+    every page of a process that shows this author with these names."""
 
-    adding = False
-    db = "default"
+    id: int
+    username: str
+    display_name: str
+    is_active: ClassVar[bool] = True
+
+    @property
+    def pk(self) -> int:
+        """The account's id (as on a model)."""
+        return self.id
+
+    @property
+    def shown_name(self) -> str:
+        """The display name, or the username when there is none (``User.shown_name``)."""
+        return self.display_name or self.username
+
+    @classmethod
+    def of(cls, user: User) -> FeedAuthor:
+        """The ``FeedAuthor`` of ``user``."""
+        return cls(user.pk, user.username, user.display_name)
+
+    def as_user(self) -> User:
+        """A ``User`` with these fields loaded, the others deferred (for code that takes a model,
+        e.g. ``users.serializers``)."""
+        return User.from_db(None, ["id", "username", "display_name", "is_active"], [self.id, self.username, self.display_name, True])
 
 
-def _cached_instance(model: type[M], values: dict[str, Any]) -> M:
-    # A model instance from known field values, as unpickling builds one
-    # (``__new__`` and the instance dict): ``Model.__init__`` walks every
-    # field of the model and was most of a cached page's time. Fields not
-    # given are deferred, as with ``only()``.
-    instance = model.__new__(model)
-    values["_state"] = CachedState()
-    instance.__dict__ = values
-    return instance
+@dataclass(slots=True, eq=False)
+class FeedNote:
+    """A note as the home timeline shows it: ``id`` (also ``pk``), ``author_id``, ``author``
+    (a ``FeedAuthor``), ``body``, ``created_at`` and ``published_ms`` (its score).
 
+    Not a model instance: a page builds twenty of them and the templates read each field
+    several times, which through a model's descriptors cost more than reading the cache. It
+    holds everything ``feed/_note.html`` and ``feed.api.note_json`` use, so rendering a page
+    makes no query (there is nothing to load lazily).
+    """
 
-def cached_author(user_id: int, username: str, display_name: str) -> User:
-    """An active ``User`` with only ``id``, ``username``, ``display_name`` and ``is_active`` loaded
-    (what a note shows of its author; any other field is deferred and would be one query)."""
-    return _cached_instance(User, {"id": user_id, "username": username, "display_name": display_name, "is_active": True})
+    id: int
+    author_id: int
+    author: FeedAuthor
+    body: str
+    created_at: datetime
+    published_ms: int
 
+    @property
+    def pk(self) -> int:
+        """The note's id (as on a model)."""
+        return self.id
 
-def cached_note(note_id: int, author: User, created_at: datetime, body: str) -> Note:
-    """A visible ``Note`` of ``author`` with ``id``, ``author_id``, ``body``, ``created_at``,
-    ``is_hidden`` and ``deleted_at`` loaded (``fanned_out_at`` deferred)."""
-    values = {
-        "id": note_id,
-        "author_id": author.__dict__["id"],
-        "body": body,
-        "created_at": created_at,
-        "is_hidden": False,
-        "deleted_at": None,
-    }
-    note = _cached_instance(Note, values)
-    note._state.fields_cache = {"author": author}
-    return note
+    @classmethod
+    def of(cls, note: Note) -> FeedNote:
+        """The ``FeedNote`` of ``note`` (its author loaded)."""
+        return cls(note.pk, note.author_id, FeedAuthor.of(note.author), note.body, note.created_at, note.published_ms)
 
 
 # Values are plain UTF-8, not JSON: parsing is most of what a cached page
@@ -406,33 +425,34 @@ def parse_note_value(value: bytes) -> tuple[int, int, str]:
 
 
 # Parsed values by their bytes, per process: a value's bytes are its content,
-# so one parse (and one datetime) serves every page that meets the same
-# note, as the pages of a note's followers do. Bounded: emptied when full.
+# so one parse (and one datetime, one FeedAuthor) serves every page that
+# meets the same note or author, as the pages of its followers do. Bounded:
+# emptied when full.
 PARSED_MAX = 20_000
-_parsed_notes: dict[bytes, tuple[int, datetime, str]] = {}
-_parsed_authors: dict[bytes, tuple[str, str]] = {}
+_parsed_notes: dict[bytes, tuple[int, datetime, str, int]] = {}
+_parsed_authors: dict[tuple[int, bytes], FeedAuthor] = {}
 
 
-def _parsed_note(value: bytes) -> tuple[int, datetime, str]:
+def _parsed_note(value: bytes) -> tuple[int, datetime, str, int]:
     found = _parsed_notes.get(value)
     if found is None:
         if len(_parsed_notes) >= PARSED_MAX:
             _parsed_notes.clear()
         author_id, published_ms, body = parse_note_value(value)
-        found = _parsed_notes[value] = (author_id, from_ms(published_ms), body)
+        found = _parsed_notes[value] = (author_id, from_ms(published_ms), body, published_ms)
     return found
 
 
-def _parsed_author(value: bytes) -> tuple[str, str]:
-    found = _parsed_authors.get(value)
+def _parsed_author(user_id: int, value: bytes) -> FeedAuthor:
+    found = _parsed_authors.get((user_id, value))
     if found is None:
         if len(_parsed_authors) >= PARSED_MAX:
             _parsed_authors.clear()
-        found = _parsed_authors[value] = parse_author_value(value)
+        found = _parsed_authors[(user_id, value)] = FeedAuthor(user_id, *parse_author_value(value))
     return found
 
 
-def author_value(user: User) -> bytes:
+def author_value(user: User | FeedAuthor) -> bytes:
     """The note cache's value for author ``user``: the username's length in bytes, a space, the
     username and the display name."""
     username = user.username.encode()
@@ -519,25 +539,47 @@ def cache_forget_now(*, note_ids: Sequence[int] = (), author_ids: Sequence[int] 
     return True
 
 
-def _queue_values(pipe: Pipe, keys: Sequence[str], *, one_command: bool) -> int:
-    # MGET is one command on one server; on a cluster the keys live on many
-    # slots, so one GET each (the routed pipeline sends each to its master).
-    if not keys:
-        return 0
-    if one_command:
-        pipe.mget(keys)
-        return 1
-    for key in keys:
-        pipe.get(key)
-    return len(keys)
+_cluster_types: dict[type, bool] = {}
 
 
-def _values(replies: Sequence[Any], start: int, count: int, *, one_command: bool) -> list[Any]:
-    if count == 0:
-        return []
-    if one_command:
-        return list(replies[start])
-    return list(replies[start : start + count])
+def _on_cluster(client: redis.Redis) -> bool:
+    # ``is_cluster`` per client type, once: ``isinstance`` against redis-py's
+    # cluster class (a ``Protocol``) is slow, and a page asks several times.
+    kind = type(client)
+    found = _cluster_types.get(kind)
+    if found is None:
+        found = _cluster_types[kind] = is_cluster(client)
+    return found
+
+
+def lookup(client: redis.Redis, keys: Sequence[str], set_key: str, members: Sequence[int]) -> tuple[list[Any], list[bool]]:
+    """The values of the string ``keys`` (None where missing) and whether each of ``members`` is in
+    the set ``set_key``, in one round trip.
+
+    On one server one raw ``MGET`` and one raw ``SMISMEMBER`` (see ``inbox_round``); on a
+    cluster the keys live on many slots, so one ``GET`` each through the routed pipeline.
+
+    :raises: Redis errors (``REDIS_ERRORS``).
+    """
+    if not keys and not members:
+        return [], []
+    if _on_cluster(client):
+        pipe = pipeline(client)
+        for key in keys:
+            pipe.get(key)
+        if members:
+            pipe.smismember(set_key, list(members))
+        replies = pipe.execute()
+        values = replies[: len(keys)]
+    else:
+        raw: Pipe = client.pipeline(transaction=False)
+        if keys:
+            raw.execute_command("MGET", *keys)
+        if members:
+            raw.execute_command("SMISMEMBER", set_key, *members)
+        replies = raw.execute()
+        values = list(replies[0]) if keys else []
+    return values, [bool(member) for member in replies[-1]] if members else []
 
 
 @dataclass
@@ -546,7 +588,7 @@ class Resolved:
     (visible, by an author the reader follows, not the reader's own) with their authors,
     ``stale`` the ids whose note is gone or not visible (confirmed on the primary)."""
 
-    shown: dict[int, Note]
+    shown: dict[int, FeedNote]
     stale: set[int]
 
 
@@ -577,27 +619,63 @@ def resolve_notes(client: redis.Redis, note_ids: Sequence[int], *, reader_id: in
     """
     if not note_ids:
         return Resolved(shown={}, stale=set())
-    one_command = not is_cluster(client)
     known = _note_authors
-    guessed = list(dict.fromkeys(hint for note_id in note_ids if (hint := known.get(note_id)) is not None))
-    pipe = pipeline(client)
-    note_count = _queue_values(pipe, redis_keys.note_cache_keys(note_ids), one_command=one_command)
-    author_count = _queue_values(pipe, redis_keys.author_cache_keys(guessed), one_command=one_command)
-    if guessed:
-        pipe.smismember(following_key, guessed)
-    replies = pipe.execute()
-    note_values = _values(replies, 0, note_count, one_command=one_command)
-    author_values = dict(zip(guessed, _values(replies, note_count, author_count, one_command=one_command)))
-    followed = {user_id for user_id, member in zip(guessed, replies[-1]) if member} if guessed else set()
+    if len(known) > NOTE_AUTHORS_MAX:
+        known.clear()
+    guessed = [author_id for author_id in dict.fromkeys(map(known.get, note_ids)) if author_id is not None]
+    values, flags = lookup(client, redis_keys.note_cache_keys(note_ids) + redis_keys.author_cache_keys(guessed), following_key, guessed)
     tombstone = redis_keys.CACHE_TOMBSTONE
-    fields: dict[int, tuple[int, datetime, str]] = {}
+    followed = {user_id for user_id, member in zip(guessed, flags) if member}
+    followed.discard(reader_id)  # a reader's own notes are not in its feed
+    authors: dict[int, FeedAuthor] = {}
+    author_values: dict[int, Any] = {}  # the entries found missing or tombstoned
+    parsed_authors = _parsed_authors
+    for user_id, value in zip(guessed, values[len(note_ids) :]):
+        if value is None or value == tombstone:
+            author_values[user_id] = value
+        else:
+            authors[user_id] = parsed_authors.get((user_id, value)) or _parsed_author(user_id, value)
+    shown: dict[int, FeedNote] = {}
     missing: list[int] = []
-    for note_id, value in zip(note_ids, note_values):
+    tombstoned: set[int] = set()
+    waiting: list[tuple[int, tuple[int, datetime, str, int]]] = []  # cached notes whose author is not known yet
+    parsed_notes = _parsed_notes
+    for note_id, value in zip(note_ids, values):
         if value is None or value == tombstone:
             missing.append(note_id)
-        else:
-            fields[note_id] = _parsed_note(value)
+            if value is not None:
+                tombstoned.add(note_id)
+            continue
+        parsed = parsed_notes.get(value) or _parsed_note(value)
+        author_id = known[note_id] = parsed[0]
+        author = authors.get(author_id)
+        if author is None:
+            waiting.append((note_id, parsed))
+        elif author_id in followed:
+            shown[note_id] = FeedNote(note_id, author_id, author, parsed[2], parsed[1], parsed[3])
     stale: set[int] = set()
+    if missing or waiting or author_values:
+        _resolve_rest(client, following_key, reader_id, set(guessed), missing, tombstoned, waiting, authors, author_values, followed, shown, stale)
+    return Resolved(shown=shown, stale=stale)
+
+
+def _resolve_rest(
+    client: redis.Redis,
+    following_key: str,
+    reader_id: int,
+    asked: set[int],
+    missing: list[int],
+    tombstoned: set[int],
+    waiting: list[tuple[int, tuple[int, datetime, str, int]]],
+    authors: dict[int, FeedAuthor],
+    author_values: dict[int, Any],
+    followed: set[int],
+    shown: dict[int, FeedNote],
+    stale: set[int],
+) -> None:
+    # What the first round trip left open: notes not cached, authors not
+    # guessed (``asked``: those whose membership is known) or not cached.
+    # Fills ``shown`` and ``stale`` in place.
     loaded: dict[int, Note] = {}
     fill: list[Note] = []
     if missing:
@@ -605,65 +683,53 @@ def resolve_notes(client: redis.Redis, note_ids: Sequence[int], *, reader_id: in
         # and removing an id (a write) needs the note confirmed gone there.
         with primary_reads():
             rows = load_notes(missing)
-        tombstoned = {note_id for note_id, value in zip(note_ids, note_values) if value == tombstone}
         for note_id in missing:
             row = rows.get(note_id)
             if row is None or not row.is_visible:
                 stale.add(note_id)
                 continue
             loaded[note_id] = row
+            _note_authors[note_id] = row.author_id
+            if row.author_id not in authors:
+                authors[row.author_id] = FeedAuthor.of(row.author)
             if note_id not in tombstoned:
                 fill.append(row)
-        known.update((note.pk, note.author_id) for note in loaded.values())
-    if len(known) > NOTE_AUTHORS_MAX:
-        known.clear()
-    known.update((note_id, found[0]) for note_id, found in fields.items())
-    authors: dict[int, User] = {note.author_id: note.author for note in loaded.values()}
-    rest = list(({found[0] for found in fields.values()} | authors.keys()) - author_values.keys())
-    if rest:
-        pipe = pipeline(client)
-        count = _queue_values(pipe, redis_keys.author_cache_keys(rest), one_command=one_command)
-        pipe.smismember(following_key, rest)
-        replies = pipe.execute()
-        author_values.update(zip(rest, _values(replies, 0, count, one_command=one_command)))
-        followed.update(user_id for user_id, member in zip(rest, replies[-1]) if member)
-    followed.discard(reader_id)  # a reader's own notes are not in its feed
-    unknown: list[int] = []
-    for user_id, value in author_values.items():
-        if user_id in authors:
-            continue
-        if value is None or value == tombstone:
-            unknown.append(user_id)
-        else:
-            username, display_name = _parsed_author(value)
-            authors[user_id] = cached_author(user_id, username, display_name)
+    waiting_authors = {parsed[0] for _, parsed in waiting}
+    entries = sorted(waiting_authors - authors.keys() - author_values.keys())
+    members = sorted((waiting_authors | {row.author_id for row in loaded.values()}) - asked)
+    if entries or members:
+        values, flags = lookup(client, redis_keys.author_cache_keys(entries), following_key, members)
+        followed.update(user_id for user_id, member in zip(members, flags) if member and user_id != reader_id)
+        for user_id, value in zip(entries, values):
+            if value is None or value == redis_keys.CACHE_TOMBSTONE:
+                author_values[user_id] = value
+            else:
+                authors[user_id] = _parsed_author(user_id, value)
     fill_authors: list[User] = []
+    unknown = [user_id for user_id in author_values if user_id not in authors]
     if unknown:
         with primary_reads():
-            found_users = User.objects.only("id", "username", "display_name", "is_active").in_bulk(unknown)
-        for user_id, user in found_users.items():
+            found = User.objects.only("id", "username", "display_name", "is_active").in_bulk(unknown)
+        for user_id, user in found.items():
             if user.is_active:
-                authors[user_id] = user
-                if author_values.get(user_id) is None:  # a miss, not a tombstone
+                authors[user_id] = FeedAuthor.of(user)
+                if author_values[user_id] is None:  # a miss, not a tombstone
                     fill_authors.append(user)
-    shown: dict[int, Note] = {}
-    for note_id in note_ids:
-        if (cached := fields.get(note_id)) is not None:
-            author_id, created_at, body = cached
-            author = authors.get(author_id)
-            if author is None:
-                stale.add(note_id)  # the author is deactivated or gone: so is the note
-            elif author_id in followed:
-                shown[note_id] = cached_note(note_id, author, created_at, body)
-        elif (row := loaded.get(note_id)) is not None and row.author_id in followed:
-            shown[note_id] = row
+    for note_id, (author_id, created_at, body, published_ms) in waiting:
+        author = authors.get(author_id)
+        if author is None:
+            stale.add(note_id)  # the author is deactivated or gone: so is the note
+        elif author_id in followed:
+            shown[note_id] = FeedNote(note_id, author_id, author, body, created_at, published_ms)
+    for note_id, row in loaded.items():
+        if row.author_id in followed:
+            shown[note_id] = FeedNote(row.pk, row.author_id, authors[row.author_id], row.body, row.created_at, row.published_ms)
     if fill or fill_authors:
         pipe = pipeline(client)
         queue_cache_fill(pipe, fill, replace=False)
         for user in fill_authors:
             pipe.set(redis_keys.author_cache_key(user.pk), author_value(user), ex=redis_keys.AUTHOR_CACHE_TTL_SECONDS, nx=True)
         pipe.execute()
-    return Resolved(shown=shown, stale=stale)
 
 
 # --- pages ------------------------------------------------------------------------
@@ -717,7 +783,7 @@ class Prefetch:
 class Page:
     """A page in feed order; ``has_more`` when another note follows the last one."""
 
-    notes: list[Note]
+    notes: list[FeedNote]
     has_more: bool
     redis_notes: int = 0
     stale_removed: int = 0
@@ -755,7 +821,7 @@ def read_page(feed: Feed, after: Position | None, limit: int) -> Page:
     page query follows.
     """
     want = limit + 1
-    shown: list[Note] = []
+    shown: list[FeedNote] = []
     raw = after
     redis_notes = removed = 0
     if feed.client is not None and feed.keys:
@@ -791,7 +857,7 @@ def read_page(feed: Feed, after: Position | None, limit: int) -> Page:
             n = max(want - len(shown) + WINDOW_SLACK, MIN_WINDOW)
         redis_notes = len(shown)
     if len(shown) < want:
-        shown.extend(database_after(feed.database_followees(), raw, want - len(shown)))
+        shown.extend(FeedNote.of(note) for note in database_after(feed.database_followees(), raw, want - len(shown)))
     return Page(notes=shown[:limit], has_more=len(shown) > limit, redis_notes=min(redis_notes, limit), stale_removed=removed)
 
 

@@ -243,20 +243,13 @@ class TestFollowing:
 
     def test_only_the_pages_authors_are_asked_about(self, alice, feed, monkeypatch):
         asked: list[int] = []
-        real = timeline.pipeline
+        real = timeline.lookup
 
-        class Spy:
-            def __init__(self, pipe):
-                self.pipe = pipe
+        def spy(client, keys, set_key, members):
+            asked.append(len(members))
+            return real(client, keys, set_key, members)
 
-            def smismember(self, key, values):
-                asked.append(len(values))
-                return self.pipe.smismember(key, values)
-
-            def __getattr__(self, name):
-                return getattr(self.pipe, name)
-
-        monkeypatch.setattr(timeline, "pipeline", lambda client: Spy(real(client)))
+        monkeypatch.setattr(timeline, "lookup", spy)
         timeline.forget_note_authors()
 
         page_ids(alice, limit=2)

@@ -197,6 +197,43 @@ class TestPastTheCapC12:
         assert (last.notes, last.has_more) == ([], False)
 
 
+class TestLongRuns:
+    """Runs of one millisecond longer than a round's read (Redis orders them by member bytes, the feed by id)."""
+
+    @pytest.mark.parametrize("contract", ["cursor", "scroll"])
+    def test_a_run_longer_than_a_window_is_paged_whole_in_id_order(self, alice, bob, follow, publish, synced, contract):
+        follow(alice, bob)
+        synced(alice)
+        older = publish(bob, "older", at_ms=BASE_MS)
+        run = [publish(bob, f"r{i}", at_ms=BASE_MS + 1) for i in range(15)]  # ids 9.. and 10.. sort apart as bytes
+
+        ids = cursor_all(alice, 3)[0] if contract == "cursor" else scroll_all(alice, 3)[0]
+
+        assert ids == [n.pk for n in run] + [older.pk]
+
+    @pytest.mark.parametrize("extra", [0, 2])
+    def test_a_run_at_the_inbox_tail_cut_by_the_cap_comes_whole_from_the_database(self, alice, bob, follow, publish, synced, settings, extra):
+        settings.INBOX_MAX_LEN = 12
+        follow(alice, bob)
+        synced(alice)
+        run = [publish(bob, f"r{i}", at_ms=BASE_MS) for i in range(12 + extra)]  # the cap trims some of the run
+
+        ids, _ = cursor_all(alice, 3)
+
+        assert ids == [n.pk for n in run]
+
+    def test_a_short_inbox_ending_in_a_trimmed_run_is_completed_by_the_database(self, alice, bob, follow, publish, synced, settings):
+        settings.INBOX_MAX_LEN = 5
+        follow(alice, bob)
+        synced(alice)
+        newest = publish(bob, "newest", at_ms=BASE_MS + 1)
+        run = [publish(bob, f"r{i}", at_ms=BASE_MS) for i in range(8)]  # 4 of them kept, by member bytes
+
+        ids, _ = cursor_all(alice, 10)
+
+        assert ids == [newest.pk] + [n.pk for n in run]
+
+
 class TestHybrid:
     def test_a_pull_authors_notes_are_merged_at_read_time(self, alice, bob, charlie, follow, publish, synced, settings, people, redis_client):
         settings.FANOUT_PULL_THRESHOLD = 3
