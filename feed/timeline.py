@@ -29,8 +29,9 @@ authors the reader no longer follows are skipped but left for the unfollow
 task, so a follow mirror that lags cannot delete a live entry.
 
 **Following.** On the Redis path the reader's following set is asked only
-about the authors of the ids a round read (``SMISMEMBER``, O(page), never
-the whole set); past the horizon the database joins the follow rows.
+about the authors of the ids a round read (``SMISMEMBER``, O(page)); only
+a page that goes past the horizon reads the whole set, for its database
+part (a page from Redis reads no follow row).
 
 **Note cache.** What a page shows of a note (author id, publish time, body)
 and of its author (username, display name) is read from the note cache
@@ -744,7 +745,7 @@ class Feed:
     following set in Redis (asked about each round's authors). ``first``:
     reads of the first round made already (``Prefetch``). ``followees``:
     author ids the database reads are limited to; None (the default) means
-    the reader's active follow rows (``database_followees``).
+    the following set, or the follow rows (``database_followees``).
     """
 
     reader_id: int
@@ -755,9 +756,15 @@ class Feed:
     followees: Collection[int] | None = None
 
     def database_followees(self) -> Collection[int] | QuerySet[Any]:
-        """The authors of the database's feed: ``followees``, or the reader's active follow rows
-        as a ``values("followee_id")`` queryset (built here, only when the database is read:
-        building a queryset costs more than a cached page)."""
+        """The authors of the database's part of the feed: ``followees``; on the Redis path the
+        reader's following set (read here, once, only when the page goes past the horizon: a
+        page from Redis reads no follow row, and a page within the inbox never the whole set);
+        else the reader's active follow rows as a ``values("followee_id")`` queryset.
+
+        :raises: Redis errors (``REDIS_ERRORS``) on the Redis path.
+        """
+        if self.followees is None and self.client is not None and self.following_key:
+            self.followees = {int(member) for member in self.client.smembers(self.following_key)}
         if self.followees is not None:
             return self.followees
         return active_follows().filter(follower_id=self.reader_id).values("followee_id")

@@ -241,6 +241,14 @@ class TestFollowing:
         assert not set(page_ids(alice)) & bobs
         assert bobs <= set(inbox_ids(redis_client, alice))
 
+    def test_a_page_from_redis_reads_no_follow_row_also_past_the_horizon(self, alice, feed):
+        with CaptureQueriesContext(connection) as queries:
+            page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)  # 6 notes: the tail from the database
+
+        assert (page.source, len(page.notes)) == ("redis", 6)
+        assert len(queries.captured_queries) == 1
+        assert not [q["sql"] for q in queries.captured_queries if "social_follow" in q["sql"]]
+
     def test_only_the_pages_authors_are_asked_about(self, alice, feed, monkeypatch):
         asked: list[int] = []
         real = timeline.lookup
