@@ -142,7 +142,7 @@ def _redis_feed(client: redis.Redis, user_id: int, start: Start | None) -> tuple
     return feed, False
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Start:
     """Where a page starts (``after``) and how many ids its first round reads per key (``n``)."""
 

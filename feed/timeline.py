@@ -118,7 +118,7 @@ class Window:
     horizon: int | None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class KeyRead:
     """What one round read of one sorted set: ``items`` ``[(note_id, score_ms)]`` strictly
     after the round's position; ``cut``, the lowest score read when the read was full (the run
@@ -247,7 +247,7 @@ def _feed_order(item: tuple[int, int]) -> tuple[int, int]:
     return (-item[1], item[0])
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class InboxRound:
     """The first round of a page (``inbox_round``): ``synced`` and ``rebuilding`` (the inbox's
     markers), ``pulled`` (the pull authors the reader follows) and ``read``, the inbox's first
@@ -777,7 +777,7 @@ class Feed:
         return first.reads
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Prefetch:
     """Reads of the first round (``KeyRead`` per key) made for ``after`` and ``n``."""
 
