@@ -7,10 +7,10 @@ breaker open), while the follow mirror is not built, and while the inbox is
 missing or being rebuilt (the page then says it is catching up). Both paths
 give the same notes in the same order (``feed.timeline``).
 
-On the Redis path a page is three round trips and no query in the common
-case: the inbox's markers with its first window, the notes, their authors
-with the following check; the notes and authors come from the note cache
-(``feed.timeline``, "Note cache"), which the database fills on a miss.
+On the Redis path a page is two round trips and no query in the common
+case: the inbox's markers with its first window, then the notes, their
+authors and the following check; the notes and authors come from the note
+cache (``feed.timeline``, "Note cache"), which the database fills on a miss.
 A home timeline's notes are ``feed.timeline.FeedNote``s (not model
 instances) carrying their authors: rendering them makes no query.
 """

@@ -37,8 +37,10 @@ part (a page from Redis reads no follow row).
 and of its author (username, display name) is read from the note cache
 (``feed.redis_keys.note_cache_key``, ``author_cache_key``), so a page makes
 no database query in the common case: one round trip for the inbox (with
-the inbox's markers), one for the notes, one for their authors and the
-following check. Only visible notes and active accounts are cached, so a
+its markers), one for the notes, their authors and the following check
+(the authors of ids this process met before are known: a note's author
+never changes), and a page shows ``FeedNote``s built from it, not model
+instances. Only visible notes and active accounts are cached, so a
 cached note of a cached author is shown without asking the database. An
 entry is written by the fan-out (``SET``, fresh from the primary after
 commit, before any inbox holds the id) and by a reader that missed it
@@ -111,7 +113,8 @@ class Candidate:
 @dataclass
 class Window:
     """One round of Redis reads: complete ``items`` in feed order, whether ``more`` follow
-    above the horizon, and the ``horizon`` (None: every source is empty)."""
+    above the horizon, and the ``horizon`` as far as the round saw it (None: no read reached
+    a set's lowest entry, or every set is empty)."""
 
     items: list[Candidate]
     more: bool
@@ -519,21 +522,21 @@ def cache_forget(client: redis.Redis, *, note_ids: Iterable[int] = (), author_id
     return count
 
 
-def cache_forget_now(*, note_ids: Sequence[int] = (), author_ids: Sequence[int] = ()) -> bool:
-    """``cache_forget`` right after a commit, best effort: nothing is tried while the breaker is
-    open (a write never waits for a dead Redis), a Redis failure opens it (readers use the
-    database meanwhile), and either way the change's outbox job forgets again.
+def cache_forget_now(*, note_ids: Sequence[int]) -> bool:
+    """Forget the cached notes ``note_ids`` right after a commit, best effort: nothing is tried
+    while the breaker is open (a write never waits for a dead Redis), a Redis failure opens it
+    (readers use the database meanwhile), and either way the note's ``feed.note`` job forgets
+    again.
 
     :returns: True when the tombstones were written.
     """
-    keys = [redis_keys.note_cache_key(i) for i in note_ids] + [redis_keys.author_cache_key(i) for i in author_ids]
-    if not keys:
+    if not note_ids:
         return True
-    node = breaker_node(keys[0])
+    node = breaker_node(redis_keys.note_cache_key(note_ids[0]))
     if not redis_available(node):
         return False
     try:
-        cache_forget(get_redis(), note_ids=note_ids, author_ids=author_ids)
+        cache_forget(get_redis(), note_ids=note_ids)
     except REDIS_ERRORS as exc:
         redis_failed(exc, node)
         return False
