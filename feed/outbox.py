@@ -233,7 +233,10 @@ def inbox_backfill_followee(*, follower_id: int, followee_id: int) -> int:
     if not _follows(follower_id, followee_id):
         return 0
     client = get_redis()
-    if client.sismember(redis_keys.pull_authors_key(), str(followee_id)):
+    # The fan-out's rule, not only the pull set: an account that crossed the
+    # threshold before its next note is pulled already (its notes never
+    # enter an inbox, where a later pull would not remove them).
+    if delivery.is_pull_author(client, followee_id):
         return 0
     entries = recent_entries([followee_id], redis_keys.inbox_max_len())
     return delivery.deliver(client, [follower_id], followee_id, entries)

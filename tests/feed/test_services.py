@@ -12,7 +12,7 @@ from django.utils import timezone
 from core import tasks as core_tasks
 from core.models import OutboxEntry
 from core.outbox import drain
-from feed import delivery, redis_keys, services
+from feed import delivery, redis_keys, selectors, services
 from feed import outbox as feed_outbox
 from feed.models import Note
 from feed.rebuild import inbox_rebuild
@@ -282,6 +282,23 @@ class TestFollowAndUnfollow:
         follow(alice, bob)
 
         assert inbox_ids(redis_client, alice) == [n.pk for n in reversed(notes[2:])]
+
+    def test_following_an_account_past_the_pull_threshold_backfills_nothing_and_pulls_it(
+        self, alice, bob, follow, publish, redis_client, settings, user_factory
+    ):
+        note = publish(bob)  # fanned out while bob had no followers
+        for fan in [user_factory(), user_factory()]:
+            follow(fan, bob)
+        settings.FANOUT_PULL_THRESHOLD = 3
+        inbox_rebuild(user_id=alice.pk)  # a maintained inbox, which a backfill would write
+        alice_inbox_before = inbox_ids(redis_client, alice)
+
+        follow(alice, bob)  # bob's third follower: past the threshold before his next note
+
+        assert alice_inbox_before == []
+        assert inbox_ids(redis_client, alice) == []  # not pushed: a pull never removes what was pushed
+        assert redis_client.sismember(redis_keys.pull_authors_key(), bob.pk)
+        assert note.pk in [n.pk for n in selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10).notes]
 
     def test_unfollowing_someone_not_followed_touches_nothing(self, alice, bob, charlie, follow, unfollow, publish, redis_client):
         follow(alice, bob)
