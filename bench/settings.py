@@ -16,6 +16,9 @@ from the environment, with these defaults:
   Redis for everyone) measurably slower
 - ``FANOUT_PULL_THRESHOLD`` 1,000,000, so the 100k-follower account is fanned
   out on write (the publish benchmark); the product's default is 10,000
+- ``FEED_FANOUT_PART_FOLLOWERS`` 10,000,000, so that fan-out runs as one job in
+  one process, the shape the raw ZADD rate is measured in (the product
+  splits it into parts for several workers: ``bench/fanout_workers.py``)
 - Celery with the local RabbitMQ (``CELERY_BROKER_URL``, default
   ``amqp://guest:guest@127.0.0.1:5672//``) on a queue of its own,
   ``CELERY_TASK_DEFAULT_QUEUE`` ``bench``, which no worker consumes: a request
@@ -34,6 +37,7 @@ os.environ.setdefault("DATABASE_URL", "mysql://root:@127.0.0.1:3306/followfeed_b
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/1")
 os.environ.setdefault("REDIS_KEY_PREFIX", "bench:")
 os.environ.setdefault("FANOUT_PULL_THRESHOLD", "1000000")
+os.environ.setdefault("FEED_FANOUT_PART_FOLLOWERS", "10000000")
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "false")
 os.environ.setdefault("CELERY_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672//")
 os.environ.setdefault("CELERY_TASK_DEFAULT_QUEUE", "bench")
