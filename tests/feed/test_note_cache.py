@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -283,3 +284,13 @@ class TestRedisDown:
         page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)
 
         assert (page.source, page.catching_up, len(page.notes)) == ("database", True, 6)
+
+
+def test_a_cached_author_becomes_a_user_with_its_own_fields(user_factory: Any) -> None:
+    from feed.timeline import FeedAuthor
+
+    user = user_factory(username="zoe", display_name="Zoë Z")
+
+    back = FeedAuthor.of(user).as_user()
+
+    assert (back.pk, back.username, back.display_name, back.is_active, back.shown_name) == (user.pk, "zoe", "Zoë Z", True, "Zoë Z")
