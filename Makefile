@@ -20,5 +20,5 @@ bench:
 	bash scripts/bootstrap.sh dev
 	bash scripts/ensure_services.sh
 	$(PY) bench/run.py
-	$(PY) bench/home_page.py --out bench/results
+	$(PY) bench/home_page.py --out bench/results/home_page.json
 	$(PY) bench/http_load.py --out bench/results --profile home --profile-label latest
