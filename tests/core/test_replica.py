@@ -163,7 +163,7 @@ class TestTheRouterSendsPageReadsToTheReplica:
         assert response.status_code == 200
         assert response.json()["data"]["changed"] is True
         assert reads.replica == []
-        assert any(sql.startswith("INSERT INTO `social_follow`") for sql in reads.primary)
+        assert any(sql.startswith("INSERT") and "social_follow" in sql for sql in reads.primary)
         assert any(sql.startswith("SELECT") and "social_follow" in sql for sql in reads.primary)
         assert WROTE_AT_COOKIE in response.cookies
 
@@ -282,8 +282,8 @@ class TestUnderReplicaLag:
         assert charlie_inbox_before_page == newest_first
         assert [item["id"] for item in charlie_feed.json()["data"]["list"]] == newest_first
         assert any("feed_note" in sql for sql in charlie_reads.replica)
-        # The replica did not know the new note; the primary vouched for it, so it stayed.
-        assert sum("feed_note" in sql for sql in charlie_reads.primary) == 1
+        # The replica did not know the new note; the note cache or the primary vouched for it, so it stayed.
+        assert sum("feed_note" in sql for sql in charlie_reads.primary) <= 1
         assert charlie_inbox_after_page == newest_first
         assert follow_report.drift == follow_report_in_page.drift == inbox_report_in_page.drift == 0
         assert follow_report.users_checked == 3
