@@ -197,15 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     from bench.db import ensure_database
 
     ensure_database(url, fresh=args.fresh)
-    server = None
-    if args.redis_url:
-        os.environ["REDIS_URL"] = args.redis_url
-    else:
-        from bench.servers import PrivateRedis
+    from bench.servers import redis_for_run
 
-        server = PrivateRedis()
-        os.environ["REDIS_URL"] = server.url
-    try:
+    with redis_for_run(args.redis_url):
         import django
 
         django.setup()
@@ -219,9 +213,6 @@ def main(argv: list[str] | None = None) -> int:
             "build": build_redis(reader_id),
             "pages": measure(reader_id, args.budget, args.rounds),
         }
-    finally:
-        if server is not None:
-            server.stop()
     print(json.dumps(results, indent=2))
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2) + "\n")

@@ -384,19 +384,10 @@ def main(argv: list[str] | None = None) -> int:
     ensure_database(url, fresh=args.fresh)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     load_start = loadavg()
-    server = None
-    if args.redis_url:
-        os.environ["REDIS_URL"] = args.redis_url
-    else:
-        from bench.servers import PrivateRedis
+    from bench.servers import redis_for_run
 
-        server = PrivateRedis()
-        os.environ["REDIS_URL"] = server.url
-    try:
-        return measure(args, argv, url, started, load_start, private_redis=server is not None)
-    finally:
-        if server is not None:
-            server.stop()
+    with redis_for_run(args.redis_url) as private_redis:
+        return measure(args, argv, url, started, load_start, private_redis=private_redis)
 
 
 def measure(args: argparse.Namespace, argv: list[str] | None, url: str, started: float, load_start: list[float], *, private_redis: bool) -> int:

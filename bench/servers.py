@@ -12,9 +12,12 @@ private server of the same build, on the same machine, at the same moment.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import redis
@@ -64,6 +67,25 @@ class PrivateRedis:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+@contextlib.contextmanager
+def redis_for_run(url: str | None) -> Iterator[bool]:
+    """Point ``REDIS_URL`` at ``url``, or at a ``PrivateRedis`` started for the block when ``url``
+    is empty (stopped when the block ends).
+
+    :returns: (as the block's value) whether a private server was started.
+    """
+    if url:
+        os.environ["REDIS_URL"] = url
+        yield False
+        return
+    server = PrivateRedis()
+    os.environ["REDIS_URL"] = server.url
+    try:
+        yield True
+    finally:
+        server.stop()
 
 
 def unlink_matching(client: Any, pattern: str, *, batch: int = 500) -> int:
