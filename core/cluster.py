@@ -100,9 +100,18 @@ class ClusterConnectionFactory(ConnectionFactory):  # type: ignore[misc]
         connection.close()
 
 
+_cluster_types: dict[type, bool] = {}
+
+
 def is_cluster(client: object) -> bool:
     """Whether ``client`` is a ``RedisCluster``."""
-    return isinstance(client, RedisCluster)
+    # Answered once per client type: ``isinstance`` against redis-py's
+    # cluster class (a ``Protocol``) is slow, and a page asks several times.
+    kind = type(client)
+    found = _cluster_types.get(kind)
+    if found is None:
+        found = _cluster_types[kind] = isinstance(client, RedisCluster)
+    return found
 
 
 def node_client(client: Any, key: str) -> redis.Redis:

@@ -285,7 +285,7 @@ def inbox_round(client: redis.Redis, *, reader_id: int, pull: Sequence[int], aft
         database and the next finds the new master).
     """
     inbox = redis_keys.inbox_key(reader_id)
-    pipe: Pipe = (node_client(client, inbox) if _on_cluster(client) else client).pipeline(transaction=False)
+    pipe: Pipe = (node_client(client, inbox) if is_cluster(client) else client).pipeline(transaction=False)
     pipe.execute_command("MGET", redis_keys.inbox_synced_key(reader_id), redis_keys.inbox_rebuilding_key(reader_id))
     if pull:
         pipe.execute_command("SMISMEMBER", social_keys.following_set_key(reader_id), *pull)
@@ -546,19 +546,6 @@ def cache_forget_now(*, note_ids: Sequence[int]) -> bool:
     return True
 
 
-_cluster_types: dict[type, bool] = {}
-
-
-def _on_cluster(client: redis.Redis) -> bool:
-    # ``is_cluster`` per client type, once: ``isinstance`` against redis-py's
-    # cluster class (a ``Protocol``) is slow, and a page asks several times.
-    kind = type(client)
-    found = _cluster_types.get(kind)
-    if found is None:
-        found = _cluster_types[kind] = is_cluster(client)
-    return found
-
-
 def lookup(client: redis.Redis, keys: Sequence[str], set_key: str, members: Sequence[int]) -> tuple[list[Any], list[bool]]:
     """The values of the string ``keys`` (None where missing) and whether each of ``members`` is in
     the set ``set_key``, in one round trip.
@@ -570,7 +557,7 @@ def lookup(client: redis.Redis, keys: Sequence[str], set_key: str, members: Sequ
     """
     if not keys and not members:
         return [], []
-    if _on_cluster(client):
+    if is_cluster(client):
         pipe = pipeline(client)
         for key in keys:
             pipe.get(key)
