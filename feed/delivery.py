@@ -108,20 +108,26 @@ for r = t + 14, #ARGV do
 end
 return delivered
 """
-# KEYS, per reader: following set, inbox, build lock, build copy,
-# removed-during-build set. ARGV: mode ("any" or "unfollowed"), author id,
-# the removed set's lifetime (seconds), then members. Returns how many
-# members left the inboxes.
+# ARGV: mode ("any" or "unfollowed"), author id, the removed set's
+# lifetime (seconds), m, then m members, then the (head, tail) templates of
+# a reader's keys (as for ``DELIVER_LUA``), then the reader ids; KEYS as for
+# ``DELIVER_LUA``. Returns how many members left the inboxes.
 WITHDRAW_LUA = """
-local mode, author, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local mode, author, ttl, m = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local first, last = 5, 4 + m
+local t = last + 1
+local fh, ft, ih, it = ARGV[t], ARGV[t + 1], ARGV[t + 2], ARGV[t + 3]
+local bh, bt, ch, ct, rh, rt = ARGV[t + 6], ARGV[t + 7], ARGV[t + 8], ARGV[t + 9], ARGV[t + 10], ARGV[t + 11]
 local removed = 0
-for i = 1, #KEYS, 5 do
-  if mode == 'any' or redis.call('SISMEMBER', KEYS[i], author) == 0 then
-    removed = removed + redis.call('ZREM', KEYS[i + 1], unpack(ARGV, 4))
-    if redis.call('EXISTS', KEYS[i + 2]) == 1 then
-      redis.call('ZREM', KEYS[i + 3], unpack(ARGV, 4))
-      redis.call('SADD', KEYS[i + 4], unpack(ARGV, 4))
-      redis.call('EXPIRE', KEYS[i + 4], ttl)
+for r = t + 14, #ARGV do
+  local tag = '{' .. ARGV[r] .. '}'
+  if mode == 'any' or redis.call('SISMEMBER', fh .. tag .. ft, author) == 0 then
+    removed = removed + redis.call('ZREM', ih .. tag .. it, unpack(ARGV, first, last))
+    if redis.call('EXISTS', bh .. tag .. bt) == 1 then
+      local gone = rh .. tag .. rt
+      redis.call('ZREM', ch .. tag .. ct, unpack(ARGV, first, last))
+      redis.call('SADD', gone, unpack(ARGV, first, last))
+      redis.call('EXPIRE', gone, ttl)
     end
   end
 end
@@ -256,8 +262,25 @@ READER_KEYS: tuple[Callable[[int], str], ...] = (
 )
 
 
-def _reader_keys(reader_id: int) -> list[str]:
-    return [build(reader_id) for build in READER_KEYS]
+def _per_reader(client: redis.Redis, source: str, args: Sequence[int | str], reader_ids: Sequence[int]) -> int:
+    """Run script ``source`` (``DELIVER_LUA`` or ``WITHDRAW_LUA``) with ``args``, the templates of
+    ``READER_KEYS`` and the reader ids: one call on one server; on a cluster one call per hash
+    slot (a script's keys must share one) with one of its readers' inboxes as the routing key,
+    pipelined per master.
+
+    :returns: the sum of the calls' replies.
+    """
+    script = lua(source)
+    templates: list[str] = [part for build in READER_KEYS for part in tag_template(build)]
+    if not is_cluster(client):
+        return int(script(keys=[], args=[*args, *templates, *reader_ids], client=client))
+    by_slot: dict[int, list[int]] = defaultdict(list)
+    for reader_id in reader_ids:
+        by_slot[slot_of(redis_keys.inbox_key(reader_id))].append(reader_id)
+    pipe = pipeline(client)
+    for readers in by_slot.values():
+        queue_script(pipe, script, [redis_keys.inbox_key(readers[0])], [*args, *templates, *readers])
+    return sum(int(reply) for reply in pipe.execute())
 
 
 def deliver(client: redis.Redis, reader_ids: Sequence[int], author_id: int, entries: Sequence[Entry]) -> int:
@@ -272,42 +295,14 @@ def deliver(client: redis.Redis, reader_ids: Sequence[int], author_id: int, entr
     args: list[int | str] = [author_id, redis_keys.inbox_max_len(), len(entries)]
     for note_id, score in entries:
         args += (int(score), redis_keys.note_member(note_id))
-    for build in READER_KEYS:
-        args += tag_template(build)
-    script = lua(DELIVER_LUA)
-    if not is_cluster(client):
-        return int(script(keys=[], args=[*args, *reader_ids], client=client)) * len(entries)
-    by_slot: dict[int, list[int]] = defaultdict(list)
-    for reader_id in reader_ids:
-        by_slot[slot_of(redis_keys.inbox_key(reader_id))].append(reader_id)
-    pipe = pipeline(client)
-    for readers in by_slot.values():
-        queue_script(pipe, script, [redis_keys.inbox_key(readers[0])], [*args, *readers])
-    return sum(int(reply) for reply in pipe.execute()) * len(entries)
-
-
-def _per_slot(client: redis.Redis, source: str, keys_per_reader: Sequence[list[str]], args: Sequence[int | str]) -> list[int]:
-    """Run script ``source`` over the readers' keys: one call on one server; on a cluster one call
-    per hash slot (a script's keys must share one), pipelined per master.
-
-    :returns: each call's reply.
-    """
-    script = lua(source)
-    if not is_cluster(client):
-        return [int(script(keys=[key for keys in keys_per_reader for key in keys], args=list(args), client=client))]
-    by_slot: dict[int, list[str]] = defaultdict(list)
-    for keys in keys_per_reader:
-        by_slot[slot_of(keys[1])].extend(keys)  # every key of a reader carries the reader's hash tag
-    pipe = pipeline(client)
-    for slot_keys in by_slot.values():
-        queue_script(pipe, script, slot_keys, args)
-    return [int(reply) for reply in pipe.execute()]
+    return _per_reader(client, DELIVER_LUA, args, reader_ids) * len(entries)
 
 
 def withdraw(
     client: redis.Redis, reader_ids: Sequence[int], note_ids: Sequence[int], *, unless_following: int | None = None
 ) -> int:
-    """Remove ``note_ids`` from each reader's inbox (and an inbox build under way).
+    """Remove ``note_ids`` from each reader's inbox (and an inbox build under way), with
+    ``WITHDRAW_LUA`` dispatched as ``deliver`` dispatches.
 
     :param unless_following: an author id: readers who follow it again (a
         re-follow since the unfollow) keep the notes. None removes them
@@ -316,14 +311,10 @@ def withdraw(
     """
     if not reader_ids or not note_ids:
         return 0
-    keys = []
-    for reader_id in reader_ids:
-        unused = {redis_keys.inbox_synced_key(reader_id), redis_keys.inbox_floor_key(reader_id)}
-        keys.append([key for key in _reader_keys(reader_id) if key not in unused])
     mode = "any" if unless_following is None else "unfollowed"
     members = [redis_keys.note_member(note_id) for note_id in note_ids]
-    args: list[int | str] = [mode, unless_following or 0, redis_keys.REBUILDING_TTL_SECONDS, *members]
-    return sum(_per_slot(client, WITHDRAW_LUA, keys, args))
+    args: list[int | str] = [mode, unless_following or 0, redis_keys.REBUILDING_TTL_SECONDS, len(members), *members]
+    return _per_reader(client, WITHDRAW_LUA, args, reader_ids)
 
 
 @dataclass(frozen=True)
