@@ -18,13 +18,12 @@ Connected here with ``@receiver`` (this module is imported by
 - ``post_save`` of ``users.User`` that may change what a note shows of its
   author (a save of every field, or of the username, display name or active
   flag) -> ``feed.author_cache``
-- ``post_save`` of a ``feed.note`` outbox entry (a note was published,
-  hidden, unhidden or deleted) -> forget the note's cached entry right after
-  commit, so readers stop showing a hidden or deleted note at once; the
-  entry's own job forgets it again, retried until it succeeds
 - ``post_delete`` of ``feed.Note`` (a row deleted outside the services, which
   only soft-delete) -> the same after commit; a row deleted with its account
   is covered by the account's ``feed.author_cache``
+
+A hidden, unhidden or deleted note is forgotten at commit by its service
+(``feed.services``); a published one has nothing cached to forget.
 """
 
 from __future__ import annotations
@@ -39,7 +38,6 @@ from django.dispatch import receiver
 from django.http import HttpRequest
 
 from core import outbox
-from core.models import OutboxEntry
 from users.models import User
 
 from . import outbox as feed_outbox
@@ -74,12 +72,6 @@ def on_user_logged_in(sender: Any, *, request: HttpRequest, user: User, **kwargs
 def on_user_saved(sender: Any, *, instance: User, created: bool, raw: bool = False, update_fields: Any = None, **kwargs: Any) -> None:
     if not created and not raw and (update_fields is None or AUTHOR_FIELDS & set(update_fields)):
         outbox.record(feed_outbox.AUTHOR_CACHE, subject_id=instance.pk)
-
-
-@receiver(post_save, sender=OutboxEntry, dispatch_uid="feed.forget_cached_note")
-def on_outbox_entry_saved(sender: Any, *, instance: OutboxEntry, created: bool, **kwargs: Any) -> None:
-    if created and instance.kind == feed_outbox.NOTE_KIND:
-        transaction.on_commit(partial(timeline.cache_forget_now, note_ids=[instance.subject_id]))
 
 
 @receiver(post_delete, sender=Note, dispatch_uid="feed.forget_deleted_note")

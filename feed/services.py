@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from functools import partial
 
 from django.conf import settings
 from django.db import transaction
@@ -25,7 +26,7 @@ from users.models import User
 from users.services import user_touch_seen
 
 from . import outbox as feed_outbox
-from . import redis_keys
+from . import redis_keys, timeline
 from .models import Note, now_whole_ms
 from .rebuild import synced_until
 
@@ -87,6 +88,7 @@ def note_hide(*, note: Note, hidden: bool) -> bool:
         changed = Note.objects.filter(pk=note.pk, is_hidden=not hidden).update(is_hidden=hidden)
         note.is_hidden = hidden
         if changed:
+            _forget_after_commit(note.pk)
             outbox.record(feed_outbox.NOTE, subject_id=note.pk, object_id=note.author_id)
     return bool(changed)
 
@@ -105,8 +107,17 @@ def note_delete(*, note: Note, actor: User | None = None) -> bool:
         changed = Note.objects.filter(pk=note.pk, deleted_at__isnull=True).update(deleted_at=now)
         if changed:
             note.deleted_at = now
+            _forget_after_commit(note.pk)
             outbox.record(feed_outbox.NOTE, subject_id=note.pk, object_id=note.author_id)
     return bool(changed)
+
+
+def _forget_after_commit(note_id: int) -> None:
+    # Readers stop showing a hidden or deleted note at once; the entry's own
+    # job forgets it again, retried until it succeeds. Registered before the
+    # entry's own after-commit work, so an unhide's fan-out (which caches the
+    # note again) runs after this tombstone, not before it.
+    transaction.on_commit(partial(timeline.cache_forget_now, note_ids=[note_id]))
 
 
 # --- readers coming back ----------------------------------------------------------
