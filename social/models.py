@@ -10,12 +10,19 @@ from django.utils import timezone
 # The follow graph's outbox kinds (``core.OutboxEntry.kind``), registered by ``social.outbox``.
 OUTBOX_PAIR = "social.pair"
 OUTBOX_USER = "social.user"
+OUTBOX_CONTROL = "social.control"
 
 
 def now_whole_second() -> datetime:
     """Current time truncated to the second: Redis scores follows in whole
     seconds, so the database keeps the same value and both paths order alike."""
     return timezone.now().replace(microsecond=0)
+
+
+def now_whole_millisecond() -> datetime:
+    """Current time truncated to the millisecond: the scale of the follow-requests cursor."""
+    now = timezone.now()
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
 def follow_score(created_at: datetime) -> int:
@@ -55,6 +62,84 @@ class Follow(models.Model):
         return f"{self.follower_id} -> {self.followee_id}"
 
 
+class Block(models.Model):
+    """``blocker`` blocks ``blocked``: neither follows the other nor sees the other's account.
+
+    Mirrored in Redis (``social.redis_keys.blocks_key``): each side's set of
+    the accounts hidden from it (blocked by it, or blocking it). No signals:
+    ``social.controls`` records a ``social.control`` outbox entry in the
+    same transaction, applied after commit (``social.mirror.mirror_apply_controls``).
+    """
+
+    blocker = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="blocks_made")
+    blocked = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="blocks_received")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["blocker", "blocked"], name="block_unique_pair"),
+            models.CheckConstraint(condition=~Q(blocker=F("blocked")), name="block_no_self_block"),
+        ]
+        indexes = [models.Index(fields=["blocker", "created_at"], name="block_blocker_newest"), models.Index(fields=["blocked"], name="block_blocked")]
+
+    def __str__(self) -> str:
+        return f"{self.blocker_id} blocks {self.blocked_id}"
+
+
+class Mute(models.Model):
+    """``muter`` mutes ``muted`` until ``expires_at`` (None: until unmuted): ``muted``'s notes stay
+    out of ``muter``'s home feed; nothing else changes.
+
+    Mirrored in Redis (``social.redis_keys.mutes_key``): the muter's sorted
+    set of muted ids scored by expiry, through the ``social.control`` outbox
+    entry as for ``Block``. An expired row is ignored where it is read and
+    deleted by ``social.controls.mutes_expire``.
+    """
+
+    muter = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mutes_made")
+    muted = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mutes_received")
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["muter", "muted"], name="mute_unique_pair"),
+            models.CheckConstraint(condition=~Q(muter=F("muted")), name="mute_no_self_mute"),
+        ]
+        indexes = [models.Index(fields=["muter", "created_at"], name="mute_muter_newest"), models.Index(fields=["expires_at"], name="mute_expiry")]
+
+    def __str__(self) -> str:
+        return f"{self.muter_id} mutes {self.muted_id}"
+
+    def is_active_at(self, moment: datetime) -> bool:
+        """Whether the mute still holds at ``moment``."""
+        return self.expires_at is None or self.expires_at > moment
+
+
+class FollowRequest(models.Model):
+    """``requester`` asks to follow the private account ``target`` (``User.approve_followers``).
+
+    Approval deletes the request and creates the ``Follow`` through the
+    normal path; rejection or withdrawal deletes it. Database only: read by
+    the owner's requests page and the requester's profile button.
+    """
+
+    requester = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="follow_requests_made")
+    target = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="follow_requests_received")
+    created_at = models.DateTimeField(default=now_whole_millisecond)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["requester", "target"], name="follow_request_unique_pair"),
+            models.CheckConstraint(condition=~Q(requester=F("target")), name="follow_request_no_self"),
+        ]
+        # "requests to X newest first", keyset-paged by (created_at, id).
+        indexes = [models.Index(fields=["target", "created_at", "id"], name="follow_request_newest")]
+
+    def __str__(self) -> str:
+        return f"{self.requester_id} asks to follow {self.target_id}"
+
+
 class ReconcileRun(models.Model):
     """One run of ``reconcile_social_cache`` (command or nightly task) and its drift figures.
 
@@ -80,6 +165,7 @@ class ReconcileRun(models.Model):
     edges_extra = models.PositiveIntegerField(default=0)
     scores_wrong = models.PositiveIntegerField(default=0)
     pairs_repaired = models.PositiveIntegerField(default=0)
+    controls_drifted = models.PositiveIntegerField(default=0)  # pairs whose blocks or mutes Redis showed wrong
     error = models.TextField(blank=True, default="")
 
     class Meta:

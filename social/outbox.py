@@ -6,6 +6,10 @@
   (``social.mirror.mirror_apply_pairs``), then, from what that write
   observed, queues a layout migration for any followee whose follower count
   crossed the sharding thresholds.
+- ``social.control`` (``CONTROL``): a block or mute between ``subject_id``
+  and ``object_id`` was made, changed or undone; applied inline after
+  commit (``social.control_mirror.mirror_apply_controls``), before the
+  feed's entries of the same change.
 - ``social.user`` (``USER``): every edge of account ``subject_id`` must be
   re-mirrored (deactivation, reactivation, deletion); inline for small
   accounts, by the Celery task for big ones (the caller says which).
@@ -28,8 +32,9 @@ from core.redis import get_redis
 from users.models import User
 
 from . import layout, redis_keys
+from .control_mirror import mirror_apply_controls
 from .mirror import LayoutObservation, mirror_apply_pairs, mirror_apply_user
-from .models import OUTBOX_PAIR, OUTBOX_USER
+from .models import OUTBOX_CONTROL, OUTBOX_PAIR, OUTBOX_USER
 from .rebuild import rebuild_all
 
 # While this many seconds pass, follows of an account queue no second layout migration.
@@ -73,6 +78,10 @@ def _apply_pairs(entries: Sequence[OutboxEntry]) -> None:
     layout_migrations_enqueue(mirror_apply_pairs(pairs, hints=hints))
 
 
+def _apply_controls(entries: Sequence[OutboxEntry]) -> None:
+    mirror_apply_controls([(entry.subject_id, entry.object_id) for entry in entries if entry.object_id is not None])
+
+
 def _apply_users(entries: Sequence[OutboxEntry]) -> None:
     for user_id in sorted({entry.subject_id for entry in entries}):
         layout_migrations_enqueue(mirror_apply_user(user_id))
@@ -85,6 +94,7 @@ def _apply_users(entries: Sequence[OutboxEntry]) -> None:
 # from the follow mirror, so the mirror must already show the change.
 PAIR = outbox.register(OUTBOX_PAIR, apply=_apply_pairs, inline=True, stage=0)
 USER = outbox.register(OUTBOX_USER, apply=_apply_users, inline=True, stage=0)
+CONTROL = outbox.register(OUTBOX_CONTROL, apply=_apply_controls, inline=True, stage=0)
 
 
 def _rebuild_graph(renew: Callable[[], None]) -> None:

@@ -38,9 +38,10 @@ from core.replica import primary_reads
 from users.models import User
 
 from . import layout, redis_keys
+from .control_mirror import mirror_apply_controls, mute_score
 from .edges import active_edges_in_range, inactive_user_ids
 from .mirror import mirror_apply_pairs, mirror_apply_user
-from .models import OUTBOX_PAIR, OUTBOX_USER
+from .models import OUTBOX_CONTROL, OUTBOX_PAIR, OUTBOX_USER, Block, Mute
 
 logger = logging.getLogger(__name__)
 
@@ -248,7 +249,27 @@ def rebuild_range(client: redis.Redis, low: int, high: int, *, inactive: set[int
         followers[followee_id].append((follower_id, score))
     user_ids = list(User.objects.filter(pk__gt=low, pk__lte=high).values_list("pk", flat=True))
     _write_users(client, user_ids, following, followers)
+    _write_controls(client, user_ids, low, high)
     return len(user_ids), len(outgoing)
+
+
+def _write_controls(client: redis.Redis, user_ids: list[int], low: int, high: int) -> None:
+    """Replace the block and mute sets of ``user_ids`` (ids in ``(low, high]``) with the database's."""
+    hidden: dict[int, list[int]] = defaultdict(list)
+    for blocker_id, blocked_id in Block.objects.filter(Q(blocker_id__gt=low, blocker_id__lte=high) | Q(blocked_id__gt=low, blocked_id__lte=high)).values_list(
+        "blocker_id", "blocked_id"
+    ):
+        hidden[blocker_id].append(blocked_id)
+        hidden[blocked_id].append(blocker_id)
+    muted: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    live = Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+    for mute in Mute.objects.filter(live, muter_id__gt=low, muter_id__lte=high).only("muter_id", "muted_id", "expires_at"):
+        muted[mute.muter_id].append((mute.muted_id, mute_score(mute)))
+    pipe = pipeline(client)
+    for user_id in user_ids:
+        _queue_set(pipe, redis_keys.blocks_key(user_id), sorted(set(hidden.get(user_id, []))))
+        _queue_zset(pipe, redis_keys.mutes_key(user_id), muted.get(user_id, []))
+    pipe.execute()
 
 
 def changed_since(started_at: datetime) -> QuerySet[OutboxEntry]:
@@ -354,6 +375,9 @@ def rebuild_all(
         low = high
     # Follows and unfollows that committed while we read older snapshots.
     mirror_apply_pairs(_pairs(changed_since(started_at)))
+    # Blocks and mutes likewise.
+    changed_controls = OutboxEntry.objects.filter(Q(applied_at__isnull=True) | Q(applied_at__gte=started_at), kind=OUTBOX_CONTROL, object_id__isnull=False)
+    mirror_apply_controls([(subject, other) for subject, other in changed_controls.values_list("subject_id", "object_id") if other is not None])
     # Accounts deactivated or reactivated since the inactive ids were read.
     changed_users = OutboxEntry.objects.filter(Q(applied_at__isnull=True) | Q(applied_at__gte=started_at), kind=OUTBOX_USER)
     for user_id in sorted(set(changed_users.values_list("subject_id", flat=True))):

@@ -55,6 +55,7 @@ from core.runs import recorded_run
 from users.models import User
 
 from . import layout, redis_keys
+from .control_mirror import controls_differences, mirror_apply_controls
 from .mirror import mirror_apply_pairs
 from .models import Follow, ReconcileRun, follow_score
 from .selectors import followers_layouts
@@ -92,8 +93,11 @@ class ReconcileReport:
     edges_extra: int = 0
     scores_wrong: int = 0
     pairs_repaired: int = 0
+    controls_drifted: int = 0
     last_user_id: int = 0
     drifted_pairs: set[Pair] = field(default_factory=set, repr=False)
+    # Pairs whose blocks or mutes Redis shows wrong (``social.control_mirror``).
+    drifted_controls: set[Pair] = field(default_factory=set, repr=False)
     # (command, key, member) removing members that are not decimal ids.
     garbage: list[tuple[str, str, bytes]] = field(default_factory=list, repr=False)
 
@@ -101,6 +105,7 @@ class ReconcileReport:
         """The figures as ``{name: int}`` (no pair lists)."""
         data = asdict(self)
         data.pop("drifted_pairs")
+        data.pop("drifted_controls")
         data.pop("garbage")
         return data
 
@@ -401,6 +406,10 @@ def reconcile_users(
             assert side.zset is not None
             if diff_side(user_id, direction, truth.get(user_id, {}), members, side.zset, side, report):
                 drifted.add(user_id)
+    controls = controls_differences(client, sorted(wanted))
+    report.controls_drifted += len(controls)
+    report.drifted_controls.update(controls)
+    drifted.update(user_id for pair in controls for user_id in pair if user_id in wanted)
     report.users_checked += len(wanted)
     report.users_drifted += len(drifted)
 
@@ -420,6 +429,10 @@ def repair_report(client: redis.Redis, report: ReconcileReport) -> None:
         mirror_apply_pairs(sorted(report.drifted_pairs))
         report.pairs_repaired += len(report.drifted_pairs)
         report.drifted_pairs.clear()
+    if report.drifted_controls:
+        mirror_apply_controls(sorted(report.drifted_controls))
+        report.pairs_repaired += len(report.drifted_controls)
+        report.drifted_controls.clear()
 
 
 def sampled(user_ids: Iterable[int], fraction: float, rng: random.Random) -> list[int]:
@@ -479,6 +492,7 @@ def reconcile_all(
             repair_report(client, report)
         else:
             report.drifted_pairs.clear()
+            report.drifted_controls.clear()
             report.garbage.clear()
         report.last_user_id = high
         if on_batch is not None:
@@ -490,7 +504,9 @@ def reconcile_all(
 
 
 # The counters of a ``ReconcileRun``, named as in ``ReconcileReport.as_dict()``.
-RUN_FIGURES = ("users_checked", "users_drifted", "edges_checked", "edges_missing", "edges_extra", "scores_wrong", "pairs_repaired")
+RUN_FIGURES = (
+    "users_checked", "users_drifted", "edges_checked", "edges_missing", "edges_extra", "scores_wrong", "pairs_repaired", "controls_drifted",
+)
 
 
 @primary_reads()

@@ -21,6 +21,10 @@ Keys (``ff:`` is ``REDIS_KEY_PREFIX``):
   read the shards). See ``social.layout`` and ``social.sharding``.
 - ``ff:followers:migration:{42}``  STRING lock of the migration that runs
 - ``ff:followers:migration:queued:{42}``  STRING a migration task is queued
+- ``ff:blocks:{42}``        SET  ids hidden from user 42 by a block, either
+  way (42 blocked them, or they blocked 42)
+- ``ff:mutes:{42}``         ZSET ids user 42 mutes, score = the mute's expiry
+  in unix ms (``MUTE_FOREVER_MS`` for a mute without one)
 
 Which of the follower keys a reader or writer uses is the layout policy's
 decision (``social.layout``), not this module's.
@@ -81,6 +85,20 @@ def followers_migration_queued_key(user_id: int) -> str:
     return f"{prefix()}followers:migration:queued:{{{int(user_id)}}}"
 
 
+def blocks_key(user_id: int) -> str:
+    """SET of the ids hidden from ``user_id`` by a block in either direction."""
+    return f"{prefix()}blocks:{{{int(user_id)}}}"
+
+
+def mutes_key(user_id: int) -> str:
+    """ZSET of the ids ``user_id`` mutes, scored by the mute's expiry (unix ms)."""
+    return f"{prefix()}mutes:{{{int(user_id)}}}"
+
+
+# The score of a mute without an end (year 2286; a double holds it exactly).
+MUTE_FOREVER_MS = 9_999_999_999_999
+
+
 def all_user_keys(user_id: int) -> list[str]:
     """Every follow-graph key of ``user_id`` in every layout (for rebuild and delete)."""
     keys = [
@@ -91,6 +109,8 @@ def all_user_keys(user_id: int) -> list[str]:
         followers_layout_key(user_id),
         followers_migration_lock_key(user_id),
         followers_migration_queued_key(user_id),
+        blocks_key(user_id),
+        mutes_key(user_id),
     ]
     for shard in range(int(settings.FOLLOWERS_SHARDS)):
         keys.append(followers_set_shard_key(user_id, shard))

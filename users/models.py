@@ -11,12 +11,15 @@ class User(AbstractUser):
     directions stop counting and leave every Redis structure (see
     ``social.services.user_mirror_refresh``); reactivation restores them.
     ``last_seen_at`` decides whether fan-out on write still delivers to the
-    account's inbox (``FEED_ACTIVE_DAYS``).
+    account's inbox (``FEED_ACTIVE_DAYS``). ``approve_followers`` makes the
+    account private: a follow of it is a ``social.FollowRequest`` until the
+    owner approves it, and its notes and lists show only to its followers.
     """
 
     display_name = models.CharField(max_length=100, blank=True, validators=[validate_display_name])
     bio = models.TextField(max_length=500, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    approve_followers = models.BooleanField(default=False)
 
     @property
     def shown_name(self) -> str:
