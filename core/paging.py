@@ -110,6 +110,14 @@ def feed_cursor(raw: str | None) -> Cursor | None:
     return Cursor.parse(raw, max_score=MAX_MILLISECONDS, min_member=0)
 
 
+def request_cursor(raw: str | None) -> Cursor | None:
+    """The cursor of a follow-requests list (scores in ms, members request ids).
+
+    :raises InvalidCursorError: see ``Cursor.parse``.
+    """
+    return Cursor.parse(raw, max_score=MAX_MILLISECONDS, min_member=1)
+
+
 def sort_key(item: Item) -> tuple[int, bytes]:
     """The total order of items: (score, member as decimal bytes), compared descending."""
     member, score = item

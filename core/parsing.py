@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -130,6 +131,30 @@ def parse_flag(raw: str, *, name: str) -> bool:
     if raw == "false":
         return False
     raise InvalidInput(f"{name} must be true or false.")
+
+
+def parse_decision(raw: str) -> bool:
+    """A follow request's decision: ``approve`` (True) or ``reject`` (False).
+
+    :raises InvalidInput: anything else.
+    """
+    if raw in ("approve", "reject"):
+        return raw == "approve"
+    raise InvalidInput("The decision must be approve or reject.")
+
+
+# The mute durations offered (None: until unmuted).
+MUTE_DURATIONS: dict[str, timedelta | None] = {"1d": timedelta(days=1), "7d": timedelta(days=7), "forever": None}
+
+
+def parse_mute_duration(raw: object) -> timedelta | None:
+    """A mute's duration: ``1d``, ``7d`` or ``forever`` (None: until unmuted).
+
+    :raises InvalidInput: anything else.
+    """
+    if isinstance(raw, str) and raw in MUTE_DURATIONS:
+        return MUTE_DURATIONS[raw]
+    raise InvalidInput("The duration must be 1d, 7d or forever.")
 
 
 # How many notes at one millisecond a scroll client may say it has seen.

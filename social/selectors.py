@@ -10,7 +10,7 @@ active count.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from datetime import timezone as dt_timezone
@@ -18,7 +18,8 @@ from datetime import timezone as dt_timezone
 import redis
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
 
 from core.cluster import pipeline
 from core.paging import Cursor, Item, db_page, queue_redis_page, redis_page
@@ -27,7 +28,7 @@ from users.models import User
 from users.selectors import users_by_id
 
 from . import layout, redis_keys
-from .models import Follow
+from .models import Block, Follow, FollowRequest, Mute
 
 
 def followers_layouts(client: redis.Redis, user_ids: Iterable[int]) -> dict[int, bytes]:
@@ -83,6 +84,69 @@ def is_following(*, follower_id: int, followee_id: int) -> bool:
         lambda: active_follows().filter(follower_id=follower_id, followee_id=followee_id).exists(),
         keys=[redis_keys.following_set_key(follower_id)],
     )
+
+
+def follow_requested(*, requester_id: int, target_id: int) -> bool:
+    """Whether ``requester_id`` has a pending follow request to ``target_id`` (database)."""
+    return FollowRequest.objects.filter(requester_id=requester_id, target_id=target_id).exists()
+
+
+@dataclass(frozen=True)
+class RequestEntry:
+    """One pending follow request: who asked (``user``), when, and its cursor position."""
+
+    user: User
+    requested_at: datetime
+    request_id: int
+
+
+@dataclass(frozen=True)
+class RequestPage:
+    """A page of follow requests newest first; ``next_cursor`` continues after the last (None: the end)."""
+
+    entries: list[RequestEntry]
+    next_cursor: Cursor | None
+
+
+def follow_requests_page(*, target_id: int, cursor: Cursor | None, limit: int) -> RequestPage:
+    """The pending follow requests to ``target_id``, newest first, keyset-paged on
+    ``(created_at, id)`` (index ``follow_request_newest``); requesters that are deactivated
+    are left out."""
+    rows = FollowRequest.objects.filter(target_id=target_id, requester__is_active=True).select_related("requester")
+    if cursor is not None:
+        at = datetime.fromtimestamp(cursor.score / 1000, tz=dt_timezone.utc)
+        rows = rows.filter(Q(created_at__lt=at) | Q(created_at=at, pk__lt=cursor.member))
+    found = list(rows.order_by("-created_at", "-pk")[: limit + 1])
+    entries = [RequestEntry(user=row.requester, requested_at=row.created_at, request_id=row.pk) for row in found[:limit]]
+    last = entries[-1] if entries else None
+    more = len(found) > limit and last is not None
+    next_cursor = Cursor(score=int(last.requested_at.timestamp() * 1000), member=last.request_id) if more and last is not None else None
+    return RequestPage(entries=entries, next_cursor=next_cursor)
+
+
+def follow_requests_count(*, target_id: int) -> int:
+    """How many follow requests to ``target_id`` are pending."""
+    return FollowRequest.objects.filter(target_id=target_id, requester__is_active=True).count()
+
+
+def blocked_by(*, user_id: int, limit: int = 500) -> list[User]:
+    """The accounts ``user_id`` blocks, newest block first (its settings page)."""
+    return [block.blocked for block in Block.objects.filter(blocker_id=user_id).select_related("blocked").order_by("-created_at", "-pk")[:limit]]
+
+
+@dataclass(frozen=True)
+class MuteEntry:
+    """An account muted, and until when (None: until unmuted)."""
+
+    user: User
+    expires_at: datetime | None
+
+
+def muted_by(*, user_id: int, limit: int = 500) -> list[MuteEntry]:
+    """The accounts ``user_id`` mutes now, newest mute first (its settings page)."""
+    live = Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+    rows = Mute.objects.filter(live, muter_id=user_id).select_related("muted").order_by("-created_at", "-pk")[:limit]
+    return [MuteEntry(user=row.muted, expires_at=row.expires_at) for row in rows]
 
 
 @dataclass(frozen=True)
@@ -306,16 +370,17 @@ def common_following_ids(*, user_id: int, other_id: int) -> set[int]:
     return redis_or_database(from_redis, from_database, keys=[redis_keys.following_set_key(user_id), redis_keys.following_set_key(other_id)])
 
 
-def common_following(*, user_id: int, other_id: int, limit: int = 12) -> UserSample:
+def common_following(*, user_id: int, other_id: int, limit: int = 12, hidden: Collection[int] = ()) -> UserSample:
     """Accounts both ``user_id`` and ``other_id`` follow ("you both follow"): SINTER.
 
-    Neither account itself is listed.
+    Neither account itself is listed, nor ``hidden`` (those a block hides from the viewer).
     """
-    return _sample(common_following_ids(user_id=user_id, other_id=other_id), limit, exclude=(user_id, other_id))
+    return _sample(common_following_ids(user_id=user_id, other_id=other_id), limit, exclude=(user_id, other_id, *hidden))
 
 
-def familiar_followers(*, viewer_id: int, user_id: int, limit: int = 3) -> UserSample:
-    """Followers of ``user_id`` whom ``viewer_id`` follows ("followed by N people you follow")."""
+def familiar_followers(*, viewer_id: int, user_id: int, limit: int = 3, hidden: Collection[int] = ()) -> UserSample:
+    """Followers of ``user_id`` whom ``viewer_id`` follows ("followed by N people you follow"),
+    without ``hidden``."""
 
     def from_database() -> set[int]:
         mine = active_follows().filter(follower_id=viewer_id).values_list("followee_id", flat=True)
@@ -326,11 +391,11 @@ def familiar_followers(*, viewer_id: int, user_id: int, limit: int = 3) -> UserS
         from_database,
         keys=[redis_keys.following_set_key(viewer_id), redis_keys.followers_set_key(user_id)],
     )
-    return _sample(found, limit, exclude=(viewer_id, user_id))
+    return _sample(found, limit, exclude=(viewer_id, user_id, *hidden))
 
 
-def mutual_follows(*, user_id: int, limit: int = 12) -> UserSample:
-    """Accounts that follow ``user_id`` and that ``user_id`` follows back (friends)."""
+def mutual_follows(*, user_id: int, limit: int = 12, hidden: Collection[int] = ()) -> UserSample:
+    """Accounts that follow ``user_id`` and that ``user_id`` follows back (friends), without ``hidden``."""
 
     def from_database() -> set[int]:
         followed = active_follows().filter(follower_id=user_id).values_list("followee_id", flat=True)
@@ -341,7 +406,7 @@ def mutual_follows(*, user_id: int, limit: int = 12) -> UserSample:
         from_database,
         keys=[redis_keys.following_set_key(user_id)],
     )
-    return _sample(found, limit, exclude=(user_id,))
+    return _sample(found, limit, exclude=(user_id, *hidden))
 
 
 # --- directory ------------------------------------------------------------

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
@@ -26,7 +27,7 @@ from core.errors import DomainError, Forbidden, InvalidInput, NotFound
 from users.models import User
 
 from . import outbox as social_outbox
-from .models import Follow, follow_score, now_whole_second
+from .models import Block, Follow, FollowRequest, follow_score, now_whole_millisecond, now_whole_second
 from .signals import follow_created, follow_deleted
 
 
@@ -46,6 +47,10 @@ class ActorInactiveError(FollowError, Forbidden):
     """A deactivated account cannot change its follows (HTTP 403)."""
 
 
+class FollowBlockedError(FollowError, Forbidden):
+    """A block between the two accounts, in either direction, forbids the follow (HTTP 403)."""
+
+
 class FollowingLimitReached(FollowError):
     """The actor follows as many accounts as it may (HTTP 422)."""
 
@@ -60,11 +65,14 @@ def following_limit(*, followers: int) -> int:
 
 @dataclass(frozen=True)
 class FollowResult:
-    """Outcome of a follow/unfollow: ``changed`` is False for an idempotent repeat."""
+    """Outcome of a follow/unfollow: ``changed`` is False for an idempotent repeat;
+    ``requested``: the followee approves its followers, so the change is to a follow
+    request (made, or withdrawn), not to a follow."""
 
     changed: bool
     follower_id: int
     followee_id: int
+    requested: bool = False
 
 
 # MariaDB errors after which the whole transaction may simply run again:
@@ -76,7 +84,10 @@ RETRYABLE_DATABASE_ERRORS = (1213, 1205)
 WRITE_ATTEMPTS = 5
 
 
-def _retry_on_deadlock(write: Callable[[], FollowResult]) -> FollowResult:
+Result = TypeVar("Result")
+
+
+def _retry_on_deadlock(write: Callable[[], Result]) -> Result:
     """Run the transaction ``write``; after a deadlock or lock timeout run it again (up to
     WRITE_ATTEMPTS times, with a short random back-off). Inside an outer transaction the error
     propagates, since only the outermost transaction can be retried.
@@ -101,7 +112,9 @@ def follow_create(*, actor: User, followee_id: int) -> FollowResult:
     One transaction: a locked read of the actor's row, one read answering
     every check (target active, already following, following count), the
     insert, and the outbox entries in one multi-row INSERT; after commit one
-    Redis pipeline and one verifying read (``social.mirror``).
+    Redis pipeline and one verifying read (``social.mirror``). A followee
+    that approves its followers (``User.approve_followers``) gets a
+    ``FollowRequest`` instead (``requested=True``), until it approves.
 
     :param actor: the signed-in user.
     :param followee_id: the followee's id, parsed (``core.parsing.parse_id``).
@@ -109,6 +122,7 @@ def follow_create(*, actor: User, followee_id: int) -> FollowResult:
     :raises SelfFollowError: ``actor`` is the target (400).
     :raises TargetNotFoundError: unknown or deactivated target (404).
     :raises ActorInactiveError: ``actor`` is deactivated (403).
+    :raises FollowBlockedError: a block between the two accounts (403).
     :raises FollowingLimitReached: ``actor`` follows as many as it may (422).
     :raises RateLimited: more than ``FOLLOW_RATE`` new follows (429).
     """
@@ -119,16 +133,30 @@ def follow_create(*, actor: User, followee_id: int) -> FollowResult:
     return _retry_on_deadlock(lambda: _follow_insert(follower_id=actor.pk, followee_id=followee_id))
 
 
+def follow_create_approved(*, follower_id: int, followee_id: int) -> FollowResult:
+    """Create the follow of an approved request: ``follow_create`` without the approval step
+    and the rate limit (the requester was counted when it asked). Runs inside the caller's
+    transaction, which holds the followee's row lock.
+
+    :raises: as ``follow_create``.
+    """
+    return _follow_insert(follower_id=follower_id, followee_id=followee_id, approved=True)
+
+
 @dataclass(frozen=True)
 class _FollowCheck:
     """What the locked read of a follow saw: the follower row exists and is active, the followee
     is active, the pair exists already, and how many active accounts the follower follows
-    (counted up to ``FOLLOWING_MAX``, the floor of the cap)."""
+    (counted up to ``FOLLOWING_MAX``, the floor of the cap); ``followee_private``: it approves
+    its followers; ``blocked_by_follower`` / ``blocked_by_followee``: a block either way."""
 
     follower_active: bool
     followee_active: bool
     follows: bool
     following: int
+    followee_private: bool = False
+    blocked_by_follower: bool = False
+    blocked_by_followee: bool = False
 
 
 def _locked_follow_check(*, follower_id: int, followee_id: int) -> _FollowCheck:
@@ -139,7 +167,7 @@ def _locked_follow_check(*, follower_id: int, followee_id: int) -> _FollowCheck:
     its start, so a count inside the locking statement would miss the rows
     of the follows it waited for.
     """
-    users, follows = User._meta.db_table, Follow._meta.db_table
+    users, follows, blocks = User._meta.db_table, Follow._meta.db_table, Block._meta.db_table
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT is_active FROM {users} WHERE id = %s{lock}", [follower_id])
@@ -150,11 +178,22 @@ def _locked_follow_check(*, follower_id: int, followee_id: int) -> _FollowCheck:
             f"SELECT (SELECT t.is_active FROM {users} t WHERE t.id = %s),"
             f" EXISTS (SELECT 1 FROM {follows} f WHERE f.follower_id = %s AND f.followee_id = %s),"
             f" (SELECT COUNT(*) FROM (SELECT 1 FROM {follows} f JOIN {users} e ON e.id = f.followee_id"
-            f"  WHERE f.follower_id = %s AND e.is_active LIMIT %s) capped)",
-            [followee_id, follower_id, followee_id, follower_id, int(settings.FOLLOWING_MAX)],
+            f"  WHERE f.follower_id = %s AND e.is_active LIMIT %s) capped),"
+            f" (SELECT t.approve_followers FROM {users} t WHERE t.id = %s),"
+            f" EXISTS (SELECT 1 FROM {blocks} b WHERE b.blocker_id = %s AND b.blocked_id = %s),"
+            f" EXISTS (SELECT 1 FROM {blocks} b WHERE b.blocker_id = %s AND b.blocked_id = %s)",
+            [followee_id, follower_id, followee_id, follower_id, int(settings.FOLLOWING_MAX), followee_id, follower_id, followee_id, followee_id, follower_id],
         )
         row = cursor.fetchone()
-    return _FollowCheck(follower_active=bool(locked[0]), followee_active=bool(row[0]), follows=bool(row[1]), following=int(row[2]))
+    return _FollowCheck(
+        follower_active=bool(locked[0]),
+        followee_active=bool(row[0]),
+        follows=bool(row[1]),
+        following=int(row[2]),
+        followee_private=bool(row[3]),
+        blocked_by_follower=bool(row[4]),
+        blocked_by_followee=bool(row[5]),
+    )
 
 
 def _check_following_limit(*, follower_id: int, following: int) -> None:
@@ -186,7 +225,7 @@ def _insert_follow(*, follower_id: int, followee_id: int, created_at: datetime) 
         return bool(cursor.rowcount == 1)
 
 
-def _follow_insert(*, follower_id: int, followee_id: int) -> FollowResult:
+def _follow_insert(*, follower_id: int, followee_id: int, approved: bool = False) -> FollowResult:
     unchanged = FollowResult(changed=False, follower_id=follower_id, followee_id=followee_id)
     with transaction.atomic(), outbox.batched():
         check = _locked_follow_check(follower_id=follower_id, followee_id=followee_id)
@@ -196,8 +235,15 @@ def _follow_insert(*, follower_id: int, followee_id: int) -> FollowResult:
             return unchanged
         if not check.followee_active:
             raise TargetNotFoundError("No such user.")
+        if check.blocked_by_follower:
+            raise FollowBlockedError("You block this account; unblock it before following it.")
+        if check.blocked_by_followee:
+            raise FollowBlockedError("You cannot follow this account.")
         _check_following_limit(follower_id=follower_id, following=check.following)
-        limits.hit("follows", str(follower_id), "FOLLOW_RATE", message="You followed too many accounts today; try again later.")
+        if not approved:
+            limits.hit("follows", str(follower_id), "FOLLOW_RATE", message="You followed too many accounts today; try again later.")
+        if check.followee_private and not approved:
+            return _request_insert(follower_id=follower_id, followee_id=followee_id)
         created_at = now_whole_second()
         if not _insert_follow(follower_id=follower_id, followee_id=followee_id, created_at=created_at):
             # A duplicate follow committed after our read, or the followee's row went.
@@ -209,18 +255,33 @@ def _follow_insert(*, follower_id: int, followee_id: int) -> FollowResult:
     return FollowResult(changed=True, follower_id=follower_id, followee_id=followee_id)
 
 
+def _request_insert(*, follower_id: int, followee_id: int) -> FollowResult:
+    """``INSERT IGNORE`` the follow request (a repeat, or a concurrent one, inserts nothing)."""
+    table = FollowRequest._meta.db_table
+    insert = connection.ops.insert_statement(on_conflict=OnConflict.IGNORE)
+    value = connection.ops.adapt_datetimefield_value(now_whole_millisecond())
+    with connection.cursor() as cursor:
+        cursor.execute(f"{insert} {table} (requester_id, target_id, created_at) VALUES (%s, %s, %s)", [follower_id, followee_id, value])
+        made = cursor.rowcount == 1
+    return FollowResult(changed=made, follower_id=follower_id, followee_id=followee_id, requested=True)
+
+
 def follow_delete(*, actor: User, followee_id: int) -> FollowResult:
-    """Make ``actor`` stop following ``followee_id``; not following is a no-op success.
+    """Make ``actor`` stop following ``followee_id``, or withdraw its pending follow request;
+    neither is a no-op success.
 
     Works when the target is deactivated (the edge is cleaned up).
 
-    :returns: ``FollowResult(changed=True)`` when a row was deleted.
+    :returns: ``FollowResult(changed=True)`` when a row was deleted
+        (``requested=True``: it was a follow request).
     :raises SelfFollowError: ``actor`` is the target (400).
     :raises TargetNotFoundError: no account with that id (404).
     """
     if followee_id == actor.pk:
         raise SelfFollowError("You cannot unfollow yourself.")
     result = follow_delete_pair(follower_id=actor.pk, followee_id=followee_id)
+    if not result.changed and FollowRequest.objects.filter(requester_id=actor.pk, target_id=followee_id).delete()[0]:
+        return FollowResult(changed=True, follower_id=actor.pk, followee_id=followee_id, requested=True)
     # Only a delete that found nothing asks whether the account exists at all.
     if not result.changed and not User.objects.filter(pk=followee_id).exists():
         raise TargetNotFoundError("No such user.")

@@ -13,6 +13,7 @@ from django.conf import settings
 from core.celery import task
 from core.redis import REDIS_ERRORS
 
+from .controls import mutes_expire
 from .outbox import layout_migrations_enqueue
 from .reconcile import reconcile_run
 from .sharding import followers_layout_migrate
@@ -52,3 +53,12 @@ def social_cache_reconcile() -> dict[str, int]:
     """
     _, report = reconcile_run(resume=True)
     return report.as_dict()
+
+
+@task(acks_late=True)
+def social_mutes_expire() -> int:
+    """Nightly: delete expired mutes and drop them from Redis (reads ignore them already).
+
+    :returns: how many mutes were deleted.
+    """
+    return mutes_expire()

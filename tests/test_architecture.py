@@ -33,14 +33,14 @@ LAYER_OF = {
     "parsing": PRIMITIVES, "celery": PRIMITIVES, "cluster": PRIMITIVES, "replica": PRIMITIVES, "routers": PRIMITIVES,
     # pure policy and reads
     "layout": POLICY, "selectors": POLICY, "admin_tools": POLICY, "formatting": POLICY, "forms": POLICY,
-    "http": POLICY, "timeline": POLICY, "limits": POLICY,
+    "http": POLICY, "timeline": POLICY, "limits": POLICY, "visibility": POLICY,
     # mechanisms
     "mirror": MECHANISM, "rebuild": MECHANISM, "reconcile": MECHANISM, "sharding": MECHANISM,
     "delivery": MECHANISM, "edges": MECHANISM, "health": MECHANISM, "embedded": MECHANISM,
     "importer": MECHANISM, "celebrity": MECHANISM, "simulate": MECHANISM, "datasets": MECHANISM,
-    "cache": MECHANISM, "runs": MECHANISM,
+    "cache": MECHANISM, "runs": MECHANISM, "control_mirror": MECHANISM,
     # writes and their side effects
-    "services": SERVICE, "outbox": SERVICE, "receivers": SERVICE,
+    "services": SERVICE, "outbox": SERVICE, "receivers": SERVICE, "controls": SERVICE,
     "tasks": TASK,
     # the edge
     "views": EDGE, "arguments": EDGE, "api": EDGE, "admin": EDGE, "urls": EDGE, "api_urls": EDGE, "apps": EDGE,

@@ -229,6 +229,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "social.tasks.social_cache_reconcile",
         "schedule": crontab(hour=3, minute=30),
     },
+    "expire-mutes-nightly": {
+        "task": "social.tasks.social_mutes_expire",
+        "schedule": crontab(hour=3, minute=15),
+    },
     # After the graph's, so the inboxes are compared with a repaired mirror.
     "reconcile-inboxes-nightly": {
         "task": "feed.tasks.feed_inboxes_reconcile",

@@ -1,0 +1,260 @@
+"""Every write of the controls people have over who reaches them: block, mute, remove a
+follower, and the follow requests of private accounts.
+
+Each action is one transaction that locks the rows of both accounts (in id
+order), writes the database and a ``social.control`` outbox entry
+(``social.outbox``); after commit the entry makes Redis show the pair's
+blocks and mutes as the database has them. Follows that a block ends go
+through the unfollow path (``social.services``), so counts, lists, sets and
+inboxes follow as for any unfollow. A follow locks its follower's row and
+reads the blocks after the lock, so a follow racing a block of the same
+pair either commits first (and the block removes it) or sees the block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from core import outbox
+from core.errors import DomainError, InvalidInput, NotFound
+from users.models import User
+
+from . import outbox as social_outbox
+from .models import Block, FollowRequest, Mute
+from .services import FollowResult, _follow_remove, _retry_on_deadlock, follow_create_approved
+
+
+class ControlError(DomainError):
+    """A block, mute or request action that cannot be done (``status``: the HTTP status)."""
+
+
+class SelfControlError(ControlError, InvalidInput):
+    """The actor named itself (HTTP 400)."""
+
+
+class ControlTargetNotFoundError(ControlError, NotFound):
+    """No active account with that id (HTTP 404)."""
+
+
+class ControlConflictError(ControlError):
+    """The action is done already, or there is nothing to undo (HTTP 409)."""
+
+    status = 409
+
+
+class FollowRequestNotFoundError(ControlError, NotFound):
+    """No pending request from that account to the actor (HTTP 404)."""
+
+
+@dataclass(frozen=True)
+class ControlResult:
+    """Outcome of a control: ``changed`` rows, and the follows it ended (``unfollowed``, pairs)."""
+
+    changed: bool
+    unfollowed: tuple[tuple[int, int], ...] = ()
+
+
+def _lock_pair(actor_id: int, other_id: int, *, other_active: bool = True) -> User:
+    """Lock both accounts' rows in id order (two controls of one pair, or a control and a
+    follow, serialise on them) and return the other account.
+
+    :raises ControlTargetNotFoundError: no such account (or it is deactivated and
+        ``other_active``).
+    """
+    locked = {user.pk: user for user in User.objects.select_for_update().filter(pk__in=sorted({actor_id, other_id})).order_by("pk")}
+    other = locked.get(other_id)
+    if other is None or (other_active and not other.is_active):
+        raise ControlTargetNotFoundError("No such user.")
+    return other
+
+
+def _check_other(actor: User, other_id: int, verb: str) -> None:
+    if other_id == actor.pk:
+        raise SelfControlError(f"You cannot {verb} yourself.")
+
+
+def _record(actor_id: int, other_id: int) -> None:
+    outbox.record(social_outbox.CONTROL, subject_id=actor_id, object_id=other_id)
+
+
+def block_create(*, actor: User, target_id: int) -> ControlResult:
+    """``actor`` blocks ``target_id``: both follows between them end (unfollow path), pending
+    follow requests either way go, and neither can follow the other until unblocked.
+
+    :returns: ``ControlResult(changed=True, unfollowed=...)``.
+    :raises SelfControlError: ``actor`` is the target (400).
+    :raises ControlTargetNotFoundError: unknown or deactivated target (404).
+    :raises ControlConflictError: ``actor`` blocks the target already (409).
+    """
+    _check_other(actor, target_id, "block")
+
+    def write() -> ControlResult:
+        with transaction.atomic(), outbox.batched():
+            target = _lock_pair(actor.pk, target_id)
+            try:
+                with transaction.atomic():
+                    Block.objects.create(blocker_id=actor.pk, blocked_id=target_id)
+            except IntegrityError:
+                raise ControlConflictError(f"You block {target.username} already.") from None
+            ended = []
+            for follower_id, followee_id in ((actor.pk, target_id), (target_id, actor.pk)):
+                if _follow_remove(follower_id=follower_id, followee_id=followee_id).changed:
+                    ended.append((follower_id, followee_id))
+            FollowRequest.objects.filter(Q(requester_id=actor.pk, target_id=target_id) | Q(requester_id=target_id, target_id=actor.pk)).delete()
+            _record(actor.pk, target_id)
+        return ControlResult(changed=True, unfollowed=tuple(ended))
+
+    return _retry_on_deadlock(write)
+
+
+def block_delete(*, actor: User, target_id: int) -> ControlResult:
+    """``actor`` unblocks ``target_id``; no follow comes back by itself.
+
+    Works when the target is deactivated.
+
+    :raises SelfControlError: ``actor`` is the target (400).
+    :raises ControlTargetNotFoundError: no such account (404).
+    :raises ControlConflictError: ``actor`` does not block the target (409).
+    """
+    _check_other(actor, target_id, "unblock")
+    with transaction.atomic(), outbox.batched():
+        target = _lock_pair(actor.pk, target_id, other_active=False)
+        if not Block.objects.filter(blocker_id=actor.pk, blocked_id=target_id).delete()[0]:
+            raise ControlConflictError(f"You do not block {target.username}.")
+        _record(actor.pk, target_id)
+    return ControlResult(changed=True)
+
+
+def mute_create(*, actor: User, target_id: int, duration: timedelta | None = None) -> ControlResult:
+    """``actor`` mutes ``target_id`` for ``duration`` (None: until unmuted): the target's notes
+    stay out of ``actor``'s home feed, at fan-out and at read. Muting again sets the new duration.
+
+    :returns: ``ControlResult(changed=True)``.
+    :raises SelfControlError: ``actor`` is the target (400).
+    :raises ControlTargetNotFoundError: unknown or deactivated target (404).
+    :raises InvalidInput: a duration that is not positive (400).
+    """
+    _check_other(actor, target_id, "mute")
+    if duration is not None and duration <= timedelta(0):
+        raise InvalidInput("A mute lasts a positive time.")
+    with transaction.atomic(), outbox.batched():
+        _lock_pair(actor.pk, target_id)
+        expires_at = timezone.now() + duration if duration is not None else None
+        Mute.objects.update_or_create(muter_id=actor.pk, muted_id=target_id, defaults={"expires_at": expires_at, "created_at": timezone.now()})
+        _record(actor.pk, target_id)
+    return ControlResult(changed=True)
+
+
+def mute_delete(*, actor: User, target_id: int) -> ControlResult:
+    """``actor`` unmutes ``target_id`` (an expired mute counts as none).
+
+    :raises SelfControlError: ``actor`` is the target (400).
+    :raises ControlTargetNotFoundError: no such account (404).
+    :raises ControlConflictError: ``actor`` does not mute the target (409).
+    """
+    _check_other(actor, target_id, "unmute")
+    with transaction.atomic(), outbox.batched():
+        target = _lock_pair(actor.pk, target_id, other_active=False)
+        live = Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+        found = Mute.objects.filter(live, muter_id=actor.pk, muted_id=target_id).exists()
+        Mute.objects.filter(muter_id=actor.pk, muted_id=target_id).delete()
+        if not found:
+            raise ControlConflictError(f"You do not mute {target.username}.")
+        _record(actor.pk, target_id)
+    return ControlResult(changed=True)
+
+
+def mutes_expire(*, batch: int = 1000) -> int:
+    """Delete expired mutes and make Redis agree (the nightly task; reads ignore them anyway).
+
+    :returns: how many mutes were deleted.
+    """
+    removed = 0
+    while True:
+        rows = list(Mute.objects.filter(expires_at__lte=timezone.now()).values_list("pk", "muter_id", "muted_id")[:batch])
+        if not rows:
+            return removed
+        with transaction.atomic(), outbox.batched():
+            removed += Mute.objects.filter(pk__in=[pk for pk, _, _ in rows], expires_at__lte=timezone.now()).delete()[0]
+            for _, muter_id, muted_id in rows:
+                _record(muter_id, muted_id)
+
+
+def follower_remove(*, actor: User, follower_id: int) -> FollowResult:
+    """``actor`` makes ``follower_id`` stop following it (a soft block: it may follow again).
+
+    :raises SelfControlError: ``actor`` named itself (400).
+    :raises ControlTargetNotFoundError: no such account (404).
+    :raises ControlConflictError: that account does not follow ``actor`` (409).
+    """
+    _check_other(actor, follower_id, "remove")
+
+    def write() -> FollowResult:
+        with transaction.atomic(), outbox.batched():
+            follower = _lock_pair(actor.pk, follower_id, other_active=False)
+            result = _follow_remove(follower_id=follower_id, followee_id=actor.pk)
+            if not result.changed:
+                raise ControlConflictError(f"{follower.username} does not follow you.")
+        return result
+
+    return _retry_on_deadlock(write)
+
+
+def follow_request_approve(*, actor: User, requester_id: int) -> FollowResult:
+    """``actor`` approves ``requester_id``'s request: the request goes and the follow is created
+    through the normal path (mirror, backfill of ``actor``'s notes).
+
+    :raises FollowRequestNotFoundError: no pending request from that account to ``actor`` (404).
+    :raises: as ``social.services.follow_create`` (the requester was deactivated, reached
+        its following cap, or a block came between).
+    """
+
+    def write() -> FollowResult:
+        with transaction.atomic(), outbox.batched():
+            _lock_pair(actor.pk, requester_id, other_active=False)
+            if not FollowRequest.objects.filter(requester_id=requester_id, target_id=actor.pk).delete()[0]:
+                raise FollowRequestNotFoundError("No such follow request.")
+            return follow_create_approved(follower_id=requester_id, followee_id=actor.pk)
+
+    return _retry_on_deadlock(write)
+
+
+def follow_request_reject(*, actor: User, requester_id: int) -> bool:
+    """``actor`` rejects ``requester_id``'s request (it may ask again).
+
+    :raises FollowRequestNotFoundError: no pending request from that account to ``actor`` (404).
+    """
+    if not FollowRequest.objects.filter(requester_id=requester_id, target_id=actor.pk).delete()[0]:
+        raise FollowRequestNotFoundError("No such follow request.")
+    return True
+
+
+def account_privacy_set(*, actor: User, private: bool, batch: int = 500) -> int:
+    """Turn ``actor``'s "approve followers" on or off; turning it off approves every pending
+    request (oldest first, ``batch`` per transaction; a re-run after an interruption goes on).
+
+    :returns: how many requests were approved.
+    """
+    User.objects.filter(pk=actor.pk).update(approve_followers=private)
+    actor.approve_followers = private
+    if private:
+        return 0
+    approved = 0
+    while True:
+        pending: Sequence[int] = list(
+            FollowRequest.objects.filter(target_id=actor.pk).order_by("created_at", "pk").values_list("requester_id", flat=True)[:batch]
+        )
+        if not pending:
+            return approved
+        for requester_id in pending:
+            try:
+                approved += follow_request_approve(actor=actor, requester_id=requester_id).changed
+            except DomainError:
+                # A requester that cannot follow now (deactivated, at its cap): its request goes.
+                FollowRequest.objects.filter(requester_id=requester_id, target_id=actor.pk).delete()
