@@ -49,43 +49,50 @@ Entry = tuple[int, int]  # (note_id, score in unix ms)
 # Followers read per SSCAN call.
 SSCAN_COUNT = 1000
 
-# ARGV: author id, cap, m, then m score, member pairs, then the (head,
-# tail) templates of a reader's keys (``core.cluster.tag_template``, in the
-# order of ``READER_KEYS``: following set, inbox, synced marker, build lock,
-# build copy, removed-during-build set, floor), then the reader ids. The
-# script builds each reader's keys itself: one argument per reader instead
-# of seven keys. On a cluster every reader of one call hashes to one slot
-# and KEYS holds one of their inboxes (the call's route); on one server
-# KEYS is empty. Returns how many readers got the notes. A note older than
-# the floor (the highest score trimmed at the cap) is not added: above its
-# lowest score an inbox must hold every note, and reads take what lies at
-# or below that from the database.
+# ARGV: author id, cap, now (unix ms), m, then m score, member pairs, then
+# the (head, tail) templates of a reader's keys (``core.cluster.tag_template``,
+# in the order of ``READER_KEYS``: following set, inbox, synced marker,
+# build lock, build copy, removed-during-build set, floor, mutes), then the
+# reader ids. The script builds each reader's keys itself: one argument per
+# reader instead of eight keys. On a cluster every reader of one call
+# hashes to one slot and KEYS holds one of their inboxes (the call's
+# route); on one server KEYS is empty. Returns how many readers got the
+# notes. A reader who mutes the author (a mute expiring after now) gets
+# nothing. A note older than the floor (the highest score trimmed at the
+# cap) is not added: above its lowest score an inbox must hold every note,
+# and reads take what lies at or below that from the database.
 DELIVER_LUA = """
-local author, cap, m = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local last = 3 + 2 * m
+local author, cap, now, m = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local first = 5
+local last = 4 + 2 * m
 local lowest = math.huge
-for j = 4, last, 2 do lowest = math.min(lowest, tonumber(ARGV[j])) end
+for j = first, last, 2 do lowest = math.min(lowest, tonumber(ARGV[j])) end
 local t = last + 1
 local fh, ft, ih, it, sh, st = ARGV[t], ARGV[t + 1], ARGV[t + 2], ARGV[t + 3], ARGV[t + 4], ARGV[t + 5]
 local bh, bt, ch, ct, rh, rt = ARGV[t + 6], ARGV[t + 7], ARGV[t + 8], ARGV[t + 9], ARGV[t + 10], ARGV[t + 11]
-local lh, lt = ARGV[t + 12], ARGV[t + 13]
+local lh, lt, mh, mt = ARGV[t + 12], ARGV[t + 13], ARGV[t + 14], ARGV[t + 15]
 local delivered = 0
-for r = t + 14, #ARGV do
+for r = t + 16, #ARGV do
   local tag = '{' .. ARGV[r] .. '}'
   local build = bh .. tag .. bt
   -- EXISTS counts a key named twice twice: 2 x build lock + synced marker.
   local state = redis.call('EXISTS', build, build, sh .. tag .. st)
   local building = state >= 2
-  if state > 0 and redis.call('SISMEMBER', fh .. tag .. ft, author) == 1 then
+  local muted = false
+  if state > 0 then
+    local until_ms = redis.call('ZSCORE', mh .. tag .. mt, author)
+    muted = until_ms and tonumber(until_ms) > now
+  end
+  if state > 0 and not muted and redis.call('SISMEMBER', fh .. tag .. ft, author) == 1 then
     local inbox, floor_key = ih .. tag .. it, lh .. tag .. lt
     local floor = tonumber(redis.call('GET', floor_key) or '-1')
     local added = false
     if lowest >= floor then
-      redis.call('ZADD', inbox, unpack(ARGV, 4, last))
+      redis.call('ZADD', inbox, unpack(ARGV, first, last))
       added = true
     else
       local add = {}
-      for j = 4, last, 2 do
+      for j = first, last, 2 do
         if tonumber(ARGV[j]) >= floor then add[#add + 1] = ARGV[j]; add[#add + 1] = ARGV[j + 1] end
       end
       if #add > 0 then redis.call('ZADD', inbox, unpack(add)); added = true end
@@ -100,8 +107,8 @@ for r = t + 14, #ARGV do
     end
     if building then
       local copy, removed = ch .. tag .. ct, rh .. tag .. rt
-      redis.call('ZADD', copy, unpack(ARGV, 4, last))
-      for j = 5, last, 2 do redis.call('SREM', removed, ARGV[j]) end
+      redis.call('ZADD', copy, unpack(ARGV, first, last))
+      for j = first + 1, last, 2 do redis.call('SREM', removed, ARGV[j]) end
     end
     delivered = delivered + 1
   end
@@ -119,7 +126,7 @@ local t = last + 1
 local fh, ft, ih, it = ARGV[t], ARGV[t + 1], ARGV[t + 2], ARGV[t + 3]
 local bh, bt, ch, ct, rh, rt = ARGV[t + 6], ARGV[t + 7], ARGV[t + 8], ARGV[t + 9], ARGV[t + 10], ARGV[t + 11]
 local removed = 0
-for r = t + 14, #ARGV do
+for r = t + 16, #ARGV do
   local tag = '{' .. ARGV[r] .. '}'
   if mode == 'any' or redis.call('SISMEMBER', fh .. tag .. ft, author) == 0 then
     removed = removed + redis.call('ZREM', ih .. tag .. it, unpack(ARGV, first, last))
@@ -259,6 +266,7 @@ READER_KEYS: tuple[Callable[[int], str], ...] = (
     lambda reader_id: redis_keys.rebuild_tmp_key(redis_keys.inbox_key(reader_id)),
     redis_keys.inbox_build_removed_key,
     redis_keys.inbox_floor_key,
+    social_keys.mutes_key,
 )
 
 
@@ -292,7 +300,7 @@ def deliver(client: redis.Redis, reader_ids: Sequence[int], author_id: int, entr
     """
     if not reader_ids or not entries:
         return 0
-    args: list[int | str] = [author_id, redis_keys.inbox_max_len(), len(entries)]
+    args: list[int | str] = [author_id, redis_keys.inbox_max_len(), int(time.time() * 1000), len(entries)]
     for note_id, score in entries:
         args += (int(score), redis_keys.note_member(note_id))
     return _per_reader(client, DELIVER_LUA, args, reader_ids) * len(entries)

@@ -26,14 +26,14 @@ from datetime import datetime, timedelta
 
 import redis
 from django.conf import settings
-from django.db.models import Count, F, Max, QuerySet, Window
+from django.db.models import Count, Exists, F, Max, OuterRef, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from core.cluster import Pipe, lua, node_client, pipeline, queue_script
 from core.redis import RedisLock, RedisLockLost, get_redis
 from core.replica import primary_reads
-from social.models import Follow
+from social.models import Follow, Mute
 from social.selectors import active_follows
 from users.models import User
 
@@ -119,9 +119,10 @@ def database_inboxes(reader_ids: Sequence[int], pulled: Collection[int]) -> dict
     """What each reader's inbox must hold: ``{reader_id: [(note_id, score_ms)]}``, newest first.
 
     The newest ``INBOX_MAX_LEN`` visible notes of the active accounts each
-    reader follows, ``pulled`` authors left out (merged at read time). One
-    query: a ROW_NUMBER window per reader over the follow rows joined to
-    the notes (the follow and note indexes).
+    reader follows, ``pulled`` authors and the authors a reader mutes now
+    left out (merged, or skipped, at read time). One query: a ROW_NUMBER
+    window per reader over the follow rows joined to the notes (the follow
+    and note indexes).
     """
     truth: dict[int, list[Entry]] = {int(reader_id): [] for reader_id in reader_ids}
     if not truth:
@@ -134,6 +135,13 @@ def database_inboxes(reader_ids: Sequence[int], pulled: Collection[int]) -> dict
             followee__notes__deleted_at__isnull=True,
         )
         .exclude(followee_id__in=sorted(pulled))
+        .exclude(
+            Exists(
+                Mute.objects.filter(muter_id=OuterRef("follower_id"), muted_id=OuterRef("followee_id")).filter(
+                    Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+                )
+            )
+        )
         .annotate(
             note_id=F("followee__notes__id"),
             published=F("followee__notes__created_at"),

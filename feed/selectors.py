@@ -36,6 +36,7 @@ from core.redis import (
     redis_succeeded,
 )
 from social import redis_keys as social_keys
+from social.visibility import muted_ids_database
 
 from . import redis_keys
 from .models import Note
@@ -119,7 +120,7 @@ def forget_pull_authors() -> None:
 
 
 def _database_feed(user_id: int) -> Feed:
-    return Feed(reader_id=user_id, keys=[])
+    return Feed(reader_id=user_id, keys=[], muted=frozenset(muted_ids_database(user_id=user_id)))
 
 
 def _redis_feed(client: redis.Redis, user_id: int, start: Start | None) -> tuple[Feed | None, bool]:
@@ -138,7 +139,9 @@ def _redis_feed(client: redis.Redis, user_id: int, start: Start | None) -> tuple
         return None, True
     keys = [inbox] + [redis_keys.outbox_key(author) for author in found.pulled]
     first = Prefetch(after=after, n=n, reads={inbox: found.read}) if found.read is not None else None
-    feed = Feed(reader_id=user_id, keys=keys, client=client, following_key=social_keys.following_set_key(user_id), first=first)
+    feed = Feed(
+        reader_id=user_id, keys=keys, client=client, following_key=social_keys.following_set_key(user_id), first=first, muted=found.muted
+    )
     return feed, False
 
 

@@ -70,6 +70,7 @@ from core.redis import REDIS_ERRORS, breaker_node, get_redis, redis_available, r
 from core.replica import primary_reads
 from social import redis_keys as social_keys
 from social.selectors import active_follows
+from social.visibility import now_ms
 from users.models import User
 
 from . import redis_keys
@@ -260,6 +261,7 @@ class InboxRound:
     rebuilding: bool
     pulled: list[int]
     read: KeyRead | None
+    muted: frozenset[int] = frozenset()
 
 
 def _scored(reply: Sequence[Any]) -> list[tuple[int, int]]:
@@ -287,6 +289,8 @@ def inbox_round(client: redis.Redis, *, reader_id: int, pull: Sequence[int], aft
     inbox = redis_keys.inbox_key(reader_id)
     pipe: Pipe = (node_client(client, inbox) if is_cluster(client) else client).pipeline(transaction=False)
     pipe.execute_command("MGET", redis_keys.inbox_synced_key(reader_id), redis_keys.inbox_rebuilding_key(reader_id))
+    # The accounts the reader mutes now (O(mutes)): their notes are skipped.
+    pipe.execute_command("ZRANGEBYSCORE", social_keys.mutes_key(reader_id), f"({now_ms()}", "+inf")
     if pull:
         pipe.execute_command("SMISMEMBER", social_keys.following_set_key(reader_id), *pull)
     if n:
@@ -296,9 +300,10 @@ def inbox_round(client: redis.Redis, *, reader_id: int, pull: Sequence[int], aft
             pipe.execute_command("ZREVRANGEBYSCORE", inbox, after.score, "-inf", "WITHSCORES", "LIMIT", 0, n)
     replies = pipe.execute()
     synced, rebuilding = replies[0]
-    pulled = [author for author, member in zip(pull, replies[1]) if member] if pull else []
+    muted = frozenset(int(member) for member in replies[1])
+    pulled = [author for author, member in zip(pull, replies[2]) if member and author not in muted] if pull else []
     read = key_read(_scored(replies[-1]), after, n) if n else None
-    return InboxRound(synced=synced is not None, rebuilding=rebuilding is not None, pulled=pulled, read=read)
+    return InboxRound(synced=synced is not None, rebuilding=rebuilding is not None, pulled=pulled, read=read, muted=muted)
 
 
 def load_notes(note_ids: Collection[int]) -> dict[int, Note]:
@@ -599,7 +604,9 @@ def forget_note_authors() -> None:
     _note_authors.clear()
 
 
-def resolve_notes(client: redis.Redis, note_ids: Sequence[int], *, reader_id: int, following_key: str) -> Resolved:
+def resolve_notes(
+    client: redis.Redis, note_ids: Sequence[int], *, reader_id: int, following_key: str, muted: Collection[int] = ()
+) -> Resolved:
     """Look up ``note_ids`` in the note cache, their authors too, and whether reader
     ``reader_id`` (whose following set is ``following_key``) follows those authors.
 
@@ -621,6 +628,7 @@ def resolve_notes(client: redis.Redis, note_ids: Sequence[int], *, reader_id: in
     tombstone = redis_keys.CACHE_TOMBSTONE
     followed = {user_id for user_id, member in zip(guessed, flags) if member}
     followed.discard(reader_id)  # a reader's own notes are not in its feed
+    followed.difference_update(muted)  # nor the notes of accounts it mutes
     authors: dict[int, FeedAuthor] = {}
     author_values: dict[int, Any] = {}  # the entries found missing or tombstoned
     parsed_authors = _parsed_authors
@@ -649,7 +657,7 @@ def resolve_notes(client: redis.Redis, note_ids: Sequence[int], *, reader_id: in
             shown[note_id] = FeedNote(note_id, author_id, author, parsed[2], parsed[1], parsed[3])
     stale: set[int] = set()
     if missing or waiting or author_values:
-        _resolve_rest(client, following_key, reader_id, set(guessed), missing, tombstoned, waiting, authors, author_values, followed, shown, stale)
+        _resolve_rest(client, following_key, reader_id, set(guessed), missing, tombstoned, waiting, authors, author_values, followed, shown, stale, muted)
     return Resolved(shown=shown, stale=stale)
 
 
@@ -666,6 +674,7 @@ def _resolve_rest(
     followed: set[int],
     shown: dict[int, FeedNote],
     stale: set[int],
+    muted: Collection[int],
 ) -> None:
     # What the first round trip left open: notes not cached, authors not
     # guessed (``asked``: those whose membership is known) or not cached.
@@ -693,7 +702,7 @@ def _resolve_rest(
     members = sorted((waiting_authors | {row.author_id for row in loaded.values()}) - asked)
     if entries or members:
         values, flags = lookup(client, redis_keys.author_cache_keys(entries), following_key, members)
-        followed.update(user_id for user_id, member in zip(members, flags) if member and user_id != reader_id)
+        followed.update(user_id for user_id, member in zip(members, flags) if member and user_id != reader_id and user_id not in muted)
         for user_id, value in zip(entries, values):
             if value is None or value == redis_keys.CACHE_TOMBSTONE:
                 author_values[user_id] = value
@@ -747,6 +756,7 @@ class Feed:
     following_key: str = ""
     first: Prefetch | None = None
     followees: Collection[int] | None = None
+    muted: Collection[int] = frozenset()
 
     def database_followees(self) -> Collection[int] | QuerySet[Any]:
         """The authors of the database's part of the feed: ``followees``; on the Redis path the
@@ -757,10 +767,13 @@ class Feed:
         :raises: Redis errors (``REDIS_ERRORS``) on the Redis path.
         """
         if self.followees is None and self.client is not None and self.following_key:
-            self.followees = {int(member) for member in self.client.smembers(self.following_key)}
+            self.followees = {int(member) for member in self.client.smembers(self.following_key)} - set(self.muted)
         if self.followees is not None:
             return self.followees
-        return active_follows().filter(follower_id=self.reader_id).values("followee_id")
+        rows = active_follows().filter(follower_id=self.reader_id)
+        if self.muted:
+            rows = rows.exclude(followee_id__in=list(self.muted))
+        return rows.values("followee_id")
 
     def take_reads(self, after: Position | None, n: int) -> dict[str, KeyRead] | None:
         """The prefetched reads when they are for exactly ``(after, n)``, once."""
@@ -831,15 +844,26 @@ def read_page(feed: Feed, after: Position | None, limit: int) -> Page:
             window = redis_window(feed.client, feed.keys, raw, n, need=need, reads=feed.take_reads(raw, n))
             if not window.items:
                 break
+            items = window.items
+            if feed.muted:
+                # Ids whose author this process knows to be muted are skipped before
+                # the note cache is asked, so a muted note costs no second round.
+                known, muted = _note_authors, feed.muted
+                items = [c for c in items if known.get(c.note_id) not in muted]
+                if not items:
+                    raw = Position(window.items[-1].score, window.items[-1].note_id)
+                    if not window.more:
+                        break
+                    continue
             # The ids the page still needs first; the rest of the window only
             # when some of those are not shown (stale, or not followed).
             start = 0
-            while start < len(window.items) and len(shown) < want:
-                end = len(window.items) if start else want - len(shown)
-                chunk = window.items[start:end]
+            while start < len(items) and len(shown) < want:
+                end = len(items) if start else want - len(shown)
+                chunk = items[start:end]
                 start += len(chunk)
                 resolved = resolve_notes(
-                    feed.client, [c.note_id for c in chunk], reader_id=feed.reader_id, following_key=feed.following_key
+                    feed.client, [c.note_id for c in chunk], reader_id=feed.reader_id, following_key=feed.following_key, muted=feed.muted
                 )
                 stale: list[Candidate] = []
                 for candidate in chunk:
@@ -878,7 +902,7 @@ def visible_run(feed: Feed, score: int) -> list[int]:
     if not tails or score <= max(tails):
         return database_run(feed.database_followees(), score)
     ids = sorted({int(member) for reply in replies[1::2] for member in reply})
-    resolved = resolve_notes(feed.client, ids, reader_id=feed.reader_id, following_key=feed.following_key)
+    resolved = resolve_notes(feed.client, ids, reader_id=feed.reader_id, following_key=feed.following_key, muted=feed.muted)
     return [note_id for note_id in ids if note_id in resolved.shown]
 
 

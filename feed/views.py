@@ -23,6 +23,7 @@ from core.errors import DomainError, NotFound
 from core.http import redirect_to_canonical, with_retry_after
 from core.paging import feed_cursor
 from social import selectors as social_selectors
+from social import visibility
 from users.models import User
 from users.selectors import active_user_named
 
@@ -43,19 +44,33 @@ def profile(request: HttpRequest, username: str) -> HttpResponse:
     user = active_user_named(username)
     if user.username != username:
         return redirect_to_canonical(request, "feed:profile", username=user.username)
-    viewer = request.user if isinstance(request.user, User) else None
+    viewer = _viewer(request)
+    seen = visibility.access(viewer=viewer, user=user)
+    if seen.hidden:
+        raise NotFound("No such account.")
+    hidden = visibility.hidden_ids(viewer_id=viewer.pk) if viewer is not None else set()
     context: dict[str, Any] = {
         "profile_user": user,
+        "access": seen,
         "counts": social_selectors.follow_counts(user_id=user.pk),
-        "mutual": social_selectors.mutual_follows(user_id=user.pk, limit=8),
         "is_self": viewer is not None and viewer.pk == user.pk,
-        "notes": selectors.user_timeline(author_id=user.pk, cursor=None, limit=10),
     }
+    if seen.content:
+        context["mutual"] = social_selectors.mutual_follows(user_id=user.pk, limit=8, hidden=hidden)
+        context["notes"] = selectors.user_timeline(author_id=user.pk, cursor=None, limit=10)
     if viewer is not None and viewer.pk != user.pk:
         context["relationship"] = social_selectors.relationship(viewer_id=viewer.pk, user_id=user.pk)
-        context["common"] = social_selectors.common_following(user_id=viewer.pk, other_id=user.pk, limit=8)
-        context["familiar"] = social_selectors.familiar_followers(viewer_id=viewer.pk, user_id=user.pk, limit=3)
+        # Only a private account has requests (turning it public approves them all).
+        context["requested"] = seen.private and social_selectors.follow_requested(requester_id=viewer.pk, target_id=user.pk)
+        context["muting"] = user.pk in visibility.muted_ids(user_id=viewer.pk)
+        if seen.content:
+            context["common"] = social_selectors.common_following(user_id=viewer.pk, other_id=user.pk, limit=8, hidden=hidden)
+            context["familiar"] = social_selectors.familiar_followers(viewer_id=viewer.pk, user_id=user.pk, limit=3, hidden=hidden)
     return render(request, "feed/user_profile.html", context)
+
+
+def _viewer(request: HttpRequest) -> User | None:
+    return request.user if isinstance(request.user, User) else None
 
 
 def _home(request: HttpRequest, form: NoteForm, *, status: int = 200) -> HttpResponse:
@@ -91,10 +106,12 @@ def note_create(request: HttpRequest) -> HttpResponse:
 
 @require_safe
 def note_detail(request: HttpRequest, note_id: int) -> HttpResponse:
-    """/n/<id>/: one note (public; 404 when hidden, deleted or its author is deactivated)."""
+    """/n/<id>/: one note (404 when hidden, deleted, its author is deactivated or blocks the
+    viewer; 403 for a private author's note to a non-follower)."""
     note = selectors.note_detail(note_id=note_id)
     if note is None:
         raise NotFound("No such note.")
+    visibility.require_content(viewer=_viewer(request), user=note.author)
     return render(request, "feed/note_detail.html", {"note": note})
 
 
@@ -112,10 +129,11 @@ def note_delete(request: HttpRequest, note_id: int) -> HttpResponse:
 
 @require_safe
 def user_notes(request: HttpRequest, username: str) -> HttpResponse:
-    """/u/<username>/notes/: the author's notes, newest first, 20 per page (public)."""
+    """/u/<username>/notes/: the author's notes, newest first, 20 per page (``require_content``)."""
     author = active_user_named(username)
     if author.username != username:
         return redirect_to_canonical(request, "feed:user_notes", username=author.username)
+    visibility.require_content(viewer=_viewer(request), user=author)
     page = selectors.user_timeline(author_id=author.pk, cursor=feed_cursor(request.GET.get("cursor")), limit=settings.FEED_PAGE_SIZE)
     context = {"profile_user": author, "page": page, "is_first_page": not request.GET.get("cursor")}
     return render(request, "feed/user_notes.html", context)
