@@ -23,7 +23,8 @@ from django.contrib import admin, messages
 from django.contrib.admin.actions import delete_selected as django_delete_selected
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
 
 from core import health
@@ -35,7 +36,7 @@ from users.selectors import user_ids_matching
 
 from . import rebuild, reconcile
 from .health import reconcile_health
-from .models import Follow
+from .models import Block, Follow, FollowRequest, Mute
 from .selectors import active_follows, follow_counts
 from .services import FollowError, follow_create, follow_delete_pair
 
@@ -292,3 +293,88 @@ UserAdmin.add_operation(
     )
 )
 health.register_section("reconcile", reconcile_health)
+
+
+# --- blocks, mutes, follow requests (issue 16) -------------------------------------
+# Who blocks or mutes whom is private: only superusers list them; moderators
+# see follow requests (a pending request is visible to both accounts anyway).
+
+
+class _SuperuserOnly(admin.ModelAdmin):  # type: ignore[type-arg]
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_active and request.user.is_superuser)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(request.user.is_active and request.user.is_superuser)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # through the services, which mirror and unfollow
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Block)
+class BlockAdmin(_SuperuserOnly):
+    list_display = ("blocker", "blocked", "created_at")
+    raw_id_fields = ("blocker", "blocked")
+    search_fields = ("blocker__username", "blocked__username")
+
+
+@admin.register(Mute)
+class MuteAdmin(_SuperuserOnly):
+    list_display = ("muter", "muted", "created_at", "expires_at")
+    raw_id_fields = ("muter", "muted")
+    search_fields = ("muter__username", "muted__username")
+
+
+@admin.register(FollowRequest)
+class FollowRequestAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Pending follow requests: viewed with ``social.view_followrequest`` (the moderators group
+    has it); decided only by the accounts themselves."""
+
+    list_display = ("requester", "target", "created_at")
+    raw_id_fields = ("requester", "target")
+    search_fields = ("requester__username", "target__username")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+def _count(model: Any, field: str) -> Subquery:
+    rows = model.objects.filter(**{field: OuterRef("pk")}).order_by().values(field).annotate(n=Count("pk")).values("n")
+    return Coalesce(Subquery(rows), 0)  # type: ignore[return-value]
+
+
+def controls_panel(request: HttpRequest, user: User) -> dict[str, Any]:
+    """The account page's counts of blocks, mutes and follow requests (moderators see the counts,
+    not the lists: who blocks whom is private; superusers get links to the lists)."""
+    # One query: four indexed counts as scalar subqueries.
+    row = (
+        User.objects.filter(pk=user.pk)
+        .annotate(
+            n_blocks_made=_count(Block, "blocker_id"),
+            n_blocks_received=_count(Block, "blocked_id"),
+            n_mutes_made=_count(Mute, "muter_id"),
+            n_requests_pending=_count(FollowRequest, "target_id"),
+        )
+        .values("n_blocks_made", "n_blocks_received", "n_mutes_made", "n_requests_pending")
+        .first()
+    )
+    counts: dict[str, Any] = {name[2:]: value for name, value in dict(row or {}).items()}
+    return {
+        "controls_panel": {**counts, "private": user.approve_followers},
+        "can_list_controls": bool(request.user.is_superuser),
+    }
+
+
+UserAdmin.add_panel(Panel(template="admin/social/_controls_panel.html", context=controls_panel))

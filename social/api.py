@@ -14,14 +14,14 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_http_methods, require_safe
 
-from core.errors import NotFound
+from core.errors import InvalidInput, NotFound
 from core.http import api_login_required, api_ok
-from core.paging import follow_cursor
-from core.parsing import parse_flag, parse_id, parse_limit
+from core.paging import follow_cursor, request_cursor
+from core.parsing import parse_decision, parse_flag, parse_id, parse_json_object, parse_limit, parse_mute_duration
 from users.models import User
 from users.serializers import user_json
 
-from . import selectors, services
+from . import controls, selectors, services, visibility
 
 MAX_LIMIT = 100
 
@@ -57,10 +57,15 @@ def _actor(request: HttpRequest) -> User:
     return request.user
 
 
+def _viewer(request: HttpRequest) -> User | None:
+    return request.user if isinstance(request.user, User) else None
+
+
 @require_http_methods(["PUT", "POST"])
 @api_login_required
 def follow_toggle(request: HttpRequest, raw_id: str, flag: str) -> JsonResponse:
-    """PUT /api/follow/<id>/<true|false>: follow or unfollow ``id``."""
+    """PUT /api/follow/<id>/<true|false>: follow or unfollow ``id``; a private account's follow is
+    a request (``requested: true``), and ``false`` withdraws a pending one."""
     following = parse_flag(flag, name="The last path segment")
     followee_id = parse_id(raw_id, name="User id")
     if following:
@@ -68,7 +73,89 @@ def follow_toggle(request: HttpRequest, raw_id: str, flag: str) -> JsonResponse:
     else:
         result = services.follow_delete(actor=_actor(request), followee_id=followee_id)
     counts = selectors.follow_counts(user_id=result.followee_id)
-    return api_ok({"changed": result.changed, "following": following, "followers": counts.followers})
+    return api_ok(
+        {"changed": result.changed, "following": following and not result.requested, "requested": following and result.requested, "followers": counts.followers}
+    )
+
+
+@require_http_methods(["PUT", "POST"])
+@api_login_required
+def block_toggle(request: HttpRequest, raw_id: str, flag: str) -> JsonResponse:
+    """PUT /api/block/<id>/<true|false>: block or unblock ``id`` (409 when already so)."""
+    blocking = parse_flag(flag, name="The last path segment")
+    target_id = parse_id(raw_id, name="User id")
+    if blocking:
+        result = controls.block_create(actor=_actor(request), target_id=target_id)
+    else:
+        result = controls.block_delete(actor=_actor(request), target_id=target_id)
+    return api_ok({"changed": result.changed, "blocking": blocking, "unfollowed": [list(pair) for pair in result.unfollowed]})
+
+
+@require_http_methods(["PUT", "POST"])
+@api_login_required
+def mute_toggle(request: HttpRequest, raw_id: str, flag: str) -> JsonResponse:
+    """PUT /api/mute/<id>/<true|false>: mute (``duration`` 1d, 7d or forever, from a JSON body
+    or the query; default forever) or unmute ``id``."""
+    muting = parse_flag(flag, name="The last path segment")
+    target_id = parse_id(raw_id, name="User id")
+    if not muting:
+        result = controls.mute_delete(actor=_actor(request), target_id=target_id)
+        return api_ok({"changed": result.changed, "muting": False})
+    raw = request.GET.get("duration", "forever")
+    if request.body:
+        raw = parse_json_object(request.body).get("duration", raw)
+    duration = parse_mute_duration(raw)
+    result = controls.mute_create(actor=_actor(request), target_id=target_id, duration=duration)
+    return api_ok({"changed": result.changed, "muting": True, "duration": raw})
+
+
+@require_http_methods(["DELETE"])
+@api_login_required
+def follower_remove(request: HttpRequest, raw_id: str) -> JsonResponse:
+    """DELETE /api/followers/<id>: make ``id`` stop following the signed-in user (409: it does not)."""
+    result = controls.follower_remove(actor=_actor(request), follower_id=parse_id(raw_id, name="User id"))
+    return api_ok({"changed": result.changed, "followers": selectors.follow_counts(user_id=_actor(request).pk).followers})
+
+
+@require_safe
+@api_login_required
+def follow_requests(request: HttpRequest) -> JsonResponse:
+    """GET /api/follow-requests?cursor=&limit=: pending requests to the signed-in user, newest first."""
+    page = selectors.follow_requests_page(target_id=_actor(request).pk, cursor=request_cursor(request.GET.get("cursor")), limit=_limit(request))
+    data = {
+        "list": [dict(user_json(e.user), requestedAt=int(e.requested_at.timestamp())) for e in page.entries],
+        "next_cursor": str(page.next_cursor) if page.next_cursor else None,
+    }
+    return api_ok(data)
+
+
+@require_http_methods(["PUT", "POST"])
+@api_login_required
+def follow_request_decide(request: HttpRequest, raw_id: str, decision: str) -> JsonResponse:
+    """PUT /api/follow-requests/<requester id>/<approve|reject>: decide a pending request (404: none)."""
+    approve = parse_decision(decision)
+    requester_id = parse_id(raw_id, name="User id")
+    if approve:
+        controls.follow_request_approve(actor=_actor(request), requester_id=requester_id)
+    else:
+        controls.follow_request_reject(actor=_actor(request), requester_id=requester_id)
+    return api_ok({"changed": True, "approved": approve, "followers": selectors.follow_counts(user_id=_actor(request).pk).followers})
+
+
+@require_http_methods(["PUT", "PATCH"])
+@api_login_required
+def me_settings(request: HttpRequest) -> JsonResponse:
+    """PUT /api/me/settings {"private": true|false}: the signed-in user's settings; turning
+    ``private`` off approves every pending request (``approved``: how many)."""
+    data = parse_json_object(request.body)
+    unknown = sorted(set(data) - {"private"})
+    if unknown:
+        raise InvalidInput(f"Unknown setting: {unknown[0]}.")
+    private = data.get("private")
+    if not isinstance(private, bool):
+        raise InvalidInput("private must be true or false.")
+    approved = controls.account_privacy_set(actor=_actor(request), private=private)
+    return api_ok({"private": private, "approved": approved})
 
 
 @require_safe
@@ -83,15 +170,22 @@ def follow_or_not(request: HttpRequest, target: User) -> JsonResponse:
 @api_login_required
 @with_target
 def follow_common(request: HttpRequest, target: User) -> JsonResponse:
-    """GET /api/follow/common/<id>: accounts both the signed-in user and ``id`` follow."""
-    sample = selectors.common_following(user_id=_actor(request).pk, other_id=target.pk, limit=MAX_LIMIT)
+    """GET /api/follow/common/<id>: accounts both the signed-in user and ``id`` follow
+    (``visibility.require_content``: 404 when ``id`` blocks you, 403 for a private account you do not follow)."""
+    viewer = _actor(request)
+    visibility.require_content(viewer=viewer, user=target)
+    hidden = visibility.hidden_ids(viewer_id=viewer.pk)
+    sample = selectors.common_following(user_id=viewer.pk, other_id=target.pk, limit=MAX_LIMIT, hidden=hidden)
     return api_ok([user_json(u) for u in sample.users])
 
 
 def _list(request: HttpRequest, target: User, reader: Callable[..., selectors.FollowPage]) -> JsonResponse:
+    viewer = _viewer(request)
+    visibility.require_content(viewer=viewer, user=target)
     page = reader(user_id=target.pk, cursor=follow_cursor(request.GET.get("cursor")), limit=_limit(request))
+    entries = visibility.without_hidden(page.entries, viewer_id=viewer.pk if viewer else None, user_id_of=[e.user.pk for e in page.entries])
     data = {
-        "list": [dict(user_json(e.user), followedAt=int(e.followed_at.timestamp())) for e in page.entries],
+        "list": [dict(user_json(e.user), followedAt=int(e.followed_at.timestamp())) for e in entries],
         "next_cursor": str(page.next_cursor) if page.next_cursor else None,
     }
     return api_ok(data)
@@ -100,20 +194,26 @@ def _list(request: HttpRequest, target: User, reader: Callable[..., selectors.Fo
 @require_safe
 @with_target
 def followers_list(request: HttpRequest, target: User) -> JsonResponse:
-    """GET /api/users/<id>/followers?cursor=&limit=: followers newest first (public, like the page)."""
+    """GET /api/users/<id>/followers?cursor=&limit=: followers newest first (as the page: 404 when
+    ``id`` blocks you, 403 for a private account you do not follow; accounts hidden from you by
+    a block are left out)."""
     return _list(request, target, selectors.followers_page)
 
 
 @require_safe
 @with_target
 def following_list(request: HttpRequest, target: User) -> JsonResponse:
-    """GET /api/users/<id>/following?cursor=&limit=: followees newest first (public, like the page)."""
+    """GET /api/users/<id>/following?cursor=&limit=: followees newest first (as ``followers_list``)."""
     return _list(request, target, selectors.following_page)
 
 
 @require_safe
 @with_target
 def user_detail(request: HttpRequest, target: User) -> JsonResponse:
-    """GET /api/users/<id>: public profile with follower and following counts."""
+    """GET /api/users/<id>: public profile with follower and following counts and ``private``
+    (404 when ``id`` blocks you)."""
+    seen = visibility.access(viewer=_viewer(request), user=target)
+    if seen.hidden:
+        raise NotFound("No such user.")
     counts = selectors.follow_counts(user_id=target.pk)
-    return api_ok(dict(user_json(target), followers=counts.followers, following=counts.following))
+    return api_ok(dict(user_json(target), followers=counts.followers, following=counts.following, private=seen.private))

@@ -10,4 +10,12 @@ urlpatterns = [
     path("u/<str:username>/following/", views.following, name="following"),
     path("u/<str:username>/follow/", views.follow, name="follow"),
     path("u/<str:username>/unfollow/", views.unfollow, name="unfollow"),
+    path("u/<str:username>/block/", views.block, name="block"),
+    path("u/<str:username>/unblock/", views.unblock, name="unblock"),
+    path("u/<str:username>/mute/", views.mute, name="mute"),
+    path("u/<str:username>/unmute/", views.unmute, name="unmute"),
+    path("u/<str:username>/remove-follower/", views.remove_follower, name="remove_follower"),
+    path("requests/", views.follow_requests, name="follow_requests"),
+    path("requests/<str:username>/<str:decision>/", views.follow_request_decide, name="follow_request_decide"),
+    path("settings/privacy/", views.privacy_settings, name="settings"),
 ]

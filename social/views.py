@@ -6,22 +6,24 @@ by ``core.errors`` with the site's error page.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST, require_safe
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from core.errors import DomainError, NotFound, wants_json
 from core.http import redirect_to_canonical
-from core.paging import follow_cursor
-from core.parsing import username_problem
+from core.paging import follow_cursor, request_cursor
+from core.parsing import parse_decision, parse_mute_duration, username_problem
 from users.forms import DirectorySearchForm
 from users.models import User
 from users.selectors import active_user_named, users_search
 
-from . import selectors, services
+from . import controls, selectors, services, visibility
 
 
 @require_safe
@@ -33,16 +35,25 @@ def directory(request: HttpRequest) -> HttpResponse:
     return render(request, "social/user_directory.html", context)
 
 
+def _viewer(request: HttpRequest) -> User | None:
+    return request.user if isinstance(request.user, User) else None
+
+
 def _list_page(request: HttpRequest, username: str, *, kind: str) -> HttpResponse:
     user = active_user_named(username)
     if user.username != username:
         return redirect_to_canonical(request, f"social:{kind}", username=user.username)
+    viewer = _viewer(request)
+    visibility.require_content(viewer=viewer, user=user)
     reader = selectors.followers_page if kind == "followers" else selectors.following_page
     page = reader(user_id=user.pk, cursor=follow_cursor(request.GET.get("cursor")), limit=settings.FOLLOW_PAGE_SIZE)
+    entries = visibility.without_hidden(page.entries, viewer_id=viewer.pk if viewer else None, user_id_of=[e.user.pk for e in page.entries])
     context = {
         "profile_user": user,
         "kind": kind,
         "page": page,
+        "entries": entries,
+        "is_self": viewer is not None and viewer.pk == user.pk,
         "counts": selectors.follow_counts(user_id=user.pk),
         "is_first_page": not request.GET.get("cursor"),
     }
@@ -82,7 +93,7 @@ def _toggle(request: HttpRequest, username: str, *, following: bool) -> HttpResp
         raise NotFound("No such account.")
     action = services.follow_create if following else services.follow_delete
     try:
-        action(actor=request.user, followee_id=target.pk)
+        result = action(actor=request.user, followee_id=target.pk)
     except DomainError as exc:
         if wants_json(request) or exc.status == 404:
             raise
@@ -91,5 +102,146 @@ def _toggle(request: HttpRequest, username: str, *, following: bool) -> HttpResp
         return redirect("feed:profile", username=target.username)
     if wants_json(request):
         counts = selectors.follow_counts(user_id=target.pk)
-        return JsonResponse({"success": True, "following": following, "followers": counts.followers})
+        return JsonResponse({"success": True, "following": following and not result.requested, "requested": following and result.requested, "followers": counts.followers})
+    if result.requested and following:
+        messages.success(request, f"Follow request sent: @{target.username} approves its followers.")
     return redirect("feed:profile", username=target.username)
+
+
+def _named(username: str) -> User:
+    target = User.objects.filter(username=username).first() if username_problem(username) is None else None
+    if target is None:
+        raise NotFound("No such account.")
+    return target
+
+
+def _control(request: HttpRequest, username: str, action: Callable[[User, User], str], *, back: str = "profile") -> HttpResponse:
+    """Run ``action(actor, target)`` (a control service), then back with its message; a refused
+    action (4xx) comes back as the error message, a missing account as 404."""
+    assert isinstance(request.user, User)  # login_required ran
+    target = _named(username)
+    try:
+        done = action(request.user, target)
+    except DomainError as exc:
+        if exc.status == 404:
+            raise
+        messages.error(request, exc.message)
+        done = ""
+    if done:
+        messages.success(request, done)
+    if back == "settings":
+        return redirect("social:settings")
+    if back == "requests":
+        return redirect("social:follow_requests")
+    if back == "followers":
+        return redirect("social:followers", username=request.user.username)
+    return redirect("feed:profile", username=target.username)
+
+
+def _back(request: HttpRequest) -> str:
+    return request.POST.get("back", "profile") if request.POST.get("back") in {"settings", "requests", "followers"} else "profile"
+
+
+@require_POST
+@login_required
+def block(request: HttpRequest, username: str) -> HttpResponse:
+    """POST /u/<username>/block/ (CSRF): block the account (both follows end)."""
+
+    def act(actor: User, target: User) -> str:
+        controls.block_create(actor=actor, target_id=target.pk)
+        return f"You block @{target.username}. Neither of you follows or sees the other now."
+
+    return _control(request, username, act, back=_back(request))
+
+
+@require_POST
+@login_required
+def unblock(request: HttpRequest, username: str) -> HttpResponse:
+    """POST /u/<username>/unblock/ (CSRF): unblock (no follow comes back by itself)."""
+
+    def act(actor: User, target: User) -> str:
+        controls.block_delete(actor=actor, target_id=target.pk)
+        return f"You unblocked @{target.username}."
+
+    return _control(request, username, act, back=_back(request))
+
+
+@require_POST
+@login_required
+def mute(request: HttpRequest, username: str) -> HttpResponse:
+    """POST /u/<username>/mute/ (CSRF; ``duration`` 1d, 7d or forever): mute the account's notes."""
+    duration = parse_mute_duration(request.POST.get("duration", "forever"))
+
+    def act(actor: User, target: User) -> str:
+        controls.mute_create(actor=actor, target_id=target.pk, duration=duration)
+        return f"You muted @{target.username}: their notes stay out of your home feed."
+
+    return _control(request, username, act, back=_back(request))
+
+
+@require_POST
+@login_required
+def unmute(request: HttpRequest, username: str) -> HttpResponse:
+    """POST /u/<username>/unmute/ (CSRF)."""
+
+    def act(actor: User, target: User) -> str:
+        controls.mute_delete(actor=actor, target_id=target.pk)
+        return f"You unmuted @{target.username}."
+
+    return _control(request, username, act, back=_back(request))
+
+
+@require_POST
+@login_required
+def remove_follower(request: HttpRequest, username: str) -> HttpResponse:
+    """POST /u/<username>/remove-follower/ (CSRF): make the account stop following you."""
+
+    def act(actor: User, target: User) -> str:
+        controls.follower_remove(actor=actor, follower_id=target.pk)
+        return f"@{target.username} no longer follows you."
+
+    return _control(request, username, act, back=_back(request))
+
+
+@require_POST
+@login_required
+def follow_request_decide(request: HttpRequest, username: str, decision: str) -> HttpResponse:
+    """POST /requests/<username>/<approve|reject>/ (CSRF): decide a pending follow request."""
+    approve = parse_decision(decision)
+
+    def act(actor: User, target: User) -> str:
+        if approve:
+            controls.follow_request_approve(actor=actor, requester_id=target.pk)
+            return f"@{target.username} follows you now."
+        controls.follow_request_reject(actor=actor, requester_id=target.pk)
+        return f"You rejected @{target.username}'s request."
+
+    return _control(request, username, act, back="requests")
+
+
+@require_safe
+@login_required
+def follow_requests(request: HttpRequest) -> HttpResponse:
+    """/requests/: the follow requests to the signed-in account, newest first, cursor-paged."""
+    assert isinstance(request.user, User)
+    page = selectors.follow_requests_page(target_id=request.user.pk, cursor=request_cursor(request.GET.get("cursor")), limit=settings.FOLLOW_PAGE_SIZE)
+    return render(request, "social/follow_requests.html", {"page": page, "is_first_page": not request.GET.get("cursor")})
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@login_required
+def privacy_settings(request: HttpRequest) -> HttpResponse:
+    """/settings/privacy/: "approve followers", and the accounts blocked and muted (POST: the setting)."""
+    assert isinstance(request.user, User)
+    if request.method == "POST":
+        private = request.POST.get("approve_followers") == "on"
+        approved = controls.account_privacy_set(actor=request.user, private=private)
+        note = f" {approved} pending request{'s' if approved != 1 else ''} approved." if approved else ""
+        messages.success(request, ("Your account is private: you approve new followers." if private else "Your account is public.") + note)
+        return redirect("social:settings")
+    context = {
+        "blocked": selectors.blocked_by(user_id=request.user.pk),
+        "muted": selectors.muted_by(user_id=request.user.pk),
+        "requests": selectors.follow_requests_count(target_id=request.user.pk),
+    }
+    return render(request, "social/privacy_settings.html", context)
