@@ -21,13 +21,14 @@ from tests.conftest import UserFactory
 
 @pytest.fixture
 def moderators_group(db: Any) -> Group:
-    """The "moderators" group as the users migrations leave it.
+    """The "moderators" group as the users and social migrations leave it.
 
     Re-applied here because a transactional test elsewhere flushes every
     table, migration-made rows included, and ``--reuse-db`` keeps that state.
     """
     migration = importlib.import_module("users.migrations.0003_moderators_note_permissions")
     migration.forwards(django_apps, None)
+    importlib.import_module("social.migrations.0006_moderators_follow_requests").forwards(django_apps, None)
     return Group.objects.get(name="moderators")
 
 

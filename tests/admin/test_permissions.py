@@ -80,6 +80,7 @@ class TestModeratorsGroup:
             ("users", "view_user"),
             ("social", "view_follow"),
             ("social", "delete_follow"),
+            ("social", "view_followrequest"),
             ("feed", "view_note"),
             ("feed", "hide_note"),
         }
@@ -109,11 +110,12 @@ class TestPageAccess:
         assert response.context["app_list"] == []
         assert b"Mirror health" not in response.content
 
-    def test_moderator_index_lists_only_accounts_follows_and_notes(self, moderator_client: Any) -> None:
+    def test_moderator_index_lists_only_accounts_follows_requests_and_notes(self, moderator_client: Any) -> None:
         response = moderator_client.get("/admin/")
 
         models = {(app["app_label"], m["object_name"]) for app in response.context["app_list"] for m in app["models"]}
-        assert models == {("users", "User"), ("social", "Follow"), ("feed", "Note")}
+        # Not blocks or mutes: who blocks or mutes whom is private (superusers only).
+        assert models == {("users", "User"), ("social", "Follow"), ("social", "FollowRequest"), ("feed", "Note")}
         assert b"Mirror health" not in response.content
 
     def test_superuser_index_links_the_health_page(self, superuser_client: Any) -> None:

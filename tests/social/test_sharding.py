@@ -292,6 +292,29 @@ class TestMigrationInterleavedReads:
         self.check(redis_client, star)
         assert selectors.follow_counts(user_id=star.pk).followers == self.FANS
 
+    def test_blocks_during_the_migration_end_the_follows_in_every_layout(self, settings, star, redis_client, django_capture_on_commit_callbacks):
+        # Issue 16: the star blocks followers while its followers move to shards.
+        from social import controls
+
+        settings.FOLLOWERS_SHARD_THRESHOLD = self.FANS // 2
+        blocked = list(User.objects.filter(following_edges__followee=star).order_by("id")[:4])
+        phases: list[str] = []
+
+        def between_steps(phase: str) -> None:
+            phases.append(phase)
+            if blocked and (phase in ("marked", "verified") or len(phases) in (3, 20)):
+                with django_capture_on_commit_callbacks(execute=True):
+                    controls.block_create(actor=star, target_id=blocked.pop().pk)
+                self.check(redis_client, star)
+
+        result = sharding.followers_layout_migrate(user_id=star.pk, slice_size=self.SLICE, on_step=between_steps)
+
+        assert result.to_layout == SHARDED and blocked == []
+        assert stale_keys(redis_client, star.pk) == []
+        self.check(redis_client, star)
+        assert selectors.follow_counts(user_id=star.pk).followers == self.FANS - 4
+        assert redis_client.scard(redis_keys.blocks_key(star.pk)) == 4
+
     def test_back_to_one_key_with_reads_between_steps(self, settings, star, redis_client):
         sharding.followers_layout_migrate(user_id=star.pk, target=SHARDED, slice_size=self.SLICE)
         seen_layouts = []

@@ -1,0 +1,84 @@
+"""Journeys of the controls (issue 16): block from a profile, approve a follow request.
+
+As in ``test_feed``, tasks go to the real worker, and each journey waits
+for what the worker does, never for a fixed time.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from feed import services as feed_services
+from feed.models import Note
+from social import services as social_services
+from social.models import Follow, FollowRequest
+from tests.e2e.helpers import note_ids, wait_until
+from tests.e2e.test_feed import WORKER_TIMEOUT, inbox_ids, wait_for_fan_out, wait_for_synced_inbox
+from tests.feed.helpers import make_user
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class TestBlockFromAProfile:
+    def test_the_follow_button_and_the_notes_go(self, stack, open_session, shot):
+        reader = make_user("alice")
+        author = make_user("bob")
+        social_services.follow_create(actor=reader, followee_id=author.pk)
+        note = feed_services.note_create(author=author, body="A note alice will block away.")
+        wait_for_fan_out([note.pk])
+        wait_until(lambda: note.pk in inbox_ids(reader), timeout=WORKER_TIMEOUT, what="the note in alice's inbox")
+        session = open_session(reader, label="alice")
+        page = session.page
+        page.goto("/u/bob/")
+        assert page.locator("button.follow-button").inner_text() == "Following"
+        assert "A note alice will block away." in page.locator("section[aria-label=Notes]").inner_text()
+
+        page.locator("details.more-actions summary").click()
+        page.locator("#block-button").click()
+        page.wait_for_url(re.compile(r"/u/bob/$"))
+        shot(session, "blocked-profile")
+
+        assert page.locator("button.follow-button").count() == 0
+        assert page.locator("#unblock-button").is_visible()
+        assert page.locator("#blocked-notice").is_visible()
+        assert "A note alice will block away." not in page.content()
+        assert not Follow.objects.filter(follower=reader, followee=author).exists()
+        wait_until(lambda: note.pk not in inbox_ids(reader), timeout=WORKER_TIMEOUT, what="the note out of alice's inbox")
+        page.goto("/home")
+        assert note.pk not in note_ids(page)
+
+
+class TestApproveAFollowRequest:
+    def test_the_new_follower_receives_the_accounts_notes(self, stack, open_session, shot):
+        owner = make_user("alice", approve_followers=True)
+        earlier = feed_services.note_create(author=owner, body="Written before bob asked.")
+        asker = make_user("bob")
+        wait_for_fan_out([earlier.pk])
+        bob = open_session(asker, label="bob")
+        bob.page.goto("/u/alice/")
+        assert bob.page.locator("#private-notice").is_visible()
+        bob.page.get_by_role("button", name="Request to follow").click()
+        bob.page.wait_for_url(re.compile(r"/u/alice/$"))
+        assert bob.page.locator("button.follow-button").inner_text() == "Requested"
+        assert FollowRequest.objects.filter(requester=asker, target=owner).exists()
+
+        alice = open_session(owner, label="alice")
+        alice.page.goto("/requests/")
+        row = alice.page.locator('li[data-requester="bob"]')
+        shot(alice, "follow-requests")
+        row.get_by_role("button", name="Approve").click()
+        alice.page.wait_for_url(re.compile(r"/requests/$"))
+        assert alice.page.locator('li[data-requester="bob"]').count() == 0
+        assert Follow.objects.filter(follower=asker, followee=owner).exists()
+
+        later = feed_services.note_create(author=owner, body="Written after approving bob.")
+        wait_for_fan_out([later.pk])
+        wait_for_synced_inbox(asker)
+        wait_until(lambda: {earlier.pk, later.pk} <= inbox_ids(asker), timeout=WORKER_TIMEOUT, what="both notes in bob's inbox")
+        bob.page.goto("/home")
+        shot(bob, "home-after-approval")
+
+        assert note_ids(bob.page)[:2] == [later.pk, earlier.pk]
+        assert Note.objects.filter(author=owner).count() == 2

@@ -1,0 +1,132 @@
+"""Blocks and mutes in the home feed (issue 16): filtered at fan-out and at read, pulled
+authors included, on both read paths; a block racing a fan-out leaves nothing behind."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from feed import delivery, redis_keys, selectors
+from feed.outbox import note_fan_out
+from feed.rebuild import database_inboxes, inbox_rebuild
+from social import controls
+from social import redis_keys as social_keys
+from social import services as social_services
+from social.models import Mute
+from tests.feed.helpers import inbox_ids, make_user
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def run_commits(django_capture_on_commit_callbacks):
+    def run(action):
+        with django_capture_on_commit_callbacks(execute=True):
+            return action()
+
+    return run
+
+
+def page_ids(user, *, database_only=False):
+    return [note.pk for note in selectors.home_timeline(user_id=user.pk, cursor=None, limit=20, database_only=database_only).notes]
+
+
+@pytest.fixture
+def reader_and_authors(alice, bob, charlie, follow):
+    follow(alice, bob)
+    follow(alice, charlie)
+    return alice, bob, charlie
+
+
+class TestMuteInTheFeed:
+    def test_notes_already_in_the_inbox_leave_the_page_at_once(self, reader_and_authors, publish, run_commits, redis_client):
+        alice, bob, charlie = reader_and_authors
+        muted_note, other_note = publish(bob), publish(charlie)
+        assert set(inbox_ids(redis_client, alice)) == {muted_note.pk, other_note.pk}
+
+        run_commits(lambda: controls.mute_create(actor=alice, target_id=bob.pk))
+
+        assert page_ids(alice) == [other_note.pk]
+        assert page_ids(alice, database_only=True) == [other_note.pk]
+
+    def test_notes_published_while_muted_are_not_fanned_out_to_the_muter(self, reader_and_authors, publish, run_commits, redis_client):
+        alice, bob, _ = reader_and_authors
+        dave = make_user("dave")
+        run_commits(lambda: social_services.follow_create(actor=dave, followee_id=bob.pk))
+        run_commits(lambda: controls.mute_create(actor=alice, target_id=bob.pk))
+
+        note = publish(bob)
+
+        assert note.pk not in inbox_ids(redis_client, alice)
+        assert note.pk in inbox_ids(redis_client, dave)
+
+    def test_an_expired_mute_lets_notes_through_again(self, reader_and_authors, publish, run_commits, redis_client):
+        alice, bob, _ = reader_and_authors
+        run_commits(lambda: controls.mute_create(actor=alice, target_id=bob.pk, duration=timedelta(days=1)))
+        Mute.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+        # Redis still holds the old expiry score, which now lies in the past.
+        redis_client.zadd(social_keys.mutes_key(alice.pk), {str(bob.pk): int(timezone.now().timestamp() * 1000) - 1000})
+
+        note = publish(bob)
+
+        assert note.pk in inbox_ids(redis_client, alice)
+        assert page_ids(alice)[0] == note.pk
+
+    def test_a_muted_pulled_author_is_left_out_on_both_paths(self, reader_and_authors, publish, run_commits, redis_client, settings):
+        alice, bob, charlie = reader_and_authors
+        redis_client.sadd(redis_keys.pull_authors_key(), bob.pk)
+        selectors.forget_pull_authors()
+        pulled, pushed = publish(bob), publish(charlie)
+        assert pulled.pk not in inbox_ids(redis_client, alice)
+        assert page_ids(alice) == [pushed.pk, pulled.pk]
+
+        run_commits(lambda: controls.mute_create(actor=alice, target_id=bob.pk))
+
+        assert page_ids(alice) == [pushed.pk]
+        assert page_ids(alice, database_only=True) == [pushed.pk]
+
+    def test_an_inbox_rebuild_leaves_muted_authors_out(self, reader_and_authors, publish, run_commits, redis_client):
+        alice, bob, charlie = reader_and_authors
+        muted_note, other_note = publish(bob), publish(charlie)
+        run_commits(lambda: controls.mute_create(actor=alice, target_id=bob.pk))
+
+        inbox_rebuild(user_id=alice.pk)
+
+        assert inbox_ids(redis_client, alice) == [other_note.pk]
+        assert [note_id for note_id, _ in database_inboxes([alice.pk], pulled=set())[alice.pk]] == [other_note.pk]
+        assert muted_note.pk not in page_ids(alice)
+
+
+class TestBlockInTheFeed:
+    def test_the_blocked_authors_notes_leave_the_inbox_and_never_enter(self, reader_and_authors, publish, run_commits, redis_client):
+        alice, bob, charlie = reader_and_authors
+        old, kept = publish(bob), publish(charlie)
+
+        run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
+        later = publish(bob)
+
+        assert inbox_ids(redis_client, alice) == [kept.pk]
+        assert later.pk not in inbox_ids(redis_client, alice)
+        assert page_ids(alice) == [kept.pk]
+        assert old.pk not in page_ids(alice, database_only=True)
+
+    def test_a_block_while_the_fan_out_is_in_flight_leaves_nothing(self, reader_and_authors, run_commits, redis_client, monkeypatch, django_capture_on_commit_callbacks):
+        alice, bob, _ = reader_and_authors
+        from feed import services
+
+        with django_capture_on_commit_callbacks(execute=False):
+            note = services.note_create(author=bob, body="in flight")
+        real_batches = delivery.follower_batches
+
+        def batches_then_block(*args, **kwargs):
+            # The fan-out has read its followers (alice among them); the block commits now.
+            for batch in real_batches(*args, **kwargs):
+                assert alice.pk in batch
+                run_commits(lambda: controls.block_create(actor=bob, target_id=alice.pk))
+                yield batch
+
+        monkeypatch.setattr(delivery, "follower_batches", batches_then_block)
+        note_fan_out(note_id=note.pk)
+
+        assert note.pk not in inbox_ids(redis_client, alice)
+        assert note.pk not in page_ids(alice)

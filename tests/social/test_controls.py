@@ -1,0 +1,466 @@
+"""Block, mute, remove a follower, private accounts and follow requests (issue 16): the rules,
+their Redis mirror, their pages and API, and bad input (4xx, nothing changed)."""
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from core.models import OutboxEntry
+from core.redis import redis_available
+from social import controls, redis_keys, selectors, services, visibility
+from social.control_mirror import mirror_apply_controls
+from social.models import Block, Follow, FollowRequest, Mute
+from social.rebuild import rebuild_all
+from tests.conftest import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def run_commits(django_capture_on_commit_callbacks):
+    """Run ``action()`` and its after-commit work, as a request would."""
+
+    def run(action):
+        with django_capture_on_commit_callbacks(execute=True):
+            return action()
+
+    return run
+
+
+def signed_in(user):
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def follows(a, b):
+    return Follow.objects.filter(follower=a, followee=b).exists()
+
+
+class TestBlock:
+    def test_ends_both_follows_and_mirrors_the_block_both_ways(self, alice, bob, redis_client, run_commits):
+        run_commits(lambda: services.follow_create(actor=alice, followee_id=bob.pk))
+        run_commits(lambda: services.follow_create(actor=bob, followee_id=alice.pk))
+
+        result = run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
+
+        assert set(result.unfollowed) == {(alice.pk, bob.pk), (bob.pk, alice.pk)}
+        assert not follows(alice, bob) and not follows(bob, alice)
+        assert redis_client.smembers(redis_keys.following_set_key(alice.pk)) == set()
+        assert redis_client.smembers(redis_keys.followers_set_key(alice.pk)) == set()
+        assert redis_client.smembers(redis_keys.blocks_key(alice.pk)) == {str(bob.pk).encode()}
+        assert redis_client.smembers(redis_keys.blocks_key(bob.pk)) == {str(alice.pk).encode()}
+        assert selectors.follow_counts(user_id=alice.pk).followers == 0
+
+    def test_neither_can_follow_the_other_while_it_lasts(self, alice, bob, run_commits):
+        run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
+
+        with pytest.raises(services.FollowBlockedError) as by_blocked:
+            services.follow_create(actor=bob, followee_id=alice.pk)
+        with pytest.raises(services.FollowBlockedError) as by_blocker:
+            services.follow_create(actor=alice, followee_id=bob.pk)
+
+        assert by_blocked.value.status == 403 and by_blocked.value.message == "You cannot follow this account."
+        assert by_blocker.value.message == "You block this account; unblock it before following it."
+        assert not Follow.objects.exists()
+
+    def test_unblock_restores_no_follow(self, alice, bob, redis_client, run_commits):
+        run_commits(lambda: services.follow_create(actor=bob, followee_id=alice.pk))
+        run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
+
+        run_commits(lambda: controls.block_delete(actor=alice, target_id=bob.pk))
+
+        assert not follows(bob, alice)
+        assert redis_client.scard(redis_keys.blocks_key(alice.pk)) == 0
+        assert redis_client.scard(redis_keys.blocks_key(bob.pk)) == 0
+        assert run_commits(lambda: services.follow_create(actor=bob, followee_id=alice.pk)).changed
+
+    def test_a_block_removes_pending_requests_both_ways(self, alice, bob, run_commits):
+        alice.approve_followers = True
+        alice.save(update_fields=["approve_followers"])
+        run_commits(lambda: services.follow_create(actor=bob, followee_id=alice.pk))
+        assert FollowRequest.objects.filter(requester=bob, target=alice).exists()
+
+        run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
+
+        assert not FollowRequest.objects.exists()
+
+    @pytest.mark.parametrize(
+        ("target", "status", "message"),
+        [
+            ("self", 400, "You cannot block yourself."),
+            ("unknown", 404, "No such user."),
+            ("deactivated", 404, "No such user."),
+            ("twice", 409, "You block bob already."),
+        ],
+    )
+    def test_bad_blocks_are_4xx_and_change_nothing(self, alice, bob, run_commits, target, status, message):
+        ids = {"self": alice.pk, "unknown": 999_999, "deactivated": UserFactory(is_active=False).pk, "twice": bob.pk}
+        if target == "twice":
+            run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
+        blocks, entries = Block.objects.count(), OutboxEntry.objects.count()
+
+        response = signed_in(alice).put(f"/api/block/{ids[target]}/true")
+
+        assert response.status_code == status
+        assert response.json()["errorMsg"] == message
+        assert (Block.objects.count(), OutboxEntry.objects.count()) == (blocks, entries)
+
+    def test_unblocking_someone_not_blocked_is_409(self, alice, bob):
+        response = signed_in(alice).put(f"/api/block/{bob.pk}/false")
+
+        assert response.status_code == 409
+        assert response.json()["errorMsg"] == "You do not block bob."
+
+
+class TestBlockHides:
+    @pytest.fixture
+    def blocked_world(self, alice, bob, charlie, run_commits):
+        # charlie follows both; alice follows charlie; bob follows charlie.
+        for a, b in ((charlie, alice), (charlie, bob), (alice, charlie), (bob, charlie)):
+            run_commits(lambda a=a, b=b: services.follow_create(actor=a, followee_id=b.pk))
+        run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
+
+    def test_the_blocked_account_gets_404_for_the_blocker(self, alice, bob, blocked_world):
+        client = signed_in(bob)
+
+        assert client.get(f"/u/{alice.username}/").status_code == 404
+        assert client.get(f"/u/{alice.username}/notes/").status_code == 404
+        assert client.get(f"/u/{alice.username}/followers/").status_code == 404
+        assert client.get(f"/api/users/{alice.pk}").status_code == 404
+        assert client.get(f"/api/users/{alice.pk}/followers").status_code == 404
+        assert client.get(f"/api/follow/common/{alice.pk}").status_code == 404
+
+    def test_the_blocker_sees_an_unblock_button_and_no_notes(self, alice, bob, blocked_world):
+        page = signed_in(alice).get(f"/u/{bob.username}/")
+
+        assert page.status_code == 200
+        assert b'id="unblock-button"' in page.content
+        assert b'class="follow-button' not in page.content
+        assert b'id="blocked-notice"' in page.content
+
+    def test_each_is_left_out_of_the_lists_the_other_sees(self, alice, bob, charlie, blocked_world):
+        followers_for_alice = signed_in(alice).get(f"/api/users/{charlie.pk}/followers").json()["data"]["list"]
+        followers_for_bob = signed_in(bob).get(f"/api/users/{charlie.pk}/followers").json()["data"]["list"]
+        followers_signed_out = Client().get(f"/api/users/{charlie.pk}/followers").json()["data"]["list"]
+
+        assert [row["id"] for row in followers_for_alice] == [alice.pk]
+        assert [row["id"] for row in followers_for_bob] == [bob.pk]
+        assert {row["id"] for row in followers_signed_out} == {alice.pk, bob.pk}
+
+    def test_each_is_left_out_of_you_both_follow_and_familiar_followers(self, alice, bob, charlie, user_factory, run_commits):
+        dave = user_factory(username="dave")
+        for a, b in ((alice, bob), (dave, bob), (alice, charlie), (dave, charlie), (bob, dave)):
+            run_commits(lambda a=a, b=b: services.follow_create(actor=a, followee_id=b.pk))
+        before = selectors.common_following(user_id=alice.pk, other_id=dave.pk)
+        run_commits(lambda: controls.block_create(actor=bob, target_id=alice.pk))
+
+        hidden = visibility.hidden_ids(viewer_id=alice.pk)
+        common = selectors.common_following(user_id=alice.pk, other_id=dave.pk, hidden=hidden)
+        familiar = selectors.familiar_followers(viewer_id=dave.pk, user_id=alice.pk, hidden=visibility.hidden_ids(viewer_id=dave.pk))
+
+        assert {u.pk for u in before.users} == {bob.pk, charlie.pk}
+        assert {u.pk for u in common.users} == {charlie.pk}
+        assert hidden == {bob.pk}
+        assert familiar.count == 0  # dave follows nobody who follows alice (bob's follow of her ended)
+
+
+class TestMute:
+    def test_mirrors_the_expiry_and_only_the_muter(self, alice, bob, redis_client, run_commits):
+        run_commits(lambda: controls.mute_create(actor=alice, target_id=bob.pk, duration=timedelta(days=1)))
+
+        score = redis_client.zscore(redis_keys.mutes_key(alice.pk), str(bob.pk))
+        expires = Mute.objects.get(muter=alice).expires_at
+
+        assert score == int(expires.timestamp() * 1000)
+        assert redis_client.zcard(redis_keys.mutes_key(bob.pk)) == 0
+        assert visibility.muted_ids(user_id=alice.pk) == {bob.pk}
+        assert visibility.muted_ids(user_id=bob.pk) == set()
+
+    def test_an_expired_mute_counts_as_none(self, alice, bob, run_commits):
+        run_commits(lambda: controls.mute_create(actor=alice, target_id=bob.pk, duration=timedelta(days=1)))
+        Mute.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+        run_commits(lambda: mirror_apply_controls([(alice.pk, bob.pk)]))
+
+        assert visibility.muted_ids(user_id=alice.pk) == set()
+        assert visibility.muted_ids_database(user_id=alice.pk) == set()
+        assert run_commits(lambda: controls.mutes_expire()) == 1
+        assert not Mute.objects.exists()
+
+    def test_muting_again_sets_the_new_duration(self, alice, bob, redis_client, run_commits):
+        run_commits(lambda: controls.mute_create(actor=alice, target_id=bob.pk, duration=timedelta(days=1)))
+        run_commits(lambda: controls.mute_create(actor=alice, target_id=bob.pk, duration=None))
+
+        assert Mute.objects.get(muter=alice).expires_at is None
+        assert redis_client.zscore(redis_keys.mutes_key(alice.pk), str(bob.pk)) == redis_keys.MUTE_FOREVER_MS
+
+    def test_changes_no_follow(self, alice, bob, run_commits):
+        run_commits(lambda: services.follow_create(actor=alice, followee_id=bob.pk))
+
+        run_commits(lambda: controls.mute_create(actor=alice, target_id=bob.pk))
+
+        assert follows(alice, bob)
+
+    @pytest.mark.parametrize(
+        ("path", "body", "status", "message"),
+        [
+            ("self/true", None, 400, "You cannot mute yourself."),
+            ("999999/true", None, 404, "No such user."),
+            ("bob/true?duration=2d", None, 400, "The duration must be 1d, 7d or forever."),
+            ("bob/true", '{"duration": 7}', 400, "The duration must be 1d, 7d or forever."),
+            ("bob/false", None, 409, "You do not mute bob."),
+            ("bob/maybe", None, 400, "The last path segment must be true or false."),
+        ],
+    )
+    def test_bad_mutes_are_4xx_and_change_nothing(self, alice, bob, path, body, status, message):
+        path = path.replace("self", str(alice.pk)).replace("bob", str(bob.pk))
+
+        response = signed_in(alice).put(f"/api/mute/{path}", data=body or "", content_type="application/json")
+
+        assert response.status_code == status
+        assert response.json()["errorMsg"] == message
+        assert not Mute.objects.exists() and not OutboxEntry.objects.exists()
+
+    def test_the_api_mutes_for_a_duration(self, alice, bob, run_commits):
+        response = run_commits(lambda: signed_in(alice).put(f"/api/mute/{bob.pk}/true", data='{"duration": "7d"}', content_type="application/json"))
+
+        left = Mute.objects.get(muter=alice).expires_at - timezone.now()
+        assert response.status_code == 200
+        assert timedelta(days=6, hours=23) < left <= timedelta(days=7)
+
+
+class TestRemoveFollower:
+    def test_the_follower_stops_following_and_may_follow_again(self, alice, bob, redis_client, run_commits):
+        run_commits(lambda: services.follow_create(actor=bob, followee_id=alice.pk))
+
+        response = run_commits(lambda: signed_in(alice).delete(f"/api/followers/{bob.pk}"))
+
+        assert response.status_code == 200
+        assert response.json()["data"]["changed"] is True
+        assert Client().get(f"/api/users/{alice.pk}").json()["data"]["followers"] == 0
+        assert not follows(bob, alice)
+        assert redis_client.scard(redis_keys.followers_set_key(alice.pk)) == 0
+        assert run_commits(lambda: services.follow_create(actor=bob, followee_id=alice.pk)).changed
+
+    def test_removing_an_account_that_does_not_follow_you_is_409(self, alice, bob):
+        response = signed_in(alice).delete(f"/api/followers/{bob.pk}")
+
+        assert response.status_code == 409
+        assert response.json()["errorMsg"] == "bob does not follow you."
+
+    def test_the_page_button_removes(self, alice, bob, run_commits):
+        run_commits(lambda: services.follow_create(actor=bob, followee_id=alice.pk))
+        client = signed_in(alice)
+        listed = client.get(f"/u/{alice.username}/followers/")
+
+        response = run_commits(lambda: client.post(f"/u/{bob.username}/remove-follower/", {"back": "followers"}))
+
+        assert b"remove-follower" in listed.content
+        assert response.status_code == 302 and response["Location"] == f"/u/{alice.username}/followers/"
+        assert not follows(bob, alice)
+
+
+@pytest.fixture
+def private_alice(alice):
+    alice.approve_followers = True
+    alice.save(update_fields=["approve_followers"])
+    return alice
+
+
+class TestFollowRequests:
+    def test_a_follow_of_a_private_account_is_a_request(self, private_alice, bob, run_commits):
+        response = run_commits(lambda: signed_in(bob).put(f"/api/follow/{private_alice.pk}/true"))
+
+        assert response.json()["data"] == {"changed": True, "following": False, "requested": True, "followers": 0}
+        assert not follows(bob, private_alice)
+        assert FollowRequest.objects.filter(requester=bob, target=private_alice).count() == 1
+
+    def test_asking_twice_makes_one_request(self, private_alice, bob, run_commits):
+        run_commits(lambda: services.follow_create(actor=bob, followee_id=private_alice.pk))
+
+        again = run_commits(lambda: services.follow_create(actor=bob, followee_id=private_alice.pk))
+
+        assert again.requested and not again.changed
+        assert FollowRequest.objects.count() == 1
+
+    def test_the_owner_lists_them_newest_first_with_a_cursor(self, private_alice, user_factory, run_commits):
+        askers = [user_factory() for _ in range(5)]
+        for index, asker in enumerate(askers):
+            run_commits(lambda asker=asker: services.follow_create(actor=asker, followee_id=private_alice.pk))
+            FollowRequest.objects.filter(requester=asker).update(created_at=timezone.now().replace(microsecond=0) - timedelta(minutes=10 - index))
+        client = signed_in(private_alice)
+
+        first = client.get("/api/follow-requests?limit=3").json()["data"]
+        second = client.get(f"/api/follow-requests?limit=3&cursor={first['next_cursor']}").json()["data"]
+
+        assert [row["id"] for row in first["list"]] == [askers[4].pk, askers[3].pk, askers[2].pk]
+        assert [row["id"] for row in second["list"]] == [askers[1].pk, askers[0].pk]
+        assert second["next_cursor"] is None
+
+    def test_approval_creates_the_follow_through_the_normal_path(self, private_alice, bob, redis_client, run_commits):
+        run_commits(lambda: services.follow_create(actor=bob, followee_id=private_alice.pk))
+
+        response = run_commits(lambda: signed_in(private_alice).put(f"/api/follow-requests/{bob.pk}/approve"))
+
+        assert response.status_code == 200 and response.json()["data"]["approved"] is True
+        assert Client().get(f"/api/users/{private_alice.pk}").json()["data"]["followers"] == 1
+        assert follows(bob, private_alice)
+        assert not FollowRequest.objects.exists()
+        assert redis_client.sismember(redis_keys.followers_set_key(private_alice.pk), str(bob.pk))
+
+    def test_rejection_and_withdrawal_delete_the_request(self, private_alice, bob, charlie, run_commits):
+        run_commits(lambda: services.follow_create(actor=bob, followee_id=private_alice.pk))
+        run_commits(lambda: services.follow_create(actor=charlie, followee_id=private_alice.pk))
+
+        rejected = signed_in(private_alice).put(f"/api/follow-requests/{bob.pk}/reject")
+        withdrawn = signed_in(charlie).put(f"/api/follow/{private_alice.pk}/false")
+
+        assert rejected.status_code == 200
+        assert withdrawn.json()["data"]["changed"] is True
+        assert not FollowRequest.objects.exists() and not Follow.objects.exists()
+
+    @pytest.mark.parametrize(
+        ("path", "status", "message"),
+        [
+            ("bob/approve", 404, "No such follow request."),
+            ("bob/reject", 404, "No such follow request."),
+            ("bob/maybe", 400, "The decision must be approve or reject."),
+            ("x/approve", 400, None),
+        ],
+    )
+    def test_bad_decisions_are_4xx_and_change_nothing(self, private_alice, bob, charlie, run_commits, path, status, message):
+        # charlie's request is to alice: bob cannot decide it, nor alice one bob never made.
+        run_commits(lambda: services.follow_create(actor=charlie, followee_id=private_alice.pk))
+
+        response = signed_in(private_alice).put(f"/api/follow-requests/{path.replace('bob', str(bob.pk))}")
+        by_someone_else = signed_in(bob).put(f"/api/follow-requests/{charlie.pk}/approve")
+
+        assert response.status_code == status
+        if message:
+            assert response.json()["errorMsg"] == message
+        assert by_someone_else.status_code == 404
+        assert FollowRequest.objects.filter(requester=charlie).count() == 1
+        assert not Follow.objects.exists()
+
+    def test_turning_approval_off_approves_every_pending_request(self, private_alice, bob, charlie, run_commits):
+        run_commits(lambda: services.follow_create(actor=bob, followee_id=private_alice.pk))
+        run_commits(lambda: services.follow_create(actor=charlie, followee_id=private_alice.pk))
+
+        response = run_commits(lambda: signed_in(private_alice).put("/api/me/settings", data='{"private": false}', content_type="application/json"))
+
+        assert response.json()["data"] == {"private": False, "approved": 2}
+        assert follows(bob, private_alice) and follows(charlie, private_alice)
+        assert not FollowRequest.objects.exists()
+
+    @pytest.mark.parametrize("body", ['{"private": "yes"}', '{"privat": true}', "[]", "not json"])
+    def test_bad_settings_are_400(self, alice, body):
+        response = signed_in(alice).put("/api/me/settings", data=body, content_type="application/json")
+
+        alice.refresh_from_db()
+        assert response.status_code == 400
+        assert alice.approve_followers is False
+
+    def test_the_requests_page_approves(self, private_alice, bob, run_commits):
+        run_commits(lambda: services.follow_create(actor=bob, followee_id=private_alice.pk))
+        client = signed_in(private_alice)
+        page = client.get("/requests/")
+
+        response = run_commits(lambda: client.post(f"/requests/{bob.username}/approve/"))
+
+        assert f'data-requester="{bob.username}"'.encode() in page.content
+        assert response.status_code == 302
+        assert follows(bob, private_alice)
+
+
+class TestPrivateAccountLists:
+    """A private account's followers list through every path, for each kind of viewer."""
+
+    @pytest.fixture
+    def world(self, private_alice, bob, charlie, user_factory, run_commits):
+        # bob: an approved follower; charlie: follows bob (so "followed by people you follow" could reveal bob).
+        approved = user_factory(username="approved")
+        run_commits(lambda: services.follow_create(actor=approved, followee_id=private_alice.pk))
+        run_commits(lambda: controls.follow_request_approve(actor=private_alice, requester_id=approved.pk))
+        run_commits(lambda: services.follow_create(actor=bob, followee_id=private_alice.pk))
+        run_commits(lambda: controls.follow_request_approve(actor=private_alice, requester_id=bob.pk))
+        run_commits(lambda: services.follow_create(actor=approved, followee_id=bob.pk))
+        run_commits(lambda: services.follow_create(actor=private_alice, followee_id=bob.pk))
+        blocked = user_factory(username="blocked")
+        run_commits(lambda: controls.block_create(actor=private_alice, target_id=blocked.pk))
+        return {"approved": approved, "stranger": charlie, "blocked": blocked, "signed out": None}
+
+    @pytest.mark.parametrize(
+        ("viewer", "page", "api", "common", "familiar"),
+        [("approved", 200, 200, 200, 1), ("stranger", 403, 403, 403, 0), ("blocked", 404, 404, 404, 0), ("signed out", 403, 403, None, None)],
+    )
+    def test_every_path(self, private_alice, bob, world, viewer, page, api, common, familiar):
+        user = world[viewer]
+        client = signed_in(user) if user is not None else Client()
+
+        assert client.get(f"/u/{private_alice.username}/followers/").status_code == page
+        assert client.get(f"/u/{private_alice.username}/following/").status_code == page
+        assert client.get(f"/api/users/{private_alice.pk}/followers").status_code == api
+        if common is not None:
+            assert client.get(f"/api/follow/common/{private_alice.pk}").status_code == common
+            profile = client.get(f"/u/{private_alice.username}/")
+            shown = profile.context["familiar"].count if profile.status_code == 200 and "familiar" in profile.context else 0
+            assert shown == familiar
+
+    def test_the_profile_shows_a_lock_and_hides_the_notes_from_a_stranger(self, private_alice, charlie, world):
+        page = signed_in(charlie).get(f"/u/{private_alice.username}/")
+
+        assert page.status_code == 200
+        assert b"badge-lock" in page.content
+        assert b'id="private-notice"' in page.content
+        assert b"Request to follow" in page.content
+
+
+class TestControlsMirror:
+    def test_rebuild_restores_the_sets_from_the_database(self, alice, bob, charlie, redis_client, run_commits):
+        run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
+        run_commits(lambda: controls.mute_create(actor=charlie, target_id=alice.pk))
+        redis_client.delete(redis_keys.blocks_key(alice.pk), redis_keys.blocks_key(bob.pk), redis_keys.mutes_key(charlie.pk))
+        redis_client.sadd(redis_keys.blocks_key(charlie.pk), "12345")  # drift: an extra member
+
+        rebuild_all()
+
+        assert redis_client.smembers(redis_keys.blocks_key(alice.pk)) == {str(bob.pk).encode()}
+        assert redis_client.smembers(redis_keys.blocks_key(bob.pk)) == {str(alice.pk).encode()}
+        assert redis_client.smembers(redis_keys.blocks_key(charlie.pk)) == set()
+        assert redis_client.zscore(redis_keys.mutes_key(charlie.pk), str(alice.pk)) == redis_keys.MUTE_FOREVER_MS
+
+    def test_reads_fall_back_to_the_database_while_redis_is_down(self, alice, bob, run_commits, settings):
+        run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
+        run_commits(lambda: controls.mute_create(actor=bob, target_id=alice.pk, duration=timedelta(days=7)))
+        from_redis = (visibility.hidden_ids(viewer_id=bob.pk), visibility.is_hidden(viewer_id=alice.pk, other_id=bob.pk), visibility.muted_ids(user_id=bob.pk))
+
+        settings.CACHES = {**settings.CACHES, "default": {**settings.CACHES["default"], "LOCATION": "redis://127.0.0.1:1/0"}}
+        settings.REDIS_CIRCUIT_OPEN_SECONDS = 30.0
+        from_database = (visibility.hidden_ids(viewer_id=bob.pk), visibility.is_hidden(viewer_id=alice.pk, other_id=bob.pk), visibility.muted_ids(user_id=bob.pk))
+
+        assert not redis_available()
+        assert from_database == from_redis == ({alice.pk}, True, {alice.pk})
+
+
+class TestControlsReconcile:
+    def test_finds_and_repairs_drifted_blocks_and_mutes(self, alice, bob, charlie, redis_client, run_commits):
+        from social.reconcile import reconcile_all
+
+        run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
+        run_commits(lambda: controls.mute_create(actor=charlie, target_id=alice.pk, duration=timedelta(days=7)))
+        redis_client.srem(redis_keys.blocks_key(bob.pk), str(alice.pk))  # a lost write
+        redis_client.zadd(redis_keys.mutes_key(charlie.pk), {str(alice.pk): redis_keys.MUTE_FOREVER_MS})  # a wrong expiry
+        redis_client.sadd(redis_keys.blocks_key(charlie.pk), str(bob.pk))  # a block that does not exist
+
+        dry = reconcile_all(repair=False)
+        repaired = reconcile_all()
+        after = reconcile_all(repair=False)
+
+        assert dry.controls_drifted == 3
+        assert repaired.controls_drifted == 3 and repaired.pairs_repaired >= 3
+        assert after.controls_drifted == 0
+        assert redis_client.smembers(redis_keys.blocks_key(bob.pk)) == {str(alice.pk).encode()}
+        assert redis_client.smembers(redis_keys.blocks_key(charlie.pk)) == set()
+        assert redis_client.zscore(redis_keys.mutes_key(charlie.pk), str(alice.pk)) == int(Mute.objects.get(muter=charlie).expires_at.timestamp() * 1000)
