@@ -21,4 +21,5 @@ bench:
 	bash scripts/ensure_services.sh
 	$(PY) bench/run.py
 	$(PY) bench/home_page.py --out bench/results/home_page.json
+	$(PY) bench/controls.py --out bench/results/controls.json
 	$(PY) bench/http_load.py --out bench/results --profile home --profile-label latest
