@@ -15,7 +15,9 @@ urlpatterns = [
     path("api/schema", api_schema, name="api_schema"),
     path("api/", include("feed.api_urls")),
     path("api/", include("social.api_urls")),
+    path("api/", include("notifications.api_urls")),
     path("", include("feed.urls")),
     path("", include("social.urls")),
+    path("", include("notifications.urls")),
     path("", include("users.urls")),
 ]

@@ -118,6 +118,14 @@ def request_cursor(raw: str | None) -> Cursor | None:
     return Cursor.parse(raw, max_score=MAX_MILLISECONDS, min_member=1)
 
 
+def notification_cursor(raw: str | None) -> Cursor | None:
+    """The cursor of the notifications page (scores in microseconds, members group ids).
+
+    :raises InvalidCursorError: see ``Cursor.parse``.
+    """
+    return Cursor.parse(raw, max_score=MAX_MILLISECONDS * 1000, min_member=1)
+
+
 def sort_key(item: Item) -> tuple[int, bytes]:
     """The total order of items: (score, member as decimal bytes), compared descending."""
     member, score = item

@@ -28,6 +28,7 @@ from users.models import User
 from . import outbox as social_outbox
 from .models import Block, FollowRequest, Mute
 from .services import FollowResult, _follow_remove, _retry_on_deadlock, follow_create_approved
+from .signals import follow_request_approved
 
 
 class ControlError(DomainError):
@@ -220,7 +221,10 @@ def follow_request_approve(*, actor: User, requester_id: int) -> FollowResult:
             _lock_pair(actor.pk, requester_id, other_active=False)
             if not FollowRequest.objects.filter(requester_id=requester_id, target_id=actor.pk).delete()[0]:
                 raise FollowRequestNotFoundError("No such follow request.")
-            return follow_create_approved(follower_id=requester_id, followee_id=actor.pk)
+            result = follow_create_approved(follower_id=requester_id, followee_id=actor.pk)
+            if result.changed:
+                follow_request_approved.send(sender=FollowRequest, requester_id=requester_id, target_id=actor.pk)
+            return result
 
     return _retry_on_deadlock(write)
 

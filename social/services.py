@@ -28,7 +28,7 @@ from users.models import User
 
 from . import outbox as social_outbox
 from .models import Block, Follow, FollowRequest, follow_score, now_whole_millisecond, now_whole_second
-from .signals import follow_created, follow_deleted
+from .signals import follow_created, follow_deleted, follow_requested
 
 
 class FollowError(DomainError):
@@ -251,6 +251,7 @@ def _follow_insert(*, follower_id: int, followee_id: int, approved: bool = False
                 return unchanged
             raise TargetNotFoundError("No such user.")
         outbox.record(social_outbox.PAIR, subject_id=follower_id, object_id=followee_id, hint=follow_score(created_at))
+        outbox.record(social_outbox.SUGGEST, subject_id=follower_id, object_id=followee_id)
         follow_created.send(sender=Follow, follower_id=follower_id, followee_id=followee_id)
     return FollowResult(changed=True, follower_id=follower_id, followee_id=followee_id)
 
@@ -263,6 +264,8 @@ def _request_insert(*, follower_id: int, followee_id: int) -> FollowResult:
     with connection.cursor() as cursor:
         cursor.execute(f"{insert} {table} (requester_id, target_id, created_at) VALUES (%s, %s, %s)", [follower_id, followee_id, value])
         made = cursor.rowcount == 1
+    if made:
+        follow_requested.send(sender=FollowRequest, requester_id=follower_id, target_id=followee_id)
     return FollowResult(changed=made, follower_id=follower_id, followee_id=followee_id, requested=True)
 
 

@@ -1,7 +1,8 @@
 """Signals of the follow graph, sent by ``social.services`` inside the transaction of the change.
 
 ``follow_created``/``follow_deleted`` carry ``follower_id`` and
-``followee_id`` (ints). Receivers record their own outbox entries
+``followee_id`` (ints); ``follow_requested`` (a private account was asked)
+and ``follow_request_approved`` carry ``requester_id`` and ``target_id``. Receivers record their own outbox entries
 (``core.outbox.record``) in the same transaction, so their side effects are
 exactly as durable as the follow; they never touch Redis themselves.
 """
@@ -10,3 +11,5 @@ from django.dispatch import Signal
 
 follow_created = Signal()
 follow_deleted = Signal()
+follow_requested = Signal()
+follow_request_approved = Signal()

@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "core",
     "users",
     "social",
+    "notifications",
     "feed",
     "datatools",
 ]
@@ -79,6 +80,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "notifications.context_processors.unread",
             ],
         },
     },
@@ -180,6 +182,11 @@ NOTE_RATE = env("NOTE_RATE", default="100/h")
 SIGNUP_RATE = env("SIGNUP_RATE", default="5/h")
 LOGIN_FAILURE_ACCOUNT_RATE = env("LOGIN_FAILURE_ACCOUNT_RATE", default="10/15m")
 LOGIN_FAILURE_ADDRESS_RATE = env("LOGIN_FAILURE_ADDRESS_RATE", default="30/15m")
+# An import of follows (social.transfer) reads a file of at most this many bytes and lines.
+FOLLOWS_IMPORT_MAX_BYTES = env.int("FOLLOWS_IMPORT_MAX_BYTES", default=1_048_576)
+FOLLOWS_IMPORT_MAX_LINES = env.int("FOLLOWS_IMPORT_MAX_LINES", default=10_000)
+# Seconds an import job waits after each follow it makes (spreads an import out).
+FOLLOWS_IMPORT_PAUSE_SECONDS = env.float("FOLLOWS_IMPORT_PAUSE_SECONDS", default=0.0)
 # An account follows at most max(FOLLOWING_MAX, FOLLOWING_RATIO x its followers).
 FOLLOWING_MAX = env.int("FOLLOWING_MAX", default=7500)
 FOLLOWING_RATIO = env.float("FOLLOWING_RATIO", default=1.1)
@@ -228,6 +235,14 @@ CELERY_BEAT_SCHEDULE = {
     "reconcile-social-cache-nightly": {
         "task": "social.tasks.social_cache_reconcile",
         "schedule": crontab(hour=3, minute=30),
+    },
+    "reconcile-notification-counters-nightly": {
+        "task": "notifications.tasks.notifications_unread_reconcile",
+        "schedule": crontab(hour=3, minute=45),
+    },
+    "refresh-suggestions-nightly": {
+        "task": "social.tasks.social_suggestions_refresh_active",
+        "schedule": crontab(hour=5, minute=0),
     },
     "expire-mutes-nightly": {
         "task": "social.tasks.social_mutes_expire",

@@ -1,0 +1,67 @@
+"""Notifications: "B followed you", "B asked to follow you", "A approved your request".
+
+The database is the truth. One ``Notification`` per (recipient, kind,
+actor): the same event again within ``REPEAT_SECONDS`` (a follow, an
+unfollow and a follow again) changes nothing; later it brings the row back
+to the top, unread. Rows of one kind and day are counted in a
+``NotificationGroup`` ("B, C and 41 others followed you"), updated with
+each row, so a page reads one group row per line whatever its size.
+Written by the change's outbox job (``notifications.outbox``), never
+before commit. The unread count per recipient is mirrored in Redis
+(``notifications.redis_keys.unread_key``).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+FOLLOW = "follow"
+REQUEST = "follow_request"
+APPROVED = "request_approved"
+KINDS = [(FOLLOW, "followed you"), (REQUEST, "asked to follow you"), (APPROVED, "approved your follow request")]
+
+# An event repeated within this many seconds is the same notification.
+REPEAT_SECONDS = 60
+# Actors a group remembers for its line ("B, C and 41 others").
+GROUP_ACTORS = 3
+
+
+class NotificationGroup(models.Model):
+    """The notifications of one ``kind`` to ``recipient`` on one UTC ``day``: how many, the newest
+    actors (ids, newest first, at most ``GROUP_ACTORS``) and when the newest came."""
+
+    recipient = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_groups")
+    kind = models.CharField(max_length=20, choices=KINDS)
+    day = models.DateField()
+    count = models.PositiveIntegerField(default=0)
+    latest_actor_ids = models.JSONField(default=list)
+    updated_at = models.DateTimeField(default=timezone.now)
+    unread = models.BooleanField(default=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["recipient", "kind", "day"], name="notification_group_unique_day")]
+        # The page: a recipient's groups, newest first (keyset on updated_at, id).
+        indexes = [models.Index(fields=["recipient", "updated_at", "id"], name="notification_group_newest")]
+
+    def __str__(self) -> str:
+        return f"{self.count} {self.kind} to {self.recipient_id} on {self.day}"
+
+
+class Notification(models.Model):
+    """``actor`` did ``kind`` to ``recipient`` at ``created_at``; ``read_at`` None while unread."""
+
+    recipient = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications_caused")
+    kind = models.CharField(max_length=20, choices=KINDS)
+    created_at = models.DateTimeField(default=timezone.now)
+    read_at = models.DateTimeField(null=True, blank=True)
+    group = models.ForeignKey(NotificationGroup, on_delete=models.SET_NULL, null=True, blank=True, related_name="rows")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["recipient", "kind", "actor"], name="notification_unique_event")]
+        indexes = [models.Index(fields=["recipient", "read_at"], name="notification_unread")]
+
+    def __str__(self) -> str:
+        return f"{self.actor_id} {self.kind} {self.recipient_id}"

@@ -1,0 +1,197 @@
+"""Notifications (issue 17): one row per event, idempotent, written after commit by the outbox job,
+grouped per kind and day, an O(1) unread counter with the database as fallback and reconcile as
+repair; blocked and muted accounts make none; the page and the API."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from core.models import OutboxEntry
+from notifications import redis_keys, selectors, services
+from notifications.models import APPROVED, FOLLOW, REQUEST, Notification, NotificationGroup
+from notifications.reconcile import unread_reconcile
+from social import controls
+from social import services as social_services
+from tests.conftest import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def run_commits(django_capture_on_commit_callbacks):
+    def run(action):
+        with django_capture_on_commit_callbacks(execute=True):
+            return action()
+
+    return run
+
+
+def signed_in(user):
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def follow(a, b, run_commits):
+    run_commits(lambda: social_services.follow_create(actor=a, followee_id=b.pk))
+
+
+class TestFollowNotification:
+    def test_a_follow_notifies_the_followee_after_commit(self, alice, bob, run_commits, django_capture_on_commit_callbacks):
+        with django_capture_on_commit_callbacks(execute=False) as callbacks:
+            social_services.follow_create(actor=alice, followee_id=bob.pk)
+            before_commit = Notification.objects.count()
+        for callback in callbacks:
+            callback()
+
+        row = Notification.objects.get()
+        assert before_commit == 0
+        assert (row.recipient_id, row.actor_id, row.kind, row.read_at) == (bob.pk, alice.pk, FOLLOW, None)
+        assert selectors.unread_count(user_id=bob.pk) == 1
+        assert selectors.unread_count(user_id=alice.pk) == 0
+
+    def test_follow_unfollow_follow_within_a_minute_is_one_notification(self, alice, bob, run_commits):
+        follow(alice, bob, run_commits)
+        run_commits(lambda: social_services.follow_delete(actor=alice, followee_id=bob.pk))
+        follow(alice, bob, run_commits)
+
+        assert Notification.objects.count() == 1
+        assert NotificationGroup.objects.get().count == 1
+        assert selectors.unread_count(user_id=bob.pk) == 1
+
+    def test_a_follow_again_after_the_minute_comes_back_unread_at_the_top(self, alice, bob, run_commits):
+        follow(alice, bob, run_commits)
+        run_commits(lambda: services.notifications_mark_read(recipient_id=bob.pk))
+        Notification.objects.update(created_at=timezone.now() - timedelta(minutes=5))
+        run_commits(lambda: social_services.follow_delete(actor=alice, followee_id=bob.pk))
+
+        follow(alice, bob, run_commits)
+
+        row = Notification.objects.get()
+        assert row.read_at is None and row.created_at > timezone.now() - timedelta(seconds=5)
+        assert selectors.unread_count(user_id=bob.pk) == 1
+        assert NotificationGroup.objects.get().count == 1
+
+    def test_an_unfollow_before_the_job_runs_leaves_no_notification(self, alice, bob, django_capture_on_commit_callbacks):
+        with django_capture_on_commit_callbacks(execute=False):
+            social_services.follow_create(actor=alice, followee_id=bob.pk)
+        social_services.follow_delete_pair(follower_id=alice.pk, followee_id=bob.pk)
+        entry = OutboxEntry.objects.get(kind="notifications.follow")
+
+        assert services.notification_add(FOLLOW, recipient_id=entry.subject_id, actor_id=entry.object_id) is False
+        assert not Notification.objects.exists()
+
+    def test_a_muted_or_blocked_actor_makes_none(self, alice, bob, charlie, run_commits):
+        run_commits(lambda: controls.mute_create(actor=bob, target_id=alice.pk))
+        follow(alice, bob, run_commits)
+        run_commits(lambda: controls.block_create(actor=charlie, target_id=bob.pk))
+
+        assert not Notification.objects.exists()
+        with pytest.raises(social_services.FollowBlockedError):
+            social_services.follow_create(actor=bob, followee_id=charlie.pk)
+
+
+class TestGrouping:
+    def test_many_follows_of_one_account_are_one_line(self, alice, run_commits):
+        fans = [UserFactory(username=f"fan{n:02d}") for n in range(44)]
+        for fan in fans:
+            follow(fan, alice, run_commits)
+
+        page = selectors.groups_page(user_id=alice.pk, cursor=None, limit=10)
+
+        assert len(page.lines) == 1
+        assert page.lines[0].count == 44
+        assert page.lines[0].text == "@fan43, @fan42, @fan41 and 41 others followed you"
+        assert selectors.unread_count(user_id=alice.pk) == 44
+
+    def test_the_line_is_read_in_two_queries_whatever_its_size(self, alice, run_commits, django_assert_num_queries):
+        for fan in [UserFactory() for _ in range(30)]:
+            follow(fan, alice, run_commits)
+
+        with django_assert_num_queries(2):
+            page = selectors.groups_page(user_id=alice.pk, cursor=None, limit=10)
+
+        assert page.lines[0].count == 30
+
+    def test_kinds_and_days_are_separate_lines_newest_first_with_a_cursor(self, alice, bob, charlie, run_commits):
+        alice.approve_followers = True
+        alice.save(update_fields=["approve_followers"])
+        run_commits(lambda: social_services.follow_create(actor=bob, followee_id=alice.pk))  # a request
+        run_commits(lambda: controls.follow_request_approve(actor=alice, requester_id=bob.pk))  # bob follows alice now
+        NotificationGroup.objects.filter(kind=REQUEST).update(updated_at=timezone.now() - timedelta(hours=1))
+
+        first = selectors.groups_page(user_id=alice.pk, cursor=None, limit=1)
+        second = selectors.groups_page(user_id=alice.pk, cursor=first.next_cursor, limit=1)
+        bobs = selectors.groups_page(user_id=bob.pk, cursor=None, limit=5)
+
+        assert [line.text for line in first.lines] == ["@bob followed you"]
+        assert [line.text for line in second.lines] == ["@bob asked to follow you"]
+        assert second.next_cursor is None
+        assert [(line.kind, line.text) for line in bobs.lines] == [(APPROVED, "@alice approved your follow request")]
+
+
+class TestUnreadCounter:
+    def test_mark_all_read_clears_the_count(self, alice, bob, run_commits):
+        follow(alice, bob, run_commits)
+
+        response = run_commits(lambda: signed_in(bob).post("/api/notifications/read"))
+
+        assert response.json()["data"] == {"marked": 1}
+        assert signed_in(bob).get("/api/notifications/unread").json()["data"] == {"unread": 0}
+        assert not Notification.objects.filter(read_at__isnull=True).exists()
+
+    def test_a_missing_counter_is_counted_from_the_database(self, alice, bob, charlie, run_commits, redis_client):
+        follow(alice, bob, run_commits)
+        redis_client.delete(redis_keys.unread_key(bob.pk))
+        follow(charlie, bob, run_commits)  # the increment finds no counter and makes none
+
+        assert redis_client.get(redis_keys.unread_key(bob.pk)) is None
+        assert selectors.unread_count(user_id=bob.pk) == 2
+        assert redis_client.get(redis_keys.unread_key(bob.pk)) == b"2"
+
+    def test_reconcile_repairs_a_wrong_counter(self, alice, bob, run_commits, redis_client):
+        follow(alice, bob, run_commits)
+        redis_client.set(redis_keys.unread_key(bob.pk), 7)
+        redis_client.set(redis_keys.unread_key(alice.pk), 3)
+
+        repaired = unread_reconcile()
+
+        assert repaired == 2
+        assert selectors.unread_count(user_id=bob.pk) == 1
+        assert selectors.unread_count(user_id=alice.pk) == 0
+
+    def test_the_header_shows_the_count_and_the_page_clears_it(self, alice, bob, run_commits):
+        follow(alice, bob, run_commits)
+        client = signed_in(bob)
+
+        home = client.get("/home")
+        page = run_commits(lambda: client.get("/notifications/"))
+        after = client.get("/home")
+
+        assert b'id="unread-count">1<' in home.content
+        assert b"@alice followed you" in page.content
+        assert b'id="unread-count"' not in after.content
+
+
+class TestApi:
+    def test_lists_lines_with_a_cursor(self, alice, bob, charlie, run_commits):
+        follow(alice, bob, run_commits)
+        follow(charlie, bob, run_commits)
+
+        data = signed_in(bob).get("/api/notifications?limit=5").json()["data"]
+
+        assert data["next_cursor"] is None
+        assert [(line["kind"], line["count"], line["text"]) for line in data["list"]] == [(FOLLOW, 2, "@charlie and @alice followed you")]
+
+    @pytest.mark.parametrize("query", ["cursor=abc", "cursor=99999999999999999999999:1", "limit=0", "limit=x"])
+    def test_bad_input_is_400(self, bob, query):
+        response = signed_in(bob).get(f"/api/notifications?{query}")
+
+        assert response.status_code == 400
+
+    def test_signed_out_is_401(self):
+        assert Client().get("/api/notifications/unread").status_code == 401
