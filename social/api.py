@@ -12,7 +12,7 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.views.decorators.http import require_http_methods, require_safe
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from core.errors import InvalidInput, NotFound
 from core.http import api_login_required, api_ok
@@ -21,7 +21,9 @@ from core.parsing import parse_decision, parse_flag, parse_id, parse_json_object
 from users.models import User
 from users.serializers import user_json
 
-from . import controls, selectors, services, visibility
+from . import controls, selectors, services, transfer, visibility
+from .models import FollowImport
+from .suggestions import suggestions_request
 
 MAX_LIMIT = 100
 
@@ -142,7 +144,7 @@ def follow_request_decide(request: HttpRequest, raw_id: str, decision: str) -> J
     return api_ok({"changed": True, "approved": approve, "followers": selectors.follow_counts(user_id=_actor(request).pk).followers})
 
 
-@require_http_methods(["PUT", "PATCH"])
+@require_http_methods(["PUT"])
 @api_login_required
 def me_settings(request: HttpRequest) -> JsonResponse:
     """PUT /api/me/settings {"private": true|false}: the signed-in user's settings; turning
@@ -217,3 +219,76 @@ def user_detail(request: HttpRequest, target: User) -> JsonResponse:
         raise NotFound("No such user.")
     counts = selectors.follow_counts(user_id=target.pk)
     return api_ok(dict(user_json(target), followers=counts.followers, following=counts.following, private=seen.private))
+
+
+@require_safe
+@api_login_required
+def follows_export(request: HttpRequest) -> HttpResponse:
+    """GET /api/follows/export.csv: the accounts you follow, in Mastodon's CSV layout (at most
+    the following cap's rows, so one response body)."""
+    response = HttpResponse("".join(transfer.export_rows(user_id=_actor(request).pk)), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="following_accounts.csv"'
+    return response
+
+
+@require_POST
+@api_login_required
+def follows_import(request: HttpRequest) -> JsonResponse:
+    """POST /api/follows/import: a CSV in Mastodon's layout or a list of usernames, as the file
+    field ``file`` or the raw body; 202 with the import's id and size (400: a bad file, nothing
+    changed)."""
+    job = transfer.follows_import_start(actor=_actor(request), raw=upload_bytes(request))
+    return api_ok(import_json(job), status=202)
+
+
+@require_safe
+@api_login_required
+def follows_import_status(request: HttpRequest, raw_id: str) -> JsonResponse:
+    """GET /api/follows/import/<id>: the progress of one of your imports (404: not yours)."""
+    job = selectors.follows_import_of(user_id=_actor(request).pk, import_id=parse_id(raw_id, name="Import id"))
+    if job is None:
+        raise NotFound("No such import.")
+    return api_ok(import_json(job))
+
+
+def import_json(job: FollowImport) -> dict[str, Any]:
+    """An import as the API shows it."""
+    return {
+        "id": job.pk,
+        "total": job.total,
+        "done": job.position,
+        "followed": job.followed,
+        "skipped": [{"account": username, "reason": reason} for username, reason in job.skipped],
+        "finished": job.finished_at is not None,
+    }
+
+
+def upload_bytes(request: HttpRequest) -> bytes:
+    """The uploaded file's bytes: the multipart field ``file``, else the raw body.
+
+    :raises InvalidInput: nothing uploaded, or larger than ``FOLLOWS_IMPORT_MAX_BYTES`` (400).
+    """
+    limit = int(settings.FOLLOWS_IMPORT_MAX_BYTES)
+    upload = request.FILES.get("file")
+    if upload is not None:
+        if upload.size is not None and upload.size > limit:
+            raise InvalidInput(f"The file is larger than {limit // 1024:,} KB.")
+        return bytes(upload.read(limit + 1))
+    if (request.content_type or "").startswith("multipart/"):
+        raise InvalidInput("Choose a file to import (field file).")
+    body = request.body
+    if not body:
+        raise InvalidInput("The request holds no file to import.")
+    return body
+
+
+@require_safe
+@api_login_required
+def suggestions(request: HttpRequest) -> JsonResponse:
+    """GET /api/suggestions?limit=: who to follow, best first, each with its ``reason``;
+    ``computed`` false while none is stored (the most followed accounts meanwhile)."""
+    limit = parse_limit(request.GET.get("limit"), default=10, maximum=50)
+    found = selectors.suggestions_for(user_id=_actor(request).pk, limit=limit)
+    if not found.computed:
+        suggestions_request(user_id=_actor(request).pk)
+    return api_ok({"list": [dict(user_json(item.user), reason=item.reason) for item in found.items], "computed": found.computed})

@@ -140,6 +140,34 @@ class FollowRequest(models.Model):
         return f"{self.requester_id} asks to follow {self.target_id}"
 
 
+class FollowImport(models.Model):
+    """One upload of follows to import (``social.transfer``): the usernames in order, the
+    checkpoint (``position``: lines handled), how many were followed, and the lines skipped
+    with their reason (``[[username, reason], ...]``). ``waiting_until``: the follow rate
+    limit paused the job until then. ``finished_at`` is None while under way."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="follow_imports")
+    created_at = models.DateTimeField(default=timezone.now)
+    usernames = models.JSONField(default=list)
+    total = models.PositiveIntegerField(default=0)
+    position = models.PositiveIntegerField(default=0)
+    followed = models.PositiveIntegerField(default=0)
+    skipped = models.JSONField(default=list)
+    waiting_until = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "created_at"], name="follow_import_newest")]
+
+    def __str__(self) -> str:
+        return f"import {self.pk} of {self.user_id}: {self.position}/{self.total}"
+
+    @property
+    def percent(self) -> int:
+        """Lines handled, in percent (100 for an empty import)."""
+        return 100 if not self.total else int(100 * self.position / self.total)
+
+
 class ReconcileRun(models.Model):
     """One run of ``reconcile_social_cache`` (command or nightly task) and its drift figures.
 

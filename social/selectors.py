@@ -28,7 +28,7 @@ from users.models import User
 from users.selectors import users_by_id
 
 from . import layout, redis_keys
-from .models import Block, Follow, FollowRequest, Mute
+from .models import Block, Follow, FollowImport, FollowRequest, Mute
 
 
 def followers_layouts(client: redis.Redis, user_ids: Iterable[int]) -> dict[int, bytes]:
@@ -445,3 +445,100 @@ def users_most_followed(*, limit: int = 12) -> list[tuple[User, int]]:
         top = compute()
     users = User.objects.in_bulk([user_id for user_id, _ in top])
     return [(users[user_id], n) for user_id, n in top if user_id in users]
+
+
+def follows_import_of(*, user_id: int, import_id: int) -> FollowImport | None:
+    """Import ``import_id`` when it is ``user_id``'s, else None."""
+    return FollowImport.objects.filter(pk=import_id, user_id=user_id).first()
+
+
+def follows_import_latest(*, user_id: int) -> FollowImport | None:
+    """``user_id``'s newest import, or None."""
+    return FollowImport.objects.filter(user_id=user_id).order_by("-created_at", "-pk").first()
+
+
+# --- who to follow --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """An account suggested to a reader, with the reason: ``via`` of the reader's followees follow
+    it, ``names`` some of them (accounts); ``via`` 0: one of the most followed accounts."""
+
+    user: User
+    via: int
+    names: list[User]
+
+    @property
+    def reason(self) -> str:
+        """"followed by @b, @c and 12 others you follow", or "popular" for a most-followed account."""
+        if not self.via:
+            return "one of the most followed accounts"
+        shown = [f"@{user.username}" for user in self.names][: self.via]
+        others = self.via - len(shown)
+        if others > 0:
+            return f"followed by {', '.join(shown)} and {others:,} other{'s' if others != 1 else ''} you follow"
+        return f"followed by {' and '.join(shown)} you follow"
+
+
+@dataclass(frozen=True)
+class Suggestions:
+    """``items`` best first; ``computed``: False when nothing is stored yet (the caller asks for a
+    computation and shows the most followed accounts meanwhile)."""
+
+    items: list[Suggestion]
+    computed: bool
+
+
+def suggestions_for(*, user_id: int, limit: int = 10) -> Suggestions:
+    """``user_id``'s stored suggestions, best first: one round trip for the set, the reasons and
+    the reader's following set, blocks and mutes asked about the page's candidates only (O(page));
+    those followed, blocked, muted or deactivated since are skipped. While nothing is stored (or
+    Redis is down) the most followed accounts the reader does not follow."""
+
+    def from_redis(client: redis.Redis) -> Suggestions | None:
+        key = redis_keys.suggestions_key(user_id)
+        pipe = pipeline(client)
+        pipe.zrevrange(key, 0, limit * 3 - 1)
+        pipe.exists(redis_keys.suggestions_empty_key(user_id))
+        ranked, empty = pipe.execute()
+        ids = [int(member) for member in ranked]
+        if not ids:
+            return Suggestions(items=[], computed=True) if empty else None
+        pipe = pipeline(client)
+        pipe.hmget(redis_keys.suggestions_why_key(user_id), [str(i) for i in ids])
+        pipe.smismember(redis_keys.following_set_key(user_id), ids)
+        pipe.smismember(redis_keys.blocks_key(user_id), ids)
+        pipe.zmscore(redis_keys.mutes_key(user_id), [str(i) for i in ids])
+        reasons, followed, blocked, muted = pipe.execute()
+        now_ms = int(timezone.now().timestamp() * 1000)
+        keep = [
+            (candidate, reason)
+            for candidate, reason, follows, hidden, until in zip(ids, reasons, followed, blocked, muted)
+            if not follows and not hidden and not (until is not None and until > now_ms)
+        ]
+        parsed = [(candidate, parse_suggestion_reason(reason)) for candidate, reason in keep]
+        users = users_by_id([candidate for candidate, _ in parsed] + [name for _, (_, names) in parsed for name in names])
+        items = [
+            Suggestion(user=users[candidate], via=via, names=[users[name] for name in names if name in users])
+            for candidate, (via, names) in parsed
+            if candidate in users
+        ]
+        return Suggestions(items=items[:limit], computed=True)
+
+    found = redis_or_database(from_redis, lambda: None, keys=[redis_keys.suggestions_key(user_id)])
+    if found is not None:
+        return found
+    following = set(active_follows().filter(follower_id=user_id).values_list("followee_id", flat=True))
+    popular = [user for user, _ in users_most_followed(limit=limit + len(following) + 1) if user.pk != user_id and user.pk not in following]
+    return Suggestions(items=[Suggestion(user=user, via=0, names=[]) for user in popular[:limit]], computed=False)
+
+
+def parse_suggestion_reason(value: object) -> tuple[int, list[int]]:
+    """``(via, names)`` of a stored reason (``b"12,5,9"``); ``(0, [])`` for none or garbage."""
+    if not isinstance(value, (bytes, str)):
+        return 0, []
+    parts = (value.decode() if isinstance(value, bytes) else value).split(",")
+    if not all(part.isdigit() for part in parts):
+        return 0, []
+    return int(parts[0]), [int(part) for part in parts[1:]]

@@ -16,6 +16,9 @@ urlpatterns = [
     path("u/<str:username>/unmute/", views.unmute, name="unmute"),
     path("u/<str:username>/remove-follower/", views.remove_follower, name="remove_follower"),
     path("requests/", views.follow_requests, name="follow_requests"),
+    path("suggestions/", views.suggestions, name="suggestions"),
     path("requests/<str:username>/<str:decision>/", views.follow_request_decide, name="follow_request_decide"),
     path("settings/privacy/", views.privacy_settings, name="settings"),
+    path("settings/follows/", views.follows_transfer, name="follows_transfer"),
+    path("settings/follows/export.csv", views.follows_export_download, name="follows_export"),
 ]

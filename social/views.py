@@ -11,7 +11,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
@@ -23,7 +23,8 @@ from users.forms import DirectorySearchForm
 from users.models import User
 from users.selectors import active_user_named, users_search
 
-from . import controls, selectors, services, visibility
+from . import controls, selectors, services, transfer, visibility
+from .suggestions import suggestions_request
 
 
 @require_safe
@@ -105,6 +106,10 @@ def _toggle(request: HttpRequest, username: str, *, following: bool) -> HttpResp
         return JsonResponse({"success": True, "following": following and not result.requested, "requested": following and result.requested, "followers": counts.followers})
     if result.requested and following:
         messages.success(request, f"Follow request sent: @{target.username} approves its followers.")
+    if request.POST.get("next") == "suggestions":
+        if following:
+            messages.success(request, f"You follow @{target.username} now.")
+        return redirect("social:suggestions")
     return redirect("feed:profile", username=target.username)
 
 
@@ -245,3 +250,45 @@ def privacy_settings(request: HttpRequest) -> HttpResponse:
         "requests": selectors.follow_requests_count(target_id=request.user.pk),
     }
     return render(request, "social/privacy_settings.html", context)
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@login_required
+def follows_transfer(request: HttpRequest) -> HttpResponse:
+    """/settings/follows/: download your follows as CSV; upload a file to import (POST, CSRF),
+    with the latest import's progress bar."""
+    assert isinstance(request.user, User)
+    if request.method == "POST":
+        upload = request.FILES.get("file")
+        if upload is None:
+            messages.error(request, "Choose a file to import.")
+            return redirect("social:follows_transfer")
+        try:
+            job = transfer.follows_import_start(actor=request.user, raw=bytes(upload.read(int(settings.FOLLOWS_IMPORT_MAX_BYTES) + 1)))
+        except DomainError as exc:
+            messages.error(request, exc.message)
+            return render(request, "social/follows_transfer.html", {"latest": selectors.follows_import_latest(user_id=request.user.pk)}, status=exc.status)
+        messages.success(request, f"Importing {job.total:,} accounts: the progress shows below.")
+        return redirect("social:follows_transfer")
+    return render(request, "social/follows_transfer.html", {"latest": selectors.follows_import_latest(user_id=request.user.pk)})
+
+
+@require_safe
+@login_required
+def follows_export_download(request: HttpRequest) -> StreamingHttpResponse:
+    """/settings/follows/export.csv: the same file as the API's export."""
+    assert isinstance(request.user, User)
+    response = StreamingHttpResponse(transfer.export_rows(user_id=request.user.pk), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="following_accounts.csv"'
+    return response
+
+
+@require_safe
+@login_required
+def suggestions(request: HttpRequest) -> HttpResponse:
+    """/suggestions/: who to follow, with the reason; asks for a computation when none is stored."""
+    assert isinstance(request.user, User)
+    found = selectors.suggestions_for(user_id=request.user.pk, limit=20)
+    if not found.computed:
+        suggestions_request(user_id=request.user.pk)
+    return render(request, "social/suggestions.html", {"found": found})

@@ -1,0 +1,207 @@
+"""Moving follows in and out: a CSV export in Mastodon's layout, and an import that follows each
+listed account through the normal follow path in a Celery job.
+
+Export: ``Account address,Show boosts,Notify on new posts,Languages``, one
+row per followee, oldest follow first (account address = username).
+
+Import: a file in that layout (its header, then one row per account) or a
+plain list of usernames, one per line. The file is checked whole before
+anything changes (size, line count, encoding, columns); then a
+``FollowImport`` row keeps the usernames and a checkpoint, and the job
+(``social.tasks.social_follows_import``) follows them in order, saving the
+checkpoint after each one: a killed worker's job is redelivered and goes on
+from the checkpoint, and a username already handled is not followed twice
+(a follow of an account already followed is a no-op anyway). Unknown,
+deactivated, blocked, requested (private) and already-followed accounts are
+skipped and reported. When the follow rate limit (``FOLLOW_RATE``) is
+reached the job waits the limit's ``retry_after`` instead of failing.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from core.errors import InvalidInput, NotFound
+from core.limits import RateLimited
+from core.parsing import username_problem
+from users.models import User
+
+from .models import Block, Follow, FollowImport
+from .services import FollowError, follow_create
+
+HEADER = ["Account address", "Show boosts", "Notify on new posts", "Languages"]
+
+# Skip reasons, as reported per line.
+SKIP_UNKNOWN = "no such account"
+SKIP_INACTIVE = "deactivated"
+SKIP_BLOCKED = "blocked"
+SKIP_FOLLOWING = "already followed"
+SKIP_SELF = "yourself"
+SKIP_INVALID = "not a username"
+SKIP_REQUESTED = "private: follow request sent"
+SKIP_REFUSED = "refused"
+
+
+def export_rows(*, user_id: int, batch: int = 2000) -> Iterator[str]:
+    """The CSV of the accounts ``user_id`` follows, line by line (header first), oldest follow
+    first, read in keyset batches of ``batch`` (a streaming response holds one batch)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+
+    def line(row: list[str]) -> str:
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerow(row)
+        return buffer.getvalue()
+
+    yield line(HEADER)
+    last = 0
+    while True:
+        chunk = list(
+            Follow.objects.filter(follower_id=user_id, followee__is_active=True, pk__gt=last)
+            .order_by("pk")
+            .values_list("pk", "followee__username")[:batch]
+        )
+        if not chunk:
+            return
+        for _, username in chunk:
+            yield line([username, "true", "false", ""])
+        last = chunk[-1][0]
+
+
+def parse_import(raw: bytes) -> list[str]:
+    """The usernames of an uploaded file, in order, without repeats.
+
+    :raises InvalidInput: larger than ``FOLLOWS_IMPORT_MAX_BYTES``, more lines than
+        ``FOLLOWS_IMPORT_MAX_LINES``, not UTF-8 text, not CSV, a header that is not
+        Mastodon's, or no username at all (400; nothing changes).
+    """
+    max_bytes, max_lines = int(settings.FOLLOWS_IMPORT_MAX_BYTES), int(settings.FOLLOWS_IMPORT_MAX_LINES)
+    if len(raw) > max_bytes:
+        raise InvalidInput(f"The file is larger than {max_bytes // 1024:,} KB.")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InvalidInput("The file is not UTF-8 text.") from None
+    if "\x00" in text:
+        raise InvalidInput("The file is not text (it holds NUL bytes).")
+    lines = text.splitlines()
+    if len(lines) > max_lines + 1:
+        raise InvalidInput(f"The file has {len(lines):,} lines; at most {max_lines:,} accounts can be imported at once.")
+    try:
+        rows = list(csv.reader(lines, strict=True))
+    except csv.Error as exc:
+        raise InvalidInput(f"The file is not CSV: {exc}.") from None
+    rows = [row for row in rows if any(cell.strip() for cell in row)]
+    if not rows:
+        raise InvalidInput("The file lists no account.")
+    first = [cell.strip().lower() for cell in rows[0]]
+    wanted = [cell.lower() for cell in HEADER]
+    if first[0] == wanted[0]:
+        if first != wanted[: len(first)]:
+            raise InvalidInput(f"The columns must be {', '.join(HEADER)} (Mastodon's export), or one username per line.")
+        rows = rows[1:]
+        if any(len(row) > len(HEADER) for row in rows):
+            raise InvalidInput(f"A row has more than the {len(HEADER)} columns of the header.")
+    elif len(first) > 1 or any(len([cell for cell in row if cell.strip()]) > 1 for row in rows):
+        raise InvalidInput(f"The columns must be {', '.join(HEADER)} (Mastodon's export), or one username per line.")
+    usernames = [row[0].strip().removeprefix("@") for row in rows if row and row[0].strip()]
+    if not usernames:
+        raise InvalidInput("The file lists no account.")
+    return list(dict.fromkeys(usernames))
+
+
+def follows_import_start(*, actor: User, raw: bytes) -> FollowImport:
+    """Check the file and record the import; the caller's commit queues its job.
+
+    :raises InvalidInput: see ``parse_import`` (nothing recorded).
+    """
+    usernames = parse_import(raw)
+    with transaction.atomic():
+        job = FollowImport.objects.create(user=actor, usernames=usernames, total=len(usernames))
+        transaction.on_commit(lambda: _queue(job.pk))
+    return job
+
+
+def _queue(import_id: int) -> None:
+    from .tasks import social_follows_import  # the task module imports this one
+
+    social_follows_import.apply_async(kwargs={"import_id": import_id})
+
+
+@dataclass(frozen=True)
+class ImportStep:
+    """What one run of the job did: ``done`` lines handled in all, ``finished``, and
+    ``wait_seconds`` when the follow rate limit stopped it (run again after that)."""
+
+    done: int
+    finished: bool
+    wait_seconds: int = 0
+
+
+def _skip_reason(actor: User, username: str) -> str | None:
+    if username_problem(username) is not None:
+        return SKIP_INVALID
+    target = User.objects.filter(username=username).first()
+    if target is None:
+        return SKIP_UNKNOWN
+    if target.pk == actor.pk:
+        return SKIP_SELF
+    if not target.is_active:
+        return SKIP_INACTIVE
+    if Block.objects.filter(blocker_id__in=[actor.pk, target.pk], blocked_id__in=[actor.pk, target.pk]).exists():
+        return SKIP_BLOCKED
+    if Follow.objects.filter(follower_id=actor.pk, followee_id=target.pk).exists():
+        return SKIP_FOLLOWING
+    return None
+
+
+def follows_import_run(*, import_id: int, limit: int | None = None) -> ImportStep:
+    """Follow the import's accounts from its checkpoint on, saving the checkpoint after each.
+
+    :param limit: handle at most this many lines in this run (None: all).
+    :returns: ``ImportStep``; ``wait_seconds`` > 0 when the follow rate limit was reached.
+    :raises NotFound: no such import.
+    """
+    job = FollowImport.objects.select_related("user").filter(pk=import_id).first()
+    if job is None:
+        raise NotFound("No such import.")
+    actor = job.user
+    handled = 0
+    pause = float(settings.FOLLOWS_IMPORT_PAUSE_SECONDS)
+    while job.position < job.total and (limit is None or handled < limit):
+        username = job.usernames[job.position]
+        reason = _skip_reason(actor, username)
+        if reason is None:
+            try:
+                result = follow_create(actor=actor, followee_id=User.objects.get(username=username).pk)
+                if result.requested:
+                    reason = SKIP_REQUESTED
+            except RateLimited as exc:
+                FollowImport.objects.filter(pk=job.pk).update(waiting_until=timezone.now() + timedelta(seconds=exc.retry_after))
+                return ImportStep(done=job.position, finished=False, wait_seconds=exc.retry_after)
+            except FollowError as exc:
+                reason = f"{SKIP_REFUSED}: {exc.message}"
+        if reason is not None:
+            job.skipped = [*job.skipped, [username, reason]]
+        else:
+            job.followed += 1
+        job.position += 1
+        handled += 1
+        # The checkpoint after each line: a re-run goes on from here. A run killed
+        # between a follow and this line finds the account followed already.
+        FollowImport.objects.filter(pk=job.pk).update(position=job.position, followed=job.followed, skipped=job.skipped, waiting_until=None)
+        if pause and reason is None:
+            time.sleep(pause)
+    if job.position >= job.total and job.finished_at is None:
+        FollowImport.objects.filter(pk=job.pk).update(finished_at=timezone.now())
+    return ImportStep(done=job.position, finished=job.position >= job.total)

@@ -1,0 +1,200 @@
+"""Export and import of follows (issue 17): Mastodon's CSV layout, bad files refused whole,
+every kind of bad line skipped and reported, re-uploads idempotent, the rate limit waited out."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+
+from core.models import OutboxEntry
+from social import controls, services, transfer
+from social.models import Follow, FollowImport, FollowRequest
+from tests.conftest import UserFactory
+from tests.feed.test_worker import queue, worker  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.django_db
+
+HEADER = "Account address,Show boosts,Notify on new posts,Languages\n"
+
+
+@pytest.fixture
+def run_commits(django_capture_on_commit_callbacks):
+    def run(action):
+        with django_capture_on_commit_callbacks(execute=True):
+            return action()
+
+    return run
+
+
+def signed_in(user):
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def followees(user):
+    return set(Follow.objects.filter(follower=user).values_list("followee__username", flat=True))
+
+
+class TestExport:
+    def test_the_csv_lists_every_followee_in_mastodons_layout(self, alice, bob, charlie, run_commits):
+        gone = UserFactory(username="gone")
+        for target in (bob, charlie, gone):
+            run_commits(lambda target=target: services.follow_create(actor=alice, followee_id=target.pk))
+        gone.is_active = False
+        gone.save()
+
+        response = signed_in(alice).get("/api/follows/export.csv")
+        page = signed_in(alice).get("/settings/follows/export.csv")
+
+        assert response.status_code == 200
+        assert response["Content-Type"] == "text/csv; charset=utf-8"
+        assert response.content.decode() == HEADER + "bob,true,false,\ncharlie,true,false,\n"
+        assert b"".join(page.streaming_content).decode() == response.content.decode()
+
+    def test_signed_out_is_401(self):
+        assert Client().get("/api/follows/export.csv").status_code == 401
+
+
+class TestImport:
+    def test_every_kind_of_bad_line_is_skipped_and_reported(self, alice, bob, charlie, user_factory, run_commits, settings):
+        settings.CELERY_TASK_ALWAYS_EAGER = True
+        deactivated = user_factory(username="sleeper", is_active=False)
+        blocker = user_factory(username="blocker")
+        private = user_factory(username="private", approve_followers=True)
+        run_commits(lambda: controls.block_create(actor=blocker, target_id=alice.pk))
+        run_commits(lambda: services.follow_create(actor=alice, followee_id=charlie.pk))
+        text = HEADER + "".join(
+            f"{name},true,false,\n" for name in ["bob", "nobody_here", deactivated.username, "blocker", "charlie", "alice", "bad name!", "private", "@bob"]
+        )
+
+        response = run_commits(lambda: signed_in(alice).post("/api/follows/import", {"file": SimpleUploadedFile("f.csv", text.encode())}))
+
+        job = FollowImport.objects.get()
+        assert response.status_code == 202
+        assert (job.total, job.position, job.followed, job.finished_at is not None) == (8, 8, 1, True)  # "@bob" is bob again
+        assert job.skipped == [
+            ["nobody_here", transfer.SKIP_UNKNOWN],
+            ["sleeper", transfer.SKIP_INACTIVE],
+            ["blocker", transfer.SKIP_BLOCKED],
+            ["charlie", transfer.SKIP_FOLLOWING],
+            ["alice", transfer.SKIP_SELF],
+            ["bad name!", transfer.SKIP_INVALID],
+            ["private", transfer.SKIP_REQUESTED],
+        ]
+        assert followees(alice) == {"bob", "charlie"}
+        assert FollowRequest.objects.filter(requester=alice, target=private).exists()
+        status = signed_in(alice).get(f"/api/follows/import/{job.pk}").json()["data"]
+        assert status["followed"] == 1 and status["finished"] is True and len(status["skipped"]) == 7
+
+    def test_a_plain_list_of_usernames_imports(self, alice, bob, charlie, run_commits, settings):
+        settings.CELERY_TASK_ALWAYS_EAGER = True
+
+        run_commits(lambda: signed_in(alice).post("/api/follows/import", data="bob\ncharlie\n\n", content_type="text/plain"))
+
+        assert followees(alice) == {"bob", "charlie"}
+
+    def test_a_re_upload_follows_nobody_twice(self, alice, bob, charlie, run_commits, settings):
+        settings.CELERY_TASK_ALWAYS_EAGER = True
+        upload = HEADER + "bob,true,false,\ncharlie,true,false,\n"
+        run_commits(lambda: signed_in(alice).post("/api/follows/import", data=upload, content_type="text/csv"))
+        entries = OutboxEntry.objects.filter(kind="social.pair").count()
+
+        run_commits(lambda: signed_in(alice).post("/api/follows/import", data=upload, content_type="text/csv"))
+
+        second = FollowImport.objects.order_by("-pk").first()
+        assert followees(alice) == {"bob", "charlie"}
+        assert OutboxEntry.objects.filter(kind="social.pair").count() == entries == 2
+        assert (second.followed, [reason for _, reason in second.skipped]) == (0, [transfer.SKIP_FOLLOWING] * 2)
+
+    def test_the_rate_limit_pauses_the_job_which_then_goes_on(self, alice, user_factory, settings, run_commits):
+        settings.FOLLOW_RATE = "2/m"
+        targets = [user_factory(username=f"target{n}") for n in range(4)]
+        job = transfer.follows_import_start(actor=alice, raw="\n".join(t.username for t in targets).encode())
+
+        paused = transfer.follows_import_run(import_id=job.pk)
+        job.refresh_from_db()
+        settings.FOLLOW_RATE = "100/m"  # the window passed
+        finished = transfer.follows_import_run(import_id=job.pk)
+
+        assert (paused.done, paused.finished) == (2, False) and paused.wait_seconds >= 1
+        assert job.waiting_until is not None
+        assert (finished.done, finished.finished) == (4, True)
+        assert followees(alice) == {t.username for t in targets}
+
+    @pytest.mark.parametrize(
+        ("body", "message"),
+        [
+            (b"\x89PNG\r\n\x1a\n\x00\x00", "The file is not UTF-8 text."),
+            (b"bob\x00\n", "The file is not text (it holds NUL bytes)."),
+            (b"Name,Email\nbob,b@example.com\n", "The columns must be Account address, Show boosts, Notify on new posts, Languages (Mastodon's export), or one username per line."),
+            (b"Account address,Email\nbob,x\n", "The columns must be Account address, Show boosts, Notify on new posts, Languages (Mastodon's export), or one username per line."),
+            (b"bob,charlie\n", "The columns must be Account address, Show boosts, Notify on new posts, Languages (Mastodon's export), or one username per line."),
+            (HEADER.encode(), "The file lists no account."),
+            (b"\n\n", "The file lists no account."),
+            (b'"unterminated\n', None),
+        ],
+    )
+    def test_a_bad_file_is_400_and_changes_nothing(self, alice, body, message):
+        response = signed_in(alice).post("/api/follows/import", {"file": SimpleUploadedFile("f.csv", body)})
+
+        assert response.status_code == 400
+        if message:
+            assert response.json()["errorMsg"] == message
+        assert not FollowImport.objects.exists() and not Follow.objects.exists()
+
+    def test_ten_megabytes_and_a_hundred_thousand_lines_are_refused(self, alice):
+        big = signed_in(alice).post("/api/follows/import", {"file": SimpleUploadedFile("f.csv", b"a" * 10 * 1024 * 1024)})
+        long = signed_in(alice).post("/api/follows/import", {"file": SimpleUploadedFile("f.csv", b"u\n" * 100_000)})
+
+        assert big.status_code == 400 and big.json()["errorMsg"] == "The file is larger than 1,024 KB."
+        assert long.status_code == 400 and long.json()["errorMsg"] == "The file has 100,000 lines; at most 10,000 accounts can be imported at once."
+        assert not FollowImport.objects.exists()
+
+    def test_nothing_uploaded_is_400(self, alice):
+        assert signed_in(alice).post("/api/follows/import", {}).status_code == 400
+        assert signed_in(alice).post("/api/follows/import", data="", content_type="text/csv").status_code == 400
+
+    def test_someone_elses_import_is_404(self, alice, bob):
+        job = transfer.follows_import_start(actor=alice, raw=b"bob\n")
+
+        assert signed_in(bob).get(f"/api/follows/import/{job.pk}").status_code == 404
+        assert signed_in(bob).get("/api/follows/import/abc").status_code == 400
+
+    def test_the_settings_page_shows_the_progress(self, alice, bob, charlie, run_commits):
+        client = signed_in(alice)
+        upload = SimpleUploadedFile("f.csv", b"bob\ncharlie\nnobody\n")
+
+        response = client.post("/settings/follows/", {"file": upload})
+        page = client.get("/settings/follows/")
+
+        assert response.status_code == 302
+        assert b'<progress id="import-progress" max="3" value="0">' in page.content
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+class TestImportThroughTheWorker:
+    def test_an_import_interrupted_by_a_worker_kill_resumes_without_following_anyone_twice(self, queue, worker):  # noqa: F811
+        from tests.social.faults import wait_until
+
+        alice = UserFactory(username="alice")
+        targets = [UserFactory(username=f"target{n:02d}") for n in range(30)]
+        first = worker(FOLLOWS_IMPORT_PAUSE_SECONDS="0.1")
+        job = transfer.follows_import_start(actor=alice, raw="\n".join(t.username for t in targets).encode())
+
+        wait_until(lambda: FollowImport.objects.get(pk=job.pk).position >= 5, timeout=60, interval=0.01, what="the import under way")
+        first.kill()  # SIGKILL: the task is not acknowledged, RabbitMQ redelivers it
+        at_kill = FollowImport.objects.get(pk=job.pk).position
+        worker()
+        wait_until(lambda: FollowImport.objects.get(pk=job.pk).finished_at is not None, timeout=60, what="the import finished")
+
+        job.refresh_from_db()
+        pair_entries = list(OutboxEntry.objects.filter(kind="social.pair", subject_id=alice.pk).values_list("object_id", flat=True))
+        assert 5 <= at_kill < 30
+        assert followees(alice) == {t.username for t in targets}
+        # A kill between a follow's commit and its checkpoint leaves that one "already followed".
+        assert job.position == 30 and job.followed + len(job.skipped) == 30
+        assert len(job.skipped) <= 1 and all(reason == transfer.SKIP_FOLLOWING for _, reason in job.skipped)
+        assert sorted(pair_entries) == sorted(t.pk for t in targets)  # one follow per account, none twice
