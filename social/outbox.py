@@ -10,6 +10,8 @@
   and ``object_id`` was made, changed or undone; applied inline after
   commit (``social.control_mirror.mirror_apply_controls``), before the
   feed's entries of the same change.
+- ``social.suggest`` (``SUGGEST``): ``subject_id`` followed ``object_id``;
+  the Celery task updates its "who to follow" (``social.suggestions``).
 - ``social.user`` (``USER``): every edge of account ``subject_id`` must be
   re-mirrored (deactivation, reactivation, deletion); inline for small
   accounts, by the Celery task for big ones (the caller says which).
@@ -36,6 +38,7 @@ from .control_mirror import mirror_apply_controls
 from .mirror import LayoutObservation, mirror_apply_pairs, mirror_apply_user
 from .models import OUTBOX_CONTROL, OUTBOX_PAIR, OUTBOX_USER
 from .rebuild import rebuild_all
+from .suggestions import suggestions_after_follow
 
 # While this many seconds pass, follows of an account queue no second layout migration.
 QUEUED_TTL_SECONDS = 300
@@ -95,6 +98,16 @@ def _apply_users(entries: Sequence[OutboxEntry]) -> None:
 PAIR = outbox.register(OUTBOX_PAIR, apply=_apply_pairs, inline=True, stage=0)
 USER = outbox.register(OUTBOX_USER, apply=_apply_users, inline=True, stage=0)
 CONTROL = outbox.register(OUTBOX_CONTROL, apply=_apply_controls, inline=True, stage=0)
+
+
+def _apply_suggestions(entries: Sequence[OutboxEntry]) -> None:
+    for entry in entries:
+        if entry.object_id is not None:
+            suggestions_after_follow(follower_id=entry.subject_id, followee_id=entry.object_id)
+
+
+# After the feed's entries of the same follow (the task's message carries both).
+SUGGEST = outbox.register("social.suggest", apply=_apply_suggestions, stage=2)
 
 
 def _rebuild_graph(renew: Callable[[], None]) -> None:

@@ -267,6 +267,10 @@ def _write_controls(client: redis.Redis, user_ids: list[int], low: int, high: in
         muted[mute.muter_id].append((mute.muted_id, mute_score(mute)))
     pipe = pipeline(client)
     for user_id in user_ids:
+        if user_id not in hidden and user_id not in muted:
+            # Most accounts: one command drops whatever an older mirror held.
+            pipe.unlink(redis_keys.blocks_key(user_id), redis_keys.mutes_key(user_id))
+            continue
         _queue_set(pipe, redis_keys.blocks_key(user_id), sorted(set(hidden.get(user_id, []))))
         _queue_zset(pipe, redis_keys.mutes_key(user_id), muted.get(user_id, []))
     pipe.execute()

@@ -25,6 +25,9 @@ Keys (``ff:`` is ``REDIS_KEY_PREFIX``):
   way (42 blocked them, or they blocked 42)
 - ``ff:mutes:{42}``         ZSET ids user 42 mutes, score = the mute's expiry
   in unix ms (``MUTE_FOREVER_MS`` for a mute without one)
+- ``ff:suggestions:{42}``   ZSET accounts suggested to user 42, by score
+  (``social.suggestions``), with ``ff:suggestions:why:{42}`` (HASH, the
+  reason), ``ff:suggestions:empty:{42}`` and ``ff:suggestions:queued:{42}``
 
 Which of the follower keys a reader or writer uses is the layout policy's
 decision (``social.layout``), not this module's.
@@ -95,6 +98,31 @@ def mutes_key(user_id: int) -> str:
     return f"{prefix()}mutes:{{{int(user_id)}}}"
 
 
+def suggestions_key(user_id: int) -> str:
+    """ZSET: the accounts suggested to ``user_id`` ("who to follow"), by score."""
+    return f"{prefix()}suggestions:{{{int(user_id)}}}"
+
+
+def suggestions_why_key(user_id: int) -> str:
+    """HASH: candidate id -> "via,name,name" (how many of ``user_id``'s followees follow it, two of them)."""
+    return f"{prefix()}suggestions:why:{{{int(user_id)}}}"
+
+
+def suggestions_empty_key(user_id: int) -> str:
+    """STRING: set when ``user_id``'s suggestions were computed and none was found."""
+    return f"{prefix()}suggestions:empty:{{{int(user_id)}}}"
+
+
+def suggestions_queued_key(user_id: int) -> str:
+    """STRING: a computation of ``user_id``'s suggestions is queued (with a TTL)."""
+    return f"{prefix()}suggestions:queued:{{{int(user_id)}}}"
+
+
+# Stored suggestions live a day past their last computation (the nightly task renews them).
+SUGGESTIONS_TTL_SECONDS = 2 * 86_400
+SUGGESTIONS_QUEUED_TTL_SECONDS = 300
+
+
 # The score of a mute without an end (year 2286; a double holds it exactly).
 MUTE_FOREVER_MS = 9_999_999_999_999
 
@@ -111,6 +139,10 @@ def all_user_keys(user_id: int) -> list[str]:
         followers_migration_queued_key(user_id),
         blocks_key(user_id),
         mutes_key(user_id),
+        suggestions_key(user_id),
+        suggestions_why_key(user_id),
+        suggestions_empty_key(user_id),
+        suggestions_queued_key(user_id),
     ]
     for shard in range(int(settings.FOLLOWERS_SHARDS)):
         keys.append(followers_set_shard_key(user_id, shard))

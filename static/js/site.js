@@ -97,6 +97,34 @@
     toggleFollow(form);
   });
 
+  // --- "Who to follow" box on the home page ----------------------------------
+  // Filled from the API after the page shows, so the feed's own request stays
+  // as cheap as it is; without JavaScript the box is a link to the page.
+  async function fillSuggestions(box) {
+    const list = box.querySelector("ul");
+    try {
+      const response = await fetch(box.dataset.src, { headers: { "Accept": "application/json" }, credentials: "same-origin" });
+      if (!response.ok) return;
+      const body = await response.json();
+      for (const item of body.data.list) {
+        const row = document.createElement("li");
+        const link = document.createElement("a");
+        link.href = `/u/${encodeURIComponent(item.username)}/`;
+        link.textContent = item.displayName;
+        const reason = document.createElement("span");
+        reason.className = "muted";
+        reason.textContent = ` ${item.reason}`;
+        row.append(link, reason);
+        list.appendChild(row);
+      }
+      list.hidden = !body.data.list.length;
+    } catch (error) {
+      // The link below the list still leads to the page.
+    }
+  }
+
+  document.querySelectorAll(".suggestions-box[data-src]").forEach((box) => { fillSuggestions(box); });
+
   // --- "Load more" on the home feed ------------------------------------------
   // Fetches the next page (the link's own URL, same HTML as without
   // JavaScript), appends its notes and takes over its pager. Notes are not

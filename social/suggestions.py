@@ -1,0 +1,249 @@
+"""Who to follow: accounts followed by many of the accounts a reader follows (friends of friends).
+
+**Score.** For reader ``r`` following ``F``, a candidate ``c`` scores the
+sum over the followees ``f`` in ``F`` that follow ``c`` of ``1 / log2(2 +
+|following(f)|)``: a followee who follows few accounts says more about each
+of them than one who follows thousands (Adamic-Adar's idea, on the follow
+direction). Excluded: the reader, accounts it follows or asked to follow,
+accounts hidden by a block either way, accounts it mutes, and deactivated
+ones. A reader who follows nobody gets the most followed accounts.
+
+**Storage.** The best ``SUGGESTIONS_MAX`` are kept in Redis
+(``social.redis_keys.suggestions_key``, a sorted set by score, and
+``suggestions_why_key``, a hash naming up to two followees behind each
+candidate and their count, for the reason shown). Computed in the
+background: by the nightly task for readers seen within
+``FEED_ACTIVE_DAYS``, when a reader's page finds none, and incrementally
+after each follow (``suggestions_after_follow``: the new followee leaves
+the set and its own followees gain its weight). Reads filter in O(page):
+accounts followed, blocked or muted since the set was computed are skipped.
+
+``rank`` is the pure function (adjacency in, ranking out) that both the
+Redis path and the quality benchmark (``bench/suggestions.py``) use.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
+
+import redis
+from django.db.models import Q
+
+from core.cluster import pipeline
+from core.redis import REDIS_ERRORS, get_redis, redis_available, redis_failed
+from users.models import User
+
+from . import redis_keys
+from .models import Block, FollowRequest, Mute
+from .selectors import active_follows, parse_suggestion_reason, users_most_followed
+
+# Candidates kept per reader; followees read per pipeline.
+SUGGESTIONS_MAX = 100
+FOLLOWEE_BATCH = 500
+# Followees named in a reason.
+WHY_NAMES = 2
+
+
+def weight(following: int) -> float:
+    """The weight of a followee that follows ``following`` accounts: ``1 / log2(2 + following)``."""
+    return 1.0 / math.log2(2 + following)
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One candidate: its ``score``, how many of the reader's followees follow it (``via``) and
+    the first of them (``names``, at most ``WHY_NAMES`` ids)."""
+
+    user_id: int
+    score: float
+    via: int
+    names: tuple[int, ...]
+
+
+def rank(reader_id: int, followees: Collection[int], following_of: Callable[[Sequence[int]], Iterable[tuple[int, Collection[int]]]],
+         *, exclude: Collection[int] = (), limit: int = SUGGESTIONS_MAX) -> list[Ranked]:
+    """The best ``limit`` candidates for ``reader_id`` who follows ``followees``.
+
+    :param following_of: called with batches of followee ids, yields ``(followee, its followings)``.
+    :param exclude: ids never suggested (besides the reader and its followees).
+    :returns: best first; ties by id ascending.
+    """
+    scores: dict[int, float] = {}
+    via: Counter[int] = Counter()
+    names: dict[int, list[int]] = {}
+    ids = sorted(followees)
+    for start in range(0, len(ids), FOLLOWEE_BATCH):
+        for followee, theirs in following_of(ids[start : start + FOLLOWEE_BATCH]):
+            if not theirs:
+                continue
+            w = weight(len(theirs))
+            for candidate in theirs:
+                scores[candidate] = scores.get(candidate, 0.0) + w
+                via[candidate] += 1
+                named = names.setdefault(candidate, [])
+                if len(named) < WHY_NAMES:
+                    named.append(followee)
+    blocked = set(exclude) | set(followees) | {reader_id}
+    best = sorted(((score, user_id) for user_id, score in scores.items() if user_id not in blocked), key=lambda item: (-item[0], item[1]))
+    return [Ranked(user_id=user_id, score=score, via=via[user_id], names=tuple(names[user_id])) for score, user_id in best[:limit]]
+
+
+def excluded_ids(reader_id: int) -> set[int]:
+    """Accounts never suggested to ``reader_id``: requested, blocked either way, muted, deactivated
+    among them (the followees are excluded by ``rank``). Database reads."""
+    found: set[int] = set(FollowRequest.objects.filter(requester_id=reader_id).values_list("target_id", flat=True))
+    for blocker, blocked in Block.objects.filter(Q(blocker_id=reader_id) | Q(blocked_id=reader_id)).values_list("blocker_id", "blocked_id"):
+        found.add(blocked if blocker == reader_id else blocker)
+    found.update(Mute.objects.filter(muter_id=reader_id).values_list("muted_id", flat=True))
+    return found
+
+
+def _redis_following_of(client: redis.Redis) -> Callable[[Sequence[int]], Iterable[tuple[int, Collection[int]]]]:
+    def read(ids: Sequence[int]) -> Iterable[tuple[int, Collection[int]]]:
+        pipe = pipeline(client)
+        for followee in ids:
+            pipe.smembers(redis_keys.following_set_key(followee))
+        for followee, members in zip(ids, pipe.execute()):
+            yield followee, [int(member) for member in members]
+
+    return read
+
+
+def _database_following_of(ids: Sequence[int]) -> Iterable[tuple[int, Collection[int]]]:
+    theirs: dict[int, list[int]] = {followee: [] for followee in ids}
+    for follower_id, followee_id in active_follows().filter(follower_id__in=list(ids)).values_list("follower_id", "followee_id"):
+        theirs[follower_id].append(followee_id)
+    return theirs.items()
+
+
+def compute(reader_id: int, *, client: redis.Redis | None = None, limit: int = SUGGESTIONS_MAX) -> list[Ranked]:
+    """Rank ``reader_id``'s candidates from the follow mirror (``client``), or from the database
+    (``client`` None); deactivated candidates are dropped; a reader who follows nobody gets the
+    most followed accounts.
+
+    :raises: ``REDIS_ERRORS`` on the Redis path.
+    """
+    if client is not None:
+        followees = {int(member) for member in client.smembers(redis_keys.following_set_key(reader_id))}
+        following_of = _redis_following_of(client)
+    else:
+        followees = set(active_follows().filter(follower_id=reader_id).values_list("followee_id", flat=True))
+        following_of = _database_following_of
+    exclude = excluded_ids(reader_id)
+    if not followees:
+        popular = [(user, count) for user, count in users_most_followed(limit=limit + len(exclude) + 1) if user.pk not in exclude and user.pk != reader_id]
+        return [Ranked(user_id=user.pk, score=float(count), via=0, names=()) for user, count in popular[:limit]]
+    # More than kept: some candidates may be deactivated.
+    ranked = rank(reader_id, followees, following_of, exclude=exclude, limit=limit * 2)
+    active = set(User.objects.filter(pk__in=[r.user_id for r in ranked], is_active=True).values_list("pk", flat=True))
+    return [r for r in ranked if r.user_id in active][:limit]
+
+
+def store(client: redis.Redis, reader_id: int, ranked: Sequence[Ranked]) -> None:
+    """Replace ``reader_id``'s stored suggestions with ``ranked`` (one MULTI on its slot)."""
+    key, why = redis_keys.suggestions_key(reader_id), redis_keys.suggestions_why_key(reader_id)
+    pipe = client.pipeline(transaction=True)
+    pipe.delete(key, why)
+    if ranked:
+        pipe.zadd(key, {str(r.user_id): r.score for r in ranked})
+        pipe.hset(why, mapping={str(r.user_id): _why_value(r.via, r.names) for r in ranked})
+    else:
+        pipe.set(redis_keys.suggestions_empty_key(reader_id), 1, ex=redis_keys.SUGGESTIONS_TTL_SECONDS)
+    pipe.expire(key, redis_keys.SUGGESTIONS_TTL_SECONDS)
+    pipe.expire(why, redis_keys.SUGGESTIONS_TTL_SECONDS)
+    pipe.execute()
+
+
+def _why_value(via: int, names: Sequence[int]) -> str:
+    return ",".join([str(via), *(str(name) for name in names)])
+
+
+def suggestions_refresh(*, user_id: int) -> int:
+    """Compute and store ``user_id``'s suggestions (the task's body).
+
+    :returns: how many were stored.
+    :raises: ``REDIS_ERRORS``.
+    """
+    client = get_redis()
+    ranked = compute(user_id, client=client)
+    store(client, user_id, ranked)
+    return len(ranked)
+
+
+def suggestions_after_follow(*, follower_id: int, followee_id: int) -> int:
+    """The cheap update after ``follower_id`` followed ``followee_id``: the followee leaves the
+    suggestions, and the accounts it follows gain its weight (reasons naming it when they have
+    room). Nothing when the reader has no suggestions stored (they are computed when needed).
+
+    :returns: the candidates touched.
+    :raises: ``REDIS_ERRORS``.
+    """
+    client = get_redis()
+    key, why = redis_keys.suggestions_key(follower_id), redis_keys.suggestions_why_key(follower_id)
+    if not client.exists(key):
+        return 0
+    theirs = {int(member) for member in client.smembers(redis_keys.following_set_key(followee_id))}
+    mine = {int(member) for member in client.smembers(redis_keys.following_set_key(follower_id))}
+    skip = mine | excluded_ids(follower_id) | {follower_id}
+    candidates = sorted(theirs - skip)
+    reasons = client.hmget(why, [str(c) for c in candidates]) if candidates else []
+    w = weight(len(theirs))
+    pipe = client.pipeline(transaction=True)
+    pipe.zrem(key, str(followee_id))
+    pipe.hdel(why, str(followee_id))
+    for candidate, reason in zip(candidates, reasons):
+        pipe.zincrby(key, w, str(candidate))
+        via, names = parse_suggestion_reason(reason)
+        named = names if len(names) >= WHY_NAMES else [*names, followee_id]
+        pipe.hset(why, str(candidate), _why_value(via + 1, named))
+    # Keep the best SUGGESTIONS_MAX: ranks 0..-(cap+1) are the lowest.
+    pipe.zremrangebyrank(key, 0, -(SUGGESTIONS_MAX + 1))
+    pipe.execute()
+    return len(candidates)
+
+
+def suggestions_refresh_active(*, start_after: int = 0, on_progress: Callable[[int, int], None] | None = None) -> int:
+    """Recompute the suggestions of every reader seen within ``FEED_ACTIVE_DAYS``, in id order.
+
+    :param start_after: resume after this user id (an interrupted run).
+    :param on_progress: called with ``(readers done, last user id)`` after each reader.
+    :returns: how many readers were refreshed.
+    :raises: ``REDIS_ERRORS``.
+    """
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    since = timezone.now() - timedelta(days=int(settings.FEED_ACTIVE_DAYS))
+    readers = User.objects.filter(is_active=True, last_seen_at__gte=since, pk__gt=start_after).order_by("pk").values_list("pk", flat=True)
+    done = 0
+    for user_id in readers.iterator(chunk_size=1000):
+        suggestions_refresh(user_id=user_id)
+        done += 1
+        if on_progress is not None:
+            on_progress(done, user_id)
+    return done
+
+
+def suggestions_request(*, user_id: int) -> bool:
+    """Queue the computation of ``user_id``'s suggestions unless one is queued (best effort).
+
+    :returns: True when a task was queued.
+    """
+    if not redis_available():
+        return False
+    try:
+        queued = get_redis().set(redis_keys.suggestions_queued_key(user_id), 1, nx=True, ex=redis_keys.SUGGESTIONS_QUEUED_TTL_SECONDS)
+    except REDIS_ERRORS as exc:
+        redis_failed(exc)
+        return False
+    if not queued:
+        return False
+    from .tasks import social_suggestions_refresh  # the task module imports this one
+
+    social_suggestions_refresh.apply_async(kwargs={"user_id": user_id})
+    return True
