@@ -316,7 +316,8 @@ class TestDeleteConfirmation:
         assert page.status_code == 200
         assert "3 follows (too many to list)" in page.content.decode()
         assert f"{quartet['A'].pk} -&gt; {d.pk}" not in page.content.decode()
-        assert dict(page.context["model_count"]) == {"users": 1, "follows": 3}
+        # The follows' notifications go with the account (to D from A and X, to A from D).
+        assert dict(page.context["model_count"]) == {"users": 1, "follows": 3, "notifications": 3, "notification groups": 1}
         assert done.status_code == 302
         assert_d_is_gone(quartet, redis_client)
 

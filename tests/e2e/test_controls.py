@@ -82,3 +82,56 @@ class TestApproveAFollowRequest:
 
         assert note_ids(bob.page)[:2] == [later.pk, earlier.pk]
         assert Note.objects.filter(author=owner).count() == 2
+
+
+class TestNotificationsJourney:
+    def test_the_unread_count_rises_on_a_follow_and_clears_on_the_page(self, stack, open_session, shot):
+        from notifications.models import Notification
+
+        owner = make_user("alice")
+        fan = make_user("bob")
+        session = open_session(owner, label="alice")
+        page = session.page
+        page.goto("/home")
+        assert page.locator("#unread-count").count() == 0
+
+        social_services.follow_create(actor=fan, followee_id=owner.pk)
+        wait_until(lambda: Notification.objects.filter(recipient=owner).exists(), timeout=WORKER_TIMEOUT, what="the notification written by the worker")
+        page.reload()
+        assert page.locator("#unread-count").inner_text() == "1"
+        shot(session, "unread-badge")
+
+        page.locator("a.nav-notifications").click()
+        page.wait_for_url(re.compile(r"/notifications/$"))
+        assert "@bob followed you" in page.locator("ol.notifications").inner_text()
+        assert page.locator("#unread-count").count() == 0
+        page.goto("/home")
+        assert page.locator("#unread-count").count() == 0
+
+
+class TestExportThenImport:
+    def test_another_account_follows_the_same_accounts(self, stack, open_session, shot, tmp_path):
+        alice, dave = make_user("alice"), make_user("dave")
+        followed = [make_user(name) for name in ("bob", "carol", "erin")]
+        for target in followed:
+            social_services.follow_create(actor=alice, followee_id=target.pk)
+        exporter = open_session(alice, label="alice")
+        exporter.page.goto("/settings/follows/")
+        with exporter.page.expect_download() as download:
+            exporter.page.locator("#export-link").click()
+        saved = tmp_path / "following_accounts.csv"
+        download.value.save_as(saved)
+        assert saved.read_text().splitlines() == ["Account address,Show boosts,Notify on new posts,Languages", "bob,true,false,", "carol,true,false,", "erin,true,false,"]
+
+        importer = open_session(dave, label="dave")
+        importer.page.goto("/settings/follows/")
+        importer.page.locator("#import-file").set_input_files(str(saved))
+        importer.page.get_by_role("button", name="Import").click()
+        importer.page.wait_for_url(re.compile(r"/settings/follows/$"))
+        wait_until(lambda: Follow.objects.filter(follower=dave).count() == 3, timeout=WORKER_TIMEOUT, what="the import run by the worker")
+        importer.page.reload()
+        shot(importer, "import-finished")
+
+        assert importer.page.locator("#import-status").get_attribute("data-finished") == "true"
+        assert importer.page.locator("#import-progress").get_attribute("value") == "3"
+        assert set(Follow.objects.filter(follower=dave).values_list("followee__username", flat=True)) == {"bob", "carol", "erin"}

@@ -286,3 +286,29 @@ class TestSplitFanOutOnTwoWorkers:
         ]
         assert sum(tasks_done) == 11  # the note's entry, then one task per part
         assert min(tasks_done) >= 2  # both workers delivered parts
+
+
+class TestBlockDuringFanOut:
+    """Issue 16: a block that commits while the worker fans the blocked account's note out."""
+
+    def test_the_note_never_stays_in_the_blockers_inbox(self, worker, redis_client):
+        from social import controls
+
+        bob = make_user("bob")
+        readers = [make_user() for _ in range(40)]
+        alice = readers[20]
+        bulk_follow(readers, bob)  # no backfill tasks ahead of the fan-out in the queue
+        worker(FEED_FANOUT_BATCH_SIZE="4", FEED_FANOUT_BATCH_PAUSE_SECONDS="0.2")
+
+        note = services.note_create(author=bob, body="in flight while alice blocks bob")
+        wait_until(lambda: delivered_to(redis_client, readers, note) >= 4, timeout=DELIVERY_TIMEOUT, interval=0.01, what="fan-out under way")
+        controls.block_create(actor=alice, target_id=bob.pk)
+        at_block = delivered_to(redis_client, readers, note)
+        wait_until(lambda: fanned_out(note), timeout=DELIVERY_TIMEOUT, what="fan-out finished")
+        # The unfollow's inbox clean-up (a task of its own) may still be queued behind the fan-out.
+        wait_until(lambda: note.pk not in inbox_ids(redis_client, alice), timeout=DELIVERY_TIMEOUT, what="alice's inbox clean")
+
+        assert 4 <= at_block < 40  # the block really landed mid-way
+        assert delivered_to(redis_client, [r for r in readers if r is not alice], note) == 39
+        assert note.pk not in [n.pk for n in selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10).notes]
+        assert not Follow.objects.filter(follower=alice, followee=bob).exists()
