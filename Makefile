@@ -22,4 +22,5 @@ bench:
 	$(PY) bench/run.py
 	$(PY) bench/home_page.py --out bench/results/home_page.json
 	$(PY) bench/controls.py --out bench/results/controls.json
+	$(PY) bench/suggestions.py --out bench/results/suggestions.json
 	$(PY) bench/http_load.py --out bench/results --profile home --profile-label latest
