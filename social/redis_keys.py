@@ -27,7 +27,8 @@ Keys (``ff:`` is ``REDIS_KEY_PREFIX``):
   in unix ms (``MUTE_FOREVER_MS`` for a mute without one)
 - ``ff:suggestions:{42}``   ZSET accounts suggested to user 42, by score
   (``social.suggestions``), with ``ff:suggestions:why:{42}`` (HASH, the
-  reason), ``ff:suggestions:empty:{42}`` and ``ff:suggestions:queued:{42}``
+  reason), ``ff:suggestions:counted:{42}`` (SET, the followees counted),
+  ``ff:suggestions:empty:{42}`` and ``ff:suggestions:queued:{42}``
 
 Which of the follower keys a reader or writer uses is the layout policy's
 decision (``social.layout``), not this module's.
@@ -108,6 +109,11 @@ def suggestions_why_key(user_id: int) -> str:
     return f"{prefix()}suggestions:why:{{{int(user_id)}}}"
 
 
+def suggestions_counted_key(user_id: int) -> str:
+    """SET: the followees of ``user_id`` whose follows the stored suggestions count already."""
+    return f"{prefix()}suggestions:counted:{{{int(user_id)}}}"
+
+
 def suggestions_empty_key(user_id: int) -> str:
     """STRING: set when ``user_id``'s suggestions were computed and none was found."""
     return f"{prefix()}suggestions:empty:{{{int(user_id)}}}"
@@ -141,6 +147,7 @@ def all_user_keys(user_id: int) -> list[str]:
         mutes_key(user_id),
         suggestions_key(user_id),
         suggestions_why_key(user_id),
+        suggestions_counted_key(user_id),
         suggestions_empty_key(user_id),
         suggestions_queued_key(user_id),
     ]

@@ -499,10 +499,11 @@ def suggestions_for(*, user_id: int, limit: int = 10) -> Suggestions:
     def from_redis(client: redis.Redis) -> Suggestions | None:
         key = redis_keys.suggestions_key(user_id)
         pipe = pipeline(client)
-        pipe.zrevrange(key, 0, limit * 3 - 1)
+        pipe.zrevrange(key, 0, limit * 3 - 1, withscores=True)
         pipe.exists(redis_keys.suggestions_empty_key(user_id))
         ranked, empty = pipe.execute()
-        ids = [int(member) for member in ranked]
+        # Ties by id ascending, as they were ranked (ZREVRANGE gives them descending).
+        ids = [int(member) for member, _ in sorted(ranked, key=lambda pair: (-float(pair[1]), int(pair[0])))]
         if not ids:
             return Suggestions(items=[], computed=True) if empty else None
         pipe = pipeline(client)

@@ -15,7 +15,9 @@ candidate and their count, for the reason shown). Computed in the
 background: by the nightly task for readers seen within
 ``FEED_ACTIVE_DAYS``, when a reader's page finds none, and incrementally
 after each follow (``suggestions_after_follow``: the new followee leaves
-the set and its own followees gain its weight). Reads filter in O(page):
+the set and its own followees gain its weight, once: a set of the followees
+counted, ``suggestions_counted_key``, makes a repeated or late job add
+nothing). Reads filter in O(page):
 accounts followed, blocked or muted since the set was computed are skipped.
 
 ``rank`` is the pure function (adjacency in, ranking out) that both the
@@ -37,7 +39,7 @@ from core.redis import REDIS_ERRORS, get_redis, redis_available, redis_failed
 from users.models import User
 
 from . import redis_keys
-from .models import Block, FollowRequest, Mute
+from .models import Block, Follow, FollowRequest, Mute
 from .selectors import active_follows, parse_suggestion_reason, users_most_followed
 
 # Candidates kept per reader; followees read per pipeline.
@@ -119,18 +121,23 @@ def _database_following_of(ids: Sequence[int]) -> Iterable[tuple[int, Collection
     return theirs.items()
 
 
-def compute(reader_id: int, *, client: redis.Redis | None = None, limit: int = SUGGESTIONS_MAX) -> list[Ranked]:
+def compute(
+    reader_id: int, *, client: redis.Redis | None = None, limit: int = SUGGESTIONS_MAX, followees: Collection[int] | None = None
+) -> list[Ranked]:
     """Rank ``reader_id``'s candidates from the follow mirror (``client``), or from the database
     (``client`` None); deactivated candidates are dropped; a reader who follows nobody gets the
     most followed accounts.
 
+    :param followees: the reader's followees when the caller read them already (None: read here).
     :raises: ``REDIS_ERRORS`` on the Redis path.
     """
     if client is not None:
-        followees = {int(member) for member in client.smembers(redis_keys.following_set_key(reader_id))}
+        if followees is None:
+            followees = {int(member) for member in client.smembers(redis_keys.following_set_key(reader_id))}
         following_of = _redis_following_of(client)
     else:
-        followees = set(active_follows().filter(follower_id=reader_id).values_list("followee_id", flat=True))
+        if followees is None:
+            followees = set(active_follows().filter(follower_id=reader_id).values_list("followee_id", flat=True))
         following_of = _database_following_of
     exclude = excluded_ids(reader_id)
     if not followees:
@@ -142,11 +149,18 @@ def compute(reader_id: int, *, client: redis.Redis | None = None, limit: int = S
     return [r for r in ranked if r.user_id in active][:limit]
 
 
-def store(client: redis.Redis, reader_id: int, ranked: Sequence[Ranked]) -> None:
-    """Replace ``reader_id``'s stored suggestions with ``ranked`` (one MULTI on its slot)."""
-    key, why = redis_keys.suggestions_key(reader_id), redis_keys.suggestions_why_key(reader_id)
+def store(client: redis.Redis, reader_id: int, ranked: Sequence[Ranked], *, counted: Collection[int]) -> None:
+    """Replace ``reader_id``'s stored suggestions with ``ranked`` (one MULTI on its slot).
+
+    :param counted: the followees ``ranked`` was computed from: a later update for one of
+        them adds nothing (``suggestions_after_follow``).
+    """
+    key, why, done = redis_keys.suggestions_key(reader_id), redis_keys.suggestions_why_key(reader_id), redis_keys.suggestions_counted_key(reader_id)
     pipe = client.pipeline(transaction=True)
-    pipe.delete(key, why)
+    pipe.delete(key, why, done)
+    if counted:
+        pipe.sadd(done, *sorted(counted))
+        pipe.expire(done, redis_keys.SUGGESTIONS_TTL_SECONDS)
     if ranked:
         pipe.zadd(key, {str(r.user_id): r.score for r in ranked})
         pipe.hset(why, mapping={str(r.user_id): _why_value(r.via, r.names) for r in ranked})
@@ -168,15 +182,18 @@ def suggestions_refresh(*, user_id: int) -> int:
     :raises: ``REDIS_ERRORS``.
     """
     client = get_redis()
-    ranked = compute(user_id, client=client)
-    store(client, user_id, ranked)
+    followees = {int(member) for member in client.smembers(redis_keys.following_set_key(user_id))}
+    ranked = compute(user_id, client=client, followees=followees)
+    store(client, user_id, ranked, counted=followees)
     return len(ranked)
 
 
 def suggestions_after_follow(*, follower_id: int, followee_id: int) -> int:
     """The cheap update after ``follower_id`` followed ``followee_id``: the followee leaves the
     suggestions, and the accounts it follows gain its weight (reasons naming it when they have
-    room). Nothing when the reader has no suggestions stored (they are computed when needed).
+    room). Nothing when the reader has no suggestions stored (they are computed when needed);
+    only the removal when the stored set was computed after the follow (it counts the followee
+    already) or the follow is gone again.
 
     :returns: the candidates touched.
     :raises: ``REDIS_ERRORS``.
@@ -184,6 +201,16 @@ def suggestions_after_follow(*, follower_id: int, followee_id: int) -> int:
     client = get_redis()
     key, why = redis_keys.suggestions_key(follower_id), redis_keys.suggestions_why_key(follower_id)
     if not client.exists(key):
+        return 0
+    follows = Follow.objects.filter(follower_id=follower_id, followee_id=followee_id).exists()
+    # SADD answers 0 when the stored set counts this followee already (computed after the
+    # follow, or this job ran before): then only the removal, so nothing is counted twice.
+    fresh = follows and client.sadd(redis_keys.suggestions_counted_key(follower_id), str(followee_id)) == 1
+    if not fresh:
+        pipe = client.pipeline(transaction=True)
+        pipe.zrem(key, str(followee_id))
+        pipe.hdel(why, str(followee_id))
+        pipe.execute()
         return 0
     theirs = {int(member) for member in client.smembers(redis_keys.following_set_key(followee_id))}
     mine = {int(member) for member in client.smembers(redis_keys.following_set_key(follower_id))}

@@ -135,3 +135,32 @@ class TestExportThenImport:
         assert importer.page.locator("#import-status").get_attribute("data-finished") == "true"
         assert importer.page.locator("#import-progress").get_attribute("value") == "3"
         assert set(Follow.objects.filter(follower=dave).values_list("followee__username", flat=True)) == {"bob", "carol", "erin"}
+
+
+class TestWhoToFollow:
+    def test_follow_someone_from_the_page_and_the_suggestion_leaves(self, stack, open_session, shot):
+        from social import suggestions
+
+        reader, friend = make_user("alice"), make_user("bob")
+        picks = [make_user(name) for name in ("carol", "dave")]
+        social_services.follow_create(actor=reader, followee_id=friend.pk)
+        for pick in picks:
+            social_services.follow_create(actor=friend, followee_id=pick.pk)
+        suggestions.suggestions_refresh(user_id=reader.pk)
+        session = open_session(reader, label="alice")
+        page = session.page
+        page.goto("/suggestions/")
+        rows = page.locator("ol.suggestions li")
+        assert [rows.nth(i).get_attribute("data-user") for i in range(rows.count())] == ["carol", "dave"]
+        assert "followed by @bob you follow" in rows.first.inner_text()
+        shot(session, "who-to-follow")
+
+        page.locator('li[data-user="carol"]').get_by_role("button", name="Follow").click()
+        page.wait_for_url(re.compile(r"/suggestions/$"))
+
+        assert page.locator('li[data-user="carol"]').count() == 0
+        assert page.locator('li[data-user="dave"]').count() == 1
+        assert Follow.objects.filter(follower=reader, followee=picks[0]).exists()
+        page.goto("/home")
+        wait_until(lambda: page.locator(".suggestions-box li").count() == 1, timeout=10, what="the home page's box filled")
+        assert "Dave\nfollowed by @bob you follow" in page.locator(".suggestions-box").inner_text()

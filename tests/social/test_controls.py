@@ -464,3 +464,16 @@ class TestControlsReconcile:
         assert redis_client.smembers(redis_keys.blocks_key(bob.pk)) == {str(alice.pk).encode()}
         assert redis_client.smembers(redis_keys.blocks_key(charlie.pk)) == set()
         assert redis_client.zscore(redis_keys.mutes_key(charlie.pk), str(alice.pk)) == int(Mute.objects.get(muter=charlie).expires_at.timestamp() * 1000)
+
+
+class TestListControls:
+    def test_each_row_of_a_list_offers_mute_and_block(self, alice, bob, charlie, run_commits):
+        run_commits(lambda: services.follow_create(actor=bob, followee_id=charlie.pk))
+
+        page = signed_in(alice).get(f"/u/{charlie.username}/followers/")
+        blocked = run_commits(lambda: signed_in(alice).post(f"/u/{bob.username}/block/"))
+
+        assert f'action="/u/{bob.username}/block/"'.encode() in page.content
+        assert f'action="/u/{bob.username}/mute/"'.encode() in page.content
+        assert blocked.status_code == 302
+        assert Block.objects.filter(blocker=alice, blocked=bob).exists()
