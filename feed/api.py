@@ -22,6 +22,7 @@ from core.errors import NotFound, NotSignedIn
 from core.http import api_login_required, api_ok
 from core.paging import feed_cursor
 from core.parsing import parse_id, parse_json_object, parse_limit, parse_scroll, parse_text
+from social import visibility
 from users.models import User
 from users.serializers import user_json
 
@@ -102,7 +103,8 @@ def feed_page(request: HttpRequest) -> JsonResponse:
 
 @require_http_methods(["GET", "HEAD", "DELETE"])
 def note_item(request: HttpRequest, raw_id: str) -> JsonResponse:
-    """GET /api/notes/<id>: a visible note (public). DELETE: the author deletes it."""
+    """GET /api/notes/<id>: a visible note (404 when its author blocks you, 403 for a private
+    author's note to a non-follower). DELETE: the author deletes it."""
     note_id = parse_id(raw_id, name="Note id")
     if request.method == "DELETE":
         if not isinstance(request.user, User):
@@ -115,4 +117,5 @@ def note_item(request: HttpRequest, raw_id: str) -> JsonResponse:
     note = selectors.note_detail(note_id=note_id)
     if note is None:
         raise NotFound("No such note.")
+    visibility.require_content(viewer=request.user if isinstance(request.user, User) else None, user=note.author)
     return api_ok(note_json(note))

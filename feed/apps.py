@@ -9,7 +9,7 @@ class FeedConfig(AppConfig):
         from django.contrib.auth.signals import user_logged_in
         from django.db.models.signals import pre_delete
 
-        from social.signals import follow_created, follow_deleted
+        from social.signals import follow_created, follow_deleted, mute_changed
         from users.models import User
         from users.signals import user_activity_changed
 
@@ -17,6 +17,7 @@ class FeedConfig(AppConfig):
 
         follow_created.connect(receivers.on_follow_changed, dispatch_uid="feed.backfill_on_follow")
         follow_deleted.connect(receivers.on_follow_changed, dispatch_uid="feed.clean_on_unfollow")
+        mute_changed.connect(receivers.on_mute_changed, dispatch_uid="feed.refresh_on_mute")
         user_activity_changed.connect(receivers.on_user_activity_changed, dispatch_uid="feed.refresh_on_activity")
         pre_delete.connect(receivers.on_user_deleted, sender=User, dispatch_uid="feed.purge_deleted_user")
         # Connected after users' receiver (users comes first in INSTALLED_APPS),

@@ -48,6 +48,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from core import outbox
@@ -55,7 +56,7 @@ from core.cluster import pipeline
 from core.errors import EntryNotApplied
 from core.models import OutboxEntry
 from core.redis import get_redis
-from social.models import OUTBOX_PAIR, OUTBOX_USER, Follow
+from social.models import OUTBOX_PAIR, OUTBOX_USER, Follow, Mute
 from social.selectors import follow_counts
 from users.models import User
 
@@ -242,7 +243,12 @@ def inbox_backfill_followee(*, follower_id: int, followee_id: int) -> int:
     return delivery.deliver(client, [follower_id], followee_id, entries)
 
 
-def inbox_remove_followee(*, follower_id: int, followee_id: int) -> int:
+def _mutes(muter_id: int, muted_id: int) -> bool:
+    live = Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+    return Mute.objects.filter(live, muter_id=muter_id, muted_id=muted_id).exists()
+
+
+def inbox_remove_followee(*, follower_id: int, followee_id: int, muted: bool = False) -> int:
     """After ``follower_id`` unfollowed ``followee_id``: remove every note of the
     followee from the follower's inbox (read from the inbox, so notes older
     than the followee's outbox go too), and ids whose note row is gone.
@@ -257,18 +263,24 @@ def inbox_remove_followee(*, follower_id: int, followee_id: int) -> int:
     members = delivery.member_ids(client.zrange(redis_keys.inbox_key(follower_id), 0, -1))
     rows = dict(Note.objects.filter(pk__in=members).values_list("pk", "author_id"))
     theirs = [member for member in members if member not in rows or rows[member] == followee_id]
-    return delivery.withdraw(client, [follower_id], theirs, unless_following=followee_id)
+    # Muted: removed whether or not the reader follows (it does); else only while it does not.
+    return delivery.withdraw(client, [follower_id], theirs, unless_following=None if muted else followee_id)
 
 
 def inbox_follow_apply(*, follower_id: int, followee_id: int) -> int:
-    """Make ``follower_id``'s inbox agree with whether it follows ``followee_id`` now.
+    """Make ``follower_id``'s inbox agree with whether it follows (and does not mute)
+    ``followee_id`` now: after a follow, an unfollow, a mute or an unmute.
 
     :returns: notes added (backfill) or removed.
     :raises: ``REDIS_ERRORS``.
     """
-    if _follows(follower_id, followee_id):
-        return inbox_backfill_followee(follower_id=follower_id, followee_id=followee_id)
-    return inbox_remove_followee(follower_id=follower_id, followee_id=followee_id)
+    if not _follows(follower_id, followee_id):
+        return inbox_remove_followee(follower_id=follower_id, followee_id=followee_id)
+    if _mutes(follower_id, followee_id):
+        # A muted followee's notes leave the inbox (reads skip them anyway), so the inbox
+        # stays what a rebuild makes it; an unmute brings them back through the backfill.
+        return inbox_remove_followee(follower_id=follower_id, followee_id=followee_id, muted=True)
+    return inbox_backfill_followee(follower_id=follower_id, followee_id=followee_id)
 
 
 def author_feed_refresh(*, author_id: int) -> int:

@@ -2,8 +2,8 @@
 
 Connected in ``FeedConfig.ready`` with ``dispatch_uid``s:
 
-- ``social.signals.follow_created`` / ``follow_deleted`` -> ``feed.pair``
-  (backfill the followee's notes, or remove them)
+- ``social.signals.follow_created`` / ``follow_deleted`` / ``mute_changed``
+  -> ``feed.pair`` (backfill the followee's notes, or remove them)
 - ``users.signals.user_activity_changed`` -> ``feed.author`` (withdraw or
   restore the author's notes; drop or rebuild its inbox) and
   ``feed.author_cache`` (forget the author's cached fields)
@@ -50,6 +50,11 @@ AUTHOR_FIELDS = frozenset({"username", "display_name", "is_active"})
 
 def on_follow_changed(sender: Any, *, follower_id: int, followee_id: int, **kwargs: Any) -> None:
     outbox.record(feed_outbox.PAIR, subject_id=follower_id, object_id=followee_id)
+
+
+def on_mute_changed(sender: Any, *, muter_id: int, muted_id: int, **kwargs: Any) -> None:
+    # The same job as a follow change: the inbox agrees with "follows and does not mute".
+    outbox.record(feed_outbox.PAIR, subject_id=muter_id, object_id=muted_id)
 
 
 def on_user_activity_changed(sender: Any, *, user_id: int, is_active: bool, **kwargs: Any) -> None:

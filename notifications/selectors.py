@@ -11,6 +11,7 @@ from django.db.models import Q
 
 from core.paging import Cursor
 from core.redis import redis_or_database
+from social.visibility import hidden_ids
 from users.models import User
 from users.selectors import users_by_id
 
@@ -84,7 +85,9 @@ def groups_page(*, user_id: int, cursor: Cursor | None, limit: int) -> GroupPage
         rows = rows.filter(Q(updated_at__lt=at) | Q(updated_at=at, pk__lt=cursor.member))
     found = list(rows.order_by("-updated_at", "-pk")[: limit + 1])
     shown = found[:limit]
-    actors = users_by_id(sorted({actor for group in shown for actor in group.latest_actor_ids}))
+    # Accounts a block separates from the reader since are not named.
+    hidden = hidden_ids(viewer_id=user_id)
+    actors = users_by_id(sorted({actor for group in shown for actor in group.latest_actor_ids if actor not in hidden}))
     lines = [
         GroupLine(
             group_id=group.pk,

@@ -259,6 +259,7 @@ def import_json(job: FollowImport) -> dict[str, Any]:
         "done": job.position,
         "followed": job.followed,
         "skipped": [{"account": username, "reason": reason} for username, reason in job.skipped],
+        "skippedCount": job.skipped_count,
         "finished": job.finished_at is not None,
     }
 

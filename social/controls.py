@@ -28,7 +28,7 @@ from users.models import User
 from . import outbox as social_outbox
 from .models import Block, FollowRequest, Mute
 from .services import FollowResult, _follow_remove, _retry_on_deadlock, follow_create_approved
-from .signals import follow_request_approved
+from .signals import follow_request_approved, mute_changed
 
 
 class ControlError(DomainError):
@@ -149,6 +149,7 @@ def mute_create(*, actor: User, target_id: int, duration: timedelta | None = Non
         expires_at = timezone.now() + duration if duration is not None else None
         Mute.objects.update_or_create(muter_id=actor.pk, muted_id=target_id, defaults={"expires_at": expires_at, "created_at": timezone.now()})
         _record(actor.pk, target_id)
+        mute_changed.send(sender=Mute, muter_id=actor.pk, muted_id=target_id)
     return ControlResult(changed=True)
 
 
@@ -168,6 +169,7 @@ def mute_delete(*, actor: User, target_id: int) -> ControlResult:
         if not found:
             raise ControlConflictError(f"You do not mute {target.username}.")
         _record(actor.pk, target_id)
+        mute_changed.send(sender=Mute, muter_id=actor.pk, muted_id=target_id)
     return ControlResult(changed=True)
 
 
@@ -185,6 +187,7 @@ def mutes_expire(*, batch: int = 1000) -> int:
             removed += Mute.objects.filter(pk__in=[pk for pk, _, _ in rows], expires_at__lte=timezone.now()).delete()[0]
             for _, muter_id, muted_id in rows:
                 _record(muter_id, muted_id)
+                mute_changed.send(sender=Mute, muter_id=muter_id, muted_id=muted_id)
 
 
 def follower_remove(*, actor: User, follower_id: int) -> FollowResult:

@@ -163,6 +163,11 @@ class FollowImport(models.Model):
         return f"import {self.pk} of {self.user_id}: {self.position}/{self.total}"
 
     @property
+    def skipped_count(self) -> int:
+        """Lines handled without a follow (``skipped`` keeps the first ``SKIPS_KEPT`` of them)."""
+        return max(0, self.position - self.followed)
+
+    @property
     def percent(self) -> int:
         """Lines handled, in percent (100 for an empty import)."""
         return 100 if not self.total else int(100 * self.position / self.total)

@@ -509,16 +509,21 @@ def suggestions_for(*, user_id: int, limit: int = 10) -> Suggestions:
         pipe = pipeline(client)
         pipe.hmget(redis_keys.suggestions_why_key(user_id), [str(i) for i in ids])
         pipe.smismember(redis_keys.following_set_key(user_id), ids)
-        pipe.smismember(redis_keys.blocks_key(user_id), ids)
+        pipe.smembers(redis_keys.blocks_key(user_id))
         pipe.zmscore(redis_keys.mutes_key(user_id), [str(i) for i in ids])
-        reasons, followed, blocked, muted = pipe.execute()
+        reasons, followed, blocks, muted = pipe.execute()
+        hidden = {int(member) for member in blocks}
         now_ms = int(timezone.now().timestamp() * 1000)
         keep = [
             (candidate, reason)
-            for candidate, reason, follows, hidden, until in zip(ids, reasons, followed, blocked, muted)
-            if not follows and not hidden and not (until is not None and until > now_ms)
+            for candidate, reason, follows, until in zip(ids, reasons, followed, muted)
+            if not follows and candidate not in hidden and not (until is not None and until > now_ms)
         ]
-        parsed = [(candidate, parse_suggestion_reason(reason)) for candidate, reason in keep]
+        # A name a block hides since the reasons were stored is left out of the reason.
+        parsed = [
+            (candidate, (via, [name for name in names if name not in hidden]))
+            for candidate, (via, names) in ((c, parse_suggestion_reason(r)) for c, r in keep)
+        ]
         users = users_by_id([candidate for candidate, _ in parsed] + [name for _, (_, names) in parsed for name in names])
         items = [
             Suggestion(user=users[candidate], via=via, names=[users[name] for name in names if name in users])
@@ -530,9 +535,24 @@ def suggestions_for(*, user_id: int, limit: int = 10) -> Suggestions:
     found = redis_or_database(from_redis, lambda: None, keys=[redis_keys.suggestions_key(user_id)])
     if found is not None:
         return found
-    following = set(active_follows().filter(follower_id=user_id).values_list("followee_id", flat=True))
-    popular = [user for user, _ in users_most_followed(limit=limit + len(following) + 1) if user.pk != user_id and user.pk not in following]
+    skip = set(active_follows().filter(follower_id=user_id).values_list("followee_id", flat=True)) | suggestion_exclusions(user_id) | {user_id}
+    popular = [user for user, _ in users_most_followed(limit=POPULAR_POOL) if user.pk not in skip]
     return Suggestions(items=[Suggestion(user=user, via=0, names=[]) for user in popular[:limit]], computed=False)
+
+
+# The most followed accounts read (one cached ranking for everyone) when a reader has no
+# suggestions of its own: the ones it follows or excludes are taken out of these.
+POPULAR_POOL = 200
+
+
+def suggestion_exclusions(user_id: int) -> set[int]:
+    """Accounts never suggested to ``user_id`` besides itself and its followees: those it asked to
+    follow, those a block separates from it either way, those it mutes (database reads)."""
+    found: set[int] = set(FollowRequest.objects.filter(requester_id=user_id).values_list("target_id", flat=True))
+    for blocker, blocked in Block.objects.filter(Q(blocker_id=user_id) | Q(blocked_id=user_id)).values_list("blocker_id", "blocked_id"):
+        found.add(blocked if blocker == user_id else blocker)
+    found.update(Mute.objects.filter(muter_id=user_id).values_list("muted_id", flat=True))
+    return found
 
 
 def parse_suggestion_reason(value: object) -> tuple[int, list[int]]:

@@ -32,15 +32,14 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 import redis
-from django.db.models import Q
 
 from core.cluster import pipeline
 from core.redis import REDIS_ERRORS, get_redis, redis_available, redis_failed
 from users.models import User
 
 from . import redis_keys
-from .models import Block, Follow, FollowRequest, Mute
-from .selectors import active_follows, parse_suggestion_reason, users_most_followed
+from .models import Follow
+from .selectors import POPULAR_POOL, active_follows, parse_suggestion_reason, suggestion_exclusions, users_most_followed
 
 # Candidates kept per reader; followees read per pipeline.
 SUGGESTIONS_MAX = 100
@@ -93,16 +92,6 @@ def rank(reader_id: int, followees: Collection[int], following_of: Callable[[Seq
     return [Ranked(user_id=user_id, score=score, via=via[user_id], names=tuple(names[user_id])) for score, user_id in best[:limit]]
 
 
-def excluded_ids(reader_id: int) -> set[int]:
-    """Accounts never suggested to ``reader_id``: requested, blocked either way, muted, deactivated
-    among them (the followees are excluded by ``rank``). Database reads."""
-    found: set[int] = set(FollowRequest.objects.filter(requester_id=reader_id).values_list("target_id", flat=True))
-    for blocker, blocked in Block.objects.filter(Q(blocker_id=reader_id) | Q(blocked_id=reader_id)).values_list("blocker_id", "blocked_id"):
-        found.add(blocked if blocker == reader_id else blocker)
-    found.update(Mute.objects.filter(muter_id=reader_id).values_list("muted_id", flat=True))
-    return found
-
-
 def _redis_following_of(client: redis.Redis) -> Callable[[Sequence[int]], Iterable[tuple[int, Collection[int]]]]:
     def read(ids: Sequence[int]) -> Iterable[tuple[int, Collection[int]]]:
         pipe = pipeline(client)
@@ -139,9 +128,9 @@ def compute(
         if followees is None:
             followees = set(active_follows().filter(follower_id=reader_id).values_list("followee_id", flat=True))
         following_of = _database_following_of
-    exclude = excluded_ids(reader_id)
+    exclude = suggestion_exclusions(reader_id)
     if not followees:
-        popular = [(user, count) for user, count in users_most_followed(limit=limit + len(exclude) + 1) if user.pk not in exclude and user.pk != reader_id]
+        popular = [(user, count) for user, count in users_most_followed(limit=POPULAR_POOL) if user.pk not in exclude and user.pk != reader_id]
         return [Ranked(user_id=user.pk, score=float(count), via=0, names=()) for user, count in popular[:limit]]
     # More than kept: some candidates may be deactivated.
     ranked = rank(reader_id, followees, following_of, exclude=exclude, limit=limit * 2)
@@ -157,7 +146,7 @@ def store(client: redis.Redis, reader_id: int, ranked: Sequence[Ranked], *, coun
     """
     key, why, done = redis_keys.suggestions_key(reader_id), redis_keys.suggestions_why_key(reader_id), redis_keys.suggestions_counted_key(reader_id)
     pipe = client.pipeline(transaction=True)
-    pipe.delete(key, why, done)
+    pipe.delete(key, why, done, redis_keys.suggestions_empty_key(reader_id))
     if counted:
         pipe.sadd(done, *sorted(counted))
         pipe.expire(done, redis_keys.SUGGESTIONS_TTL_SECONDS)
@@ -200,12 +189,20 @@ def suggestions_after_follow(*, follower_id: int, followee_id: int) -> int:
     """
     client = get_redis()
     key, why = redis_keys.suggestions_key(follower_id), redis_keys.suggestions_why_key(follower_id)
-    if not client.exists(key):
+    done = redis_keys.suggestions_counted_key(follower_id)
+    stored, empty, counted_any = client.exists(key), client.exists(redis_keys.suggestions_empty_key(follower_id)), client.exists(done)
+    if not stored and not empty:
+        return 0
+    if empty or not counted_any:
+        # Nothing found before, or the most followed accounts of a reader who followed nobody
+        # (their follower counts would outrank every friend of a friend): compute anew.
+        client.delete(key, why, redis_keys.suggestions_empty_key(follower_id))
+        suggestions_request(user_id=follower_id)
         return 0
     follows = Follow.objects.filter(follower_id=follower_id, followee_id=followee_id).exists()
     # SADD answers 0 when the stored set counts this followee already (computed after the
     # follow, or this job ran before): then only the removal, so nothing is counted twice.
-    fresh = follows and client.sadd(redis_keys.suggestions_counted_key(follower_id), str(followee_id)) == 1
+    fresh = follows and client.sadd(done, str(followee_id)) == 1
     if not fresh:
         pipe = client.pipeline(transaction=True)
         pipe.zrem(key, str(followee_id))
@@ -214,7 +211,7 @@ def suggestions_after_follow(*, follower_id: int, followee_id: int) -> int:
         return 0
     theirs = {int(member) for member in client.smembers(redis_keys.following_set_key(followee_id))}
     mine = {int(member) for member in client.smembers(redis_keys.following_set_key(follower_id))}
-    skip = mine | excluded_ids(follower_id) | {follower_id}
+    skip = mine | suggestion_exclusions(follower_id) | {follower_id}
     candidates = sorted(theirs - skip)
     reasons = client.hmget(why, [str(c) for c in candidates]) if candidates else []
     w = weight(len(theirs))

@@ -148,28 +148,56 @@ class ImportStep:
     wait_seconds: int = 0
 
 
-def _skip_reason(actor: User, username: str) -> str | None:
+def _skip_reason(actor: User, username: str) -> tuple[str | None, User | None]:
+    """Why line ``username`` is skipped (None: follow it) and the account it names."""
     if username_problem(username) is not None:
-        return SKIP_INVALID
+        return SKIP_INVALID, None
     target = User.objects.filter(username=username).first()
     if target is None:
-        return SKIP_UNKNOWN
+        return SKIP_UNKNOWN, None
     if target.pk == actor.pk:
-        return SKIP_SELF
+        return SKIP_SELF, target
     if not target.is_active:
-        return SKIP_INACTIVE
+        return SKIP_INACTIVE, target
     if Block.objects.filter(blocker_id__in=[actor.pk, target.pk], blocked_id__in=[actor.pk, target.pk]).exists():
-        return SKIP_BLOCKED
+        return SKIP_BLOCKED, target
     if Follow.objects.filter(follower_id=actor.pk, followee_id=target.pk).exists():
-        return SKIP_FOLLOWING
-    return None
+        return SKIP_FOLLOWING, target
+    return None, target
+
+
+# Skipped lines kept with their reason (the count of all of them is position - followed);
+# skipped lines are checkpointed every SKIP_CHECKPOINT lines (a follow, at once).
+SKIPS_KEPT = 1000
+SKIP_CHECKPOINT = 50
+
+
+class ImportOvertaken(Exception):
+    """Another run of the same import saved a later checkpoint: this one stops."""
+
+
+def _checkpoint(job: FollowImport, saved: int) -> int:
+    """Save ``job``'s progress if the stored checkpoint is still ``saved`` (compare-and-set, so
+    two runs of one import, a redelivered message beside a live one, never lose each other's
+    lines); returns the new checkpoint.
+
+    :raises ImportOvertaken: the other run is ahead.
+    """
+    moved = FollowImport.objects.filter(pk=job.pk, position=saved).update(
+        position=job.position, followed=job.followed, skipped=job.skipped, waiting_until=None
+    )
+    if not moved:
+        raise ImportOvertaken(job.pk)
+    return job.position
 
 
 def follows_import_run(*, import_id: int, limit: int | None = None) -> ImportStep:
-    """Follow the import's accounts from its checkpoint on, saving the checkpoint after each.
+    """Follow the import's accounts from its checkpoint on, saving the checkpoint after each
+    follow (and every ``SKIP_CHECKPOINT`` skipped lines).
 
     :param limit: handle at most this many lines in this run (None: all).
-    :returns: ``ImportStep``; ``wait_seconds`` > 0 when the follow rate limit was reached.
+    :returns: ``ImportStep``; ``wait_seconds`` > 0 when the follow rate limit was reached;
+        ``finished`` False and no wait when another run of it is ahead (that one goes on).
     :raises NotFound: no such import.
     """
     job = FollowImport.objects.select_related("user").filter(pk=import_id).first()
@@ -177,31 +205,38 @@ def follows_import_run(*, import_id: int, limit: int | None = None) -> ImportSte
         raise NotFound("No such import.")
     actor = job.user
     handled = 0
+    saved = job.position
     pause = float(settings.FOLLOWS_IMPORT_PAUSE_SECONDS)
-    while job.position < job.total and (limit is None or handled < limit):
-        username = job.usernames[job.position]
-        reason = _skip_reason(actor, username)
-        if reason is None:
-            try:
-                result = follow_create(actor=actor, followee_id=User.objects.get(username=username).pk)
-                if result.requested:
-                    reason = SKIP_REQUESTED
-            except RateLimited as exc:
-                FollowImport.objects.filter(pk=job.pk).update(waiting_until=timezone.now() + timedelta(seconds=exc.retry_after))
-                return ImportStep(done=job.position, finished=False, wait_seconds=exc.retry_after)
-            except FollowError as exc:
-                reason = f"{SKIP_REFUSED}: {exc.message}"
-        if reason is not None:
-            job.skipped = [*job.skipped, [username, reason]]
-        else:
-            job.followed += 1
-        job.position += 1
-        handled += 1
-        # The checkpoint after each line: a re-run goes on from here. A run killed
-        # between a follow and this line finds the account followed already.
-        FollowImport.objects.filter(pk=job.pk).update(position=job.position, followed=job.followed, skipped=job.skipped, waiting_until=None)
-        if pause and reason is None:
-            time.sleep(pause)
+    try:
+        while job.position < job.total and (limit is None or handled < limit):
+            username = job.usernames[job.position]
+            reason, target = _skip_reason(actor, username)
+            if reason is None and target is not None:
+                try:
+                    if follow_create(actor=actor, followee_id=target.pk).requested:
+                        reason = SKIP_REQUESTED
+                except RateLimited as exc:
+                    saved = _checkpoint(job, saved)
+                    FollowImport.objects.filter(pk=job.pk).update(waiting_until=timezone.now() + timedelta(seconds=exc.retry_after))
+                    return ImportStep(done=job.position, finished=False, wait_seconds=exc.retry_after)
+                except FollowError as exc:
+                    reason = f"{SKIP_REFUSED}: {exc.message}"
+            if reason is not None:
+                if len(job.skipped) < SKIPS_KEPT:
+                    job.skipped = [*job.skipped, [username, reason]]
+            else:
+                job.followed += 1
+            job.position += 1
+            handled += 1
+            # A run killed between a follow and its checkpoint finds the account followed already.
+            if reason is None or job.position - saved >= SKIP_CHECKPOINT or job.position >= job.total:
+                saved = _checkpoint(job, saved)
+            if pause and reason is None:
+                time.sleep(pause)
+        if job.position > saved:
+            saved = _checkpoint(job, saved)
+    except ImportOvertaken:
+        return ImportStep(done=job.position, finished=False)
     if job.position >= job.total and job.finished_at is None:
-        FollowImport.objects.filter(pk=job.pk).update(finished_at=timezone.now())
+        FollowImport.objects.filter(pk=job.pk, finished_at__isnull=True).update(finished_at=timezone.now())
     return ImportStep(done=job.position, finished=job.position >= job.total)

@@ -32,7 +32,15 @@ def directory(request: HttpRequest) -> HttpResponse:
     """/: search accounts by username; the most-followed accounts below."""
     form = DirectorySearchForm(request.GET or None)
     results = users_search(query=form.cleaned_data["q"]) if form.is_valid() else []
-    context = {"form": form, "results": results, "searched": bool(request.GET.get("q")), "popular": selectors.users_most_followed()}
+    viewer = _viewer(request)
+    viewer_id = viewer.pk if viewer is not None else None
+    popular = selectors.users_most_followed()
+    context = {
+        "form": form,
+        "results": visibility.without_hidden(results, viewer_id=viewer_id, user_id_of=[user.pk for user in results]),
+        "searched": bool(request.GET.get("q")),
+        "popular": visibility.without_hidden(popular, viewer_id=viewer_id, user_id_of=[user.pk for user, _ in popular]),
+    }
     return render(request, "social/user_directory.html", context)
 
 

@@ -130,3 +130,37 @@ class TestBlockInTheFeed:
 
         assert note.pk not in inbox_ids(redis_client, alice)
         assert note.pk not in page_ids(alice)
+
+
+class TestMuteKeepsTheInboxTrue:
+    def test_a_mute_takes_the_notes_out_and_an_unmute_brings_them_back(self, reader_and_authors, publish, run_commits, redis_client):
+        alice, bob, charlie = reader_and_authors
+        old, other = publish(bob), publish(charlie)
+
+        run_commits(lambda: controls.mute_create(actor=alice, target_id=bob.pk))
+        during = publish(bob)
+        muted_inbox = inbox_ids(redis_client, alice)
+        run_commits(lambda: controls.mute_delete(actor=alice, target_id=bob.pk))
+
+        assert muted_inbox == [other.pk]  # what an inbox rebuild makes of it
+        assert [note_id for note_id, _ in database_inboxes([alice.pk], pulled=set())[alice.pk]] == [during.pk, other.pk, old.pk]
+        assert inbox_ids(redis_client, alice) == [during.pk, other.pk, old.pk]
+        assert page_ids(alice) == page_ids(alice, database_only=True) == [during.pk, other.pk, old.pk]
+
+
+class TestNoteApiVisibility:
+    def test_a_private_or_blocking_authors_note_is_not_served(self, alice, bob, charlie, publish, run_commits):
+        from django.test import Client
+
+        note = publish(bob)
+        bob.approve_followers = True
+        bob.save(update_fields=["approve_followers"])
+        run_commits(lambda: controls.block_create(actor=bob, target_id=charlie.pk))
+        stranger, blocked = Client(), Client()
+        stranger.force_login(alice)
+        blocked.force_login(charlie)
+
+        assert stranger.get(f"/api/notes/{note.pk}").status_code == 403
+        assert Client().get(f"/api/notes/{note.pk}").status_code == 403
+        assert blocked.get(f"/api/notes/{note.pk}").status_code == 404
+        assert blocked.get(f"/n/{note.pk}/").status_code == 404

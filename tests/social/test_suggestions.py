@@ -153,3 +153,27 @@ class TestRefreshActive:
         assert done == 2 and seen == sorted([alice.pk, bob.pk])
         assert resumed == 1
         assert redis_client.zcard(redis_keys.suggestions_key(alice.pk)) == 7
+
+
+class TestBlocksInSuggestions:
+    def test_the_fallback_leaves_out_an_account_that_blocks_the_reader(self, world, user_factory, run_commits):
+        newcomer = user_factory(username="newcomer")
+        run_commits(lambda: controls.block_create(actor=world["dave"], target_id=newcomer.pk))
+
+        found = selectors.suggestions_for(user_id=newcomer.pk, limit=20)
+
+        assert found.computed is False
+        assert world["dave"].pk not in [item.user.pk for item in found.items]
+        assert world["erin"].pk in [item.user.pk for item in found.items]
+
+    def test_a_first_follow_after_the_fallback_computes_anew(self, world, user_factory, run_commits, settings, redis_client, bob):
+        settings.CELERY_TASK_ALWAYS_EAGER = True
+        newcomer = user_factory(username="newcomer")
+        suggestions.suggestions_refresh(user_id=newcomer.pk)  # follows nobody: the most followed
+        assert redis_client.scard(redis_keys.suggestions_counted_key(newcomer.pk)) == 0
+
+        follow(newcomer, bob, run_commits)
+
+        found = selectors.suggestions_for(user_id=newcomer.pk, limit=3)
+        assert found.items and all(item.via == 1 for item in found.items)
+        assert found.items[0].reason == "followed by @bob you follow"

@@ -198,3 +198,32 @@ class TestImportThroughTheWorker:
         assert job.position == 30 and job.followed + len(job.skipped) == 30
         assert len(job.skipped) <= 1 and all(reason == transfer.SKIP_FOLLOWING for _, reason in job.skipped)
         assert sorted(pair_entries) == sorted(t.pk for t in targets)  # one follow per account, none twice
+
+
+class TestImportRuns:
+    def test_a_run_overtaken_by_another_run_of_the_same_import_stops_without_undoing_it(self, alice, user_factory, monkeypatch):
+        targets = [user_factory(username=f"t{n}") for n in range(3)]
+        job = transfer.follows_import_start(actor=alice, raw="\n".join(t.username for t in targets).encode())
+        real = transfer.follow_create
+
+        def other_run_finishes_first(**kwargs):
+            # A redelivered message's run handled every line while this one made its first follow.
+            FollowImport.objects.filter(pk=job.pk).update(position=3, followed=3)
+            return real(**kwargs)
+
+        monkeypatch.setattr(transfer, "follow_create", other_run_finishes_first)
+        step = transfer.follows_import_run(import_id=job.pk)
+
+        job.refresh_from_db()
+        assert (step.finished, step.wait_seconds) == (False, 0)
+        assert (job.position, job.followed) == (3, 3)  # its checkpoint was not overwritten with 1
+
+    def test_many_bad_lines_keep_a_bounded_list_and_a_count(self, alice):
+        names = [f"nobody{n}" for n in range(transfer.SKIPS_KEPT + 20)]
+        job = transfer.follows_import_start(actor=alice, raw="\n".join(names).encode())
+
+        transfer.follows_import_run(import_id=job.pk)
+
+        job.refresh_from_db()
+        assert job.position == len(names) and job.skipped_count == len(names)
+        assert len(job.skipped) == transfer.SKIPS_KEPT
