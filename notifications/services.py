@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 from functools import partial
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import F, Q
 from django.db.models.functions import Greatest
 from django.utils import timezone
@@ -19,6 +19,8 @@ from django.utils import timezone
 from core.cluster import lua
 from core.redis import REDIS_ERRORS, get_redis, redis_available, redis_failed
 from social.models import Block, Follow, FollowRequest, Mute
+from social.services import retry_on_deadlock
+from users.models import User
 
 from . import redis_keys
 from .models import APPROVED, FOLLOW, GROUP_ACTORS, REPEAT_SECONDS, REQUEST, Notification, NotificationGroup
@@ -49,17 +51,12 @@ def _still_stands(kind: str, *, recipient_id: int, actor_id: int) -> bool:
     return not Mute.objects.filter(live, muter_id=recipient_id, muted_id=actor_id).exists()
 
 
-def _locked_group(recipient_id: int, kind: str, now_day: date) -> NotificationGroup:
-    for _ in range(2):
-        group = NotificationGroup.objects.select_for_update().filter(recipient_id=recipient_id, kind=kind, day=now_day).first()
-        if group is not None:
-            return group
-        try:
-            with transaction.atomic():
-                NotificationGroup.objects.create(recipient_id=recipient_id, kind=kind, day=now_day)
-        except IntegrityError:
-            pass  # a concurrent job created it: lock that one
-    return NotificationGroup.objects.select_for_update().get(recipient_id=recipient_id, kind=kind, day=now_day)
+def _group(recipient_id: int, kind: str, now_day: date) -> NotificationGroup:
+    """The day's group (created when missing); the caller holds the recipient's row lock."""
+    group = NotificationGroup.objects.filter(recipient_id=recipient_id, kind=kind, day=now_day).first()
+    if group is None:
+        group = NotificationGroup.objects.create(recipient_id=recipient_id, kind=kind, day=now_day)
+    return group
 
 
 def notification_add(kind: str, *, recipient_id: int, actor_id: int) -> bool:
@@ -77,11 +74,18 @@ def notification_add(kind: str, *, recipient_id: int, actor_id: int) -> bool:
         raise ValueError(f"unknown notification kind {kind!r}")
     if not _still_stands(kind, recipient_id=recipient_id, actor_id=actor_id):
         return False
+    return retry_on_deadlock(lambda: _add(kind, recipient_id=recipient_id, actor_id=actor_id))
+
+
+def _add(kind: str, *, recipient_id: int, actor_id: int) -> bool:
     now = timezone.now()
     with transaction.atomic():
-        # The group's lock serialises the jobs of one recipient, kind and day
-        # (a storm of follows of one account), so the counts never race.
-        group = _locked_group(recipient_id, kind, now.date())
+        # The recipient's row lock (it always exists) serialises the jobs of one recipient
+        # (a storm of follows of one account): the group and the counts never race, and no
+        # lock is taken on a row that does not exist yet (gap locks deadlocked under a storm).
+        # A deadlock with a follow that locks the actor's row is retried.
+        User.objects.select_for_update().filter(pk=recipient_id).values_list("pk", flat=True).first()
+        group = _group(recipient_id, kind, now.date())
         row = Notification.objects.select_for_update().filter(recipient_id=recipient_id, kind=kind, actor_id=actor_id).first()
         if row is not None and row.created_at > now - timedelta(seconds=REPEAT_SECONDS):
             return False

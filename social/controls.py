@@ -27,7 +27,7 @@ from users.models import User
 
 from . import outbox as social_outbox
 from .models import Block, FollowRequest, Mute
-from .services import FollowResult, _follow_remove, _retry_on_deadlock, follow_create_approved
+from .services import FollowResult, _follow_remove, follow_create_approved, retry_on_deadlock
 from .signals import follow_request_approved, mute_changed
 
 
@@ -111,7 +111,7 @@ def block_create(*, actor: User, target_id: int) -> ControlResult:
             _record(actor.pk, target_id)
         return ControlResult(changed=True, unfollowed=tuple(ended))
 
-    return _retry_on_deadlock(write)
+    return retry_on_deadlock(write)
 
 
 def block_delete(*, actor: User, target_id: int) -> ControlResult:
@@ -207,7 +207,7 @@ def follower_remove(*, actor: User, follower_id: int) -> FollowResult:
                 raise ControlConflictError(f"{follower.username} does not follow you.")
         return result
 
-    return _retry_on_deadlock(write)
+    return retry_on_deadlock(write)
 
 
 def follow_request_approve(*, actor: User, requester_id: int) -> FollowResult:
@@ -229,7 +229,7 @@ def follow_request_approve(*, actor: User, requester_id: int) -> FollowResult:
                 follow_request_approved.send(sender=FollowRequest, requester_id=requester_id, target_id=actor.pk)
             return result
 
-    return _retry_on_deadlock(write)
+    return retry_on_deadlock(write)
 
 
 def follow_request_reject(*, actor: User, requester_id: int) -> bool:

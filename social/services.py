@@ -87,7 +87,7 @@ WRITE_ATTEMPTS = 5
 Result = TypeVar("Result")
 
 
-def _retry_on_deadlock(write: Callable[[], Result]) -> Result:
+def retry_on_deadlock(write: Callable[[], Result]) -> Result:
     """Run the transaction ``write``; after a deadlock or lock timeout run it again (up to
     WRITE_ATTEMPTS times, with a short random back-off). Inside an outer transaction the error
     propagates, since only the outermost transaction can be retried.
@@ -130,7 +130,7 @@ def follow_create(*, actor: User, followee_id: int) -> FollowResult:
         raise ActorInactiveError("Your account is deactivated.")
     if followee_id == actor.pk:
         raise SelfFollowError("You cannot follow yourself.")
-    return _retry_on_deadlock(lambda: _follow_insert(follower_id=actor.pk, followee_id=followee_id))
+    return retry_on_deadlock(lambda: _follow_insert(follower_id=actor.pk, followee_id=followee_id))
 
 
 def follow_create_approved(*, follower_id: int, followee_id: int) -> FollowResult:
@@ -296,7 +296,7 @@ def follow_delete_pair(*, follower_id: int, followee_id: int) -> FollowResult:
 
     :returns: ``FollowResult(changed=...)``; the mirror and the feed follow after commit.
     """
-    return _retry_on_deadlock(lambda: _follow_remove(follower_id=follower_id, followee_id=followee_id))
+    return retry_on_deadlock(lambda: _follow_remove(follower_id=follower_id, followee_id=followee_id))
 
 
 def _follow_remove(*, follower_id: int, followee_id: int) -> FollowResult:

@@ -19,7 +19,6 @@ from .outbox import layout_migrations_enqueue
 from .reconcile import reconcile_run
 from .sharding import followers_layout_migrate
 from .suggestions import suggestions_refresh, suggestions_refresh_active
-from .transfer import follows_import_run
 
 
 @task(
@@ -65,19 +64,6 @@ def social_mutes_expire() -> int:
     :returns: how many mutes were deleted.
     """
     return mutes_expire()
-
-
-@task(acks_late=True, bind=True, max_retries=None, soft_time_limit=settings.LONG_TASK_TIME_LIMIT, time_limit=settings.LONG_TASK_TIME_LIMIT + 60)
-def social_follows_import(self: Any, *, import_id: int) -> dict[str, Any]:
-    """Follow the accounts of import ``import_id`` from its checkpoint on (``social.transfer``);
-    when the follow rate limit is reached, run again once it lifts.
-
-    :returns: ``{"done": lines handled, "finished": bool}``.
-    """
-    step = follows_import_run(import_id=import_id)
-    if step.wait_seconds:
-        raise self.retry(countdown=step.wait_seconds)
-    return {"done": step.done, "finished": step.finished}
 
 
 @task(acks_late=True, autoretry_for=REDIS_ERRORS, retry_backoff=True, max_retries=5)

@@ -7,14 +7,18 @@ row per followee, oldest follow first (account address = username).
 Import: a file in that layout (its header, then one row per account) or a
 plain list of usernames, one per line. The file is checked whole before
 anything changes (size, line count, encoding, columns); then a
-``FollowImport`` row keeps the usernames and a checkpoint, and the job
-(``social.tasks.social_follows_import``) follows them in order, saving the
-checkpoint after each one: a killed worker's job is redelivered and goes on
-from the checkpoint, and a username already handled is not followed twice
-(a follow of an account already followed is a no-op anyway). Unknown,
+``FollowImport`` row keeps the usernames and a checkpoint, and its outbox
+entry (``social.follows_import``, applied by the Celery task after commit,
+``LINES_PER_APPLY`` lines at a time, then by the drain until done) follows
+them in order, saving the checkpoint after each follow: a refused message,
+a killed worker or a pause at the rate limit leaves the entry pending and
+the next application goes on from the checkpoint, and a username already
+handled is not followed twice (a follow of an account already followed is
+a no-op anyway). Unknown,
 deactivated, blocked, requested (private) and already-followed accounts are
 skipped and reported. When the follow rate limit (``FOLLOW_RATE``) is
-reached the job waits the limit's ``retry_after`` instead of failing.
+reached the job stops until a later application (``waiting_until`` says
+when the limit lifts) instead of failing.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from __future__ import annotations
 import csv
 import io
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -30,8 +34,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from core.errors import InvalidInput, NotFound
+from core import outbox
+from core.errors import EntryNotApplied, InvalidInput, NotFound
 from core.limits import RateLimited
+from core.models import OutboxEntry
 from core.parsing import username_problem
 from users.models import User
 
@@ -128,14 +134,23 @@ def follows_import_start(*, actor: User, raw: bytes) -> FollowImport:
     usernames = parse_import(raw)
     with transaction.atomic():
         job = FollowImport.objects.create(user=actor, usernames=usernames, total=len(usernames))
-        transaction.on_commit(lambda: _queue(job.pk))
+        outbox.record(IMPORT, subject_id=job.pk)
     return job
 
 
-def _queue(import_id: int) -> None:
-    from .tasks import social_follows_import  # the task module imports this one
+# Lines one application of an import's outbox entry handles; the entry stays
+# pending until the import is done, and the drain applies it again.
+LINES_PER_APPLY = 500
 
-    social_follows_import.apply_async(kwargs={"import_id": import_id})
+
+def _apply_imports(entries: Sequence[OutboxEntry]) -> None:
+    unfinished = []
+    for entry in entries:
+        step = follows_import_run(import_id=entry.subject_id, limit=LINES_PER_APPLY)
+        if not step.finished and FollowImport.objects.filter(pk=entry.subject_id).exists():
+            unfinished.append(entry.subject_id)
+    if unfinished:
+        raise EntryNotApplied(f"imports {unfinished} go on at the next drain")
 
 
 @dataclass(frozen=True)
@@ -240,3 +255,8 @@ def follows_import_run(*, import_id: int, limit: int | None = None) -> ImportSte
     if job.position >= job.total and job.finished_at is None:
         FollowImport.objects.filter(pk=job.pk, finished_at__isnull=True).update(finished_at=timezone.now())
     return ImportStep(done=job.position, finished=job.position >= job.total)
+
+
+# Celery applies it after commit; a refused message, a killed worker or a pause
+# at the follow rate limit leaves it pending, and the drain goes on with it.
+IMPORT = outbox.register("social.follows_import", apply=_apply_imports, stage=2)
