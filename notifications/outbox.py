@@ -3,6 +3,7 @@
 - ``notifications.follow``: ``object_id`` followed ``subject_id``
 - ``notifications.request``: ``object_id`` asked to follow ``subject_id``
 - ``notifications.approved``: ``object_id`` approved ``subject_id``'s request
+- ``notifications.purge``: account ``subject_id`` was deleted: its counter goes
 
 Sent to the Celery task with the change's other entries (one message), so
 a follow's request path pays nothing for its notification; each handler
@@ -15,7 +16,9 @@ from collections.abc import Sequence
 
 from core import outbox
 from core.models import OutboxEntry
+from core.redis import get_redis
 
+from . import redis_keys
 from .models import APPROVED, FOLLOW, REQUEST
 from .services import notification_add
 
@@ -28,6 +31,14 @@ def _handler(kind: str) -> outbox.Handler:
 
     return apply
 
+
+def _purge(entries: Sequence[OutboxEntry]) -> None:
+    ids = sorted({entry.subject_id for entry in entries})
+    get_redis().unlink(*[redis_keys.unread_key(user_id) for user_id in ids])
+
+
+# A deleted account's counter goes after commit (its rows go with the account).
+PURGE = outbox.register("notifications.purge", apply=_purge, inline=True, stage=2)
 
 # Stage 2: after the graph's (0) and the feed's entries of the same change.
 FOLLOWED = outbox.register("notifications.follow", apply=_handler(FOLLOW), stage=2)

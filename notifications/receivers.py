@@ -17,5 +17,9 @@ def on_follow_requested(sender: Any, *, requester_id: int, target_id: int, **kwa
     outbox.record(notifications_outbox.REQUESTED, subject_id=target_id, object_id=requester_id)
 
 
+def on_user_deleted(sender: Any, *, instance: Any, **kwargs: Any) -> None:
+    outbox.record(notifications_outbox.PURGE, subject_id=instance.pk)
+
+
 def on_request_approved(sender: Any, *, requester_id: int, target_id: int, **kwargs: Any) -> None:
     outbox.record(notifications_outbox.APPROVED_KIND, subject_id=requester_id, object_id=target_id)

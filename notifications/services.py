@@ -112,12 +112,7 @@ def _counter_increment(recipient_id: int) -> None:
     if not redis_available():
         return
     try:
-        client = get_redis()
-        if lua(INCR_IF_EXISTS_LUA)(keys=[key], args=[], client=client) is None:
-            # No counter: start it from the database (after the commit, so the new row counts).
-            # NX: a reader that set it meanwhile counted after the commit too, or will be
-            # followed by this value.
-            client.set(key, Notification.objects.filter(recipient_id=recipient_id, read_at__isnull=True).count(), ex=redis_keys.UNREAD_TTL_SECONDS, nx=True)
+        lua(INCR_IF_EXISTS_LUA)(keys=[key], args=[], client=get_redis())
     except REDIS_ERRORS as exc:
         redis_failed(exc)
 

@@ -40,6 +40,10 @@ DELIVERY_TIMEOUT = 60
 def queue() -> Iterator[str]:
     """A queue of this test's own; the test process sends its tasks there instead of running them."""
     name = f"ff_feed_{uuid.uuid4().hex[:10]}"
+    # Fresh broker connections: one the server closed while earlier tests ran (missed
+    # heartbeats) would refuse this test's first message.
+    app._pool = None
+    app.amqp._producer_pool = None
     saved = (app.conf.task_always_eager, app.conf.task_default_queue)
     app.conf.task_always_eager = False
     app.conf.task_default_queue = name

@@ -147,13 +147,12 @@ class TestUnreadCounter:
     def test_a_missing_counter_is_counted_from_the_database(self, alice, bob, charlie, run_commits, redis_client):
         follow(alice, bob, run_commits)
         redis_client.delete(redis_keys.unread_key(bob.pk))
-        assert selectors.unread_count(user_id=bob.pk) == 1  # the reader counts and stores it
-        redis_client.delete(redis_keys.unread_key(bob.pk))
+        follow(charlie, bob, run_commits)  # the increment finds no counter and makes none
 
-        follow(charlie, bob, run_commits)  # the job finds no counter: it starts it from the database
-
-        assert redis_client.get(redis_keys.unread_key(bob.pk)) == b"2"
+        assert redis_client.get(redis_keys.unread_key(bob.pk)) is None
         assert selectors.unread_count(user_id=bob.pk) == 2
+        assert redis_client.get(redis_keys.unread_key(bob.pk)) == b"2"
+        assert 0 < redis_client.ttl(redis_keys.unread_key(bob.pk)) <= redis_keys.UNREAD_TTL_SECONDS
 
     def test_reconcile_repairs_a_wrong_counter(self, alice, bob, run_commits, redis_client):
         follow(alice, bob, run_commits)
