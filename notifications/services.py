@@ -11,8 +11,9 @@ from __future__ import annotations
 from datetime import date, timedelta
 from functools import partial
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
+from django.db.models.constants import OnConflict
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
@@ -20,7 +21,6 @@ from core.cluster import lua
 from core.redis import REDIS_ERRORS, get_redis, redis_available, redis_failed
 from social.models import Block, Follow, FollowRequest, Mute
 from social.services import retry_on_deadlock
-from users.models import User
 
 from . import redis_keys
 from .models import APPROVED, FOLLOW, GROUP_ACTORS, REPEAT_SECONDS, REQUEST, Notification, NotificationGroup
@@ -51,12 +51,19 @@ def _still_stands(kind: str, *, recipient_id: int, actor_id: int) -> bool:
     return not Mute.objects.filter(live, muter_id=recipient_id, muted_id=actor_id).exists()
 
 
-def _group(recipient_id: int, kind: str, now_day: date) -> NotificationGroup:
-    """The day's group (created when missing); the caller holds the recipient's row lock."""
-    group = NotificationGroup.objects.filter(recipient_id=recipient_id, kind=kind, day=now_day).first()
-    if group is None:
-        group = NotificationGroup.objects.create(recipient_id=recipient_id, kind=kind, day=now_day)
-    return group
+def _ensure_group(recipient_id: int, kind: str, now_day: date) -> None:
+    """Make sure the day's group row exists: ``INSERT IGNORE`` in its own (auto)commit, before
+    the job's transaction, so that transaction locks an existing row only (a lock on a row that
+    does not exist yet takes gap locks, which deadlocked under a follow storm)."""
+    table = NotificationGroup._meta.db_table
+    insert = connection.ops.insert_statement(on_conflict=OnConflict.IGNORE)
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    day = connection.ops.adapt_datefield_value(now_day)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"{insert} {table} (recipient_id, kind, day, count, latest_actor_ids, updated_at, unread) VALUES (%s, %s, %s, 0, %s, %s, %s)",
+            [recipient_id, kind, day, "[]", now, True],
+        )
 
 
 def notification_add(kind: str, *, recipient_id: int, actor_id: int) -> bool:
@@ -79,13 +86,12 @@ def notification_add(kind: str, *, recipient_id: int, actor_id: int) -> bool:
 
 def _add(kind: str, *, recipient_id: int, actor_id: int) -> bool:
     now = timezone.now()
+    _ensure_group(recipient_id, kind, now.date())
     with transaction.atomic():
-        # The recipient's row lock (it always exists) serialises the jobs of one recipient
-        # (a storm of follows of one account): the group and the counts never race, and no
-        # lock is taken on a row that does not exist yet (gap locks deadlocked under a storm).
-        # A deadlock with a follow that locks the actor's row is retried.
-        User.objects.select_for_update().filter(pk=recipient_id).values_list("pk", flat=True).first()
-        group = _group(recipient_id, kind, now.date())
+        # The group's row lock serialises the jobs of one recipient, kind and day (a storm of
+        # follows of one account), so the counts never race; the row exists already. No
+        # account row is locked: a follow holds its follower's.
+        group = NotificationGroup.objects.select_for_update().get(recipient_id=recipient_id, kind=kind, day=now.date())
         row = Notification.objects.select_for_update().filter(recipient_id=recipient_id, kind=kind, actor_id=actor_id).first()
         if row is not None and row.created_at > now - timedelta(seconds=REPEAT_SECONDS):
             return False
