@@ -48,7 +48,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from core import outbox
@@ -56,7 +55,7 @@ from core.cluster import pipeline
 from core.errors import EntryNotApplied
 from core.models import OutboxEntry
 from core.redis import get_redis
-from social.models import OUTBOX_PAIR, OUTBOX_USER, Follow, Mute
+from social.models import OUTBOX_PAIR, OUTBOX_USER, Follow, Mute, live_mutes
 from social.selectors import follow_counts
 from users.models import User
 
@@ -244,7 +243,7 @@ def inbox_backfill_followee(*, follower_id: int, followee_id: int) -> int:
 
 
 def _mutes(muter_id: int, muted_id: int) -> bool:
-    live = Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+    live = live_mutes()
     return Mute.objects.filter(live, muter_id=muter_id, muted_id=muted_id).exists()
 
 

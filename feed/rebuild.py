@@ -26,14 +26,14 @@ from datetime import datetime, timedelta
 
 import redis
 from django.conf import settings
-from django.db.models import Count, Exists, F, Max, OuterRef, Q, QuerySet, Window
+from django.db.models import Count, Exists, F, Max, OuterRef, QuerySet, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from core.cluster import Pipe, lua, node_client, pipeline, queue_script
 from core.redis import RedisLock, RedisLockLost, get_redis
 from core.replica import primary_reads
-from social.models import Follow, Mute
+from social.models import Follow, Mute, live_mutes
 from social.selectors import active_follows
 from users.models import User
 
@@ -138,7 +138,7 @@ def database_inboxes(reader_ids: Sequence[int], pulled: Collection[int]) -> dict
         .exclude(
             Exists(
                 Mute.objects.filter(muter_id=OuterRef("follower_id"), muted_id=OuterRef("followee_id")).filter(
-                    Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+                    live_mutes()
                 )
             )
         )

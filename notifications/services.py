@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from core.cluster import lua
 from core.redis import REDIS_ERRORS, get_redis, redis_available, redis_failed
-from social.models import Block, Follow, FollowRequest, Mute
+from social.models import Block, Follow, FollowRequest, Mute, live_mutes
 from social.services import retry_on_deadlock
 
 from . import redis_keys
@@ -47,7 +47,7 @@ def _still_stands(kind: str, *, recipient_id: int, actor_id: int) -> bool:
     pair = Q(blocker_id=recipient_id, blocked_id=actor_id) | Q(blocker_id=actor_id, blocked_id=recipient_id)
     if Block.objects.filter(pair).exists():
         return False
-    live = Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+    live = live_mutes()
     return not Mute.objects.filter(live, muter_id=recipient_id, muted_id=actor_id).exists()
 
 

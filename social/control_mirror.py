@@ -24,7 +24,7 @@ from core.redis import get_redis
 from core.replica import primary_reads
 
 from . import redis_keys
-from .models import Block, Mute
+from .models import Block, Mute, live_mutes
 
 Pair = tuple[int, int]  # two account ids, in either order
 MAX_VERIFY_ROUNDS = 5
@@ -62,9 +62,8 @@ def pair_controls(pairs: Sequence[Pair]) -> dict[Pair, PairControls]:
     blocked: set[frozenset[int]] = set()
     for blocker_id, blocked_id in Block.objects.filter(blocker_id__in=ids, blocked_id__in=ids).values_list("blocker_id", "blocked_id"):
         blocked.add(frozenset((blocker_id, blocked_id)))
-    now = timezone.now()
     mutes: dict[Pair, int] = {}
-    live = Q(expires_at__isnull=True) | Q(expires_at__gt=now)
+    live = live_mutes()
     for mute in Mute.objects.filter(live, muter_id__in=ids, muted_id__in=ids).only("muter_id", "muted_id", "expires_at"):
         mutes[(mute.muter_id, mute.muted_id)] = mute_score(mute)
     return {
@@ -153,7 +152,7 @@ def controls_differences(client: redis.Redis, user_ids: Sequence[int]) -> set[Pa
         if blocked_id in hidden:
             hidden[blocked_id].add(blocker_id)
     muted: dict[int, dict[int, int]] = {user_id: {} for user_id in ids}
-    live = Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+    live = live_mutes()
     for mute in Mute.objects.filter(live, muter_id__in=ids).only("muter_id", "muted_id", "expires_at"):
         muted[mute.muter_id][mute.muted_id] = mute_score(mute)
     drifted: set[Pair] = set()

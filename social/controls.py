@@ -26,7 +26,7 @@ from core.errors import DomainError, InvalidInput, NotFound
 from users.models import User
 
 from . import outbox as social_outbox
-from .models import Block, FollowRequest, Mute
+from .models import Block, FollowRequest, Mute, live_mutes
 from .services import FollowResult, _follow_remove, follow_create_approved, retry_on_deadlock
 from .signals import follow_request_approved, mute_changed
 
@@ -163,7 +163,7 @@ def mute_delete(*, actor: User, target_id: int) -> ControlResult:
     _check_other(actor, target_id, "unmute")
     with transaction.atomic(), outbox.batched():
         target = _lock_pair(actor.pk, target_id, other_active=False)
-        live = Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+        live = live_mutes()
         found = Mute.objects.filter(live, muter_id=actor.pk, muted_id=target_id).exists()
         Mute.objects.filter(muter_id=actor.pk, muted_id=target_id).delete()
         if not found:

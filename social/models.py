@@ -86,6 +86,11 @@ class Block(models.Model):
         return f"{self.blocker_id} blocks {self.blocked_id}"
 
 
+def live_mutes() -> Q:
+    """The filter of the ``Mute`` rows that hold now: no expiry, or one still ahead."""
+    return Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+
+
 class Mute(models.Model):
     """``muter`` mutes ``muted`` until ``expires_at`` (None: until unmuted): ``muted``'s notes stay
     out of ``muter``'s home feed; nothing else changes.

@@ -41,7 +41,7 @@ from . import layout, redis_keys
 from .control_mirror import mirror_apply_controls, mute_score
 from .edges import active_edges_in_range, inactive_user_ids
 from .mirror import mirror_apply_pairs, mirror_apply_user
-from .models import OUTBOX_CONTROL, OUTBOX_PAIR, OUTBOX_USER, Block, Mute
+from .models import OUTBOX_CONTROL, OUTBOX_PAIR, OUTBOX_USER, Block, Mute, live_mutes
 
 logger = logging.getLogger(__name__)
 
@@ -262,7 +262,7 @@ def _write_controls(client: redis.Redis, user_ids: list[int], low: int, high: in
         hidden[blocker_id].append(blocked_id)
         hidden[blocked_id].append(blocker_id)
     muted: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    live = Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+    live = live_mutes()
     for mute in Mute.objects.filter(live, muter_id__gt=low, muter_id__lte=high).only("muter_id", "muted_id", "expires_at"):
         muted[mute.muter_id].append((mute.muted_id, mute_score(mute)))
     pipe = pipeline(client)

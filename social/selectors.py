@@ -28,7 +28,7 @@ from users.models import User
 from users.selectors import users_by_id
 
 from . import layout, redis_keys
-from .models import Block, Follow, FollowImport, FollowRequest, Mute
+from .models import Block, Follow, FollowImport, FollowRequest, Mute, live_mutes
 
 
 def followers_layouts(client: redis.Redis, user_ids: Iterable[int]) -> dict[int, bytes]:
@@ -144,7 +144,7 @@ class MuteEntry:
 
 def muted_by(*, user_id: int, limit: int = 500) -> list[MuteEntry]:
     """The accounts ``user_id`` mutes now, newest mute first (its settings page)."""
-    live = Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+    live = live_mutes()
     rows = Mute.objects.filter(live, muter_id=user_id).select_related("muted").order_by("-created_at", "-pk")[:limit]
     return [MuteEntry(user=row.muted, expires_at=row.expires_at) for row in rows]
 

@@ -31,7 +31,7 @@ from core.redis import redis_or_database
 from users.models import User
 
 from . import redis_keys
-from .models import Block, Mute
+from .models import Block, Mute, live_mutes
 from .selectors import is_following
 
 
@@ -74,7 +74,7 @@ def muted_ids_from(client: redis.Redis, *, user_id: int) -> set[int]:
 
 def muted_ids_database(*, user_id: int) -> set[int]:
     """The accounts ``user_id`` mutes now, from the database."""
-    live = Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+    live = live_mutes()
     return set(Mute.objects.filter(live, muter_id=user_id).values_list("muted_id", flat=True))
 
 
