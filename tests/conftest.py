@@ -16,7 +16,7 @@ from typing import Any
 
 import factory
 import pytest
-from django.test import override_settings
+from django.test import Client, override_settings
 
 from core.cluster import cluster_nodes
 from core.outbox import now_ms
@@ -117,6 +117,25 @@ def bob(db: Any) -> User:
 def charlie(db: Any) -> User:
     """The stranger persona (for permission tests)."""
     return UserFactory(username="charlie")
+
+
+@pytest.fixture
+def run_commits(django_capture_on_commit_callbacks: Any) -> Any:
+    """``run_commits(action)``: run ``action()`` and its after-commit work, as a request would;
+    returns what ``action`` returned."""
+
+    def run(action: Any) -> Any:
+        with django_capture_on_commit_callbacks(execute=True):
+            return action()
+
+    return run
+
+
+def signed_in(user: Any) -> Client:
+    """A test client signed in as ``user``."""
+    client = Client()
+    client.force_login(user)
+    return client
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from django.apps import apps as django_apps
 from django.contrib.auth.models import Group
 from django.test import Client
 
-from tests.conftest import UserFactory
+from tests.conftest import UserFactory, signed_in
 
 
 @pytest.fixture
@@ -47,12 +47,6 @@ def plain_staff(db: Any) -> Any:
 @pytest.fixture
 def superuser(db: Any) -> Any:
     return UserFactory(username="root", is_staff=True, is_superuser=True)
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

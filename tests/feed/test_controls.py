@@ -18,15 +18,6 @@ from tests.feed.helpers import inbox_ids, make_user
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def run_commits(django_capture_on_commit_callbacks):
-    def run(action):
-        with django_capture_on_commit_callbacks(execute=True):
-            return action()
-
-    return run
-
-
 def page_ids(user, *, database_only=False):
     return [note.pk for note in selectors.home_timeline(user_id=user.pk, cursor=None, limit=20, database_only=database_only).notes]
 

@@ -16,24 +16,9 @@ from notifications.models import APPROVED, FOLLOW, REQUEST, Notification, Notifi
 from notifications.reconcile import unread_reconcile
 from social import controls
 from social import services as social_services
-from tests.conftest import UserFactory
+from tests.conftest import UserFactory, signed_in
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def run_commits(django_capture_on_commit_callbacks):
-    def run(action):
-        with django_capture_on_commit_callbacks(execute=True):
-            return action()
-
-    return run
-
-
-def signed_in(user):
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def follow(a, b, run_commits):

@@ -13,26 +13,9 @@ from social import controls, redis_keys, selectors, services, visibility
 from social.control_mirror import mirror_apply_controls
 from social.models import Block, Follow, FollowRequest, Mute
 from social.rebuild import rebuild_all
-from tests.conftest import UserFactory
+from tests.conftest import UserFactory, signed_in
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def run_commits(django_capture_on_commit_callbacks):
-    """Run ``action()`` and its after-commit work, as a request would."""
-
-    def run(action):
-        with django_capture_on_commit_callbacks(execute=True):
-            return action()
-
-    return run
-
-
-def signed_in(user):
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def follows(a, b):

@@ -9,23 +9,9 @@ import pytest
 from django.test import Client
 
 from social import controls, redis_keys, selectors, services, suggestions
+from tests.conftest import signed_in
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def run_commits(django_capture_on_commit_callbacks):
-    def run(action):
-        with django_capture_on_commit_callbacks(execute=True):
-            return action()
-
-    return run
-
-
-def signed_in(user):
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def follow(a, b, run_commits):

@@ -10,27 +10,12 @@ from django.test import Client
 from core.models import OutboxEntry
 from social import controls, services, transfer
 from social.models import Follow, FollowImport, FollowRequest
-from tests.conftest import UserFactory
+from tests.conftest import UserFactory, signed_in
 from tests.feed.test_worker import queue, worker  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db
 
 HEADER = "Account address,Show boosts,Notify on new posts,Languages\n"
-
-
-@pytest.fixture
-def run_commits(django_capture_on_commit_callbacks):
-    def run(action):
-        with django_capture_on_commit_callbacks(execute=True):
-            return action()
-
-    return run
-
-
-def signed_in(user):
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def followees(user):
