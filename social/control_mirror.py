@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import redis
 from django.db.models import Q
-from django.utils import timezone
 
 from core.cluster import pipeline
 from core.errors import EntryNotApplied
@@ -25,6 +24,7 @@ from core.replica import primary_reads
 
 from . import redis_keys
 from .models import Block, Mute, live_mutes
+from .visibility import now_ms as visibility_now_ms
 
 Pair = tuple[int, int]  # two account ids, in either order
 MAX_VERIFY_ROUNDS = 5
@@ -73,7 +73,7 @@ def pair_controls(pairs: Sequence[Pair]) -> dict[Pair, PairControls]:
 
 
 def _write(pairs: dict[Pair, PairControls]) -> None:
-    now_ms = int(timezone.now().timestamp() * 1000)
+    now_ms = visibility_now_ms()
     pipe = pipeline(get_redis())
     for (a, b), state in pairs.items():
         for one, other, until in ((a, b, state.a_mutes_b_until), (b, a, state.b_mutes_a_until)):
@@ -143,7 +143,7 @@ def controls_differences(client: redis.Redis, user_ids: Sequence[int]) -> set[Pa
         pipe.smembers(redis_keys.blocks_key(user_id))
         pipe.zrange(redis_keys.mutes_key(user_id), 0, -1, withscores=True)
     replies = pipe.execute()
-    now_ms = int(timezone.now().timestamp() * 1000)
+    now_ms = visibility_now_ms()
     # Read after Redis: a block applied meanwhile then shows on both sides.
     hidden: dict[int, set[int]] = {user_id: set() for user_id in ids}
     for blocker_id, blocked_id in Block.objects.filter(Q(blocker_id__in=ids) | Q(blocked_id__in=ids)).values_list("blocker_id", "blocked_id"):
