@@ -38,8 +38,10 @@ from functools import partial
 from typing import Any
 
 import redis
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, transaction
+from django.db import OperationalError as DatabaseOperationalError
 from django.db.models import F, Q
 from django.db.models.functions import Greatest
 from django.utils import timezone
@@ -274,7 +276,7 @@ def send_after_commit(entry_ids: Sequence[int]) -> None:
 @dataclass
 class ApplyResult:
     """``applied`` entries marked applied; ``stuck`` left pending because their handler said
-    ``EntryNotApplied`` or their kind is not registered."""
+    ``EntryNotApplied`` or failed on them, or their kind is not registered."""
 
     applied: int = 0
     stuck: int = 0
@@ -284,18 +286,32 @@ def _mark_applied(entries: Sequence[OutboxEntry]) -> None:
     OutboxEntry.objects.filter(pk__in=[e.pk for e in entries]).update(applied_at=timezone.now(), last_error="")
 
 
+# Failures that say a service is down, not that an entry is bad: they stop
+# the application (the entries stay pending for the next drain).
+_SERVICE_ERRORS: tuple[type[BaseException], ...] = (*REDIS_ERRORS, DatabaseOperationalError, InterfaceError, SoftTimeLimitExceeded)
+
+
 def _apply_kind(kind: Kind, entries: list[OutboxEntry], result: ApplyResult, mark: bool) -> None:
     try:
         kind.apply(entries)
-    except EntryNotApplied as exc:
-        if len(entries) == 1:
-            result.stuck += 1
-            # At least one attempt (the drain counts its own): the drain then
-            # takes it up at once, not after the task's grace.
-            OutboxEntry.objects.filter(pk=entries[0].pk).update(attempts=Greatest(F("attempts"), 1), last_error=str(exc)[:500])
+    except _SERVICE_ERRORS:
+        raise
+    except Exception as exc:  # noqa: BLE001 - EntryNotApplied, or a handler that fails on one entry
+        if len(entries) > 1:
+            for entry in entries:
+                _apply_kind(kind, [entry], result, mark)
             return
-        for entry in entries:
-            _apply_kind(kind, [entry], result, mark)
+        error = str(exc)
+        if not isinstance(exc, EntryNotApplied):
+            # One entry its handler cannot take (a bug, a row gone in a way the
+            # handler did not foresee) must not hold up every entry after it:
+            # it stays pending with its error, and each drain tries it again.
+            logger.exception("outbox entry %s (%s) failed; it stays pending", entries[0].pk, kind.name)
+            error = repr(exc)
+        result.stuck += 1
+        # At least one attempt (the drain counts its own): the drain then
+        # takes it up at once, not after the task's grace.
+        OutboxEntry.objects.filter(pk=entries[0].pk).update(attempts=Greatest(F("attempts"), 1), last_error=error[:500])
         return
     if mark:
         _mark_applied(entries)

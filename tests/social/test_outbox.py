@@ -149,3 +149,33 @@ class TestDrain:
         outbox_drain_pending()
 
         assert list(graph_entries().values_list("subject_id", flat=True)) == [bob.pk]
+
+
+class TestAPoisonEntry:
+    def test_an_entry_its_handler_fails_on_stays_pending_with_its_error_and_the_others_are_applied(self, alice, bob, redis_client, django_capture_on_commit_callbacks):
+        from core import outbox
+
+        def handler(entries):
+            raise ValueError(f"cannot take {[e.subject_id for e in entries]}")
+
+        poison = outbox.register("test.poison", apply=handler)
+        try:
+            with django_capture_on_commit_callbacks(execute=False):
+                with transaction.atomic():
+                    outbox.record(poison, subject_id=7)
+                services.follow_create(actor=alice, followee_id=bob.pk)
+
+            result = outbox_drain_pending(task_grace_seconds=0)
+        finally:
+            outbox._kinds.pop("test.poison")
+
+        stuck = OutboxEntry.objects.get(kind="test.poison")
+        assert (result.applied, result.stuck, result.redis_down) == (
+            OutboxEntry.objects.filter(applied_at__isnull=False).count(),
+            1,
+            False,
+        )
+        assert stuck.applied_at is None and stuck.last_error == "ValueError('cannot take [7]')"
+        assert pending() == []
+        assert_mirror_equals_database(redis_client, [alice.pk, bob.pk])
+

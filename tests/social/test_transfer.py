@@ -3,11 +3,15 @@ every kind of bad line skipped and reported, re-uploads idempotent, the rate lim
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
+from django.utils import timezone
 
 from core.models import OutboxEntry
+from core.outbox import drain
 from social import controls, services, transfer
 from social.models import Follow, FollowImport, FollowRequest
 from tests.conftest import UserFactory, signed_in
@@ -100,11 +104,14 @@ class TestImport:
 
         paused = transfer.follows_import_run(import_id=job.pk)
         job.refresh_from_db()
-        settings.FOLLOW_RATE = "100/m"  # the window passed
+        settings.FOLLOW_RATE = "100/m"
+        waiting = transfer.follows_import_run(import_id=job.pk)  # the drain comes back before the limit lifts
+        FollowImport.objects.filter(pk=job.pk).update(waiting_until=timezone.now() - timedelta(seconds=1))  # the window passed
         finished = transfer.follows_import_run(import_id=job.pk)
 
         assert (paused.done, paused.finished) == (2, False) and paused.wait_seconds >= 1
         assert job.waiting_until is not None
+        assert (waiting.done, waiting.finished) == (2, False) and 1 <= waiting.wait_seconds <= paused.wait_seconds + 1
         assert (finished.done, finished.finished) == (4, True)
         assert followees(alice) == {t.username for t in targets}
 
@@ -135,6 +142,19 @@ class TestImport:
 
         assert big.status_code == 400 and big.json()["errorMsg"] == "The file is larger than 1,024 KB."
         assert long.status_code == 400 and long.json()["errorMsg"] == "The file has 100,000 lines; at most 10,000 accounts can be imported at once."
+        assert not FollowImport.objects.exists()
+
+    def test_the_line_limit_counts_accounts_with_or_without_a_header(self, alice, settings):
+        settings.FOLLOWS_IMPORT_MAX_LINES = 3
+        names = [f"u{n}" for n in range(4)]
+
+        plain = signed_in(alice).post("/api/follows/import", data="\n".join(names), content_type="text/plain")
+        csv = signed_in(alice).post("/api/follows/import", data=HEADER + "".join(f"{n},true,false,\n" for n in names), content_type="text/csv")
+        fits = transfer.parse_import((HEADER + "".join(f"{n},true,false,\n" for n in names[:3])).encode())
+
+        assert plain.status_code == csv.status_code == 400
+        assert plain.json()["errorMsg"] == "The file has 4 lines; at most 3 accounts can be imported at once."
+        assert fits == names[:3]
         assert not FollowImport.objects.exists()
 
     def test_nothing_uploaded_is_400(self, alice):
@@ -238,3 +258,17 @@ class TestImportRuns:
         job.refresh_from_db()
         assert job.position == len(names) and job.skipped_count == len(names)
         assert len(job.skipped) == transfer.SKIPS_KEPT
+
+    def test_an_import_whose_account_was_deleted_is_done_and_holds_up_no_other_entry(self, alice, bob, charlie, run_commits):
+        job = transfer.follows_import_start(actor=alice, raw=b"bob\n")  # its job never ran
+        alice.delete()
+        run_commits(lambda: services.follow_create(actor=charlie, followee_id=bob.pk))  # an entry after it
+        OutboxEntry.objects.update(attempts=1)  # every task's grace is over
+
+        result = drain()
+
+        assert not FollowImport.objects.filter(pk=job.pk).exists()
+        assert OutboxEntry.objects.get(kind="social.follows_import", subject_id=job.pk).applied_at is not None
+        assert list(OutboxEntry.objects.filter(applied_at__isnull=True).values_list("kind", flat=True)) == []
+        assert (result.stuck, result.redis_down) == (0, False)
+
