@@ -10,8 +10,9 @@
   and ``object_id`` was made, changed or undone; applied inline after
   commit (``social.control_mirror.mirror_apply_controls``), before the
   feed's entries of the same change.
-- ``social.suggest`` (``SUGGEST``): ``subject_id`` followed ``object_id``;
-  the Celery task updates its "who to follow" (``social.suggestions``).
+- ``social.suggest`` (``SUGGEST``): ``subject_id`` followed ``object_id``
+  (or asked to); the Celery task updates its "who to follow"
+  (``social.suggestions``).
 - ``social.user`` (``USER``): every edge of account ``subject_id`` must be
   re-mirrored (deactivation, reactivation, deletion); inline for small
   accounts, by the Celery task for big ones (the caller says which).

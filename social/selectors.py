@@ -512,7 +512,10 @@ def suggestions_for(*, user_id: int, limit: int = 10) -> Suggestions:
         pipe.smembers(redis_keys.blocks_key(user_id))
         pipe.zmscore(redis_keys.mutes_key(user_id), [str(i) for i in ids])
         reasons, followed, blocks, muted = pipe.execute()
-        hidden = {int(member) for member in blocks}
+        # Requests are in the database only: asked about the page's candidates.
+        hidden = {int(member) for member in blocks} | set(
+            FollowRequest.objects.filter(requester_id=user_id, target_id__in=ids).values_list("target_id", flat=True)
+        )
         now_ms = int(timezone.now().timestamp() * 1000)
         keep = [
             (candidate, reason)
@@ -551,7 +554,7 @@ def suggestion_exclusions(user_id: int) -> set[int]:
     found: set[int] = set(FollowRequest.objects.filter(requester_id=user_id).values_list("target_id", flat=True))
     for blocker, blocked in Block.objects.filter(Q(blocker_id=user_id) | Q(blocked_id=user_id)).values_list("blocker_id", "blocked_id"):
         found.add(blocked if blocker == user_id else blocker)
-    found.update(Mute.objects.filter(muter_id=user_id).values_list("muted_id", flat=True))
+    found.update(Mute.objects.filter(live_mutes(), muter_id=user_id).values_list("muted_id", flat=True))
     return found
 
 

@@ -26,20 +26,24 @@ Redis path and the quality benchmark (``bench/suggestions.py``) use.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 import redis
+from kombu.exceptions import OperationalError as BrokerError
 
-from core.cluster import pipeline
+from core.cluster import lua, pipeline, queue_script
 from core.redis import REDIS_ERRORS, get_redis, redis_available, redis_failed
 from users.models import User
 
 from . import redis_keys
 from .models import Follow
 from .selectors import POPULAR_POOL, active_follows, parse_suggestion_reason, suggestion_exclusions, users_most_followed
+
+logger = logging.getLogger(__name__)
 
 # Candidates kept per reader; followees read per pipeline.
 SUGGESTIONS_MAX = 100
@@ -223,10 +227,21 @@ def suggestions_after_follow(*, follower_id: int, followee_id: int) -> int:
         via, names = parse_suggestion_reason(reason)
         named = names if len(names) >= WHY_NAMES else [*names, followee_id]
         pipe.hset(why, str(candidate), _why_value(via + 1, named))
-    # Keep the best SUGGESTIONS_MAX: ranks 0..-(cap+1) are the lowest.
-    pipe.zremrangebyrank(key, 0, -(SUGGESTIONS_MAX + 1))
+    queue_script(pipe, lua(TRIM_LUA), [key, why], [SUGGESTIONS_MAX])
     pipe.execute()
     return len(candidates)
+
+
+# KEYS: a reader's suggestions and reasons; ARGV: how many to keep. Drops the
+# lowest-ranked beyond that from both (the reasons of the dropped go too).
+TRIM_LUA = """
+local extra = redis.call('ZRANGE', KEYS[1], 0, -(tonumber(ARGV[1]) + 1))
+if #extra > 0 then
+  redis.call('ZREM', KEYS[1], unpack(extra))
+  redis.call('HDEL', KEYS[2], unpack(extra))
+end
+return #extra
+"""
 
 
 def suggestions_refresh_active(*, start_after: int = 0, on_progress: Callable[[int, int], None] | None = None) -> int:
@@ -269,5 +284,15 @@ def suggestions_request(*, user_id: int) -> bool:
         return False
     from .tasks import social_suggestions_refresh  # the task module imports this one
 
-    social_suggestions_refresh.apply_async(kwargs={"user_id": user_id})
+    try:
+        social_suggestions_refresh.apply_async(kwargs={"user_id": user_id})
+    except BrokerError as exc:
+        # Nothing is lost (the page shows the most followed accounts meanwhile);
+        # the marker goes, so the next page asks again.
+        logger.warning("broker refused the suggestions of %s: %r", user_id, exc)
+        try:
+            get_redis().delete(redis_keys.suggestions_queued_key(user_id))
+        except REDIS_ERRORS as redis_exc:
+            redis_failed(redis_exc)
+        return False
     return True

@@ -10,6 +10,7 @@ afterwards. The mirror's sentinel key is set so reads use Redis.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -141,3 +142,24 @@ def signed_in(user: Any) -> Client:
 @pytest.fixture
 def redis_client() -> Any:
     return get_redis()
+
+
+@contextlib.contextmanager
+def refusing_broker() -> Iterator[None]:
+    """Inside the block, Celery sends to a broker that refuses connections, with no retries:
+    every send fails at once with kombu's ``OperationalError`` (then the real broker again)."""
+    from config.celery_app import app
+
+    names = ("task_always_eager", "broker_url", "broker_connection_retry", "broker_connection_max_retries", "task_publish_retry")
+    saved = {name: app.conf[name] for name in names}
+    app.conf.update(task_always_eager=False, broker_url="amqp://guest:guest@127.0.0.1:1//", broker_connection_retry=False,
+                    broker_connection_max_retries=0, task_publish_retry=False)
+    # Celery builds its connection and producer pools on first use: pools for the refusing broker.
+    app._pool = None
+    app.amqp._producer_pool = None
+    try:
+        yield
+    finally:
+        app.conf.update(saved)
+        app._pool = None
+        app.amqp._producer_pool = None

@@ -29,6 +29,7 @@ from feed.models import Note
 from social import redis_keys as social_keys
 from social import selectors as social_selectors
 from social.models import OUTBOX_PAIR, Follow
+from tests.conftest import refusing_broker
 from tests.feed.consistency import feed_differences, feed_pages
 from tests.feed.helpers import inbox, inbox_ids, make_user
 from tests.social.faults import RedisServer, point_at
@@ -164,18 +165,10 @@ class TestC22Deletion:
         assert_mirror_equals_database(redis_client, [a.pk])
 
 
-def forget_broker_pools(app: Any) -> None:
-    """Make Celery build its broker connection and producer pools anew (as after a fork)."""
-    app._pool = None
-    app.amqp._producer_pool = None
-
-
 class TestC24RefusedBrokerMessages:
     def test_a_backfill_refused_by_the_broker_is_delivered_by_the_drain(
         self, follow: Any, publish: Any, redis_client: Any, django_capture_on_commit_callbacks: Any
     ) -> None:
-        from config.celery_app import app
-
         a, b, c = make_user("a"), make_user("b"), make_user("c")
         follow(a, c)
         base = now_ms() - 10_000
@@ -185,20 +178,10 @@ class TestC24RefusedBrokerMessages:
         c2 = publish(c, "c2", at_ms=base + 2000)
         assert inbox_ids(redis_client, a) == [c2.pk, c1.pk, c0.pk]
 
-        names = ("task_always_eager", "broker_url", "broker_connection_retry", "broker_connection_max_retries", "task_publish_retry")
-        saved = {name: app.conf[name] for name in names}
-        # A broker that refuses connections, and no retries: the send fails at once.
-        app.conf.update(task_always_eager=False, broker_url="amqp://guest:guest@127.0.0.1:1//", broker_connection_retry=False,
-                        broker_connection_max_retries=0, task_publish_retry=False)
-        forget_broker_pools(app)  # a pool for the refusing broker (Celery builds it on first use)
-        try:
-            with django_capture_on_commit_callbacks(execute=True):
-                from social import services
+        with refusing_broker(), django_capture_on_commit_callbacks(execute=True):
+            from social import services
 
-                result = services.follow_create(actor=a, followee_id=b.pk)
-        finally:
-            app.conf.update(saved)
-            forget_broker_pools(app)
+            result = services.follow_create(actor=a, followee_id=b.pk)
         pending = list(OutboxEntry.objects.filter(applied_at__isnull=True).order_by("id").values_list("kind", flat=True))
         refused = inbox_ids(redis_client, a)
         mirrored = bool(redis_client.sismember(social_keys.following_set_key(a.pk), b.pk))

@@ -7,9 +7,10 @@ import math
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
-from social import controls, redis_keys, selectors, services, suggestions
-from tests.conftest import signed_in
+from social import control_mirror, controls, redis_keys, selectors, services, suggestions
+from tests.conftest import refusing_broker, signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -163,3 +164,66 @@ class TestBlocksInSuggestions:
         found = selectors.suggestions_for(user_id=newcomer.pk, limit=3)
         assert found.items and all(item.via == 1 for item in found.items)
         assert found.items[0].reason == "followed by @bob you follow"
+
+
+class TestReadFilters:
+    def test_accounts_blocked_muted_or_asked_since_the_set_was_stored_leave_the_page(self, alice, world, run_commits):
+        suggestions.suggestions_refresh(user_id=alice.pk)
+        people = world
+        people["erin"].approve_followers = True
+        people["erin"].save(update_fields=["approve_followers"])
+        before = [item.user.username for item in selectors.suggestions_for(user_id=alice.pk).items]
+        run_commits(lambda: controls.block_create(actor=people["frank"], target_id=alice.pk))
+        run_commits(lambda: controls.mute_create(actor=alice, target_id=people["grace"].pk))
+        # The request's job is not run: the read alone leaves erin out.
+        services.follow_create(actor=alice, followee_id=people["erin"].pk)
+
+        after = [item.user.username for item in selectors.suggestions_for(user_id=alice.pk).items]
+
+        assert before == ["dave", "erin", "frank", "grace", "heidi", "ivan", "judy"]
+        assert after == ["dave", "heidi", "ivan", "judy"]
+
+    def test_an_expired_mute_excludes_nothing(self, alice, world, run_commits):
+        from datetime import timedelta
+
+        from social.models import Mute
+
+        run_commits(lambda: controls.mute_create(actor=alice, target_id=world["heidi"].pk, duration=timedelta(days=1)))
+        Mute.objects.filter(muter=alice).update(expires_at=timezone.now() - timedelta(seconds=1))  # the day passed
+        control_mirror.mirror_apply_controls([(alice.pk, world["heidi"].pk)])
+
+        suggestions.suggestions_refresh(user_id=alice.pk)
+
+        assert world["heidi"].pk in [r.user_id for r in suggestions.compute(alice.pk)]
+        assert "heidi" in [item.user.username for item in selectors.suggestions_for(user_id=alice.pk).items]
+
+
+class TestTheCap:
+    def test_an_update_keeps_the_best_and_their_reasons_only(self, alice, bob, world, user_factory, run_commits, redis_client, monkeypatch):
+        monkeypatch.setattr(suggestions, "SUGGESTIONS_MAX", 3)
+        newcomer = user_factory(username="newcomer")
+        follow(newcomer, bob, run_commits)
+        suggestions.suggestions_refresh(user_id=newcomer.pk)
+        dave = world["dave"]
+        extra = [user_factory(username=f"extra{n}") for n in range(5)]
+        for other in extra:
+            follow(dave, other, run_commits)
+
+        follow(newcomer, dave, run_commits)  # dave's five followings are candidates now
+
+        stored = [int(m) for m in redis_client.zrevrange(redis_keys.suggestions_key(newcomer.pk), 0, -1)]
+        reasons = {int(field) for field in redis_client.hkeys(redis_keys.suggestions_why_key(newcomer.pk))}
+        assert len(stored) == 3
+        assert reasons == set(stored)
+
+
+class TestABrokerThatRefuses:
+    def test_the_page_still_answers_and_asks_again_next_time(self, alice, world, redis_client):
+        with refusing_broker():
+            response = signed_in(alice).get("/api/suggestions")
+            queued = redis_client.exists(redis_keys.suggestions_queued_key(alice.pk))
+
+        assert response.status_code == 200
+        assert response.json()["data"]["computed"] is False and len(response.json()["data"]["list"]) > 0
+        assert queued == 0
+
