@@ -59,7 +59,8 @@ def social_cache_reconcile() -> dict[str, int]:
 
 @task(acks_late=True)
 def social_mutes_expire() -> int:
-    """Nightly: delete expired mutes and drop them from Redis (reads ignore them already).
+    """Beat, every ``MUTE_EXPIRY_SECONDS``: delete expired mutes, drop them from Redis (reads ignore
+    them already) and bring the muted authors' notes back into the inboxes.
 
     :returns: how many mutes were deleted.
     """

@@ -244,9 +244,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "social.tasks.social_suggestions_refresh_active",
         "schedule": crontab(hour=5, minute=0),
     },
-    "expire-mutes-nightly": {
+    # A mute that ran out gives back the muted author's notes within this long.
+    "expire-mutes": {
         "task": "social.tasks.social_mutes_expire",
-        "schedule": crontab(hour=3, minute=15),
+        "schedule": env.float("MUTE_EXPIRY_SECONDS", default=60.0),
     },
     # After the graph's, so the inboxes are compared with a repaired mirror.
     "reconcile-inboxes-nightly": {

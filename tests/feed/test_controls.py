@@ -63,6 +63,25 @@ class TestMuteInTheFeed:
         assert note.pk in inbox_ids(redis_client, alice)
         assert page_ids(alice)[0] == note.pk
 
+    def test_when_a_mute_runs_out_the_notes_from_before_and_during_it_come_back(self, reader_and_authors, publish, run_commits, redis_client, settings):
+        from social.tasks import social_mutes_expire
+
+        settings.CELERY_TASK_ALWAYS_EAGER = True
+        alice, bob, charlie = reader_and_authors
+        before, other = publish(bob), publish(charlie)
+        run_commits(lambda: controls.mute_create(actor=alice, target_id=bob.pk, duration=timedelta(days=1)))
+        during = publish(bob)
+        assert inbox_ids(redis_client, alice) == [other.pk]
+        # The day passed (Redis holds the expiry as a score, now in the past).
+        Mute.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+        redis_client.zadd(social_keys.mutes_key(alice.pk), {str(bob.pk): int(timezone.now().timestamp() * 1000) - 1000})
+
+        run_commits(lambda: social_mutes_expire.delay())  # beat, within MUTE_EXPIRY_SECONDS
+
+        assert not Mute.objects.exists()
+        assert inbox_ids(redis_client, alice) == [during.pk, other.pk, before.pk]
+        assert page_ids(alice) == page_ids(alice, database_only=True) == [during.pk, other.pk, before.pk]
+
     def test_a_muted_pulled_author_is_left_out_on_both_paths(self, reader_and_authors, publish, run_commits, redis_client, settings):
         alice, bob, charlie = reader_and_authors
         redis_client.sadd(redis_keys.pull_authors_key(), bob.pk)
