@@ -28,6 +28,8 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.template import TemplateDoesNotExist
 from django.template.loader import render_to_string
 
+from .transactions import is_retryable
+
 logger = logging.getLogger(__name__)
 
 API_PREFIX = "/api/"
@@ -97,9 +99,10 @@ def envelope(data: Any = None, *, message: str | None = None, status: int = 200)
     return JsonResponse({"success": message is None, "errorMsg": message, "data": data}, status=status)
 
 
-def error_page(request: HttpRequest, *, status: int, message: str) -> HttpResponse:
-    """The site's error page for ``status`` (``<status>.html``, else ``400.html``) showing ``message``."""
-    context = {"status": status, "message": message, "request": request}
+def error_page(request: HttpRequest, *, status: int, message: str, back: tuple[str, str] | None = None) -> HttpResponse:
+    """The site's error page for ``status`` (``<status>.html``, else ``400.html``) showing ``message``
+    and, when given, a link ``back = (url, label)`` to the page the request came from."""
+    context = {"status": status, "message": message, "request": request, "back": back}
     try:
         html = render_to_string(f"{status}.html", context, request=request)
     except TemplateDoesNotExist:
@@ -107,10 +110,12 @@ def error_page(request: HttpRequest, *, status: int, message: str) -> HttpRespon
     return HttpResponse(html, status=status)
 
 
-def error_response(request: HttpRequest, *, status: int, message: str, retry_after: int | None = None) -> HttpResponse:
+def error_response(
+    request: HttpRequest, *, status: int, message: str, retry_after: int | None = None, back: tuple[str, str] | None = None
+) -> HttpResponse:
     """The answer to a failed request: the envelope for JSON clients, the error page otherwise
-    (with ``Retry-After`` in seconds when given, for a 429)."""
-    response = envelope(message=message, status=status) if wants_json(request) else error_page(request, status=status, message=message)
+    (with ``Retry-After`` in seconds when given, for a 429; ``back`` as for ``error_page``)."""
+    response = envelope(message=message, status=status) if wants_json(request) else error_page(request, status=status, message=message, back=back)
     if retry_after is not None:
         response["Retry-After"] = str(retry_after)
     return response
@@ -121,7 +126,8 @@ def response_for_exception(request: HttpRequest, exc: BaseException) -> HttpResp
 
     Domain errors, ``Http404`` and ``PermissionDenied`` become their status,
     a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` a 413, another
-    ``SuspiciousOperation`` a 400;
+    ``SuspiciousOperation`` a 400, a deadlock or lock wait timeout that outlived
+    its retries a 503 with ``Retry-After``;
     any other exception in the API becomes a logged 500 envelope (pages
     keep Django's 500 handling, which renders ``500.html``).
     """
@@ -136,6 +142,10 @@ def response_for_exception(request: HttpRequest, exc: BaseException) -> HttpResp
         return error_response(request, status=413, message=f"The request body is larger than the {limit:,} bytes this site takes.")
     if isinstance(exc, SuspiciousOperation):  # a malformed request, as Django itself answers it
         return error_response(request, status=400, message=STATUS_MESSAGES[400])
+    if is_retryable(exc):
+        # A write that lost every retry against concurrent ones: nothing was written.
+        logger.warning("%s %s: %r after every retry", request.method, request.path, exc)
+        return error_response(request, status=503, message=STATUS_MESSAGES[503], retry_after=1)
     if wants_json(request):
         logger.exception("unhandled error in %s %s", request.method, request.path, exc_info=exc)
         return envelope(message=SERVER_ERROR_MESSAGE, status=500)
@@ -149,6 +159,7 @@ STATUS_MESSAGES = {
     404: "There is no page at this address.",
     405: "This address does not take that method.",
     413: "The request is too large.",
+    503: "The site is busy with other changes to the same accounts; try again.",
     500: SERVER_ERROR_MESSAGE,
 }
 

@@ -118,6 +118,14 @@ def request_cursor(raw: str | None) -> Cursor | None:
     return Cursor.parse(raw, max_score=MAX_MILLISECONDS, min_member=1)
 
 
+def control_cursor(raw: str | None) -> Cursor | None:
+    """The cursor of a list of blocked or muted accounts (scores in microseconds, members row ids).
+
+    :raises InvalidCursorError: see ``Cursor.parse``.
+    """
+    return Cursor.parse(raw, max_score=MAX_MILLISECONDS * 1000, min_member=1)
+
+
 def notification_cursor(raw: str | None) -> Cursor | None:
     """The cursor of the notifications page (scores in microseconds, members group ids).
 

@@ -19,8 +19,8 @@ from django.utils import timezone
 
 from core.cluster import lua
 from core.redis import REDIS_ERRORS, get_redis, redis_available, redis_failed
+from core.transactions import retry_on_deadlock
 from social.models import Block, Follow, FollowRequest, Mute, live_mutes
-from social.services import retry_on_deadlock
 
 from . import redis_keys
 from .models import APPROVED, FOLLOW, GROUP_ACTORS, REPEAT_SECONDS, REQUEST, Notification, NotificationGroup

@@ -36,7 +36,7 @@ from users.selectors import user_ids_matching
 
 from . import rebuild, reconcile
 from .health import reconcile_health
-from .models import Block, Follow, FollowRequest, Mute
+from .models import Block, Follow, FollowRequest, Mute, live_mutes
 from .selectors import active_follows, follow_counts
 from .services import FollowError, follow_create, follow_delete_pair
 
@@ -350,8 +350,8 @@ class FollowRequestAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return False
 
 
-def _count(model: Any, field: str) -> Subquery:
-    rows = model.objects.filter(**{field: OuterRef("pk")}).order_by().values(field).annotate(n=Count("pk")).values("n")
+def _count(model: Any, field: str, where: Q | None = None) -> Subquery:
+    rows = model.objects.filter(where or Q(), **{field: OuterRef("pk")}).order_by().values(field).annotate(n=Count("pk")).values("n")
     return Coalesce(Subquery(rows), 0)  # type: ignore[return-value]
 
 
@@ -364,8 +364,9 @@ def controls_panel(request: HttpRequest, user: User) -> dict[str, Any]:
         .annotate(
             n_blocks_made=_count(Block, "blocker_id"),
             n_blocks_received=_count(Block, "blocked_id"),
-            n_mutes_made=_count(Mute, "muter_id"),
-            n_requests_pending=_count(FollowRequest, "target_id"),
+            # As the account's own pages count them: mutes that hold now, requests of active accounts.
+            n_mutes_made=_count(Mute, "muter_id", live_mutes()),
+            n_requests_pending=_count(FollowRequest, "target_id", Q(requester__is_active=True)),
         )
         .values("n_blocks_made", "n_blocks_received", "n_mutes_made", "n_requests_pending")
         .first()

@@ -164,8 +164,12 @@ def me_settings(request: HttpRequest) -> JsonResponse:
 @api_login_required
 @with_target
 def follow_or_not(request: HttpRequest, target: User) -> JsonResponse:
-    """GET /api/follow/or/not/<id>: whether the signed-in user follows ``id``."""
-    return api_ok(selectors.is_following(follower_id=_actor(request).pk, followee_id=target.pk))
+    """GET /api/follow/or/not/<id>: whether the signed-in user follows ``id`` (404 when ``id``
+    blocks you, as if absent)."""
+    viewer = _actor(request)
+    if visibility.access(viewer=viewer, user=target).hidden:
+        raise NotFound("No such user.")
+    return api_ok(selectors.is_following(follower_id=viewer.pk, followee_id=target.pk))
 
 
 @require_safe

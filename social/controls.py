@@ -23,11 +23,13 @@ from django.utils import timezone
 
 from core import outbox
 from core.errors import DomainError, InvalidInput, NotFound
+from core.models import OutboxEntry
+from core.transactions import retry_on_deadlock
 from users.models import User
 
 from . import outbox as social_outbox
 from .models import Block, FollowRequest, Mute, live_mutes
-from .services import FollowResult, _follow_remove, follow_create_approved, retry_on_deadlock
+from .services import ActorInactiveError, FollowingLimitReached, FollowResult, _follow_remove, follow_create_approved
 from .signals import follow_request_approved, mute_changed
 
 
@@ -124,12 +126,16 @@ def block_delete(*, actor: User, target_id: int) -> ControlResult:
     :raises ControlConflictError: ``actor`` does not block the target (409).
     """
     _check_other(actor, target_id, "unblock")
-    with transaction.atomic(), outbox.batched():
-        target = _lock_pair(actor.pk, target_id, other_active=False)
-        if not Block.objects.filter(blocker_id=actor.pk, blocked_id=target_id).delete()[0]:
-            raise ControlConflictError(f"You do not block {target.username}.")
-        _record(actor.pk, target_id)
-    return ControlResult(changed=True)
+
+    def write() -> ControlResult:
+        with transaction.atomic(), outbox.batched():
+            target = _lock_pair(actor.pk, target_id, other_active=False)
+            if not Block.objects.filter(blocker_id=actor.pk, blocked_id=target_id).delete()[0]:
+                raise ControlConflictError(f"You do not block {target.username}.")
+            _record(actor.pk, target_id)
+        return ControlResult(changed=True)
+
+    return retry_on_deadlock(write)
 
 
 def mute_create(*, actor: User, target_id: int, duration: timedelta | None = None) -> ControlResult:
@@ -144,13 +150,17 @@ def mute_create(*, actor: User, target_id: int, duration: timedelta | None = Non
     _check_other(actor, target_id, "mute")
     if duration is not None and duration <= timedelta(0):
         raise InvalidInput("A mute lasts a positive time.")
-    with transaction.atomic(), outbox.batched():
-        _lock_pair(actor.pk, target_id)
-        expires_at = timezone.now() + duration if duration is not None else None
-        Mute.objects.update_or_create(muter_id=actor.pk, muted_id=target_id, defaults={"expires_at": expires_at, "created_at": timezone.now()})
-        _record(actor.pk, target_id)
-        mute_changed.send(sender=Mute, muter_id=actor.pk, muted_id=target_id)
-    return ControlResult(changed=True)
+
+    def write() -> ControlResult:
+        with transaction.atomic(), outbox.batched():
+            _lock_pair(actor.pk, target_id)
+            expires_at = timezone.now() + duration if duration is not None else None
+            Mute.objects.update_or_create(muter_id=actor.pk, muted_id=target_id, defaults={"expires_at": expires_at, "created_at": timezone.now()})
+            _record(actor.pk, target_id)
+            mute_changed.send(sender=Mute, muter_id=actor.pk, muted_id=target_id)
+        return ControlResult(changed=True)
+
+    return retry_on_deadlock(write)
 
 
 def mute_delete(*, actor: User, target_id: int) -> ControlResult:
@@ -161,16 +171,19 @@ def mute_delete(*, actor: User, target_id: int) -> ControlResult:
     :raises ControlConflictError: ``actor`` does not mute the target (409).
     """
     _check_other(actor, target_id, "unmute")
-    with transaction.atomic(), outbox.batched():
-        target = _lock_pair(actor.pk, target_id, other_active=False)
-        live = live_mutes()
-        found = Mute.objects.filter(live, muter_id=actor.pk, muted_id=target_id).exists()
-        Mute.objects.filter(muter_id=actor.pk, muted_id=target_id).delete()
-        if not found:
-            raise ControlConflictError(f"You do not mute {target.username}.")
-        _record(actor.pk, target_id)
-        mute_changed.send(sender=Mute, muter_id=actor.pk, muted_id=target_id)
-    return ControlResult(changed=True)
+
+    def write() -> ControlResult:
+        with transaction.atomic(), outbox.batched():
+            target = _lock_pair(actor.pk, target_id, other_active=False)
+            found = Mute.objects.filter(live_mutes(), muter_id=actor.pk, muted_id=target_id).exists()
+            Mute.objects.filter(muter_id=actor.pk, muted_id=target_id).delete()
+            if not found:
+                raise ControlConflictError(f"You do not mute {target.username}.")
+            _record(actor.pk, target_id)
+            mute_changed.send(sender=Mute, muter_id=actor.pk, muted_id=target_id)
+        return ControlResult(changed=True)
+
+    return retry_on_deadlock(write)
 
 
 def mutes_expire(*, batch: int = 1000) -> int:
@@ -215,16 +228,22 @@ def follow_request_approve(*, actor: User, requester_id: int) -> FollowResult:
     through the normal path (mirror, backfill of ``actor``'s notes).
 
     :raises FollowRequestNotFoundError: no pending request from that account to ``actor`` (404).
-    :raises: as ``social.services.follow_create`` (the requester was deactivated, reached
-        its following cap, or a block came between).
+    :raises ControlConflictError: the requester was deactivated or follows as many accounts
+        as it may (409; the request stays).
     """
 
     def write() -> FollowResult:
         with transaction.atomic(), outbox.batched():
-            _lock_pair(actor.pk, requester_id, other_active=False)
+            requester = _lock_pair(actor.pk, requester_id, other_active=False)
             if not FollowRequest.objects.filter(requester_id=requester_id, target_id=actor.pk).delete()[0]:
                 raise FollowRequestNotFoundError("No such follow request.")
-            result = follow_create_approved(follower_id=requester_id, followee_id=actor.pk)
+            # The follow path words its refusals for the follower; the owner gets them about the requester.
+            try:
+                result = follow_create_approved(follower_id=requester_id, followee_id=actor.pk)
+            except ActorInactiveError:
+                raise ControlConflictError(f"@{requester.username}'s account is deactivated; it cannot follow you now.") from None
+            except FollowingLimitReached:
+                raise ControlConflictError(f"@{requester.username} follows as many accounts as it may; it cannot follow you now.") from None
             if result.changed:
                 follow_request_approved.send(sender=FollowRequest, requester_id=requester_id, target_id=actor.pk)
             return result
@@ -242,26 +261,64 @@ def follow_request_reject(*, actor: User, requester_id: int) -> bool:
     return True
 
 
-def account_privacy_set(*, actor: User, private: bool, batch: int = 500) -> int:
+def account_privacy_set(*, actor: User, private: bool) -> int:
     """Turn ``actor``'s "approve followers" on or off; turning it off approves every pending
-    request (oldest first, ``batch`` per transaction; a re-run after an interruption goes on).
+    request.
 
-    :returns: how many requests were approved.
+    The flag and, when requests are pending, a ``social.privacy_open`` outbox entry commit
+    together; the entry's handler approves them right after commit in this process, and
+    the drain finishes the work if this process stops midway. The owner's row is locked,
+    so a follow request racing the change commits before it (and is approved) or sees the
+    account public (and follows).
+
+    :returns: how many requests of active accounts were pending at the change (each is
+        approved, or dropped when its account reached its following cap meanwhile).
     """
-    User.objects.filter(pk=actor.pk).update(approve_followers=private)
+
+    def write() -> int:
+        with transaction.atomic():
+            User.objects.select_for_update().filter(pk=actor.pk).update(approve_followers=private)
+            requests = FollowRequest.objects.filter(target_id=actor.pk)
+            pending = 0 if private else requests.filter(requester__is_active=True).count()
+            if not private and (pending or requests.exists()):
+                outbox.record(PRIVACY_OPEN, subject_id=actor.pk)
+        return pending
+
+    pending = retry_on_deadlock(write)
     actor.approve_followers = private
-    if private:
-        return 0
+    return pending
+
+
+def follow_requests_approve_all(*, owner_id: int, batch: int = 500) -> int:
+    """Approve every pending request to ``owner_id`` while it is public, oldest first; a request
+    whose requester cannot follow now (deactivated, at its cap) goes. Re-runnable.
+
+    :returns: how many were approved.
+    """
     approved = 0
     while True:
+        owner = User.objects.filter(pk=owner_id, approve_followers=False).first()
+        if owner is None:
+            return approved  # gone, or private again
         pending: Sequence[int] = list(
-            FollowRequest.objects.filter(target_id=actor.pk).order_by("created_at", "pk").values_list("requester_id", flat=True)[:batch]
+            FollowRequest.objects.filter(target_id=owner_id).order_by("created_at", "pk").values_list("requester_id", flat=True)[:batch]
         )
         if not pending:
             return approved
         for requester_id in pending:
             try:
-                approved += follow_request_approve(actor=actor, requester_id=requester_id).changed
+                approved += follow_request_approve(actor=owner, requester_id=requester_id).changed
+            except FollowRequestNotFoundError:
+                pass  # withdrawn, or approved by the owner meanwhile
             except DomainError:
-                # A requester that cannot follow now (deactivated, at its cap): its request goes.
-                FollowRequest.objects.filter(requester_id=requester_id, target_id=actor.pk).delete()
+                FollowRequest.objects.filter(requester_id=requester_id, target_id=owner_id).delete()
+
+
+def _apply_privacy_open(entries: Sequence[OutboxEntry]) -> None:
+    for entry in entries:
+        follow_requests_approve_all(owner_id=entry.subject_id)
+
+
+# Applied in the request that turned "approve followers" off, right after commit;
+# the drain finishes what an interrupted request left.
+PRIVACY_OPEN = outbox.register("social.privacy_open", apply=_apply_privacy_open, inline=True, stage=2)

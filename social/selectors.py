@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from typing import Generic, TypeVar
+from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 
 import redis
@@ -108,20 +109,34 @@ class RequestPage:
     next_cursor: Cursor | None
 
 
-def follow_requests_page(*, target_id: int, cursor: Cursor | None, limit: int) -> RequestPage:
-    """The pending follow requests to ``target_id``, newest first, keyset-paged on
-    ``(created_at, id)`` (index ``follow_request_newest``); requesters that are deactivated
-    are left out."""
-    rows = FollowRequest.objects.filter(target_id=target_id, requester__is_active=True).select_related("requester")
+EPOCH = datetime(1970, 1, 1, tzinfo=dt_timezone.utc)
+
+Row = TypeVar("Row", FollowRequest, Block, Mute)
+Entry = TypeVar("Entry")
+
+
+def _newest_first(rows: QuerySet[Row], cursor: Cursor | None, limit: int, *, unit: timedelta) -> tuple[list[Row], Cursor | None]:
+    """A page of ``rows`` newest first, keyset-paged on ``(created_at, id)`` after ``cursor``,
+    whose score counts ``unit`` since the epoch (exact integers, no float rounding).
+
+    :returns: the page's rows and the cursor after its last (None: the end).
+    """
     if cursor is not None:
-        at = datetime.fromtimestamp(cursor.score / 1000, tz=dt_timezone.utc)
+        at = EPOCH + cursor.score * unit
         rows = rows.filter(Q(created_at__lt=at) | Q(created_at=at, pk__lt=cursor.member))
     found = list(rows.order_by("-created_at", "-pk")[: limit + 1])
-    entries = [RequestEntry(user=row.requester, requested_at=row.created_at, request_id=row.pk) for row in found[:limit]]
-    last = entries[-1] if entries else None
-    more = len(found) > limit and last is not None
-    next_cursor = Cursor(score=int(last.requested_at.timestamp() * 1000), member=last.request_id) if more and last is not None else None
-    return RequestPage(entries=entries, next_cursor=next_cursor)
+    page = found[:limit]
+    more = len(found) > limit and bool(page)
+    return page, Cursor(score=(page[-1].created_at - EPOCH) // unit, member=page[-1].pk) if more else None
+
+
+def follow_requests_page(*, target_id: int, cursor: Cursor | None, limit: int) -> RequestPage:
+    """The pending follow requests to ``target_id``, newest first, keyset-paged on
+    ``(created_at, id)`` (index ``follow_request_newest``; cursor scores in ms); requesters
+    that are deactivated are left out."""
+    rows = FollowRequest.objects.filter(target_id=target_id, requester__is_active=True).select_related("requester")
+    page, next_cursor = _newest_first(rows, cursor, limit, unit=timedelta(milliseconds=1))
+    return RequestPage(entries=[RequestEntry(user=row.requester, requested_at=row.created_at, request_id=row.pk) for row in page], next_cursor=next_cursor)
 
 
 def follow_requests_count(*, target_id: int) -> int:
@@ -129,9 +144,22 @@ def follow_requests_count(*, target_id: int) -> int:
     return FollowRequest.objects.filter(target_id=target_id, requester__is_active=True).count()
 
 
-def blocked_by(*, user_id: int, limit: int = 500) -> list[User]:
-    """The accounts ``user_id`` blocks, newest block first (its settings page)."""
-    return [block.blocked for block in Block.objects.filter(blocker_id=user_id).select_related("blocked").order_by("-created_at", "-pk")[:limit]]
+@dataclass(frozen=True)
+class ControlPage(Generic[Entry]):
+    """A page of a settings list (blocked or muted accounts) newest first: its ``entries``, the
+    ``total`` count and ``next_cursor`` after the last (None: the end)."""
+
+    entries: list[Entry]
+    total: int
+    next_cursor: Cursor | None
+
+
+def blocked_by(*, user_id: int, cursor: Cursor | None = None, limit: int = 50) -> ControlPage[User]:
+    """The accounts ``user_id`` blocks, newest block first (its settings page); cursor scores
+    in microseconds (index ``block_blocker_newest``)."""
+    rows = Block.objects.filter(blocker_id=user_id)
+    page, next_cursor = _newest_first(rows.select_related("blocked"), cursor, limit, unit=timedelta(microseconds=1))
+    return ControlPage(entries=[block.blocked for block in page], total=rows.count(), next_cursor=next_cursor)
 
 
 @dataclass(frozen=True)
@@ -142,11 +170,12 @@ class MuteEntry:
     expires_at: datetime | None
 
 
-def muted_by(*, user_id: int, limit: int = 500) -> list[MuteEntry]:
-    """The accounts ``user_id`` mutes now, newest mute first (its settings page)."""
-    live = live_mutes()
-    rows = Mute.objects.filter(live, muter_id=user_id).select_related("muted").order_by("-created_at", "-pk")[:limit]
-    return [MuteEntry(user=row.muted, expires_at=row.expires_at) for row in rows]
+def muted_by(*, user_id: int, cursor: Cursor | None = None, limit: int = 50) -> ControlPage[MuteEntry]:
+    """The accounts ``user_id`` mutes now, newest mute first (its settings page); cursor scores
+    in microseconds."""
+    rows = Mute.objects.filter(live_mutes(), muter_id=user_id)
+    page, next_cursor = _newest_first(rows.select_related("muted"), cursor, limit, unit=timedelta(microseconds=1))
+    return ControlPage(entries=[MuteEntry(user=row.muted, expires_at=row.expires_at) for row in page], total=rows.count(), next_cursor=next_cursor)
 
 
 @dataclass(frozen=True)

@@ -11,19 +11,16 @@ succeeds; the entries stay pending until the drain applies them.
 
 from __future__ import annotations
 
-import random
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
 
 from django.conf import settings
-from django.db import OperationalError, connection, transaction
+from django.db import connection, transaction
 from django.db.models.constants import OnConflict
 
 from core import limits, outbox
 from core.errors import DomainError, Forbidden, InvalidInput, NotFound
+from core.transactions import retry_on_deadlock
 from users.models import User
 
 from . import outbox as social_outbox
@@ -73,37 +70,6 @@ class FollowResult:
     follower_id: int
     followee_id: int
     requested: bool = False
-
-
-# MariaDB errors after which the whole transaction may simply run again:
-# 1213 deadlock (InnoDB picked us as the victim), 1205 lock wait timeout.
-# A follow racing an unfollow of the same pair takes gap and insert-intention
-# locks on the unique index in opposite orders, so deadlocks are expected
-# under contention, and InnoDB expects the client to re-issue the transaction.
-RETRYABLE_DATABASE_ERRORS = (1213, 1205)
-WRITE_ATTEMPTS = 5
-
-
-Result = TypeVar("Result")
-
-
-def retry_on_deadlock(write: Callable[[], Result]) -> Result:
-    """Run the transaction ``write``; after a deadlock or lock timeout run it again (up to
-    WRITE_ATTEMPTS times, with a short random back-off). Inside an outer transaction the error
-    propagates, since only the outermost transaction can be retried.
-
-    :raises OperationalError: when every attempt failed, or for any other database error.
-    """
-    attempt = 0
-    while True:
-        try:
-            return write()
-        except OperationalError as exc:
-            code = exc.args[0] if exc.args else None
-            attempt += 1
-            if code not in RETRYABLE_DATABASE_ERRORS or attempt == WRITE_ATTEMPTS or transaction.get_connection().in_atomic_block:
-                raise
-            time.sleep(random.uniform(0, 0.005 * 2**attempt))
 
 
 def follow_create(*, actor: User, followee_id: int) -> FollowResult:
@@ -242,7 +208,7 @@ def _follow_insert(*, follower_id: int, followee_id: int, approved: bool = False
         _check_following_limit(follower_id=follower_id, following=check.following)
         if not approved:
             limits.hit("follows", str(follower_id), "FOLLOW_RATE", message="You followed too many accounts today; try again later.")
-        if check.followee_private and not approved:
+        if check.followee_private and not approved and _approves_followers_locked(followee_id):
             return _request_insert(follower_id=follower_id, followee_id=followee_id)
         created_at = now_whole_second()
         if not _insert_follow(follower_id=follower_id, followee_id=followee_id, created_at=created_at):
@@ -254,6 +220,17 @@ def _follow_insert(*, follower_id: int, followee_id: int, approved: bool = False
         outbox.record(social_outbox.SUGGEST, subject_id=follower_id, object_id=followee_id)
         follow_created.send(sender=Follow, follower_id=follower_id, followee_id=followee_id)
     return FollowResult(changed=True, follower_id=follower_id, followee_id=followee_id)
+
+
+def _approves_followers_locked(followee_id: int) -> bool:
+    """Whether ``followee_id`` approves its followers, read under a shared lock of its row: a
+    change of the setting in flight (``controls.account_privacy_set`` holds the row) is waited
+    for and read as committed, so no request is made after the change approved the pending ones."""
+    lock = " LOCK IN SHARE MODE" if connection.vendor == "mysql" else ""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT approve_followers FROM {User._meta.db_table} WHERE id = %s{lock}", [followee_id])
+        row = cursor.fetchone()
+    return bool(row and row[0])
 
 
 def _request_insert(*, follower_id: int, followee_id: int) -> FollowResult:

@@ -13,11 +13,12 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from core.errors import DomainError, NotFound, wants_json
+from core.errors import DomainError, InvalidInput, NotFound, error_response, wants_json
 from core.http import redirect_to_canonical
-from core.paging import follow_cursor, request_cursor
+from core.paging import control_cursor, follow_cursor, request_cursor
 from core.parsing import parse_decision, parse_mute_duration, username_problem
 from users.forms import DirectorySearchForm
 from users.models import User
@@ -106,9 +107,9 @@ def _toggle(request: HttpRequest, username: str, *, following: bool) -> HttpResp
     except DomainError as exc:
         if wants_json(request) or exc.status == 404:
             raise
-        # A form post (refused, or over a limit): back to the profile with the reason.
-        messages.error(request, exc.message)
-        return redirect("feed:profile", username=target.username)
+        # A form post (refused, or over a limit): its status and reason, and the way back.
+        back = (reverse("feed:profile", kwargs={"username": target.username}), f"Back to @{target.username}")
+        return error_response(request, status=exc.status, message=exc.message, retry_after=getattr(exc, "retry_after", None), back=back)
     if wants_json(request):
         counts = selectors.follow_counts(user_id=target.pk)
         return JsonResponse({"success": True, "following": following and not result.requested, "requested": following and result.requested, "followers": counts.followers})
@@ -130,25 +131,23 @@ def _named(username: str) -> User:
 
 def _control(request: HttpRequest, username: str, action: Callable[[User, User], str], *, back: str = "profile") -> HttpResponse:
     """Run ``action(actor, target)`` (a control service), then back with its message; a refused
-    action (4xx) comes back as the error message, a missing account as 404."""
+    action answers its 4xx with the reason and a link back, a missing account 404."""
     assert isinstance(request.user, User)  # login_required ran
     target = _named(username)
+    destinations = {
+        "settings": (reverse("social:settings"), "Back to your settings"),
+        "requests": (reverse("social:follow_requests"), "Back to your follow requests"),
+        "followers": (reverse("social:followers", kwargs={"username": request.user.username}), "Back to your followers"),
+    }
+    url, label = destinations.get(back) or (reverse("feed:profile", kwargs={"username": target.username}), f"Back to @{target.username}")
     try:
         done = action(request.user, target)
     except DomainError as exc:
         if exc.status == 404:
             raise
-        messages.error(request, exc.message)
-        done = ""
-    if done:
-        messages.success(request, done)
-    if back == "settings":
-        return redirect("social:settings")
-    if back == "requests":
-        return redirect("social:follow_requests")
-    if back == "followers":
-        return redirect("social:followers", username=request.user.username)
-    return redirect("feed:profile", username=target.username)
+        return error_response(request, status=exc.status, message=exc.message, back=(url, label))
+    messages.success(request, done)
+    return redirect(url)
 
 
 def _back(request: HttpRequest) -> str:
@@ -244,7 +243,8 @@ def follow_requests(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "HEAD", "POST"])
 @login_required
 def privacy_settings(request: HttpRequest) -> HttpResponse:
-    """/settings/privacy/: "approve followers", and the accounts blocked and muted (POST: the setting)."""
+    """/settings/privacy/: "approve followers", and the accounts blocked and muted, newest first,
+    each list paged by its own cursor (``?blocked=``, ``?muted=``) (POST: the setting)."""
     assert isinstance(request.user, User)
     if request.method == "POST":
         private = request.POST.get("approve_followers") == "on"
@@ -253,8 +253,8 @@ def privacy_settings(request: HttpRequest) -> HttpResponse:
         messages.success(request, ("Your account is private: you approve new followers." if private else "Your account is public.") + note)
         return redirect("social:settings")
     context = {
-        "blocked": selectors.blocked_by(user_id=request.user.pk),
-        "muted": selectors.muted_by(user_id=request.user.pk),
+        "blocked": selectors.blocked_by(user_id=request.user.pk, cursor=control_cursor(request.GET.get("blocked")), limit=settings.FOLLOW_PAGE_SIZE),
+        "muted": selectors.muted_by(user_id=request.user.pk, cursor=control_cursor(request.GET.get("muted")), limit=settings.FOLLOW_PAGE_SIZE),
         "requests": selectors.follow_requests_count(target_id=request.user.pk),
     }
     return render(request, "social/privacy_settings.html", context)
@@ -268,10 +268,9 @@ def follows_transfer(request: HttpRequest) -> HttpResponse:
     assert isinstance(request.user, User)
     if request.method == "POST":
         upload = request.FILES.get("file")
-        if upload is None:
-            messages.error(request, "Choose a file to import.")
-            return redirect("social:follows_transfer")
         try:
+            if upload is None:
+                raise InvalidInput("Choose a file to import.")
             job = transfer.follows_import_start(actor=request.user, raw=bytes(upload.read(int(settings.FOLLOWS_IMPORT_MAX_BYTES) + 1)))
         except DomainError as exc:
             messages.error(request, exc.message)

@@ -49,15 +49,6 @@ def hidden_ids(*, viewer_id: int) -> set[int]:
     )
 
 
-def is_hidden(*, viewer_id: int, other_id: int) -> bool:
-    """Whether a block either way stands between ``viewer_id`` and ``other_id`` (one SISMEMBER)."""
-    return redis_or_database(
-        lambda client: bool(client.sismember(redis_keys.blocks_key(viewer_id), str(other_id))),
-        lambda: Block.objects.filter(Q(blocker_id=viewer_id, blocked_id=other_id) | Q(blocker_id=other_id, blocked_id=viewer_id)).exists(),
-        keys=[redis_keys.blocks_key(viewer_id)],
-    )
-
-
 def now_ms() -> int:
     """The current time in unix ms (the scale of mute scores)."""
     return int(timezone.now().timestamp() * 1000)

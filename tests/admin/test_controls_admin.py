@@ -41,6 +41,24 @@ class TestControlsAdmin:
         assert client.get("/admin/social/mute/").status_code == 403
         assert client.get("/admin/social/followrequest/").status_code == 200
 
+    def test_the_counts_leave_out_expired_mutes_and_requests_of_deactivated_accounts(self, controlled: dict[str, Any], moderator: Any) -> None:
+        from datetime import timedelta
+
+        from django.utils import timezone
+
+        from social.models import Mute
+
+        ann = controlled["ann"]
+        eve = UserFactory(username="eve")
+        services.follow_create(actor=eve, followee_id=ann.pk)  # a second request...
+        eve.is_active = False
+        eve.save(update_fields=["is_active"])  # ...of an account deactivated since
+        Mute.objects.filter(muter=ann).update(expires_at=timezone.now() - timedelta(seconds=1))  # ran out
+
+        page = signed_in(moderator).get(f"/admin/users/user/{ann.pk}/change/")
+
+        assert page.context["controls_panel"] == {"blocks_made": 1, "blocks_received": 1, "mutes_made": 0, "requests_pending": 1, "private": True}
+
     def test_a_superuser_lists_them(self, controlled: dict[str, Any], superuser: Any) -> None:
         client = signed_in(superuser)
         ann = controlled["ann"]

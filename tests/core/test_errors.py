@@ -92,3 +92,48 @@ class TestApi:
 
         assert response.status_code == 401
         assert response.json() == {"success": False, "errorMsg": "Sign in first.", "data": None}
+
+
+@pytest.mark.django_db(transaction=True)
+class TestAWriteThatOutlivesItsRetries:
+    def test_is_a_503_with_retry_after_and_writes_nothing(self, monkeypatch: Any) -> None:
+        import threading
+
+        from django.db import connection, connections
+
+        from core import transactions
+        from social.models import Mute
+        from tests.conftest import UserFactory, signed_in
+
+        alice, bob = UserFactory(username="alice"), UserFactory(username="bob")
+        monkeypatch.setattr(transactions, "WRITE_ATTEMPTS", 2)
+        locked, release = threading.Event(), threading.Event()
+
+        def hold_bobs_row() -> None:
+            # Another request holds bob's row (a follow of bob in a long transaction).
+            other = connections.create_connection("default")
+            with other.cursor() as cursor:
+                cursor.execute("START TRANSACTION")
+                cursor.execute("SELECT id FROM users_user WHERE id = %s FOR UPDATE", [bob.pk])
+                locked.set()
+                release.wait(30)
+                cursor.execute("ROLLBACK")
+            other.close()
+
+        holder = threading.Thread(target=hold_bobs_row)
+        holder.start()
+        locked.wait(10)
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
+            response = signed_in(alice).put(f"/api/mute/{bob.pk}/true")
+        finally:
+            release.set()
+            holder.join()
+            with connection.cursor() as cursor:
+                cursor.execute("SET SESSION innodb_lock_wait_timeout = DEFAULT")
+
+        assert response.status_code == 503
+        assert response["Retry-After"] == "1"
+        assert response.json()["errorMsg"] == "The site is busy with other changes to the same accounts; try again."
+        assert not Mute.objects.exists()

@@ -91,11 +91,66 @@ class TestBlock:
         assert response.json()["errorMsg"] == message
         assert (Block.objects.count(), OutboxEntry.objects.count()) == (blocks, entries)
 
+    @pytest.mark.parametrize(
+        ("path", "status", "message"),
+        [
+            ("block", 409, "You block bob already."),
+            ("unmute", 409, "You do not mute bob."),
+            ("mute?duration=2d", 400, None),
+            ("remove-follower", 409, "bob does not follow you."),
+        ],
+    )
+    def test_a_refused_form_answers_its_4xx_with_the_reason_and_changes_nothing(self, alice, bob, run_commits, path, status, message):
+        run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
+        rows = (Block.objects.count(), Mute.objects.count(), OutboxEntry.objects.count())
+        url, _, query = path.partition("?")
+
+        response = signed_in(alice).post(f"/u/bob/{url}/", dict([query.split("=")]) if query else {})
+
+        assert response.status_code == status
+        if message:
+            assert message in response.content.decode()
+            assert '<a href="/u/bob/">Back to @bob</a>' in response.content.decode()
+        assert (Block.objects.count(), Mute.objects.count(), OutboxEntry.objects.count()) == rows
+
     def test_unblocking_someone_not_blocked_is_409(self, alice, bob):
         response = signed_in(alice).put(f"/api/block/{bob.pk}/false")
 
         assert response.status_code == 409
         assert response.json()["errorMsg"] == "You do not block bob."
+
+
+class TestTheSettingsLists:
+    def test_blocks_and_mutes_page_newest_first_each_once_with_ties(self, alice, user_factory, run_commits, settings):
+        from social.models import Block, Mute
+
+        settings.FOLLOW_PAGE_SIZE = 2
+        others = [user_factory(username=f"other{n}") for n in range(5)]
+        for other in others:
+            run_commits(lambda other=other: controls.block_create(actor=alice, target_id=other.pk))
+            run_commits(lambda other=other: controls.mute_create(actor=alice, target_id=other.pk))
+        now = timezone.now().replace(microsecond=123456)
+        for model, field in ((Block, "blocked__in"), (Mute, "muted__in")):
+            model.objects.filter(**{field: others[:1]}).update(created_at=now - timedelta(seconds=10))
+            model.objects.filter(**{field: others[1:4]}).update(created_at=now - timedelta(seconds=5))  # three in one microsecond
+            model.objects.filter(**{field: others[4:]}).update(created_at=now)
+        client = signed_in(alice)
+
+        seen = {"blocked": [], "muted": []}
+        for name in seen:
+            query = ""
+            while True:
+                page = client.get(f"/settings/privacy/{query}")
+                listing = page.context[name]
+                seen[name] += [entry.username if name == "blocked" else entry.user.username for entry in listing.entries]
+                assert listing.total == 5
+                if listing.next_cursor is None:
+                    break
+                query = f"?{name}={listing.next_cursor}"
+
+        newest_first = ["other4", "other3", "other2", "other1", "other0"]
+        assert seen["blocked"] == seen["muted"] == newest_first
+        assert client.get("/settings/privacy/?blocked=nonsense").status_code == 400
 
 
 class TestBlockHides:
@@ -115,6 +170,8 @@ class TestBlockHides:
         assert client.get(f"/api/users/{alice.pk}").status_code == 404
         assert client.get(f"/api/users/{alice.pk}/followers").status_code == 404
         assert client.get(f"/api/follow/common/{alice.pk}").status_code == 404
+        assert client.get(f"/api/follow/or/not/{alice.pk}").status_code == 404
+        assert signed_in(alice).get(f"/api/follow/or/not/{bob.pk}").json()["data"] is False  # the blocker asks: no
 
     def test_the_blocker_sees_an_unblock_button_and_no_notes(self, alice, bob, blocked_world):
         page = signed_in(alice).get(f"/u/{bob.username}/")
@@ -337,6 +394,50 @@ class TestFollowRequests:
         assert follows(bob, private_alice) and follows(charlie, private_alice)
         assert not FollowRequest.objects.exists()
 
+    def test_the_settings_page_turns_approval_off_and_the_new_followers_get_the_notes(self, private_alice, bob, charlie, run_commits, redis_client):
+        from feed import services as feed_services
+        from feed.services import note_create
+        from tests.feed.helpers import inbox_ids
+
+        note = run_commits(lambda: note_create(author=private_alice, body="for followers"))
+        for requester in (bob, charlie):
+            run_commits(lambda requester=requester: services.follow_create(actor=requester, followee_id=private_alice.pk))
+            run_commits(lambda requester=requester: feed_services.feed_visit(user=requester))  # readers of the home feed
+
+        response = run_commits(lambda: signed_in(private_alice).post("/settings/privacy/", {}))
+
+        private_alice.refresh_from_db()
+        assert response.status_code == 302
+        assert private_alice.approve_followers is False
+        assert follows(bob, private_alice) and follows(charlie, private_alice)
+        assert inbox_ids(redis_client, bob) == inbox_ids(redis_client, charlie) == [note.pk]
+
+    def test_approving_a_deactivated_requester_is_409_in_the_owners_words(self, private_alice, bob, run_commits):
+        run_commits(lambda: services.follow_create(actor=bob, followee_id=private_alice.pk))
+        type(bob).objects.filter(pk=bob.pk).update(is_active=False)
+
+        response = signed_in(private_alice).put(f"/api/follow-requests/{bob.pk}/approve")
+
+        assert response.status_code == 409
+        assert response.json()["errorMsg"] == "@bob's account is deactivated; it cannot follow you now."
+        assert FollowRequest.objects.filter(requester=bob).exists() and not follows(bob, private_alice)
+
+    def test_approvals_an_interrupted_request_left_are_finished_by_the_drain(self, private_alice, bob, charlie, run_commits, django_capture_on_commit_callbacks):
+        from core.outbox import drain
+
+        run_commits(lambda: services.follow_create(actor=bob, followee_id=private_alice.pk))
+        run_commits(lambda: services.follow_create(actor=charlie, followee_id=private_alice.pk))
+        with django_capture_on_commit_callbacks(execute=False):  # the process stops right after the commit
+            controls.account_privacy_set(actor=private_alice, private=False)
+        left = FollowRequest.objects.count()
+
+        drain(task_grace_seconds=0)
+
+        assert left == 2
+        assert follows(bob, private_alice) and follows(charlie, private_alice)
+        assert not FollowRequest.objects.exists()
+        assert not OutboxEntry.objects.filter(kind="social.privacy_open", applied_at__isnull=True).exists()
+
     @pytest.mark.parametrize("body", ['{"private": "yes"}', '{"privat": true}', "[]", "not json"])
     def test_bad_settings_are_400(self, alice, body):
         response = signed_in(alice).put("/api/me/settings", data=body, content_type="application/json")
@@ -370,7 +471,9 @@ class TestPrivateAccountLists:
         run_commits(lambda: controls.follow_request_approve(actor=private_alice, requester_id=bob.pk))
         run_commits(lambda: services.follow_create(actor=approved, followee_id=bob.pk))
         run_commits(lambda: services.follow_create(actor=private_alice, followee_id=bob.pk))
+        run_commits(lambda: services.follow_create(actor=charlie, followee_id=bob.pk))
         blocked = user_factory(username="blocked")
+        run_commits(lambda: services.follow_create(actor=blocked, followee_id=bob.pk))
         run_commits(lambda: controls.block_create(actor=private_alice, target_id=blocked.pk))
         return {"approved": approved, "stranger": charlie, "blocked": blocked, "signed out": None}
 
@@ -417,14 +520,14 @@ class TestControlsMirror:
     def test_reads_fall_back_to_the_database_while_redis_is_down(self, alice, bob, run_commits, settings):
         run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
         run_commits(lambda: controls.mute_create(actor=bob, target_id=alice.pk, duration=timedelta(days=7)))
-        from_redis = (visibility.hidden_ids(viewer_id=bob.pk), visibility.is_hidden(viewer_id=alice.pk, other_id=bob.pk), visibility.muted_ids(user_id=bob.pk))
+        from_redis = (visibility.hidden_ids(viewer_id=bob.pk), visibility.hidden_ids(viewer_id=alice.pk), visibility.muted_ids(user_id=bob.pk))
 
         settings.CACHES = {**settings.CACHES, "default": {**settings.CACHES["default"], "LOCATION": "redis://127.0.0.1:1/0"}}
         settings.REDIS_CIRCUIT_OPEN_SECONDS = 30.0
-        from_database = (visibility.hidden_ids(viewer_id=bob.pk), visibility.is_hidden(viewer_id=alice.pk, other_id=bob.pk), visibility.muted_ids(user_id=bob.pk))
+        from_database = (visibility.hidden_ids(viewer_id=bob.pk), visibility.hidden_ids(viewer_id=alice.pk), visibility.muted_ids(user_id=bob.pk))
 
         assert not redis_available()
-        assert from_database == from_redis == ({alice.pk}, True, {alice.pk})
+        assert from_database == from_redis == ({alice.pk}, {bob.pk}, {alice.pk})
 
 
 class TestControlsReconcile:
@@ -460,3 +563,41 @@ class TestListControls:
         assert f'action="/u/{bob.username}/mute/"'.encode() in page.content
         assert blocked.status_code == 302
         assert Block.objects.filter(blocker=alice, blocked=bob).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+class TestARequestRacingApprovalOff:
+    def test_waits_for_the_change_and_becomes_a_follow(self):
+        import threading
+
+        from django.db import connections
+
+        owner = UserFactory(username="owner", approve_followers=True)
+        bob = UserFactory(username="bob")
+        other = connections.create_connection("default")
+        with other.cursor() as cursor:
+            # The owner's change is in flight: its row locked, the flag written, not committed.
+            cursor.execute("START TRANSACTION")
+            cursor.execute("UPDATE users_user SET approve_followers = 0 WHERE id = %s", [owner.pk])
+        outcome = {}
+
+        def follow() -> None:
+            try:
+                outcome["result"] = services.follow_create(actor=bob, followee_id=owner.pk)
+            finally:
+                connections.close_all()
+
+        racer = threading.Thread(target=follow)
+        racer.start()
+        racer.join(1.0)  # the follow read "private" and now waits for the owner's row
+        waited = racer.is_alive()
+        with other.cursor() as cursor:
+            cursor.execute("COMMIT")
+        other.close()
+        racer.join(30)
+
+        assert waited is True
+        assert outcome["result"].changed is True and outcome["result"].requested is False
+        assert follows(bob, owner)
+        assert not FollowRequest.objects.exists()
+

@@ -94,10 +94,11 @@ class TestFollowButton:
         assert not Follow.objects.exists()
 
     def test_self_follow_shows_an_error_and_writes_nothing(self, alice):
-        response = signed_in(alice).post("/u/alice/follow/", follow=True)
+        response = signed_in(alice).post("/u/alice/follow/")
 
-        assert response.status_code == 200
+        assert response.status_code == 400
         assert "You cannot follow yourself." in response.content.decode()
+        assert '<a href="/u/alice/">Back to @alice</a>' in response.content.decode()
         assert not Follow.objects.exists()
 
     def test_get_is_405(self, alice, bob):
