@@ -7,8 +7,10 @@ to the top, unread. Rows of one kind and day are counted in a
 ``NotificationGroup`` ("B, C and 41 others followed you"), updated with
 each row, so a page reads one group row per line whatever its size.
 Written by the change's outbox job (``notifications.outbox``), never
-before commit. The unread count per recipient is mirrored in Redis
-(``notifications.redis_keys.unread_key``).
+before commit. The unread count per recipient is kept in the database
+(``UnreadCounter``, in the same transactions) and mirrored in Redis
+(``notifications.redis_keys.unread_key``), so a read is one GET, or one
+primary-key read while the mirror is missing.
 """
 
 from __future__ import annotations
@@ -65,3 +67,17 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor_id} {self.kind} {self.recipient_id}"
+
+
+class UnreadCounter(models.Model):
+    """How many notifications of ``recipient`` are ``unread``, kept by the transactions that add
+    and read them (their first lock, so one recipient's writers queue here), and ``version``,
+    raised by each, which orders their writes of the Redis mirror (an older one never
+    overwrites a newer one)."""
+
+    recipient = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    unread = models.PositiveIntegerField(default=0)
+    version = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.unread} unread for {self.recipient_id} (v{self.version})"

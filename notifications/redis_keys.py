@@ -1,22 +1,34 @@
 """The Redis keys of notifications; the only place that builds them.
 
-- ``ff:notifications:unread:{42}``  STRING the number of unread notifications
-  of user 42 (a mirror of the database's count: the header reads it in O(1);
-  the database answers while it is missing or Redis is down; it expires a
-  minute after it was counted, and ``reconcile_notifications`` repairs it)
+- ``ff:notifications:unread:{42}``  STRING ``<version>:<count>``: the unread
+  notifications of user 42 as of the database's ``UnreadCounter`` version
+  (the header reads it in one GET; while it is missing or Redis is down the
+  database's counter row answers; a write never replaces a newer version;
+  ``reconcile_notifications`` repairs it)
 """
 
 from __future__ import annotations
 
 from django.conf import settings
 
-# A counter lives this long after it was counted (increments keep its expiry), so
-# the next read counts again: an increment that found no counter while a reader
-# was counting (the reader then stores a count one short) is made good within
-# this time, at one COUNT per reader per minute at most.
-UNREAD_TTL_SECONDS = 60
+# A counter nobody changed or read for this long goes (an account that left);
+# its next read sets it again from the database row.
+UNREAD_TTL_SECONDS = 30 * 86_400
 
 
 def unread_key(user_id: int) -> str:
-    """STRING: the unread notifications count of ``user_id``."""
+    """STRING ``<version>:<count>``: the unread notifications count of ``user_id``."""
     return f"{settings.REDIS_KEY_PREFIX}notifications:unread:{{{int(user_id)}}}"
+
+
+def unread_value(version: int, count: int) -> str:
+    """The stored form of ``count`` unread at ``version``."""
+    return f"{int(version)}:{int(count)}"
+
+
+def unread_count_of(value: object) -> int | None:
+    """The count of a stored value (None: absent or not one ``unread_value`` made)."""
+    if not isinstance(value, (bytes, str)):
+        return None
+    version, _, count = (value.decode() if isinstance(value, bytes) else value).partition(":")
+    return int(count) if version.isdigit() and count.isdigit() else None

@@ -1,4 +1,9 @@
-"""Every read of notifications: the unread count (Redis, O(1)) and the grouped page (database)."""
+"""Every read of notifications: the unread count (Redis, O(1)) and the grouped page (database).
+
+The unread count's Redis mirror is a cache of the database's counter row: a
+read that finds it missing sets it, and the writers' outbox entries set it
+after their commits, each only over an older version (``counter_publish``).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from datetime import timezone as dt_timezone
 import redis
 from django.db.models import Q
 
+from core.cluster import lua
 from core.paging import Cursor
 from core.redis import redis_or_database
 from social.visibility import hidden_ids
@@ -16,29 +22,63 @@ from users.models import User
 from users.selectors import users_by_id
 
 from . import redis_keys
-from .models import KINDS, Notification, NotificationGroup
+from .models import KINDS, NotificationGroup, UnreadCounter
 
 LABELS = dict(KINDS)
 
 
+# KEYS: a recipient's counter; ARGV: version, count, lifetime (s), and the mode.
+# "newer" (the writers): the value is written only when its version is newer
+# than the stored one, so writers that commit in one order and publish in
+# another leave the newest count. "repair" (the reconcile): written over the
+# same or an older version; a stored version newer than the database's (a
+# write that committed since, or garbage) is deleted instead, and the next
+# read sets it from the database.
+PUBLISH_LUA = """
+local stored = redis.call('GET', KEYS[1])
+local version = tonumber(ARGV[1])
+if stored then
+  local seen = tonumber(string.match(stored, '^(%d+):'))
+  if ARGV[4] == 'repair' then
+    if seen and seen > version then redis.call('DEL', KEYS[1]); return 0 end
+  elseif seen and seen >= version then
+    return 0
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. ARGV[2], 'EX', ARGV[3])
+return 1
+"""
+
+
+def counter_publish(client: redis.Redis, recipient_id: int, version: int, unread: int, *, repair: bool = False) -> bool:
+    """Write ``unread`` (at ``version``) to ``recipient_id``'s counter in Redis unless a newer
+    version is there (``repair``: the reconcile's mode, see ``PUBLISH_LUA``).
+
+    :returns: whether it was written.
+    :raises: ``REDIS_ERRORS``.
+    """
+    args = [version, unread, redis_keys.UNREAD_TTL_SECONDS, "repair" if repair else "newer"]
+    return bool(lua(PUBLISH_LUA)(keys=[redis_keys.unread_key(recipient_id)], args=args, client=client))
+
+
 def unread_database(*, user_id: int) -> int:
-    """The unread notifications of ``user_id``, counted in the database."""
-    return Notification.objects.filter(recipient_id=user_id, read_at__isnull=True).count()
+    """The unread notifications of ``user_id``: its counter row (one primary-key read)."""
+    return UnreadCounter.objects.filter(pk=user_id).values_list("unread", flat=True).first() or 0
 
 
 def unread_count(*, user_id: int) -> int:
-    """The unread notifications of ``user_id``: one GET; counted in the database (and stored for
-    the next read) when the counter is missing, and while Redis is down."""
+    """The unread notifications of ``user_id``: one GET; while the counter is missing, the
+    database's counter row (one primary-key read, then stored for the next read unless a newer
+    version got there first), and the database alone while Redis is down. O(1) either way."""
 
     def from_redis(client: redis.Redis) -> int:
         key = redis_keys.unread_key(user_id)
-        value = client.get(key)
-        if value is not None:
-            return max(0, int(value))
-        counted = unread_database(user_id=user_id)
-        # NX: an increment that created nothing meanwhile is not overwritten by an older count.
-        client.set(key, counted, ex=redis_keys.UNREAD_TTL_SECONDS, nx=True)
-        return counted
+        found = redis_keys.unread_count_of(client.get(key))
+        if found is not None:
+            return found
+        version, unread = UnreadCounter.objects.filter(pk=user_id).values_list("version", "unread").first() or (0, 0)
+        counter_publish(client, user_id, version, unread)
+        return unread
 
     return redis_or_database(from_redis, lambda: unread_database(user_id=user_id), keys=[redis_keys.unread_key(user_id)])
 

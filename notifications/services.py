@@ -2,35 +2,36 @@
 
 ``notification_add`` is the body of the outbox jobs (``notifications.outbox``):
 it runs after the change committed, checks that the change still stands,
-and writes the row and its group in one transaction; the unread counter in
-Redis follows after commit. ``notifications_mark_read`` is the reader's.
+and writes the row, its group and the recipient's unread counter in one
+transaction; the counter's Redis mirror follows after commit.
+``notifications_mark_read`` is the reader's; ``unread_reconcile`` the
+nightly repair of the counters.
 """
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from collections.abc import Callable, Sequence
+from datetime import date, datetime, timedelta
 from functools import partial
+from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import Count, F, Max, Q
 from django.db.models.constants import OnConflict
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from core.cluster import lua
-from core.redis import REDIS_ERRORS, get_redis, redis_available, redis_failed
+from core import outbox
+from core.cluster import pipeline
+from core.models import OutboxEntry
+from core.redis import get_redis
 from core.transactions import retry_on_deadlock
 from social.models import Block, Follow, FollowRequest, Mute, live_mutes
+from users.models import User
 
 from . import redis_keys
-from .models import APPROVED, FOLLOW, GROUP_ACTORS, REPEAT_SECONDS, REQUEST, Notification, NotificationGroup
-
-# INCR the counter only where it exists: a missing one is counted from the
-# database at the next read, and an INCR would start it at 1 instead.
-INCR_IF_EXISTS_LUA = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('INCR', KEYS[1]) end
-return false
-"""
+from .models import APPROVED, FOLLOW, GROUP_ACTORS, REPEAT_SECONDS, REQUEST, Notification, NotificationGroup, UnreadCounter
+from .selectors import counter_publish
 
 
 def _still_stands(kind: str, *, recipient_id: int, actor_id: int) -> bool:
@@ -51,19 +52,21 @@ def _still_stands(kind: str, *, recipient_id: int, actor_id: int) -> bool:
     return not Mute.objects.filter(live, muter_id=recipient_id, muted_id=actor_id).exists()
 
 
-def _ensure_group(recipient_id: int, kind: str, now_day: date) -> None:
-    """Make sure the day's group row exists: ``INSERT IGNORE`` in its own (auto)commit, before
-    the job's transaction, so that transaction locks an existing row only (a lock on a row that
-    does not exist yet takes gap locks, which deadlocked under a follow storm)."""
-    table = NotificationGroup._meta.db_table
+def _insert_ignore(table: str, columns: str, values: list[Any]) -> None:
     insert = connection.ops.insert_statement(on_conflict=OnConflict.IGNORE)
+    with connection.cursor() as cursor:
+        cursor.execute(f"{insert} {table} ({columns}) VALUES ({', '.join(['%s'] * len(values))})", values)
+
+
+def _ensure_rows(recipient_id: int, kind: str, now_day: date) -> None:
+    """Make sure the recipient's counter row and the day's group row exist: ``INSERT IGNORE`` in
+    their own (auto)commits, before the job's transaction, so that transaction locks existing
+    rows only (a lock on a row that does not exist yet takes gap locks, which deadlocked under
+    a follow storm)."""
+    _insert_ignore(UnreadCounter._meta.db_table, "recipient_id, unread, version", [recipient_id, 0, 0])
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     day = connection.ops.adapt_datefield_value(now_day)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"{insert} {table} (recipient_id, kind, day, count, latest_actor_ids, updated_at, unread) VALUES (%s, %s, %s, 0, %s, %s, %s)",
-            [recipient_id, kind, day, "[]", now, True],
-        )
+    _insert_ignore(NotificationGroup._meta.db_table, "recipient_id, kind, day, count, latest_actor_ids, updated_at, unread", [recipient_id, kind, day, 0, "[]", now, True])
 
 
 def notification_add(kind: str, *, recipient_id: int, actor_id: int) -> bool:
@@ -85,14 +88,20 @@ def notification_add(kind: str, *, recipient_id: int, actor_id: int) -> bool:
 
 
 def _add(kind: str, *, recipient_id: int, actor_id: int) -> bool:
-    now = timezone.now()
-    _ensure_group(recipient_id, kind, now.date())
+    day = timezone.now().date()
+    _ensure_rows(recipient_id, kind, day)
     with transaction.atomic():
-        # The group's row lock serialises the jobs of one recipient, kind and day (a storm of
-        # follows of one account), so the counts never race; the row exists already. No
-        # account row is locked: a follow holds its follower's.
+        # The counter row's lock serialises the jobs of one recipient (a storm of follows of
+        # one account) and its mark-read, so the counts never race; it and the group row
+        # exist already. No account row is locked: a follow holds its follower's.
+        counter = UnreadCounter.objects.select_for_update().get(pk=recipient_id)
+        # The time after the lock: one recipient's notifications are stamped in the order
+        # they commit, so a page's newest time bounds what it showed (mark-read).
+        now = timezone.now()
+        if now.date() != day:
+            _ensure_rows(recipient_id, kind, now.date())  # midnight passed meanwhile
         group = NotificationGroup.objects.select_for_update().get(recipient_id=recipient_id, kind=kind, day=now.date())
-        row = Notification.objects.select_for_update().filter(recipient_id=recipient_id, kind=kind, actor_id=actor_id).first()
+        row = Notification.objects.filter(recipient_id=recipient_id, kind=kind, actor_id=actor_id).first()
         if row is not None and row.created_at > now - timedelta(seconds=REPEAT_SECONDS):
             return False
         if row is None:
@@ -109,37 +118,101 @@ def _add(kind: str, *, recipient_id: int, actor_id: int) -> bool:
             count=F("count") + (1 if moved_in else 0), latest_actor_ids=actors[:GROUP_ACTORS], updated_at=now, unread=True
         )
         if unread_now:
-            transaction.on_commit(partial(_counter_increment, recipient_id))
+            _counter_change(counter, counter.unread + 1)
     return unread_now
 
 
-def _counter_increment(recipient_id: int) -> None:
-    key = redis_keys.unread_key(recipient_id)
-    if not redis_available():
-        return
-    try:
-        lua(INCR_IF_EXISTS_LUA)(keys=[key], args=[], client=get_redis())
-    except REDIS_ERRORS as exc:
-        redis_failed(exc)
+def _counter_change(counter: UnreadCounter, unread: int) -> None:
+    """Store ``unread`` in ``counter`` (locked by the caller's transaction) at the next version;
+    its outbox entry writes the Redis mirror after commit."""
+    counter.unread, counter.version = max(0, unread), counter.version + 1
+    counter.save(update_fields=["unread", "version"])
+    outbox.record(COUNTER, subject_id=counter.recipient_id)
 
 
-def notifications_mark_read(*, recipient_id: int) -> int:
-    """Mark every notification of ``recipient_id`` read; the counter is 0 after commit.
+def notifications_mark_read(*, recipient_id: int, up_to: datetime | None = None) -> int:
+    """Mark the notifications of ``recipient_id`` read, those that came by ``up_to`` (default
+    now: all; a page passes the newest time it showed, so one that came since stays unread).
 
     :returns: how many were unread.
     """
+
+    def write() -> int:
+        with transaction.atomic():
+            counter = UnreadCounter.objects.select_for_update().filter(pk=recipient_id).first()
+            if counter is None:
+                return 0  # never notified
+            until = up_to or timezone.now()
+            marked = Notification.objects.filter(recipient_id=recipient_id, read_at__isnull=True, created_at__lte=until).update(read_at=timezone.now())
+            NotificationGroup.objects.filter(recipient_id=recipient_id, unread=True, updated_at__lte=until).update(unread=False)
+            _counter_change(counter, counter.unread - marked)
+        return marked
+
+    return retry_on_deadlock(write)
+
+
+def counter_recount(*, recipient_id: int) -> int:
+    """Count ``recipient_id``'s unread notifications again into its counter row (the reconcile's
+    repair), under the row's lock, so no job of the recipient runs meanwhile.
+
+    :returns: the count.
+    """
+    _insert_ignore(UnreadCounter._meta.db_table, "recipient_id, unread, version", [recipient_id, 0, 0])
     with transaction.atomic():
-        marked = Notification.objects.filter(recipient_id=recipient_id, read_at__isnull=True).update(read_at=timezone.now())
-        NotificationGroup.objects.filter(recipient_id=recipient_id, unread=True).update(unread=False)
-        transaction.on_commit(partial(counter_set, recipient_id, 0))
-    return marked
+        counter = UnreadCounter.objects.select_for_update().get(pk=recipient_id)
+        unread = Notification.objects.filter(recipient_id=recipient_id, read_at__isnull=True).count()
+        _counter_change(counter, unread)
+    return unread
 
 
-def counter_set(recipient_id: int, value: int) -> None:
-    """Set ``recipient_id``'s unread counter in Redis, best effort (a failure opens the breaker)."""
-    if not redis_available():
-        return
-    try:
-        get_redis().set(redis_keys.unread_key(recipient_id), int(value), ex=redis_keys.UNREAD_TTL_SECONDS)
-    except REDIS_ERRORS as exc:
-        redis_failed(exc)
+def unread_reconcile(*, batch_users: int = 2000, on_progress: Callable[[int, int], None] | None = None) -> int:
+    """Repair the unread counters, ``batch_users`` account ids at a time; safe to interrupt and
+    re-run. A counter row whose count differs from its unread rows (rows changed behind the
+    application's back) is recounted under its lock; a Redis counter that differs from its row
+    is rewritten (a missing one is set at its next read).
+
+    :param on_progress: called with ``(ids walked, counters repaired)`` after each batch.
+    :returns: how many counters were repaired (rows and Redis values).
+    :raises: ``REDIS_ERRORS``.
+    """
+    client = get_redis()
+    top = User.objects.aggregate(top=Max("pk"))["top"] or 0
+    repaired = 0
+    for low in range(0, top, batch_users):
+        high = min(low + batch_users, top)
+        truth = dict(
+            Notification.objects.filter(recipient_id__gt=low, recipient_id__lte=high, read_at__isnull=True)
+            .values("recipient_id")
+            .annotate(n=Count("pk"))
+            .values_list("recipient_id", "n")
+        )
+        rows = dict(UnreadCounter.objects.filter(pk__gt=low, pk__lte=high).values_list("pk", "unread"))
+        drifted = sorted(user_id for user_id in set(truth) | set(rows) if truth.get(user_id, 0) != rows.get(user_id, 0))
+        for user_id in drifted:
+            retry_on_deadlock(partial(counter_recount, recipient_id=user_id))
+        fixed = set(drifted)
+        counters = list(UnreadCounter.objects.filter(pk__gt=low, pk__lte=high).order_by("pk").values_list("pk", "version", "unread"))
+        pipe = pipeline(client)
+        for user_id, _, _ in counters:
+            pipe.get(redis_keys.unread_key(user_id))
+        for (user_id, version, unread), stored in zip(counters, pipe.execute()):
+            if stored is not None and stored != redis_keys.unread_value(version, unread).encode():
+                counter_publish(client, user_id, version, unread, repair=True)
+                fixed.add(user_id)
+        repaired += len(fixed)
+        if on_progress is not None:
+            on_progress(high - low, len(fixed))
+    return repaired
+
+
+def _apply_counters(entries: Sequence[OutboxEntry]) -> None:
+    ids = sorted({entry.subject_id for entry in entries})
+    client = get_redis()
+    for recipient_id, version, unread in UnreadCounter.objects.filter(pk__in=ids).values_list("pk", "version", "unread"):
+        counter_publish(client, recipient_id, version, unread)
+
+
+# A counter row changed (a notification added, notifications read, a recount):
+# its Redis mirror is written right after commit from the row; a Redis failure
+# leaves the entry to the drain, which writes the row's state then.
+COUNTER = outbox.register("notifications.counter", apply=_apply_counters, inline=True, stage=3)

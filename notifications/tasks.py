@@ -6,7 +6,7 @@ from django.conf import settings
 
 from core.celery import task
 
-from .reconcile import unread_reconcile
+from .services import unread_reconcile
 
 
 @task(acks_late=True, soft_time_limit=settings.LONG_TASK_TIME_LIMIT, time_limit=settings.LONG_TASK_TIME_LIMIT + 60)

@@ -22,13 +22,14 @@ def _reader(request: HttpRequest) -> User:
 @require_safe
 @login_required
 def notifications(request: HttpRequest) -> HttpResponse:
-    """/notifications/: the lines newest first with a cursor; opening the first page marks all read."""
+    """/notifications/: the lines newest first with a cursor; opening the first page marks read
+    every notification up to the newest it shows (one that came meanwhile stays unread)."""
     reader = _reader(request)
     cursor = notification_cursor(request.GET.get("cursor"))
     page = selectors.groups_page(user_id=reader.pk, cursor=cursor, limit=int(settings.FOLLOW_PAGE_SIZE))
-    if cursor is None:
-        services.notifications_mark_read(recipient_id=reader.pk)
-    return render(request, "notifications/notifications.html", {"page": page, "is_first_page": cursor is None, "unread_count": 0})
+    if cursor is None and page.lines:
+        services.notifications_mark_read(recipient_id=reader.pk, up_to=page.lines[0].updated_at)
+    return render(request, "notifications/notifications.html", {"page": page, "is_first_page": cursor is None})
 
 
 @require_POST

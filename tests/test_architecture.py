@@ -31,6 +31,7 @@ LAYER_OF = {
     "models": PRIMITIVES, "redis_keys": PRIMITIVES, "signals": PRIMITIVES, "exit_codes": PRIMITIVES,
     "errors": PRIMITIVES, "serializers": PRIMITIVES, "redis": PRIMITIVES, "paging": PRIMITIVES,
     "parsing": PRIMITIVES, "celery": PRIMITIVES, "cluster": PRIMITIVES, "replica": PRIMITIVES, "routers": PRIMITIVES,
+    "transactions": PRIMITIVES,
     # pure policy and reads
     "layout": POLICY, "selectors": POLICY, "admin_tools": POLICY, "formatting": POLICY, "forms": POLICY,
     "http": POLICY, "timeline": POLICY, "limits": POLICY, "visibility": POLICY,

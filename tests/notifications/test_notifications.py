@@ -12,11 +12,12 @@ from django.utils import timezone
 
 from core.models import OutboxEntry
 from notifications import redis_keys, selectors, services
-from notifications.models import APPROVED, FOLLOW, REQUEST, Notification, NotificationGroup
-from notifications.reconcile import unread_reconcile
+from notifications.selectors import counter_publish
+from notifications.models import APPROVED, FOLLOW, REQUEST, Notification, NotificationGroup, UnreadCounter
 from social import controls
 from social import services as social_services
 from tests.conftest import UserFactory, signed_in
+from users.models import User
 
 pytestmark = pytest.mark.django_db
 
@@ -129,26 +130,103 @@ class TestUnreadCounter:
         assert signed_in(bob).get("/api/notifications/unread").json()["data"] == {"unread": 0}
         assert not Notification.objects.filter(read_at__isnull=True).exists()
 
-    def test_a_missing_counter_is_counted_from_the_database(self, alice, bob, charlie, run_commits, redis_client):
+    def test_a_missing_counter_is_one_primary_key_read_and_is_set_again(self, alice, bob, charlie, run_commits, redis_client, django_assert_num_queries):
         follow(alice, bob, run_commits)
+        follow(charlie, bob, run_commits)
+        assert redis_client.get(redis_keys.unread_key(bob.pk)) == b"2:2"  # version 2, two unread
         redis_client.delete(redis_keys.unread_key(bob.pk))
-        follow(charlie, bob, run_commits)  # the increment finds no counter and makes none
 
-        assert redis_client.get(redis_keys.unread_key(bob.pk)) is None
-        assert selectors.unread_count(user_id=bob.pk) == 2
-        assert redis_client.get(redis_keys.unread_key(bob.pk)) == b"2"
+        with django_assert_num_queries(1):
+            missing = selectors.unread_count(user_id=bob.pk)
+        with django_assert_num_queries(0):
+            again = selectors.unread_count(user_id=bob.pk)
+
+        assert missing == again == 2
+        assert redis_client.get(redis_keys.unread_key(bob.pk)) == b"2:2"
         assert 0 < redis_client.ttl(redis_keys.unread_key(bob.pk)) <= redis_keys.UNREAD_TTL_SECONDS
 
-    def test_reconcile_repairs_a_wrong_counter(self, alice, bob, run_commits, redis_client):
+    def test_ten_thousand_unread_cost_a_read_the_same(self, bob, redis_client, django_assert_num_queries):
+        # A celebrity's minute: 10,000 new followers, each a notification.
+        fans = User.objects.bulk_create([User(username=f"storm{n}", password="!") for n in range(10_000)], batch_size=2000)
+        group = NotificationGroup.objects.create(recipient=bob, kind=FOLLOW, day=timezone.now().date(), count=10_000)
+        Notification.objects.bulk_create([Notification(recipient=bob, actor=fan, kind=FOLLOW, group=group) for fan in fans], batch_size=2000)
+        UnreadCounter.objects.create(recipient=bob, unread=10_000, version=10_000)
+
+        with django_assert_num_queries(1) as missing:
+            first = selectors.unread_count(user_id=bob.pk)
+        with django_assert_num_queries(0):
+            second = selectors.unread_count(user_id=bob.pk)
+
+        assert first == second == 10_000
+        # The counter row by its primary key, not a count of the 10,000 rows.
+        sql = missing.captured_queries[0]["sql"]
+        assert sql.startswith("SELECT `notifications_unreadcounter`") and "COUNT(" not in sql.upper()
+
+    def test_an_older_write_never_replaces_a_newer_count(self, alice, bob, charlie, run_commits, redis_client):
         follow(alice, bob, run_commits)
-        redis_client.set(redis_keys.unread_key(bob.pk), 7)
-        redis_client.set(redis_keys.unread_key(alice.pk), 3)
+        follow(charlie, bob, run_commits)
 
-        repaired = unread_reconcile()
+        written = counter_publish(redis_client, bob.pk, 1, 1)  # the first job's write, arriving late
 
-        assert repaired == 2
+        assert written is False
+        assert selectors.unread_count(user_id=bob.pk) == 2
+
+    def test_a_counter_write_that_failed_is_made_by_the_drain(self, alice, bob, run_commits, redis_client, settings):
+        from core.outbox import drain
+        from core.redis import redis_reset_breaker
+
+        dead = {**settings.CACHES["default"], "LOCATION": "redis://127.0.0.1:1/0"}
+        live = settings.CACHES
+        follow(alice, bob, run_commits)
+        settings.CACHES = {**live, "default": dead}  # Redis goes away before the mark-read
+        run_commits(lambda: services.notifications_mark_read(recipient_id=bob.pk))
+        settings.CACHES = live
+        redis_reset_breaker()
+        stale = redis_client.get(redis_keys.unread_key(bob.pk))
+
+        drain(task_grace_seconds=0)
+
+        assert stale == b"1:1"
+        assert redis_client.get(redis_keys.unread_key(bob.pk)) == b"2:0"
+
+    def test_reconcile_repairs_a_wrong_counter_row_and_wrong_mirrors(self, alice, bob, charlie, run_commits, redis_client):
+        follow(alice, bob, run_commits)
+        follow(bob, alice, run_commits)
+        follow(charlie, alice, run_commits)
+        redis_client.set(redis_keys.unread_key(bob.pk), "7")  # garbage
+        redis_client.set(redis_keys.unread_key(alice.pk), "99:3")  # a version from nowhere
+        UnreadCounter.objects.filter(pk=charlie.pk).delete()
+        Notification.objects.filter(recipient=alice, actor=charlie).update(read_at=timezone.now())  # behind the counter's back
+
+        repaired = run_commits(services.unread_reconcile)
+
+        assert repaired == 2  # alice's row and mirror, bob's mirror
+        assert UnreadCounter.objects.get(pk=alice.pk).unread == 1
         assert selectors.unread_count(user_id=bob.pk) == 1
-        assert selectors.unread_count(user_id=alice.pk) == 0
+        assert selectors.unread_count(user_id=alice.pk) == 1
+        assert selectors.unread_count(user_id=charlie.pk) == 0
+        assert services.unread_reconcile() == 0
+
+    def test_read_within_the_repeat_window_stays_read(self, alice, bob, run_commits):
+        follow(alice, bob, run_commits)
+        run_commits(lambda: services.notifications_mark_read(recipient_id=bob.pk))
+        run_commits(lambda: social_services.follow_delete(actor=alice, followee_id=bob.pk))
+
+        follow(alice, bob, run_commits)  # within the minute: the same notification, still read
+
+        assert selectors.unread_count(user_id=bob.pk) == 0
+        assert Notification.objects.get().read_at is not None
+
+    def test_one_that_came_after_the_page_was_read_stays_unread(self, alice, bob, charlie, run_commits):
+        follow(alice, bob, run_commits)
+        page = selectors.groups_page(user_id=bob.pk, cursor=None, limit=10)
+        follow(charlie, bob, run_commits)  # commits between the page's read and its mark-read
+
+        marked = run_commits(lambda: services.notifications_mark_read(recipient_id=bob.pk, up_to=page.lines[0].updated_at))
+
+        assert marked == 1
+        assert selectors.unread_count(user_id=bob.pk) == 1
+        assert Notification.objects.get(read_at__isnull=True).actor_id == charlie.pk
 
     def test_the_header_shows_the_count_and_the_page_clears_it(self, alice, bob, run_commits):
         follow(alice, bob, run_commits)

@@ -161,8 +161,9 @@ class TestBreaker:
         assert result.changed is True
         assert OutboxEntry.objects.filter(applied_at__isnull=True, kind=OUTBOX_PAIR).count() == 1
         assert private_redis.client().scard(redis_keys.following_set_key(alice.pk)) == 0
-        # The mirror pair, and the follow's jobs that waited for it: the feed's, "who to follow", the notification.
-        assert social_outbox_drain()["applied"] == 4
+        # The mirror pair, and the follow's jobs that waited for it: the feed's, "who to follow", the
+        # notification, and the notification's write of the unread counter.
+        assert social_outbox_drain()["applied"] == 5
         assert private_redis.client().sismember(redis_keys.following_set_key(alice.pk), bob.pk)
 
 

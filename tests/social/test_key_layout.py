@@ -5,6 +5,7 @@ import re
 import pytest
 
 from core.redis import all_sentinel_keys
+from notifications.redis_keys import unread_key
 from social import redis_keys, selectors, services
 from social.rebuild import rebuild_all
 from social.reconcile import reconcile_all
@@ -44,11 +45,13 @@ class TestKeyLayout:
         expected = set(sentinels)
         for user in (a, b):
             expected |= {redis_keys.following_set_key(user.pk), redis_keys.following_zset_key(user.pk)}
+        counters = {unread_key(user.pk) for user in (x, y, z, w)}  # each followed account was notified
         for user in (x, y, z, w):
             expected |= {redis_keys.followers_set_key(user.pk), redis_keys.followers_zset_key(user.pk)}
-        assert keys == expected
+        assert keys == expected | counters
         assert not [k for k in redis_client.scan_iter(match="*siteA*", count=1000) if b"follow" in k]
-        for key in keys - sentinels:
+        assert [redis_client.get(unread_key(user.pk)) for user in (x, y, z, w)] == [b"1:1", b"2:2", b"2:2", b"1:1"]
+        for key in keys - sentinels - counters:
             members = (
                 redis_client.smembers(key) if redis_client.type(key) == b"set" else redis_client.zrange(key, 0, -1)
             )

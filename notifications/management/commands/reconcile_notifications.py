@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from notifications.reconcile import unread_reconcile
+from notifications.services import unread_reconcile
 
 
 class Command(BaseCommand):
