@@ -28,7 +28,8 @@ Keys (``ff:`` is ``REDIS_KEY_PREFIX``):
 - ``ff:suggestions:{42}``   ZSET accounts suggested to user 42, by score
   (``social.suggestions``), with ``ff:suggestions:why:{42}`` (HASH, the
   reason), ``ff:suggestions:counted:{42}`` (SET, the followees counted),
-  ``ff:suggestions:empty:{42}`` and ``ff:suggestions:queued:{42}``
+  ``ff:suggestions:empty:{42}`` and ``ff:suggestions:queued:{42}``;
+  ``ff:suggestions:refresh:checkpoint`` (STRING, the nightly run's progress)
 
 Which of the follower keys a reader or writer uses is the layout policy's
 decision (``social.layout``), not this module's.
@@ -124,9 +125,17 @@ def suggestions_queued_key(user_id: int) -> str:
     return f"{prefix()}suggestions:queued:{{{int(user_id)}}}"
 
 
+def suggestions_refresh_checkpoint_key() -> str:
+    """STRING ``<last user id>``: how far the running nightly refresh got (with a TTL, so
+    tomorrow's run starts afresh)."""
+    return f"{prefix()}suggestions:refresh:checkpoint"
+
+
 # Stored suggestions live a day past their last computation (the nightly task renews them).
 SUGGESTIONS_TTL_SECONDS = 2 * 86_400
 SUGGESTIONS_QUEUED_TTL_SECONDS = 300
+# An interrupted nightly refresh is resumed within this time, not after.
+SUGGESTIONS_CHECKPOINT_TTL_SECONDS = 12 * 3600
 
 
 # The score of a mute without an end (year 2286; a double holds it exactly).

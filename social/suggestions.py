@@ -28,11 +28,14 @@ from __future__ import annotations
 
 import logging
 import math
+from datetime import timedelta
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 import redis
+from django.conf import settings
+from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
 from core.cluster import lua, pipeline, queue_script
@@ -244,28 +247,40 @@ return #extra
 """
 
 
-def suggestions_refresh_active(*, start_after: int = 0, on_progress: Callable[[int, int], None] | None = None) -> int:
-    """Recompute the suggestions of every reader seen within ``FEED_ACTIVE_DAYS``, in id order.
+def suggestions_refresh_active(
+    *, start_after: int = 0, resume: bool = False, on_progress: Callable[[int, int], None] | None = None
+) -> int:
+    """Recompute the suggestions of every reader seen within ``FEED_ACTIVE_DAYS``, in id order,
+    saving a checkpoint every ``CHECKPOINT_EVERY`` readers.
 
     :param start_after: resume after this user id (an interrupted run).
+    :param resume: go on from the checkpoint a run interrupted within the last
+        ``SUGGESTIONS_CHECKPOINT_TTL_SECONDS`` left (the nightly task), if any.
     :param on_progress: called with ``(readers done, last user id)`` after each reader.
     :returns: how many readers were refreshed.
     :raises: ``REDIS_ERRORS``.
     """
-    from datetime import timedelta
-
-    from django.conf import settings
-    from django.utils import timezone
-
+    client = get_redis()
+    checkpoint = redis_keys.suggestions_refresh_checkpoint_key()
+    if resume:
+        saved = client.get(checkpoint)
+        start_after = max(start_after, int(saved) if saved is not None and saved.isdigit() else 0)
     since = timezone.now() - timedelta(days=int(settings.FEED_ACTIVE_DAYS))
     readers = User.objects.filter(is_active=True, last_seen_at__gte=since, pk__gt=start_after).order_by("pk").values_list("pk", flat=True)
     done = 0
     for user_id in readers.iterator(chunk_size=1000):
         suggestions_refresh(user_id=user_id)
         done += 1
+        if done % CHECKPOINT_EVERY == 0:
+            client.set(checkpoint, user_id, ex=redis_keys.SUGGESTIONS_CHECKPOINT_TTL_SECONDS)
         if on_progress is not None:
             on_progress(done, user_id)
+    client.delete(checkpoint)
     return done
+
+
+# Readers refreshed between two checkpoints of the nightly run.
+CHECKPOINT_EVERY = 100
 
 
 def suggestions_request(*, user_id: int) -> bool:

@@ -81,8 +81,9 @@ def social_suggestions_refresh(*, user_id: int) -> int:
 
 @task(acks_late=True, soft_time_limit=settings.LONG_TASK_TIME_LIMIT, time_limit=settings.LONG_TASK_TIME_LIMIT + 60)
 def social_suggestions_refresh_active() -> int:
-    """Nightly: recompute the suggestions of every reader seen within ``FEED_ACTIVE_DAYS``.
+    """Nightly: recompute the suggestions of every reader seen within ``FEED_ACTIVE_DAYS``, going on
+    from where an interrupted run of the night stopped.
 
     :returns: how many readers were refreshed.
     """
-    return suggestions_refresh_active()
+    return suggestions_refresh_active(resume=True)

@@ -3,6 +3,7 @@
 // - the follow button toggles in place (fetch, no navigation) and updates
 //   aria-pressed, the followers count and the "Mutual" badge;
 // - "Load more" on the home feed appends the next page to the list;
+// - an import's progress bar moves by itself until the import is done;
 // - relative times ("3 min ago") stay current.
 // The two formats mirror users/templatetags/formatting.py; the browser tests
 // check that both give the same text.
@@ -124,6 +125,36 @@
   }
 
   document.querySelectorAll(".suggestions-box[data-src]").forEach((box) => { fillSuggestions(box); });
+
+  // --- import progress on the "Move your follows" page ------------------------
+  // Polls the import's status every two seconds and moves the bar until the
+  // import is finished; without JavaScript the page says to reload.
+  async function followImport(status) {
+    const bar = status.querySelector("progress");
+    const label = status.querySelector(".import-summary");
+    try {
+      const response = await fetch(status.dataset.src, { headers: { "Accept": "application/json" }, credentials: "same-origin" });
+      if (!response.ok) return;
+      const job = (await response.json()).data;
+      bar.max = job.total;
+      bar.value = job.done;
+      bar.textContent = `${Math.floor((100 * job.done) / Math.max(job.total, 1))}%`;
+      const followed = job.followed.toLocaleString("en-US");
+      label.textContent = `Latest import: ${job.done.toLocaleString("en-US")} of ${job.total.toLocaleString("en-US")} accounts handled, ${followed} followed${job.finished ? ", finished" : ""}.`;
+      if (job.finished) {
+        status.dataset.finished = "true";
+        const hint = status.querySelector(".reload-hint");
+        if (hint) hint.remove();
+        announce(`Import finished: ${followed} followed.`);
+        return;
+      }
+    } catch (error) {
+      // A failed poll tries again.
+    }
+    window.setTimeout(() => { followImport(status); }, 2000);
+  }
+
+  document.querySelectorAll(".import-status[data-src][data-finished='false']").forEach((status) => { followImport(status); });
 
   // --- "Load more" on the home feed ------------------------------------------
   // Fetches the next page (the link's own URL, same HTML as without

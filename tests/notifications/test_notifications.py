@@ -81,6 +81,28 @@ class TestFollowNotification:
             social_services.follow_create(actor=bob, followee_id=charlie.pk)
 
 
+    def test_a_block_between_the_follow_and_its_job_makes_none(self, alice, bob, run_commits, django_capture_on_commit_callbacks):
+        with django_capture_on_commit_callbacks(execute=False):
+            social_services.follow_create(actor=alice, followee_id=bob.pk)  # its job has not run yet
+        entry = OutboxEntry.objects.get(kind="notifications.follow")
+        run_commits(lambda: controls.block_create(actor=bob, target_id=alice.pk))  # ends the follow before the job
+
+        made = services.notification_add(FOLLOW, recipient_id=entry.subject_id, actor_id=entry.object_id)
+
+        assert made is False
+        assert not Notification.objects.exists()
+
+    def test_a_block_standing_while_the_follow_still_exists_makes_none(self, alice, bob, run_commits):
+        # A follow row and a block between the same accounts, as a bulk import could leave them.
+        from social.models import Block, Follow
+
+        Follow.objects.create(follower=alice, followee=bob)
+        Block.objects.create(blocker=bob, blocked=alice)
+
+        assert services.notification_add(FOLLOW, recipient_id=bob.pk, actor_id=alice.pk) is False
+        assert not Notification.objects.exists()
+
+
 class TestGrouping:
     def test_many_follows_of_one_account_are_one_line(self, alice, run_commits):
         fans = [UserFactory(username=f"fan{n:02d}") for n in range(44)]
@@ -259,6 +281,14 @@ class TestApi:
 
     def test_signed_out_is_401(self):
         assert Client().get("/api/notifications/unread").status_code == 401
+
+    def test_the_pages_mark_all_read_button(self, alice, bob, run_commits):
+        follow(alice, bob, run_commits)
+
+        response = run_commits(lambda: signed_in(bob).post("/notifications/read/"))
+
+        assert response.status_code == 302 and response["Location"] == "/notifications/"
+        assert selectors.unread_count(user_id=bob.pk) == 0
 
 
 class TestBlocksInNotifications:

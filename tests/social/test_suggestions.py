@@ -142,6 +142,33 @@ class TestRefreshActive:
         assert redis_client.zcard(redis_keys.suggestions_key(alice.pk)) == 7
 
 
+    def test_the_nightly_task_goes_on_from_an_interrupted_runs_checkpoint(self, alice, bob, world, redis_client, monkeypatch):
+        from social.tasks import social_suggestions_refresh_active
+
+        readers = sorted([alice.pk, bob.pk, world["dave"].pk, world["erin"].pk])
+        type(alice).objects.filter(pk__in=readers).update(last_seen_at=timezone.now())
+        monkeypatch.setattr(suggestions, "CHECKPOINT_EVERY", 2)
+        real, calls = suggestions.suggestions_refresh, []
+
+        def dies_at_the_fourth(*, user_id):
+            calls.append(user_id)
+            if len(calls) == 4:
+                raise ConnectionError("the worker was lost")
+            return real(user_id=user_id)
+
+        monkeypatch.setattr(suggestions, "suggestions_refresh", dies_at_the_fourth)
+        with pytest.raises(ConnectionError):
+            suggestions.suggestions_refresh_active(resume=True)
+        checkpoint = redis_client.get(redis_keys.suggestions_refresh_checkpoint_key())
+        calls.clear()
+        monkeypatch.setattr(suggestions, "suggestions_refresh", real)
+        resumed = social_suggestions_refresh_active.apply().get()
+
+        assert checkpoint == str(readers[1]).encode()
+        assert resumed == 2  # the two readers after the checkpoint
+        assert redis_client.get(redis_keys.suggestions_refresh_checkpoint_key()) is None
+
+
 class TestBlocksInSuggestions:
     def test_the_fallback_leaves_out_an_account_that_blocks_the_reader(self, world, user_factory, run_commits):
         newcomer = user_factory(username="newcomer")
@@ -164,6 +191,26 @@ class TestBlocksInSuggestions:
         found = selectors.suggestions_for(user_id=newcomer.pk, limit=3)
         assert found.items and all(item.via == 1 for item in found.items)
         assert found.items[0].reason == "followed by @bob you follow"
+
+
+class TestReason:
+    @pytest.mark.parametrize(
+        ("via", "names", "text"),
+        [
+            (1, ["bob"], "followed by @bob you follow"),
+            (2, ["bob", "carl"], "followed by @bob and @carl you follow"),
+            (3, ["bob", "carl"], "followed by @bob, @carl and 1 other you follow"),
+            (14, ["bob", "carl"], "followed by @bob, @carl and 12 others you follow"),
+            (1_234, ["bob", "carl"], "followed by @bob, @carl and 1,232 others you follow"),
+            (0, [], "one of the most followed accounts"),
+        ],
+    )
+    def test_names_two_and_counts_the_rest(self, via, names, text):
+        from users.models import User
+
+        suggestion = selectors.Suggestion(user=User(username="dave"), via=via, names=[User(username=name) for name in names])
+
+        assert suggestion.reason == text
 
 
 class TestReadFilters:

@@ -167,6 +167,16 @@ class TestImport:
         assert signed_in(bob).get(f"/api/follows/import/{job.pk}").status_code == 404
         assert signed_in(bob).get("/api/follows/import/abc").status_code == 400
 
+    @pytest.mark.parametrize(("body", "message"), [(None, "Choose a file to import."), (b"Name,Email\nbob,b@example.com\n", "The columns must be")])
+    def test_a_bad_file_on_the_settings_page_is_400_with_the_reason(self, alice, body, message):
+        data = {"file": SimpleUploadedFile("f.csv", body)} if body is not None else {}
+
+        response = signed_in(alice).post("/settings/follows/", data)
+
+        assert response.status_code == 400
+        assert message in response.content.decode()
+        assert not FollowImport.objects.exists()
+
     def test_the_settings_page_shows_the_progress(self, alice, bob, charlie, run_commits):
         client = signed_in(alice)
         upload = SimpleUploadedFile("f.csv", b"bob\ncharlie\nnobody\n")
