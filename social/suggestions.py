@@ -38,7 +38,7 @@ from django.conf import settings
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
-from core.cluster import lua, pipeline, queue_script
+from core.cluster import lua, pipeline
 from core.redis import REDIS_ERRORS, get_redis, redis_available, redis_failed
 from users.models import User
 
@@ -230,8 +230,10 @@ def suggestions_after_follow(*, follower_id: int, followee_id: int) -> int:
         via, names = parse_suggestion_reason(reason)
         named = names if len(names) >= WHY_NAMES else [*names, followee_id]
         pipe.hset(why, str(candidate), _why_value(via + 1, named))
-    queue_script(pipe, lua(TRIM_LUA), [key, why], [SUGGESTIONS_MAX])
     pipe.execute()
+    # Keep the best SUGGESTIONS_MAX and their reasons only (a script of its own: a cluster runs
+    # none inside a MULTI block).
+    lua(TRIM_LUA)(keys=[key, why], args=[SUGGESTIONS_MAX], client=client)
     return len(candidates)
 
 

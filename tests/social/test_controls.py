@@ -327,17 +327,24 @@ class TestFollowRequests:
 
     def test_the_owner_lists_them_newest_first_with_a_cursor(self, private_alice, user_factory, run_commits):
         askers = [user_factory() for _ in range(5)]
+        at = timezone.now().replace(microsecond=0)
         for index, asker in enumerate(askers):
             run_commits(lambda asker=asker: services.follow_create(actor=asker, followee_id=private_alice.pk))
-            FollowRequest.objects.filter(requester=asker).update(created_at=timezone.now().replace(microsecond=0) - timedelta(minutes=10 - index))
+            # askers 1, 2 and 3 asked in the same millisecond: newest request (highest id) first.
+            minutes = {0: 10, 1: 5, 2: 5, 3: 5, 4: 1}[index]
+            FollowRequest.objects.filter(requester=asker).update(created_at=at - timedelta(minutes=minutes))
         client = signed_in(private_alice)
 
-        first = client.get("/api/follow-requests?limit=3").json()["data"]
-        second = client.get(f"/api/follow-requests?limit=3&cursor={first['next_cursor']}").json()["data"]
+        first = client.get("/api/follow-requests?limit=2").json()["data"]
+        second = client.get(f"/api/follow-requests?limit=2&cursor={first['next_cursor']}").json()["data"]
+        third = client.get(f"/api/follow-requests?limit=2&cursor={second['next_cursor']}").json()["data"]
+        page = client.get(f"/requests/?cursor={first['next_cursor']}")
 
-        assert [row["id"] for row in first["list"]] == [askers[4].pk, askers[3].pk, askers[2].pk]
-        assert [row["id"] for row in second["list"]] == [askers[1].pk, askers[0].pk]
-        assert second["next_cursor"] is None
+        assert [row["id"] for row in first["list"]] == [askers[4].pk, askers[3].pk]
+        assert [row["id"] for row in second["list"]] == [askers[2].pk, askers[1].pk]
+        assert [row["id"] for row in third["list"]] == [askers[0].pk]
+        assert third["next_cursor"] is None
+        assert [entry.user.pk for entry in page.context["page"].entries][:2] == [askers[2].pk, askers[1].pk]
 
     def test_approval_creates_the_follow_through_the_normal_path(self, private_alice, bob, redis_client, run_commits):
         run_commits(lambda: services.follow_create(actor=bob, followee_id=private_alice.pk))

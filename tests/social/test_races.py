@@ -68,6 +68,44 @@ def toggle_celebrity(args: tuple[list[int], int, int, int]) -> tuple[int, int]:
     return ops, errors
 
 
+def toggle_block_or_follows(args: tuple[int, int, int, int, str]) -> tuple[int, int]:
+    """Child: ``rounds`` random blocks and unblocks (``role`` "block") or follows and unfollows
+    either way (``role`` "follow") of one pair; a refusal the rules give (blocked already, a
+    follow refused by the block) is an answer, not an error. Returns (ops, errors)."""
+    a_id, b_id, rounds, seed, role = args
+    from social import controls
+
+    connections.close_all()
+    a, b = User.objects.get(pk=a_id), User.objects.get(pk=b_id)
+    rng = random.Random(seed)
+    ops = errors = 0
+    for _ in range(rounds):
+        try:
+            if role == "block":
+                (controls.block_create if rng.random() < 0.5 else controls.block_delete)(actor=a, target_id=b_id)
+                # One statement, one snapshot: a block and a follow of the pair side by side is an error.
+                with connections["default"].cursor() as cursor:
+                    cursor.execute(
+                        "SELECT EXISTS (SELECT 1 FROM social_block WHERE blocker_id = %s AND blocked_id = %s)"
+                        " AND EXISTS (SELECT 1 FROM social_follow WHERE follower_id IN (%s, %s) AND followee_id IN (%s, %s))",
+                        [a_id, b_id, a_id, b_id, a_id, b_id],
+                    )
+                    if cursor.fetchone()[0]:
+                        print("race error: a follow beside the block", flush=True)
+                        errors += 1
+            else:
+                actor, other = (a, b_id) if rng.random() < 0.5 else (b, a_id)
+                (services.follow_create if rng.random() < 0.6 else services.follow_delete)(actor=actor, followee_id=other)
+        except (controls.ControlConflictError, services.FollowBlockedError):
+            pass
+        except Exception as exc:  # noqa: BLE001 - counted and asserted zero
+            print("race error", repr(exc)[:300], flush=True)
+            errors += 1
+        ops += 1
+    connections.close_all()
+    return ops, errors
+
+
 def watch_counts(args: tuple[int, int, Any]) -> tuple[int, int]:
     """Child: read the followers count of ``user_id`` until ``stop`` is set; returns the lowest and
     the highest count seen."""
@@ -142,3 +180,24 @@ class TestSameCelebrity:
         assert_mirror_equals_database(redis_client, everyone)
         full = reconcile_all(repair=False, check="full")
         assert (full.edges_missing, full.edges_extra, full.scores_wrong) == (0, 0, 0)
+
+
+class TestBlocksRacingFollows:
+    def test_a_block_and_follows_of_one_pair_from_six_processes_never_stand_side_by_side(self, user_factory, redis_client):
+        from social.control_mirror import controls_differences
+        from social.models import Block
+
+        alice, bob = user_factory(username="alice"), user_factory(username="bob")
+        jobs = [(alice.pk, bob.pk, 300, 0, "block")] + [(alice.pk, bob.pk, 150, seed, "follow") for seed in range(1, 6)]
+
+        results, (lowest, highest) = run_children(toggle_block_or_follows, jobs, bob.pk)
+        drain_until_empty()
+
+        blocked = Block.objects.filter(blocker=alice, blocked=bob).exists()
+        follows = Follow.objects.filter(follower__in=[alice, bob], followee__in=[alice, bob]).count()
+        assert sum(errors for _, errors in results) == 0
+        assert 0 <= lowest <= highest <= 1
+        assert not (blocked and follows)  # a follow never outlives a block
+        assert_mirror_equals_database(redis_client, [alice.pk, bob.pk])
+        assert controls_differences(redis_client, [alice.pk, bob.pk]) == set()
+
