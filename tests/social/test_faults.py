@@ -103,6 +103,45 @@ class TestUnfollowDuringOutage:
         assert_mirror_equals_database(private_redis.client(), [alice.pk, bob.pk])
 
 
+class TestControlsDuringOutage:
+    """Blocks and mutes while Redis fails: they succeed, pages answer from the database, and the
+    drain brings the sets level once Redis is back."""
+
+    @pytest.mark.parametrize("fault", list(FAULTS))
+    def test_block_and_mute_succeed_pages_render_and_the_drain_mirrors_them(
+        self, fault, private_redis, alice, bob, charlie, settings, django_capture_on_commit_callbacks
+    ):
+        from social.control_mirror import controls_differences
+
+        settings.REDIS_CIRCUIT_OPEN_SECONDS = 30.0
+        with django_capture_on_commit_callbacks(execute=True):
+            services.follow_create(actor=bob, followee_id=alice.pk)
+        fail, recover = FAULTS[fault]
+        fail(private_redis)
+        client = Client(raise_request_exception=False)
+        client.force_login(alice)
+
+        with django_capture_on_commit_callbacks(execute=True):
+            blocked = client.put(f"/api/block/{bob.pk}/true")
+            muted = client.put(f"/api/mute/{charlie.pk}/true?duration=7d")
+        as_bob = Client(raise_request_exception=False)
+        as_bob.force_login(bob)
+        pages = {"bob sees alice": as_bob.get(f"/u/{alice.username}/"), "alice's followers": client.get(f"/u/{alice.username}/followers/")}
+        recover(private_redis)
+        if fault == "killed":  # restarted empty: the sentinel is gone too
+            private_redis.client().set(core_keys.sentinel_key(), now_ms())
+        drained = social_outbox_drain()
+        redis_reset_breaker()
+
+        assert (blocked.status_code, muted.status_code) == (200, 200)
+        assert {name: page.status_code for name, page in pages.items()} == {"bob sees alice": 404, "alice's followers": 200}
+        assert f">{bob.display_name}<" not in pages["alice's followers"].content.decode()
+        assert not drained["redis_down"]
+        assert controls_differences(private_redis.client(), [alice.pk, bob.pk, charlie.pk]) == set()
+        assert private_redis.client().smembers(redis_keys.blocks_key(alice.pk)) == {str(bob.pk).encode()}
+        assert_mirror_equals_database(private_redis.client(), [alice.pk, bob.pk])
+
+
 class TestBreaker:
     def test_a_hung_redis_costs_one_timeout_per_page_not_one_per_read(self, private_redis, alice, bob, charlie, settings, monkeypatch):
         settings.REDIS_CIRCUIT_OPEN_SECONDS = 30.0
