@@ -61,7 +61,6 @@ def page_with_mutes(reader_id: int, mutes: int, budget: float, rounds: int) -> d
 
     reader = User.objects.get(pk=reader_id)
     followees = list(Follow.objects.filter(follower_id=reader_id).order_by("followee_id").values_list("followee_id", flat=True))
-    muted = followees[::25][:mutes]
     limit = int(settings.FEED_PAGE_SIZE)
 
     def page(_: int) -> list[int]:
@@ -73,12 +72,17 @@ def page_with_mutes(reader_id: int, mutes: int, budget: float, rounds: int) -> d
                 controls.mute_create(actor=reader, target_id=target_id)
 
     def unmute_all() -> None:
-        from social.control_mirror import mirror_apply_controls
-
-        Mute.objects.filter(muter_id=reader_id).delete()
-        mirror_apply_controls([(reader_id, target_id) for target_id in muted])
+        # Through the service: the unmute's job brings the notes back, so every "none" round
+        # reads the same inbox as the first.
+        for target_id in Mute.objects.filter(muter_id=reader_id).values_list("muted_id", flat=True):
+            with transaction.atomic():
+                controls.mute_delete(actor=reader, target_id=target_id)
 
     unmute_all()
+    # The authors of the unmuted page 1 first (the muted page must skip all of them), then
+    # every 25th followee up to ``mutes``.
+    first_page_authors = list(dict.fromkeys(Note.objects.filter(pk__in=page(0)).order_by("-created_at").values_list("author_id", flat=True)))
+    muted = list(dict.fromkeys(first_page_authors + followees[::25]))[:mutes]
     without: list[int] = []
     with_mutes: list[int] = []
     shown: dict[str, list[int]] = {}
