@@ -40,7 +40,7 @@ from typing import Any
 import redis
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import InterfaceError, transaction
+from django.db import InterfaceError, connection, transaction
 from django.db import OperationalError as DatabaseOperationalError
 from django.db.models import F, Q
 from django.db.models.functions import Greatest
@@ -66,6 +66,7 @@ from .redis import (
     write_sentinels,
 )
 from .replica import primary_reads
+from .sender import sender_for
 
 logger = logging.getLogger(__name__)
 
@@ -80,13 +81,18 @@ REBUILD_LOCK_SECONDS = 120
 @dataclass(frozen=True)
 class Kind:
     """A registered kind of entry: its ``name`` (stored in the row), its handler, whether it
-    is applied ``inline`` after commit (else by the Celery task), and its ``stage`` (kinds of
-    a lower stage are applied first when a batch holds several)."""
+    is applied ``inline`` after commit (else by the Celery task), its ``stage`` (kinds of
+    a lower stage are applied first when a batch holds several), whether each entry is
+    sent ``alone`` in a message of its own (not with other commits' entries), and its
+    ``provisional`` handler: a cheaper first application right after commit, used when the
+    entry stays pending for a later application of ``apply`` to confirm it."""
 
     name: str
     apply: Handler
     inline: bool = False
     stage: int = 0
+    alone: bool = False
+    provisional: Handler | None = None
 
 
 @dataclass(frozen=True)
@@ -102,7 +108,9 @@ _kinds: dict[str, Kind] = {}
 _rebuilders: dict[str, RebuildStep] = {}
 
 
-def register(name: str, *, apply: Handler, inline: bool = False, stage: int = 0) -> Kind:
+def register(
+    name: str, *, apply: Handler, inline: bool = False, stage: int = 0, alone: bool = False, provisional: Handler | None = None
+) -> Kind:
     """Register the handler of entries of kind ``name`` (at import of the app's outbox module).
 
     :returns: the ``Kind`` that ``record`` takes.
@@ -110,7 +118,7 @@ def register(name: str, *, apply: Handler, inline: bool = False, stage: int = 0)
     """
     if len(name) > 40:
         raise ValueError(f"outbox kind {name!r} is longer than 40 characters")
-    kind = Kind(name=name, apply=apply, inline=inline, stage=stage)
+    kind = Kind(name=name, apply=apply, inline=inline, stage=stage, alone=alone, provisional=provisional)
     known = _kinds.get(name)
     if known is not None and known.apply is not apply:
         raise ValueError(f"outbox kind {name!r} is registered twice")
@@ -174,14 +182,35 @@ def batched() -> Iterator[None]:
 
 
 def _insert(entries: list[OutboxEntry]) -> None:
-    # MariaDB answers a multi-row INSERT ... RETURNING with every id, so
-    # the entries carry their pks for the after-commit work.
-    OutboxEntry.objects.bulk_create(entries)
+    # One multi-row INSERT ... RETURNING id (MariaDB and SQLite answer in row
+    # order), so the entries carry their pks for the after-commit work. Raw
+    # SQL: every follow and note runs it, and bulk_create's compilation cost
+    # more than the statement.
+    if not connection.features.can_return_rows_from_bulk_insert:
+        OutboxEntry.objects.bulk_create(entries)
+        return
+    table = OutboxEntry._meta.db_table
+    rows = ", ".join(["(%s, %s, %s, %s, 0, '')"] * len(entries))
+    params: list[Any] = []
+    for entry in entries:
+        params += [entry.kind, entry.subject_id, entry.object_id, connection.ops.adapt_datetimefield_value(entry.created_at)]
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {table} (kind, subject_id, object_id, created_at, attempts, last_error) VALUES {rows} RETURNING id", params)
+        ids = [row[0] for row in cursor.fetchall()]
+    for entry, pk in zip(entries, ids, strict=True):
+        entry.pk = pk
+        entry._state.adding = False
+        entry._state.db = connection.alias
 
 
 def _schedule(entries: list[OutboxEntry], *, inline: bool, mark: bool = True) -> None:
-    if entries:
-        transaction.on_commit(partial(apply_after_commit, entries, mark=mark) if inline else partial(send_after_commit, [e.pk for e in entries]))
+    if not entries:
+        return
+    if inline:
+        transaction.on_commit(partial(apply_after_commit, entries, mark=mark))
+        return
+    alone = any(_kinds[entry.kind].alone for entry in entries if entry.kind in _kinds)
+    transaction.on_commit(partial(send_after_commit, [e.pk for e in entries], alone=alone))
 
 
 def record(
@@ -255,19 +284,39 @@ def apply_after_commit(entries: Sequence[OutboxEntry], *, mark: bool = True) -> 
         redis_failed(exc)
 
 
-@primary_reads()  # an eager task (CELERY_TASK_ALWAYS_EAGER) runs inside .delay
-def send_after_commit(entry_ids: Sequence[int]) -> None:
-    """Send the ``outbox_apply`` task for pending entries (``on_commit`` of the other kinds).
+def send_after_commit(entry_ids: Sequence[int], *, alone: bool = False) -> None:
+    """Have the ``outbox_apply`` task sent for pending entries (``on_commit`` of the other kinds):
+    by this process's sender (``core.sender``), which sends the ids of several commits in one
+    message a moment later; at once when tasks run eagerly, when ``alone`` (entries any worker
+    should take on its own, such as the parts of a big fan-out) or when
+    ``OUTBOX_SEND_COALESCE_SECONDS`` is 0.
 
     A broker that refuses the message is logged: the entries stay pending
     and the drain applies them.
     """
     from .tasks import outbox_apply  # the task module imports this one
 
+    window = float(settings.OUTBOX_SEND_COALESCE_SECONDS)
+    if alone or window <= 0 or outbox_apply.app.conf.task_always_eager:  # type: ignore[attr-defined]
+        _send(list(entry_ids))
+    else:
+        sender_for(_send, window_seconds=window).put(entry_ids)
+
+
+@primary_reads()  # an eager task (CELERY_TASK_ALWAYS_EAGER) runs inside apply_async
+def _send(entry_ids: list[int]) -> None:
+    from .tasks import outbox_apply  # the task module imports this one
+
     try:
-        outbox_apply.delay(entry_ids=list(entry_ids))
+        # Transient: the committed entry is the durable copy and the message only wakes a worker
+        # (a lost one leaves the entry to the drain), so the broker keeps it in memory, not on disk.
+        outbox_apply.apply_async(kwargs={"entry_ids": entry_ids}, delivery_mode=TRANSIENT)
     except BrokerError as exc:
-        logger.warning("broker refused outbox entries %s (the drain applies them): %r", list(entry_ids), exc)
+        logger.warning("broker refused outbox entries %s (the drain applies them): %r", entry_ids, exc)
+
+
+# AMQP delivery mode 1: the broker does not write the message to disk.
+TRANSIENT = 1
 
 
 # --- applying ---------------------------------------------------------------
@@ -292,8 +341,10 @@ _SERVICE_ERRORS: tuple[type[BaseException], ...] = (*REDIS_ERRORS, DatabaseOpera
 
 
 def _apply_kind(kind: Kind, entries: list[OutboxEntry], result: ApplyResult, mark: bool) -> None:
+    # Entries left pending are confirmed by a later application: the kind's cheaper first one.
+    handler = kind.apply if mark else (kind.provisional or kind.apply)
     try:
-        kind.apply(entries)
+        handler(entries)
     except _SERVICE_ERRORS:
         raise
     except Exception as exc:  # noqa: BLE001 - EntryNotApplied, or a handler that fails on one entry
@@ -322,7 +373,8 @@ def _apply_kind(kind: Kind, entries: list[OutboxEntry], result: ApplyResult, mar
 def apply_entries(entries: Sequence[OutboxEntry], *, mark: bool = True) -> ApplyResult:
     """Apply ``entries`` (any kinds, lower stages first) and mark the applied ones.
 
-    :param mark: False applies them and leaves them pending (``apply_after_commit``).
+    :param mark: False applies them (with each kind's ``provisional`` handler where it has
+        one) and leaves them pending (``apply_after_commit``).
 
     :returns: an ``ApplyResult``.
     :raises: ``REDIS_ERRORS`` from a handler propagate (the remaining entries stay pending).

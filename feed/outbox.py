@@ -367,14 +367,17 @@ def _apply_author_cache(entries: Sequence[OutboxEntry]) -> None:
 
 
 def _each(apply: Callable[[OutboxEntry], object]) -> Callable[[Sequence[OutboxEntry]], None]:
-    """A handler applying entries one by one (each is its own Redis work), duplicates once."""
+    """A handler applying entries one by one (each is its own Redis work), duplicates once: the
+    newest of them, whose ``apply_pending_before`` confirms what every one of them depends on
+    (one message may carry several commits of one pair)."""
 
     def handler(entries: Sequence[OutboxEntry]) -> None:
-        seen: set[tuple[int, int | None]] = set()
-        for entry in entries:
-            if (entry.subject_id, entry.object_id) not in seen:
-                seen.add((entry.subject_id, entry.object_id))
-                apply(entry)
+        newest: dict[tuple[int, int | None], OutboxEntry] = {}
+        for entry in sorted(entries, key=lambda e: e.pk):
+            newest.pop((entry.subject_id, entry.object_id), None)
+            newest[(entry.subject_id, entry.object_id)] = entry
+        for entry in newest.values():
+            apply(entry)
 
     return handler
 
@@ -398,8 +401,9 @@ def _apply_inbox(entry: OutboxEntry) -> None:
 
 # Stage 1: after the follow mirror's entries (stage 0) in the same batch.
 NOTE = outbox.register(NOTE_KIND, apply=_each(lambda e: note_apply(note_id=e.subject_id, author_id=e.object_id)), stage=1)
+# Alone: one message per part, so any worker takes any part.
 NOTE_PART = outbox.register(
-    NOTE_PART_KIND, apply=_each(lambda e: note_fan_out_part(note_id=e.subject_id, part=unpack_part(int(e.object_id or 0)))), stage=1
+    NOTE_PART_KIND, apply=_each(lambda e: note_fan_out_part(note_id=e.subject_id, part=unpack_part(int(e.object_id or 0)))), stage=1, alone=True
 )
 PAIR = outbox.register(PAIR_KIND, apply=_each(_apply_pair), stage=1)
 AUTHOR = outbox.register(AUTHOR_KIND, apply=_each(_apply_author), stage=1)

@@ -73,13 +73,13 @@ def layout_migrations_enqueue(observed: dict[int, LayoutObservation]) -> list[in
     return queued
 
 
-def _apply_pairs(entries: Sequence[OutboxEntry]) -> None:
+def _apply_pairs(entries: Sequence[OutboxEntry], *, verify: bool = True) -> None:
     pairs = [(entry.subject_id, entry.object_id) for entry in entries if entry.object_id is not None]
     # A pair changed twice in one batch has two hints: none is trusted.
     hinted = [(entry.subject_id, entry.object_id, entry.hint) for entry in entries if entry.object_id is not None and entry.hinted]
     counts = Counter(pairs)
     hints = {(follower, followee): hint for follower, followee, hint in hinted if counts[(follower, followee)] == 1}
-    layout_migrations_enqueue(mirror_apply_pairs(pairs, hints=hints))
+    layout_migrations_enqueue(mirror_apply_pairs(pairs, hints=hints, verify=verify))
 
 
 def _apply_controls(entries: Sequence[OutboxEntry]) -> None:
@@ -96,7 +96,9 @@ def _apply_users(entries: Sequence[OutboxEntry]) -> None:
 
 # Graph entries are applied before the feed's (stage 0): a feed job decides
 # from the follow mirror, so the mirror must already show the change.
-PAIR = outbox.register(OUTBOX_PAIR, apply=_apply_pairs, inline=True, stage=0)
+# In the request of a follow, the transaction's state is written without the verifying read:
+# the follow's feed job applies the entry again, verified, before its own work.
+PAIR = outbox.register(OUTBOX_PAIR, apply=_apply_pairs, provisional=partial(_apply_pairs, verify=False), inline=True, stage=0)
 USER = outbox.register(OUTBOX_USER, apply=_apply_users, inline=True, stage=0)
 CONTROL = outbox.register(OUTBOX_CONTROL, apply=_apply_controls, inline=True, stage=0)
 

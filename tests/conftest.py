@@ -22,6 +22,7 @@ from django.test import Client, override_settings
 from core.cluster import cluster_nodes
 from core.outbox import now_ms
 from core.redis import forget_sentinel, get_redis, redis_reset_breaker, write_sentinels
+from core.sender import flush_sends
 from tests.cluster import RedisClusterNodes
 from users.models import User
 
@@ -159,6 +160,7 @@ def refusing_broker() -> Iterator[None]:
     app.amqp._producer_pool = None
     try:
         yield
+        flush_sends()  # what the block committed meets the refusing broker
     finally:
         app.conf.update(saved)
         app._pool = None

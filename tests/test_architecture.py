@@ -39,7 +39,7 @@ LAYER_OF = {
     "mirror": MECHANISM, "rebuild": MECHANISM, "reconcile": MECHANISM, "sharding": MECHANISM,
     "delivery": MECHANISM, "edges": MECHANISM, "health": MECHANISM, "embedded": MECHANISM,
     "importer": MECHANISM, "celebrity": MECHANISM, "simulate": MECHANISM, "datasets": MECHANISM,
-    "cache": MECHANISM, "runs": MECHANISM, "control_mirror": MECHANISM,
+    "cache": MECHANISM, "runs": MECHANISM, "control_mirror": MECHANISM, "sender": MECHANISM,
     # writes and their side effects
     "services": SERVICE, "outbox": SERVICE, "receivers": SERVICE, "controls": SERVICE, "transfer": SERVICE, "suggestions": SERVICE,
     "tasks": TASK,

@@ -224,6 +224,9 @@ CELERY_TASK_DEFAULT_QUEUE = env("CELERY_TASK_DEFAULT_QUEUE", default="celery")
 SOCIAL_OUTBOX_DRAIN_BATCH = env.int("SOCIAL_OUTBOX_DRAIN_BATCH", default=500)
 # The drain leaves entries applied by a Celery task to that task this long (seconds).
 OUTBOX_TASK_GRACE_SECONDS = env.float("OUTBOX_TASK_GRACE_SECONDS", default=30.0)
+# The wake-up messages of entries committed within this long in one process go
+# as one (seconds; 0: one message per commit, sent in the request).
+OUTBOX_SEND_COALESCE_SECONDS = env.float("OUTBOX_SEND_COALESCE_SECONDS", default=0.02)
 # Applied outbox entries are kept this long (seconds), then purged.
 OUTBOX_RETENTION_SECONDS = env.int("OUTBOX_RETENTION_SECONDS", default=86_400)
 CELERY_BEAT_SCHEDULE = {

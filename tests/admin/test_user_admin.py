@@ -258,7 +258,7 @@ class TestDeactivationAtOnce:
         self, path: str, quartet: Any, superuser_client: Any, redis_client: Any, monkeypatch: Any, django_capture_on_commit_callbacks: Any
     ) -> None:
         queued: list[Any] = []
-        monkeypatch.setattr("core.tasks.outbox_apply.delay", lambda **kwargs: queued.append(kwargs))
+        monkeypatch.setattr("core.tasks.outbox_apply.apply_async", lambda kwargs, **options: queued.append(kwargs))
         d = quartet["D"]
 
         with django_capture_on_commit_callbacks(execute=True):
@@ -274,7 +274,7 @@ class TestDeactivationAtOnce:
         self, quartet: Any, superuser_client: Any, redis_client: Any, monkeypatch: Any, django_capture_on_commit_callbacks: Any
     ) -> None:
         queued: list[Any] = []
-        monkeypatch.setattr("core.tasks.outbox_apply.delay", lambda **kwargs: queued.append(kwargs))
+        monkeypatch.setattr("core.tasks.outbox_apply.apply_async", lambda kwargs, **options: queued.append(kwargs))
         monkeypatch.setattr("social.services.USER_REFRESH_INLINE_EDGES", 2)  # D has 3 edges
         d = quartet["D"]
 

@@ -37,7 +37,7 @@ def signed_in(user):
 @pytest.fixture
 def no_tasks(monkeypatch):
     """The worker is busy: outbox entries sent to Celery stay pending (inline kinds still apply)."""
-    monkeypatch.setattr("core.tasks.outbox_apply.delay", lambda **kw: None)
+    monkeypatch.setattr("core.tasks.outbox_apply.apply_async", lambda *args, **kwargs: None)
 
 
 @pytest.fixture

@@ -118,7 +118,7 @@ class TestReturningReaders:
 
     def test_only_one_catch_up_is_queued_at_a_time(self, alice, redis_client, monkeypatch, django_capture_on_commit_callbacks):
         sent = []
-        monkeypatch.setattr("core.tasks.outbox_apply.delay", lambda **kw: sent.append(kw))
+        monkeypatch.setattr("core.tasks.outbox_apply.apply_async", lambda kwargs, **options: sent.append(kwargs))
 
         with django_capture_on_commit_callbacks(execute=True):
             first = services.inbox_catch_up_request(user_id=alice.pk)

@@ -43,7 +43,7 @@ class TestNoteCreate:
     def test_a_rolled_back_note_sends_no_task_and_reaches_no_inbox(self, alice, bob, follow, redis_client, monkeypatch, django_capture_on_commit_callbacks):
         follow(alice, bob)
         sent = []
-        monkeypatch.setattr(core_tasks.outbox_apply, "delay", lambda *a, **k: sent.append(k))
+        monkeypatch.setattr(core_tasks.outbox_apply, "apply_async", lambda kwargs, **options: sent.append(kwargs))
 
         with django_capture_on_commit_callbacks(execute=True) as callbacks:
             with pytest.raises(RuntimeError):

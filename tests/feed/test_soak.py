@@ -35,6 +35,7 @@ from core import redis_keys as core_keys
 from core.models import OutboxEntry
 from core.outbox import drain
 from core.redis import forget_sentinel, get_redis, redis_reset_breaker
+from core.sender import flush_sends
 from tests.feed.consistency import feed_differences
 from tests.social.faults import CeleryWorker, RedisServer, point_at, purge_queue, wait_until
 from tests.social.helpers import assert_mirror_equals_database
@@ -109,6 +110,7 @@ def writer(args: tuple[list[int], int, float, str]) -> tuple[dict[str, int], lis
             failures.append(traceback.format_exc(limit=6)[-1500:])
             done["errors"] += 1
         time.sleep(rng.uniform(0.02, 0.1))
+    flush_sends()  # a pool process ends without running exit handlers
     connections.close_all()
     return done, failures
 

@@ -142,7 +142,7 @@ class TestStaleIdsC09:
         kept = publish(bob, "kept", at_ms=BASE_MS)
         hidden = publish(bob, "hidden", at_ms=BASE_MS + 1)
         selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)  # both in the note cache now
-        monkeypatch.setattr("core.tasks.outbox_apply.delay", lambda **kw: None)  # no task runs
+        monkeypatch.setattr("core.tasks.outbox_apply.apply_async", lambda *args, **kwargs: None)  # no task runs
         with django_capture_on_commit_callbacks(execute=True):
             services.note_hide(note=hidden, hidden=True)
 

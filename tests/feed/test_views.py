@@ -90,7 +90,7 @@ class TestHomePage:
     def test_a_reader_back_from_away_sees_catching_up_and_the_database_feed(self, alice, feed, redis_client, monkeypatch):
         redis_client.delete(redis_keys.inbox_synced_key(alice.pk), redis_keys.inbox_key(alice.pk))
 
-        monkeypatch.setattr("core.tasks.outbox_apply.delay", lambda **kw: None)  # the worker is busy
+        monkeypatch.setattr("core.tasks.outbox_apply.apply_async", lambda *args, **kwargs: None)  # the worker is busy
 
         html = signed_in(alice).get("/home").content.decode()
 

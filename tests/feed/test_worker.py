@@ -13,6 +13,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+
+from core.sender import flush_sends
 from django.conf import settings as django_settings
 from django.db import transaction
 from django.utils import timezone
@@ -112,8 +114,10 @@ class TestRollbackAndCommitC16:
             with transaction.atomic():
                 services.note_create(author=bob, body="rolled back")
                 raise RuntimeError("failed after the insert")
+        flush_sends()  # what this process would send, sent
         after_rollback = queued_messages(queue)
         note = services.note_create(author=bob, body="committed")
+        flush_sends()
         after_commit = queued_messages(queue)
         worker()
         wait_until(lambda: fanned_out(note), timeout=DELIVERY_TIMEOUT, what="fan-out")

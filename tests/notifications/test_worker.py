@@ -9,6 +9,7 @@ import pytest
 from django.db import connections
 
 from core.models import OutboxEntry
+from core.sender import flush_sends
 from notifications import redis_keys, selectors
 from notifications.models import Notification, NotificationGroup
 from social import services as social_services
@@ -40,6 +41,7 @@ def storm(args: tuple[int, list[int], str]) -> int:
             for _ in range(2):
                 social_services.follow_delete(actor=fan, followee_id=star_id)
                 made += social_services.follow_create(actor=fan, followee_id=star_id).changed
+    flush_sends()  # a pool process ends without running exit handlers
     connections.close_all()
     return made
 

@@ -276,6 +276,9 @@ def random_writer(args: tuple[list[int], int, int, int]) -> tuple[int, int]:
             print("writer error", repr(exc)[:300], flush=True)
             errors += 1
         done += 1
+    from core.sender import flush_sends
+
+    flush_sends()  # a pool process ends without running exit handlers
     connections.close_all()
     return done, errors
 
