@@ -173,6 +173,10 @@ CACHES = {
     "limits": {"BACKEND": "core.cache.FallbackCache", "OPTIONS": {"primary": "default", "fallback": "database"}},
 }
 RATELIMIT_USE_CACHE = "limits"
+# Sessions read from Redis (one GET instead of a query on every page), kept in the
+# database too; while Redis is down the "limits" cache answers from the database.
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+SESSION_CACHE_ALIAS = "limits"
 # A cache that cannot count refuses the action rather than letting it through.
 RATELIMIT_FAIL_OPEN = False
 
@@ -290,7 +294,8 @@ FEED_FANOUT_MAX_PARTS = env.int("FEED_FANOUT_MAX_PARTS", default=64)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
-USE_I18N = True
+# English only: no translation machinery on every string, date and URL of a page.
+USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
