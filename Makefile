@@ -24,3 +24,4 @@ bench:
 	$(PY) bench/controls.py --out bench/results/controls.json
 	$(PY) bench/suggestions.py --out bench/results/suggestions.json
 	$(PY) bench/http_load.py --out bench/results --profile home --profile-label latest
+	$(PY) bench/first_run.py --out bench/results/first_run.json
