@@ -107,20 +107,14 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
         results["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True, text=True).stdout.strip()
         print(f"first run: fresh clone of {results['commit']} in {clone}; make run on port {args.port}", flush=True)
-        started = time.monotonic()
-        process = start(clone, args.port, log)
-        seconds, warming = first_page(url, started=started, timeout=args.timeout, process=process)
-        results["first_run_seconds"] = round(seconds, 1)
-        results["first_run_page_says_warming_up"] = warming
-        print(f"  first page after {seconds:.1f} s (goal 60 s){' while warming up' if warming else ''}", flush=True)
-        results["first_stop_exit"] = stop(process)
-        started = time.monotonic()
-        process = start(clone, args.port, log)
-        seconds, warming = first_page(url, started=started, timeout=args.timeout, process=process)
-        results["restart_seconds"] = round(seconds, 1)
-        results["restart_page_says_warming_up"] = warming
-        print(f"  restart: first page after {seconds:.1f} s (goal 5 s){' while warming up' if warming else ''}", flush=True)
-        results["second_stop_exit"] = stop(process)
+        for name, goal in (("first_run", 60), ("restart", 5)):
+            started = time.monotonic()
+            process = start(clone, args.port, log)
+            seconds, warming = first_page(url, started=started, timeout=args.timeout, process=process)
+            results[f"{name}_seconds"] = round(seconds, 1)
+            results[f"{name}_page_says_warming_up"] = warming
+            print(f"  {name}: first page after {seconds:.1f} s (goal {goal} s){' while warming up' if warming else ''}", flush=True)
+            results[f"{name}_stop_exit"] = stop(process)
     except (RuntimeError, subprocess.CalledProcessError) as exc:
         results["error"] = str(exc)
         print(f"first run failed: {exc}; the log: {log}", file=sys.stderr)
