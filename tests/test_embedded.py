@@ -186,3 +186,43 @@ def test_run_demo_keeps_the_mirror_across_restarts_and_rebuilds_it_for_other_dat
     assert "Warming up: the Redis mirror was built from other data." in swapped.stdout
     assert ": 0 notes replayed, Redis mirror rebuilt" in swapped.stdout
     assert not (var / "valkey.sock").exists()  # stopped on exit by the run that started it
+
+
+def test_a_sigterm_stops_the_site_and_its_embedded_server_as_ctrl_c_does(tmp_path):
+    import socket
+    import time
+    import urllib.request
+
+    from datatools.datasets import dataset_path
+
+    with gzip.open(dataset_path("wiki-Vote.txt.gz"), "rt") as source, gzip.open(tmp_path / "slice.txt.gz", "wt") as out:
+        out.writelines(line for index, line in zip(range(500), source))
+    var = tmp_path / "var"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k not in ENV_EMBEDDED}
+    env.update(DJANGO_SETTINGS_MODULE="config.settings.local", FOLLOWFEED_VAR_DIR=str(var))
+    command = [sys.executable, "manage.py", "run_demo", "--port", str(port), "--dataset", str(tmp_path / "slice.txt.gz")]
+    site = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        served = False
+        while time.monotonic() < deadline and not served:
+            try:
+                served = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).status == 200
+            except OSError:
+                time.sleep(0.3)
+        running = (var / "valkey.sock").exists()
+
+        site.terminate()  # SIGTERM, as kill or a service manager sends it
+        output, _ = site.communicate(timeout=60)
+    finally:
+        if site.poll() is None:
+            site.kill()
+        EmbeddedRedis(var).stop()
+
+    assert served and running
+    assert site.returncode == 128 + 15
+    assert "The embedded Valkey server is stopped." in output
+    assert not (var / "valkey.sock").exists()

@@ -58,6 +58,8 @@ class Command(BaseCommand):
             self._plan(options)
             return
         warmer: subprocess.Popen[bytes] | None = None
+        # A SIGTERM (kill, a service manager) stops the site as Ctrl-C does: the clean-up below runs.
+        signal.signal(signal.SIGTERM, _terminate)
         try:
             self._prepare(options)
             if options["no_serve"]:
@@ -137,6 +139,7 @@ class Command(BaseCommand):
             )
             return
         server.stop()
+        self.stdout.write("The embedded Valkey server is stopped.")
 
     def _plan(self, options: dict[str, Any]) -> None:
         """--dry-run: the pending migrations, whether the graph would be imported, whether the mirror would be warmed up."""
@@ -255,3 +258,8 @@ class _DemoServer(RunserverCommand):
 
     def get_handler(self, *args: Any, **options: Any) -> Any:
         return WarmupBanner(super().get_handler(*args, **options))
+
+
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM: leave ``handle`` as an interrupt does, through its clean-up."""
+    raise SystemExit(128 + signum)
