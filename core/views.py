@@ -13,15 +13,20 @@ from typing import Any
 
 import yaml
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_safe
 
-from .errors import SERVER_ERROR_MESSAGE, envelope, error_response, wants_json
+from .errors import SERVER_ERROR_MESSAGE, envelope, error_response, response_for_exception, wants_json
 
 
 def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    """400 for requests Django itself refused (a bad Host header, a malformed upload)."""
+    """400 for requests Django itself refused (a bad Host header, a malformed upload); 413 for a
+    body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` that a middleware read first (the CSRF check of a
+    form post), as a view's own reading of it answers (``core.errors``)."""
+    if isinstance(exception, RequestDataTooBig):
+        return response_for_exception(request, exception) or error_response(request, status=413, message="The request is too large.")
     return error_response(request, status=400, message="The request could not be understood.")
 
 

@@ -42,9 +42,10 @@ def profile(request: HttpRequest, username: str) -> HttpResponse:
     """/u/<username>/: counts, follow button, badges, "you both follow", "followed by ... you follow",
     and the author's newest notes."""
     user = active_user_named(username)
-    if user.username != username:
-        return redirect_to_canonical(request, "feed:profile", username=user.username)
     viewer = _viewer(request)
+    if user.username != username:
+        visibility.require_shown(viewer=viewer, user=user)
+        return redirect_to_canonical(request, "feed:profile", username=user.username)
     seen = visibility.access(viewer=viewer, user=user)
     if seen.hidden:
         raise NotFound("No such account.")
@@ -132,6 +133,7 @@ def user_notes(request: HttpRequest, username: str) -> HttpResponse:
     """/u/<username>/notes/: the author's notes, newest first, 20 per page (``require_content``)."""
     author = active_user_named(username)
     if author.username != username:
+        visibility.require_shown(viewer=_viewer(request), user=author)
         return redirect_to_canonical(request, "feed:user_notes", username=author.username)
     visibility.require_content(viewer=_viewer(request), user=author)
     page = selectors.user_timeline(author_id=author.pk, cursor=feed_cursor(request.GET.get("cursor")), limit=settings.FEED_PAGE_SIZE)

@@ -207,7 +207,7 @@ def follower_remove(*, actor: User, follower_id: int) -> FollowResult:
     """``actor`` makes ``follower_id`` stop following it (a soft block: it may follow again).
 
     :raises SelfControlError: ``actor`` named itself (400).
-    :raises ControlTargetNotFoundError: no such account (404).
+    :raises ControlTargetNotFoundError: no such account, or it blocks ``actor`` (404).
     :raises ControlConflictError: that account does not follow ``actor`` (409).
     """
     _check_other(actor, follower_id, "remove")
@@ -215,6 +215,9 @@ def follower_remove(*, actor: User, follower_id: int) -> FollowResult:
     def write() -> FollowResult:
         with transaction.atomic(), outbox.batched():
             follower = _lock_pair(actor.pk, follower_id, other_active=False)
+            if Block.objects.filter(blocker_id=follower_id, blocked_id=actor.pk).exists():
+                # It blocks the actor: as if absent (its name is not told either).
+                raise ControlTargetNotFoundError("No such user.")
             result = _follow_remove(follower_id=follower_id, followee_id=actor.pk)
             if not result.changed:
                 raise ControlConflictError(f"{follower.username} does not follow you.")

@@ -125,6 +125,8 @@ def parse_import(raw: bytes) -> list[str]:
     usernames = [row[0].strip().removeprefix("@") for row in rows if row and row[0].strip()]
     if not usernames:
         raise InvalidInput("The file lists no account.")
+    if all(username_problem(username) is not None for username in usernames):
+        raise InvalidInput("The file lists no username (one per line, or Mastodon's CSV).")
     return list(dict.fromkeys(usernames))
 
 
@@ -172,7 +174,7 @@ def _skip_reason(actor: User, username: str) -> tuple[str | None, User | None]:
     """Why line ``username`` is skipped (None: follow it) and the account it names."""
     if username_problem(username) is not None:
         return SKIP_INVALID, None
-    target = User.objects.filter(username=username).first()
+    target = User.objects.filter(username__iexact=username).first()
     if target is None:
         return SKIP_UNKNOWN, None
     if target.pk == actor.pk:

@@ -51,9 +51,10 @@ def _viewer(request: HttpRequest) -> User | None:
 
 def _list_page(request: HttpRequest, username: str, *, kind: str) -> HttpResponse:
     user = active_user_named(username)
-    if user.username != username:
-        return redirect_to_canonical(request, f"social:{kind}", username=user.username)
     viewer = _viewer(request)
+    if user.username != username:
+        visibility.require_shown(viewer=viewer, user=user)
+        return redirect_to_canonical(request, f"social:{kind}", username=user.username)
     visibility.require_content(viewer=viewer, user=user)
     reader = selectors.followers_page if kind == "followers" else selectors.following_page
     page = reader(user_id=user.pk, cursor=follow_cursor(request.GET.get("cursor")), limit=settings.FOLLOW_PAGE_SIZE)
@@ -98,9 +99,7 @@ def unfollow(request: HttpRequest, username: str) -> HttpResponse:
 
 def _toggle(request: HttpRequest, username: str, *, following: bool) -> HttpResponse:
     assert isinstance(request.user, User)  # login_required ran
-    target = User.objects.filter(username=username).first() if username_problem(username) is None else None
-    if target is None:
-        raise NotFound("No such account.")
+    target = _named(username)
     action = services.follow_create if following else services.follow_delete
     try:
         result = action(actor=request.user, followee_id=target.pk)
@@ -123,7 +122,8 @@ def _toggle(request: HttpRequest, username: str, *, following: bool) -> HttpResp
 
 
 def _named(username: str) -> User:
-    target = User.objects.filter(username=username).first() if username_problem(username) is None else None
+    # Names are unique whatever their case, as the profile finds them.
+    target = User.objects.filter(username__iexact=username).first() if username_problem(username) is None else None
     if target is None:
         raise NotFound("No such account.")
     return target
@@ -247,7 +247,11 @@ def privacy_settings(request: HttpRequest) -> HttpResponse:
     each list paged by its own cursor (``?blocked=``, ``?muted=``) (POST: the setting)."""
     assert isinstance(request.user, User)
     if request.method == "POST":
-        private = request.POST.get("approve_followers") == "on"
+        # A checkbox: "on" when ticked, absent when not; anything else changes nothing.
+        ticked = request.POST.get("approve_followers")
+        if ticked not in (None, "on"):
+            raise InvalidInput("approve_followers must be on, or absent.")
+        private = ticked == "on"
         approved = controls.account_privacy_set(actor=request.user, private=private)
         note = f" {approved} pending request{'s' if approved != 1 else ''} approved." if approved else ""
         messages.success(request, ("Your account is private: you approve new followers." if private else "Your account is public.") + note)

@@ -106,6 +106,15 @@ def access(*, viewer: User | None, user: User) -> Access:
     return Access(hidden=False, blocking=False, private=private, content=content)
 
 
+def require_shown(*, viewer: User | None, user: User) -> None:
+    """Nothing, unless ``user`` blocks ``viewer`` (None: signed out).
+
+    :raises NotFound: it does (404, as if absent: not even a redirect to the name's spelling).
+    """
+    if viewer is not None and viewer.pk != user.pk and Block.objects.filter(blocker_id=user.pk, blocked_id=viewer.pk).exists():
+        raise NotFound("No such account.")
+
+
 def require_content(*, viewer: User | None, user: User) -> Access:
     """``access`` for a page or endpoint that shows ``user``'s notes or lists.
 

@@ -2,6 +2,7 @@
 start), eager Celery, and run_demo across restarts."""
 
 import gzip
+import json
 import os
 import re
 import subprocess
@@ -226,3 +227,49 @@ def test_a_sigterm_stops_the_site_and_its_embedded_server_as_ctrl_c_does(tmp_pat
     assert site.returncode == 128 + 15
     assert "The embedded Valkey server is stopped." in output
     assert not (var / "valkey.sock").exists()
+
+
+CONCURRENT_WRITES = r"""
+import django, json, threading
+django.setup()
+from django.core.management import call_command
+from django.db import connections
+call_command("migrate", verbosity=0)
+from users.models import User
+from social import controls, services
+users = [User.objects.create_user(username=f"w{n}", password="pw") for n in range(8)]
+errors = []
+
+def writer(index):
+    actor = users[index]
+    try:
+        for round_ in range(15):
+            target = users[(index + 1 + round_ % 6) % 8]
+            try:
+                services.follow_create(actor=actor, followee_id=target.pk)
+                controls.mute_create(actor=actor, target_id=target.pk)
+                controls.mute_delete(actor=actor, target_id=target.pk)
+                services.follow_delete(actor=actor, followee_id=target.pk)
+            except Exception as exc:
+                errors.append(repr(exc)[:200])
+    finally:
+        connections.close_all()
+
+threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print(json.dumps({"errors": errors}))
+"""
+
+
+def test_the_embedded_database_takes_concurrent_writers_without_locked_errors(tmp_path):
+    # runserver serves each request in a thread of its own: four at once write the one SQLite file.
+    env = {k: v for k, v in os.environ.items() if k not in ENV_EMBEDDED}
+    env.update(DJANGO_SETTINGS_MODULE="config.settings.local", FOLLOWFEED_VAR_DIR=str(tmp_path / "var"))
+
+    done = subprocess.run([sys.executable, "-c", CONCURRENT_WRITES], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"errors": []}

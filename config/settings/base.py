@@ -105,7 +105,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
     }
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     FOLLOWFEED_VAR_DIR.mkdir(parents=True, exist_ok=True)
-    DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20})
+    # IMMEDIATE: a transaction takes the write lock when it begins, waiting up to
+    # the timeout for another writer, instead of failing at once with "database is
+    # locked" when its first write finds another transaction ahead of it.
+    DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20, "transaction_mode": "IMMEDIATE"})
 
 # --- database replica (core.routers) ---------------------------------------
 # A MariaDB replica of DATABASE_URL (an account with SELECT only is enough).

@@ -272,6 +272,22 @@ class TestBodies:
         }
         assert written() == before
 
+    @pytest.mark.parametrize("path", ["/u/bob/mute/", "/settings/privacy/", "/api/notifications/read"])
+    def test_a_form_body_over_what_the_server_reads_is_413_also_when_the_csrf_check_reads_it(
+        self, settings: Any, alice: Any, bob: Any, path: str
+    ) -> None:
+        from social.models import Mute
+
+        client = Client(enforce_csrf_checks=True)
+        client.force_login(alice)
+        client.get("/settings/privacy/")  # the CSRF cookie: the check then reads the form for its token
+
+        response = client.post(path, {"duration": "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1)})
+
+        assert response.status_code == 413
+        assert "larger than" in response.content.decode()
+        assert not Mute.objects.exists()
+
     def test_a_body_over_16_kib_is_400(self, alice: Any) -> None:
         response = self.post_json(signed_in(alice), json.dumps({"body": "x" * 17_000}))
 

@@ -173,6 +173,19 @@ class TestBlockHides:
         assert client.get(f"/api/follow/or/not/{alice.pk}").status_code == 404
         assert signed_in(alice).get(f"/api/follow/or/not/{bob.pk}").json()["data"] is False  # the blocker asks: no
 
+    def test_the_name_in_another_case_is_a_404_too_not_a_redirect(self, alice, bob, blocked_world):
+        client = signed_in(bob)
+
+        for path in (f"/u/{alice.username.upper()}/", f"/u/{alice.username.upper()}/followers/", f"/u/{alice.username.upper()}/notes/"):
+            assert client.get(path).status_code == 404, path
+        assert signed_in(alice).get(f"/u/{bob.username.upper()}/").status_code == 301  # the blocker is not hidden from
+
+    def test_removing_the_blocker_as_a_follower_is_a_404_that_names_no_one(self, alice, bob, blocked_world):
+        response = signed_in(bob).delete(f"/api/followers/{alice.pk}")
+
+        assert response.status_code == 404
+        assert response.json()["errorMsg"] == "No such user."
+
     def test_the_blocker_sees_an_unblock_button_and_no_notes(self, alice, bob, blocked_world):
         page = signed_in(alice).get(f"/u/{bob.username}/")
 
@@ -444,6 +457,17 @@ class TestFollowRequests:
         assert follows(bob, private_alice) and follows(charlie, private_alice)
         assert not FollowRequest.objects.exists()
         assert not OutboxEntry.objects.filter(kind="social.privacy_open", applied_at__isnull=True).exists()
+
+    @pytest.mark.parametrize("value", ["true", "1", "off", ""])
+    def test_the_settings_form_takes_on_or_nothing_and_nothing_else(self, private_alice, bob, run_commits, value):
+        run_commits(lambda: services.follow_create(actor=bob, followee_id=private_alice.pk))
+
+        response = run_commits(lambda: signed_in(private_alice).post("/settings/privacy/", {"approve_followers": value}))
+
+        private_alice.refresh_from_db()
+        assert response.status_code == 400
+        assert private_alice.approve_followers is True
+        assert FollowRequest.objects.filter(requester=bob).exists() and not follows(bob, private_alice)
 
     @pytest.mark.parametrize("body", ['{"private": "yes"}', '{"privat": true}', "[]", "not json"])
     def test_bad_settings_are_400(self, alice, body):

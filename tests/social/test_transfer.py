@@ -84,6 +84,13 @@ class TestImport:
 
         assert followees(alice) == {"bob", "charlie"}
 
+    def test_names_are_found_whatever_their_case_as_everywhere(self, alice, bob, charlie, run_commits, settings):
+        settings.CELERY_TASK_ALWAYS_EAGER = True
+
+        run_commits(lambda: signed_in(alice).post("/api/follows/import", data="BOB\nCharlie\n", content_type="text/plain"))
+
+        assert followees(alice) == {"bob", "charlie"}
+
     def test_a_re_upload_follows_nobody_twice(self, alice, bob, charlie, run_commits, settings):
         settings.CELERY_TASK_ALWAYS_EAGER = True
         upload = HEADER + "bob,true,false,\ncharlie,true,false,\n"
@@ -125,6 +132,8 @@ class TestImport:
             (b"bob,charlie\n", "The columns must be Account address, Show boosts, Notify on new posts, Languages (Mastodon's export), or one username per line."),
             (HEADER.encode(), "The file lists no account."),
             (b"\n\n", "The file lists no account."),
+            (b"<img src=x onerror=alert(1)>\n", "The file lists no username (one per line, or Mastodon's CSV)."),
+            (b'{"usernames": ["u1"]}\n', "The file lists no username (one per line, or Mastodon's CSV)."),
             (b'"unterminated\n', None),
         ],
     )

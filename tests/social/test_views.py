@@ -101,6 +101,14 @@ class TestFollowButton:
         assert '<a href="/u/alice/">Back to @alice</a>' in response.content.decode()
         assert not Follow.objects.exists()
 
+    def test_the_forms_find_the_account_whatever_the_case_of_its_name(self, alice, bob, django_capture_on_commit_callbacks):
+        with django_capture_on_commit_callbacks(execute=True):
+            followed = signed_in(alice).post("/u/BOB/follow/")
+            muted = signed_in(alice).post("/u/Bob/mute/", {"duration": "1d"})
+
+        assert (followed.status_code, muted.status_code) == (302, 302)
+        assert Follow.objects.filter(follower=alice, followee=bob).exists()
+
     def test_get_is_405(self, alice, bob):
         assert signed_in(alice).get("/u/bob/follow/").status_code == 405
 
