@@ -135,8 +135,7 @@ def celery_worker(django_db_setup: Any, django_db_blocker: Any, e2e_names: dict[
         worker = CeleryWorker(
             queue=e2e_names["queue"],
             redis_url=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
-            # Imports pause after each follow, so the import journey sees its bar move.
-            extra_env={"REDIS_KEY_PREFIX": e2e_names["prefix"], "DJANGO_ALLOW_ASYNC_UNSAFE": "", "FOLLOWS_IMPORT_PAUSE_SECONDS": "1.5"},
+            extra_env={"REDIS_KEY_PREFIX": e2e_names["prefix"], "DJANGO_ALLOW_ASYNC_UNSAFE": ""},
         )
         worker.start()
     yield worker
