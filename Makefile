@@ -20,6 +20,7 @@ bench:
 	bash scripts/bootstrap.sh dev
 	bash scripts/ensure_services.sh
 	$(PY) bench/run.py
+	$(PY) bench/write_path_profile.py --out bench/results/profile_write_path.txt
 	$(PY) bench/home_page.py --out bench/results/home_page.json
 	$(PY) bench/controls.py --out bench/results/controls.json
 	$(PY) bench/suggestions.py --out bench/results/suggestions.json
