@@ -43,7 +43,7 @@ from django.test.testcases import LiveServerThread
 from core import redis_keys as core_keys
 from core.outbox import now_ms
 from core.redis import forget_sentinel, get_redis, redis_reset_breaker
-from tests.conftest import unlink_prefix
+from tests.conftest import celery_conf, unlink_prefix
 from tests.social.faults import CeleryWorker, purge_queue
 
 BASE_DIR = Path(__file__).resolve().parents[2]
@@ -182,7 +182,9 @@ def stack(settings: Any, live_url: str, celery_worker: CeleryWorker, e2e_names: 
     # Celery caches the default queue object on first send; drop it so the
     # queue chosen above is used (and dropped again for later tests).
     app.amqp.__dict__.pop("default_queue", None)
-    yield Stack(url=live_url, worker=celery_worker)
+    # On the app too: a value an earlier test left set on it would win over the settings.
+    with celery_conf(task_always_eager=False, task_default_queue=e2e_names["queue"]):
+        yield Stack(url=live_url, worker=celery_worker)
     app.amqp.__dict__.pop("default_queue", None)
 
 

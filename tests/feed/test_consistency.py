@@ -29,7 +29,7 @@ from feed.models import Note
 from social import redis_keys as social_keys
 from social import selectors as social_selectors
 from social.models import OUTBOX_PAIR, Follow
-from tests.conftest import refusing_broker
+from tests.conftest import celery_conf, refusing_broker
 from tests.feed.consistency import feed_differences, feed_pages
 from tests.feed.helpers import inbox, inbox_ids, make_user
 from tests.social.faults import RedisServer, point_at
@@ -293,7 +293,6 @@ class TestFanOutRacesUnfollowOnTwoWorkers:
     def test_readers_who_unfollow_during_a_slow_fan_out_keep_no_note(self, settings: Any, redis_isolated: str) -> None:
         import uuid
 
-        from config.celery_app import app
         from social import services
         from social.mirror import mirror_apply_pairs
         from tests.social.faults import CeleryWorker, purge_queue, wait_until
@@ -306,26 +305,23 @@ class TestFanOutRacesUnfollowOnTwoWorkers:
         slow = {"FEED_FANOUT_BATCH_SIZE": "5", "FEED_FANOUT_BATCH_PAUSE_SECONDS": "0.1"}
         workers = [CeleryWorker(queue=queue, redis_url=settings.CACHES["default"]["LOCATION"], extra_env=slow) for _ in range(2)]
         settings.CELERY_TASK_DEFAULT_QUEUE = queue
-        app.conf.task_default_queue = queue
-        app.conf.task_always_eager = False
-        try:
-            for worker in workers:
-                worker.start()
-            note = Note.objects.create(author=author, body="slow fan-out")
-            from core import outbox
+        with celery_conf(task_default_queue=queue, task_always_eager=False):
+            try:
+                for worker in workers:
+                    worker.start()
+                note = Note.objects.create(author=author, body="slow fan-out")
+                from core import outbox
 
-            outbox.record(feed_outbox.NOTE, subject_id=note.pk, object_id=author.pk)  # sent to a worker at once
-            leavers = readers[::3]
-            wait_until(lambda: any(inbox_ids(get_redis(), r) for r in readers), timeout=60, what="the fan-out under way")
-            for reader in leavers:  # each unfollow's feed job goes to the other worker
-                services.follow_delete(actor=reader, followee_id=author.pk)
-            wait_until(lambda: not OutboxEntry.objects.filter(applied_at__isnull=True).exists(), timeout=120, what="every job applied")
-        finally:
-            app.conf.task_always_eager = True
-            app.conf.task_default_queue = "celery"
-            for worker in workers:
-                worker.stop()
-            purge_queue(queue)
+                outbox.record(feed_outbox.NOTE, subject_id=note.pk, object_id=author.pk)  # sent to a worker at once
+                leavers = readers[::3]
+                wait_until(lambda: any(inbox_ids(get_redis(), r) for r in readers), timeout=60, what="the fan-out under way")
+                for reader in leavers:  # each unfollow's feed job goes to the other worker
+                    services.follow_delete(actor=reader, followee_id=author.pk)
+                wait_until(lambda: not OutboxEntry.objects.filter(applied_at__isnull=True).exists(), timeout=120, what="every job applied")
+            finally:
+                for worker in workers:
+                    worker.stop()
+                purge_queue(queue)
 
         client = get_redis()
         stayed = [r for r in readers if r not in leavers]

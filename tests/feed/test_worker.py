@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from core.sender import flush_sends
+from tests.conftest import celery_conf
 from django.conf import settings as django_settings
 from django.db import transaction
 from django.utils import timezone
@@ -46,11 +47,8 @@ def queue() -> Iterator[str]:
     # heartbeats) would refuse this test's first message.
     app._pool = None
     app.amqp._producer_pool = None
-    saved = (app.conf.task_always_eager, app.conf.task_default_queue)
-    app.conf.task_always_eager = False
-    app.conf.task_default_queue = name
-    yield name
-    app.conf.task_always_eager, app.conf.task_default_queue = saved
+    with celery_conf(task_always_eager=False, task_default_queue=name):
+        yield name
     purge_queue(name)
 
 
