@@ -176,10 +176,6 @@ CACHES = {
     "limits": {"BACKEND": "core.cache.FallbackCache", "OPTIONS": {"primary": "default", "fallback": "database"}},
 }
 RATELIMIT_USE_CACHE = "limits"
-# Sessions read from Redis (one GET instead of a query on every page), kept in the
-# database too; while Redis is down the "limits" cache answers from the database.
-SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
-SESSION_CACHE_ALIAS = "limits"
 # A cache that cannot count refuses the action rather than letting it through.
 RATELIMIT_FAIL_OPEN = False
 
