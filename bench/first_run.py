@@ -80,17 +80,25 @@ def start(clone: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PORT": str(port), "FOLLOWFEED_DATA_DIR": data_dir()}
     env.pop("VIRTUAL_ENV", None)
     handle = log.open("ab")
-    return subprocess.Popen(["make", "run"], cwd=clone, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+    # SIGINT as Ctrl-C delivers it: a shell's background job (make bench run with &) passes
+    # SIGINT ignored to its children, and an ignored signal stays ignored across exec.
+    return subprocess.Popen(
+        ["make", "run"], cwd=clone, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
-def stop(process: subprocess.Popen[bytes], timeout: float = 60.0) -> int:
-    """SIGINT to ``make run``'s group, then SIGKILL if it has not exited after ``timeout`` seconds."""
+def stop(process: subprocess.Popen[bytes], clone: Path, timeout: float = 60.0) -> int:
+    """SIGINT to ``make run``'s group; if it has not exited after ``timeout`` seconds, SIGKILL
+    and the clone's ``manage.py embedded_redis stop`` (a killed run cannot stop its server)."""
     try:
         os.killpg(process.pid, signal.SIGINT)
         return process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
-        return process.wait()
+        code = process.wait()
+        subprocess.run([str(clone / ".venv" / "bin" / "python"), "manage.py", "embedded_redis", "stop"], cwd=clone, capture_output=True)
+        return code
     except ProcessLookupError:
         return process.wait()
 
@@ -114,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             results[f"{name}_seconds"] = round(seconds, 1)
             results[f"{name}_page_says_warming_up"] = warming
             print(f"  {name}: first page after {seconds:.1f} s (goal {goal} s){' while warming up' if warming else ''}", flush=True)
-            results[f"{name}_stop_exit"] = stop(process)
+            results[f"{name}_stop_exit"] = stop(process, clone)
     except (RuntimeError, subprocess.CalledProcessError) as exc:
         results["error"] = str(exc)
         print(f"first run failed: {exc}; the log: {log}", file=sys.stderr)

@@ -269,7 +269,10 @@ def test_the_embedded_database_takes_concurrent_writers_without_locked_errors(tm
     env = {k: v for k, v in os.environ.items() if k not in ENV_EMBEDDED}
     env.update(DJANGO_SETTINGS_MODULE="config.settings.local", FOLLOWFEED_VAR_DIR=str(tmp_path / "var"))
 
-    done = subprocess.run([sys.executable, "-c", CONCURRENT_WRITES], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    try:
+        done = subprocess.run([sys.executable, "-c", CONCURRENT_WRITES], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        EmbeddedRedis(tmp_path / "var").stop()  # the script's server (started by its first Redis call)
 
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"errors": []}
