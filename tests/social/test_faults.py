@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import pytest
 from django.test import Client
@@ -59,6 +60,20 @@ FAULTS = {
 }
 
 
+def follow_then_fail(fault, private_redis, settings, capture, follower, followee, *, viewer) -> tuple[Client, Callable[[RedisServer], None]]:
+    """Make ``follower`` follow ``followee`` with Redis well, then give Redis ``fault`` (a key of
+    FAULTS) with the circuit breaker held open 30 s. Returns (a client signed in as ``viewer``,
+    the fault's recover function)."""
+    settings.REDIS_CIRCUIT_OPEN_SECONDS = 30.0
+    with capture(execute=True):
+        services.follow_create(actor=follower, followee_id=followee.pk)
+    fail, recover = FAULTS[fault]
+    fail(private_redis)
+    client = Client(raise_request_exception=False)
+    client.force_login(viewer)
+    return client, recover
+
+
 class TestUnfollowDuringOutage:
     """C15: A→B in sync; Redis fails every command; A unfollows B; Redis recovers."""
 
@@ -66,13 +81,7 @@ class TestUnfollowDuringOutage:
     def test_unfollow_succeeds_pages_render_and_the_drain_removes_b(
         self, fault, private_redis, alice, bob, settings, django_capture_on_commit_callbacks
     ):
-        settings.REDIS_CIRCUIT_OPEN_SECONDS = 30.0
-        with django_capture_on_commit_callbacks(execute=True):
-            services.follow_create(actor=alice, followee_id=bob.pk)
-        fail, recover = FAULTS[fault]
-        fail(private_redis)
-        client = Client(raise_request_exception=False)
-        client.force_login(alice)
+        client, recover = follow_then_fail(fault, private_redis, settings, django_capture_on_commit_callbacks, alice, bob, viewer=alice)
 
         with django_capture_on_commit_callbacks(execute=True):
             unfollowed = client.post(f"/u/{bob.username}/unfollow/", HTTP_ACCEPT="application/json")
@@ -113,13 +122,7 @@ class TestControlsDuringOutage:
     ):
         from social.control_mirror import controls_differences
 
-        settings.REDIS_CIRCUIT_OPEN_SECONDS = 30.0
-        with django_capture_on_commit_callbacks(execute=True):
-            services.follow_create(actor=bob, followee_id=alice.pk)
-        fail, recover = FAULTS[fault]
-        fail(private_redis)
-        client = Client(raise_request_exception=False)
-        client.force_login(alice)
+        client, recover = follow_then_fail(fault, private_redis, settings, django_capture_on_commit_callbacks, bob, alice, viewer=alice)
 
         with django_capture_on_commit_callbacks(execute=True):
             blocked = client.put(f"/api/block/{bob.pk}/true")

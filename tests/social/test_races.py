@@ -26,25 +26,38 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 PROCESSES = 8
 
 
+def count_rounds(rounds: int, seed: int, step: Any, refusals: tuple[type[Exception], ...] = ()) -> tuple[int, int]:
+    """Run ``step(index, rng)`` ``rounds`` times in a child; an exception of ``refusals`` is an
+    answer the rules give, any other is printed and counted. Closes the child's connections at
+    the end. Returns (ops, errors)."""
+    rng = random.Random(seed)
+    ops = errors = 0
+    for index in range(rounds):
+        try:
+            step(index, rng)
+        except refusals:
+            pass
+        except Exception as exc:  # noqa: BLE001 - counted and asserted zero
+            print("race error", repr(exc)[:300], flush=True)
+            errors += 1
+        ops += 1
+    connections.close_all()
+    return ops, errors
+
+
 def toggle_pair(args: tuple[int, int, int, int]) -> tuple[int, int]:
     """Child: follow then unfollow ``followee`` as ``follower``, ``rounds`` times each; returns (ops, errors)."""
     follower_id, followee_id, rounds, seed = args
     connections.close_all()
     actor = User.objects.get(pk=follower_id)
-    rng = random.Random(seed)
-    ops = errors = 0
-    for index in range(rounds):
-        try:
-            if (index + rng.randint(0, 1)) % 2 == 0:
-                services.follow_create(actor=actor, followee_id=followee_id)
-            else:
-                services.follow_delete(actor=actor, followee_id=followee_id)
-        except Exception as exc:  # noqa: BLE001 - counted and asserted zero
-            print("toggle error", repr(exc)[:300], flush=True)
-            errors += 1
-        ops += 1
-    connections.close_all()
-    return ops, errors
+
+    def step(index: int, rng: random.Random) -> None:
+        if (index + rng.randint(0, 1)) % 2 == 0:
+            services.follow_create(actor=actor, followee_id=followee_id)
+        else:
+            services.follow_delete(actor=actor, followee_id=followee_id)
+
+    return count_rounds(rounds, seed, step)
 
 
 def toggle_celebrity(args: tuple[list[int], int, int, int]) -> tuple[int, int]:
@@ -52,20 +65,15 @@ def toggle_celebrity(args: tuple[list[int], int, int, int]) -> tuple[int, int]:
     follower_ids, celebrity_id, rounds, seed = args
     connections.close_all()
     actors = list(User.objects.filter(pk__in=follower_ids))
-    rng = random.Random(seed)
-    ops = errors = 0
-    for _ in range(rounds):
+
+    def step(index: int, rng: random.Random) -> None:
         actor = rng.choice(actors)
-        try:
-            if rng.random() < 0.5:
-                services.follow_create(actor=actor, followee_id=celebrity_id)
-            else:
-                services.follow_delete(actor=actor, followee_id=celebrity_id)
-        except Exception:  # noqa: BLE001
-            errors += 1
-        ops += 1
-    connections.close_all()
-    return ops, errors
+        if rng.random() < 0.5:
+            services.follow_create(actor=actor, followee_id=celebrity_id)
+        else:
+            services.follow_delete(actor=actor, followee_id=celebrity_id)
+
+    return count_rounds(rounds, seed, step)
 
 
 def toggle_block_or_follows(args: tuple[int, int, int, int, str]) -> tuple[int, int]:
@@ -77,33 +85,24 @@ def toggle_block_or_follows(args: tuple[int, int, int, int, str]) -> tuple[int, 
 
     connections.close_all()
     a, b = User.objects.get(pk=a_id), User.objects.get(pk=b_id)
-    rng = random.Random(seed)
-    ops = errors = 0
-    for _ in range(rounds):
-        try:
-            if role == "block":
-                (controls.block_create if rng.random() < 0.5 else controls.block_delete)(actor=a, target_id=b_id)
-                # One statement, one snapshot: a block and a follow of the pair side by side is an error.
-                with connections["default"].cursor() as cursor:
-                    cursor.execute(
-                        "SELECT EXISTS (SELECT 1 FROM social_block WHERE blocker_id = %s AND blocked_id = %s)"
-                        " AND EXISTS (SELECT 1 FROM social_follow WHERE follower_id IN (%s, %s) AND followee_id IN (%s, %s))",
-                        [a_id, b_id, a_id, b_id, a_id, b_id],
-                    )
-                    if cursor.fetchone()[0]:
-                        print("race error: a follow beside the block", flush=True)
-                        errors += 1
-            else:
-                actor, other = (a, b_id) if rng.random() < 0.5 else (b, a_id)
-                (services.follow_create if rng.random() < 0.6 else services.follow_delete)(actor=actor, followee_id=other)
-        except (controls.ControlConflictError, services.FollowBlockedError):
-            pass
-        except Exception as exc:  # noqa: BLE001 - counted and asserted zero
-            print("race error", repr(exc)[:300], flush=True)
-            errors += 1
-        ops += 1
-    connections.close_all()
-    return ops, errors
+
+    def step(index: int, rng: random.Random) -> None:
+        if role == "block":
+            (controls.block_create if rng.random() < 0.5 else controls.block_delete)(actor=a, target_id=b_id)
+            # One statement, one snapshot: a block and a follow of the pair side by side is an error.
+            with connections["default"].cursor() as cursor:
+                cursor.execute(
+                    "SELECT EXISTS (SELECT 1 FROM social_block WHERE blocker_id = %s AND blocked_id = %s)"
+                    " AND EXISTS (SELECT 1 FROM social_follow WHERE follower_id IN (%s, %s) AND followee_id IN (%s, %s))",
+                    [a_id, b_id, a_id, b_id, a_id, b_id],
+                )
+                if cursor.fetchone()[0]:
+                    raise AssertionError("a follow beside the block")
+        else:
+            actor, other = (a, b_id) if rng.random() < 0.5 else (b, a_id)
+            (services.follow_create if rng.random() < 0.6 else services.follow_delete)(actor=actor, followee_id=other)
+
+    return count_rounds(rounds, seed, step, refusals=(controls.ControlConflictError, services.FollowBlockedError))
 
 
 def watch_counts(args: tuple[int, int, Any]) -> tuple[int, int]:
