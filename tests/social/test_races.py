@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,7 +27,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 PROCESSES = 8
 
 
-def count_rounds(rounds: int, seed: int, step: Any, refusals: tuple[type[Exception], ...] = ()) -> tuple[int, int]:
+def count_rounds(rounds: int, seed: int, step: Callable[[int, random.Random], None], refusals: tuple[type[Exception], ...] = ()) -> tuple[int, int]:
     """Run ``step(index, rng)`` ``rounds`` times in a child; an exception of ``refusals`` is an
     answer the rules give, any other is printed and counted. Closes the child's connections at
     the end. Returns (ops, errors)."""
