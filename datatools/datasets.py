@@ -77,7 +77,11 @@ def dataset_path(name: str | None = None) -> Path:
         with urllib.request.urlopen(url, timeout=60) as response, partial.open("wb") as out:
             shutil.copyfileobj(response, out)
     except OSError as exc:
-        raise DatasetError(f"could not download {url}: {exc}") from exc
+        # Offline, the way out is a local copy: name the folder looked in and the setting that moves it.
+        raise DatasetError(
+            f"{name} is not in {path.parent} (FOLLOWFEED_DATA_DIR) and could not be downloaded from {url}: {exc}; "
+            "set FOLLOWFEED_DATA_DIR to the folder that holds it"
+        ) from exc
     actual = sha256_of(partial)
     if actual != expected:
         partial.unlink()

@@ -7,7 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from core.redis import all_sentinel_keys
-from datatools.datasets import dataset_path, read_edges
+from datatools.datasets import DatasetError, dataset_path, read_edges
 from social import selectors
 from social.models import Follow
 from social.rebuild import rebuild_all
@@ -51,6 +51,24 @@ class TestImportGraph:
     def test_missing_unknown_dataset_is_a_command_error(self):
         with pytest.raises(CommandError, match="not a known dataset"):
             call_command("import_graph", "no-such-file.txt", stdout=StringIO(), verbosity=0)
+
+    def test_a_known_dataset_absent_offline_names_the_folder_and_the_setting(self, tmp_path, settings, monkeypatch):
+        settings.FOLLOWFEED_DATA_DIR = str(tmp_path / "data")
+        settings.BASE_DIR = tmp_path  # no earlier download in var/data either
+
+        def offline(*args, **kwargs):
+            raise OSError("Name or service not known")
+
+        monkeypatch.setattr("urllib.request.urlopen", offline)
+
+        with pytest.raises(DatasetError) as raised:
+            dataset_path("wiki-Vote.txt.gz")
+        assert str(raised.value) == (
+            f"wiki-Vote.txt.gz is not in {tmp_path / 'data'} (FOLLOWFEED_DATA_DIR) and could not be downloaded from "
+            "https://snap.stanford.edu/data/wiki-Vote.txt.gz: Name or service not known; "
+            "set FOLLOWFEED_DATA_DIR to the folder that holds it"
+        )
+        assert not (tmp_path / "var" / "data" / "wiki-Vote.txt.gz").exists()
 
     def test_real_slice_matches_the_file_and_the_mirror(self, redis_client):
         path = dataset_path("wiki-Vote.txt.gz")
