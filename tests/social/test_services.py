@@ -86,6 +86,7 @@ class TestFollowCreate:
 
 class TestFollowDelete:
     def test_removes_only_that_edge(self, alice, bob, charlie, redis_client, django_capture_on_commit_callbacks):
+        """C02: A→B and C→B; A unfollows B: only A's row goes, C's row, sets and counts stay."""
         with django_capture_on_commit_callbacks(execute=True):
             services.follow_create(actor=alice, followee_id=bob.pk)
             services.follow_create(actor=charlie, followee_id=bob.pk)
@@ -100,6 +101,7 @@ class TestFollowDelete:
         assert_mirror_equals_database(redis_client, [alice.pk, bob.pk, charlie.pk])
 
     def test_unfollowing_a_stranger_is_a_no_op_success(self, alice, bob, django_capture_on_commit_callbacks):
+        """C02: unfollowing someone A does not follow is a success that changes nothing."""
         with django_capture_on_commit_callbacks(execute=True) as callbacks:
             result = services.follow_delete(actor=alice, followee_id=bob.pk)
 
