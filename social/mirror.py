@@ -8,6 +8,11 @@ pair is always followed by a database read that agrees with it (the same
 what a caller believes the state is, so repeated, late or out-of-order
 applications are harmless.
 
+A commit's first write (``verify=False``, the request's) reads nothing
+back: it is versioned by its outbox entry and fenced, so it never lands over
+a write of a newer entry of the pair, nor over the confirmation of its own
+(whichever process and order the after-commit work runs in).
+
 An edge is mirrored only while both accounts are active (deactivated
 accounts vanish from every list, set and count).
 """
@@ -15,6 +20,7 @@ accounts vanish from every list, set and count).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,7 +30,7 @@ from django.db import connection
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from core.cluster import Pipe, pipeline
+from core.cluster import Pipe, lua, pipeline, queue_script
 from core.errors import EntryNotApplied
 from core.redis import REDIS_ERRORS, get_redis, redis_failed
 from core.replica import primary_reads
@@ -46,6 +52,59 @@ class MirrorNotConverged(EntryNotApplied):
 
 
 @dataclass(frozen=True)
+class Version:
+    """The newest outbox entry of a pair that a write applies: ``entry_id`` (ids of one pair's
+    entries grow in commit order: each is inserted after the row change, under its locks) and
+    when it was recorded (``created_ms``, unix ms)."""
+
+    entry_id: int
+    created_ms: int
+
+
+# One side of a pair (a set, its sorted set and the fences of their slot) written under a
+# version. ARGV: member, score ('' removes), entry id, '1' for a confirmed write (the database's
+# state read after the entry committed: always written, raises the fence) or '0' for a
+# provisional one (written only above every fence), the fence's time to live in seconds.
+FENCED_WRITE_LUA = """
+local fenced = 0
+for i = 3, 5 do
+  local seen = tonumber(redis.call('HGET', KEYS[i], ARGV[1]) or '0')
+  if seen > fenced then fenced = seen end
+end
+local version = tonumber(ARGV[3])
+if ARGV[4] ~= '1' and version <= fenced then return 0 end
+if ARGV[2] == '' then
+  redis.call('SREM', KEYS[1], ARGV[1])
+  redis.call('ZREM', KEYS[2], ARGV[1])
+else
+  redis.call('SADD', KEYS[1], ARGV[1])
+  redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+end
+if version > fenced then
+  redis.call('HSET', KEYS[4], ARGV[1], version)
+  redis.call('EXPIRE', KEYS[4], ARGV[5])
+end
+return 1
+"""
+FENCE_TTL_SECONDS = 3 * redis_keys.FENCE_WINDOW_SECONDS
+
+
+def _queue_side(pipe: Pipe, keys: tuple[str, str], member: int, score: int | None, fence: tuple[Version, bool, int] | None) -> None:
+    set_key, zset_key = keys
+    if fence is None:
+        if score is None:
+            pipe.srem(set_key, member)
+            pipe.zrem(zset_key, member)
+        else:
+            pipe.sadd(set_key, member)
+            pipe.zadd(zset_key, {str(member): score})
+        return
+    version, confirmed, window = fence
+    args = [member, "" if score is None else score, version.entry_id, "1" if confirmed else "0", FENCE_TTL_SECONDS]
+    queue_script(pipe, lua(FENCED_WRITE_LUA), [set_key, zset_key, *redis_keys.fence_keys(set_key, window)], args)
+
+
+@dataclass(frozen=True)
 class LayoutObservation:
     """What a mirror write saw of a followee: its follower ``count`` and its ``layout`` marker,
     read in the write's own pipeline (the caller decides whether a migration is due)."""
@@ -55,7 +114,14 @@ class LayoutObservation:
 
 
 def queue_pair_write(
-    pipe: Pipe, *, follower_id: int, followee_id: int, score: int | None, layout_now: bytes, scrub: bool = False
+    pipe: Pipe,
+    *,
+    follower_id: int,
+    followee_id: int,
+    score: int | None,
+    layout_now: bytes,
+    scrub: bool = False,
+    fence: tuple[Version, bool, int] | None = None,
 ) -> None:
     """Queue on ``pipe`` the commands that make Redis show the pair as ``score``.
 
@@ -64,22 +130,15 @@ def queue_pair_write(
     layouts while a migration runs). ``scrub`` (used when a write raced with
     a marker flip) also removes the follower from the layout that is no
     longer live, so a write that landed in the old keys after they were
-    unlinked leaves no orphan key behind.
+    unlinked leaves no orphan key behind. ``fence`` ``(version, confirmed,
+    window)`` makes each side a versioned write (``FENCED_WRITE_LUA``).
     """
     targets = layout.write_keys(followee_id, follower_id, layout_now)
     stale = layout.stale_keys(followee_id, follower_id, layout_now) if scrub else []
-    if score is None:
-        pipe.srem(redis_keys.following_set_key(follower_id), followee_id)
-        pipe.zrem(redis_keys.following_zset_key(follower_id), followee_id)
-        for set_key, zset_key in targets:
-            pipe.srem(set_key, follower_id)
-            pipe.zrem(zset_key, follower_id)
-    else:
-        pipe.sadd(redis_keys.following_set_key(follower_id), followee_id)
-        pipe.zadd(redis_keys.following_zset_key(follower_id), {str(followee_id): score})
-        for set_key, zset_key in targets:
-            pipe.sadd(set_key, follower_id)
-            pipe.zadd(zset_key, {str(follower_id): score})
+    following = (redis_keys.following_set_key(follower_id), redis_keys.following_zset_key(follower_id))
+    _queue_side(pipe, following, followee_id, score, fence)
+    for target in targets:
+        _queue_side(pipe, target, follower_id, score, fence)
     for set_key, zset_key in stale:
         pipe.srem(set_key, follower_id)
         pipe.zrem(zset_key, follower_id)
@@ -124,7 +183,11 @@ def pair_states(pairs: Sequence[Pair]) -> dict[Pair, int | None]:
 
 @primary_reads()
 def mirror_apply_pairs(
-    pairs: Iterable[Pair], *, hints: Mapping[Pair, int | None] | None = None, verify: bool = True
+    pairs: Iterable[Pair],
+    *,
+    hints: Mapping[Pair, int | None] | None = None,
+    verify: bool = True,
+    versions: Mapping[Pair, Version] | None = None,
 ) -> dict[int, LayoutObservation]:
     """Make Redis show each pair exactly as the database has it, race-safely.
 
@@ -144,6 +207,10 @@ def mirror_apply_pairs(
     :param verify: False writes the states once, with no database read after
         (a marker that moved is still followed): the first write of a
         commit whose entry a later application confirms with ``verify``.
+    :param versions: ``{pair: Version}`` of the outbox entries applied. With
+        ``verify`` their writes raise the pair's fence; without, a pair is
+        written only above its fence, and not at all once its entry is older
+        than half a fence window (its confirmation writes it).
     :returns: ``{followee_id: LayoutObservation}`` of the followees written,
         as the write pipeline saw them (``social.outbox`` decides from it
         whether a layout migration is due).
@@ -153,6 +220,13 @@ def mirror_apply_pairs(
     """
     wanted = list(dict.fromkeys((int(a), int(b)) for a, b in pairs))
     observed: dict[int, LayoutObservation] = {}
+    now = time.time()
+    window = redis_keys.fence_window(now)
+    fenced = versions or {}
+    if not verify:
+        # Too old to be sure a newer write's fence is still there: left to the confirmation.
+        oldest_ms = (now - redis_keys.FENCE_WINDOW_SECONDS / 2) * 1000
+        wanted = [pair for pair in wanted if pair not in fenced or fenced[pair].created_ms >= oldest_ms]
     if not wanted:
         return observed
     client = get_redis()
@@ -175,6 +249,7 @@ def mirror_apply_pairs(
                 score=states[(follower_id, followee_id)],
                 layout_now=layouts[followee_id],
                 scrub=followee_id in moved,
+                fence=_fence_of(fenced, (follower_id, followee_id), verify, window),
             )
         widths = {followee_id: len(layout.read_keys(followee_id, layouts[followee_id])) for followee_id in followees}
         for followee_id in followees:
@@ -206,6 +281,11 @@ def mirror_apply_pairs(
         if not todo:
             return observed
     raise MirrorNotConverged(f"{len(todo)} pairs kept changing, e.g. {todo[:3]}")
+
+
+def _fence_of(versions: Mapping[Pair, Version], pair: Pair, confirmed: bool, window: int) -> tuple[Version, bool, int] | None:
+    version = versions.get(pair)
+    return None if version is None else (version, confirmed, window)
 
 
 def user_pairs(user_id: int) -> list[Pair]:

@@ -36,7 +36,7 @@ from users.models import User
 
 from . import layout, redis_keys
 from .control_mirror import mirror_apply_controls
-from .mirror import LayoutObservation, mirror_apply_pairs, mirror_apply_user
+from .mirror import LayoutObservation, Version, mirror_apply_pairs, mirror_apply_user
 from .models import OUTBOX_CONTROL, OUTBOX_PAIR, OUTBOX_USER
 from .rebuild import rebuild_all
 from .suggestions import suggestions_after_follow
@@ -79,7 +79,11 @@ def _apply_pairs(entries: Sequence[OutboxEntry], *, verify: bool = True) -> None
     hinted = [(entry.subject_id, entry.object_id, entry.hint) for entry in entries if entry.object_id is not None and entry.hinted]
     counts = Counter(pairs)
     hints = {(follower, followee): hint for follower, followee, hint in hinted if counts[(follower, followee)] == 1}
-    layout_migrations_enqueue(mirror_apply_pairs(pairs, hints=hints, verify=verify))
+    versions: dict[tuple[int, int], Version] = {}
+    for entry in sorted(entries, key=lambda e: e.pk):
+        if entry.object_id is not None:
+            versions[(entry.subject_id, entry.object_id)] = Version(entry_id=entry.pk, created_ms=int(entry.created_at.timestamp() * 1000))
+    layout_migrations_enqueue(mirror_apply_pairs(pairs, hints=hints, verify=verify, versions=versions))
 
 
 def _apply_controls(entries: Sequence[OutboxEntry]) -> None:

@@ -23,6 +23,10 @@ Keys (``ff:`` is ``REDIS_KEY_PREFIX``):
 - ``ff:followers:migration:queued:{42}``  STRING a migration task is queued
 - ``ff:blocks:{42}``        SET  ids hidden from user 42 by a block, either
   way (42 blocked them, or they blocked 42)
+- ``ff:fence:follow:{42}:w<n>`` / ``ff:fence:followers:{42}:w<n>`` (and of each
+  shard)  HASH the versioned writes of the follow mirror (``social.mirror``):
+  the other side's id -> the newest outbox entry id written, per time window
+  ``n`` of ``FENCE_WINDOW_SECONDS`` (windows expire on their own)
 - ``ff:mutes:{42}``         ZSET ids user 42 mutes, score = the mute's expiry
   in unix ms (``MUTE_FOREVER_MS`` for a mute without one)
 - ``ff:suggestions:{42}``   ZSET accounts suggested to user 42, by score
@@ -36,6 +40,8 @@ decision (``social.layout``), not this module's.
 """
 
 from __future__ import annotations
+
+import time
 
 from django.conf import settings
 
@@ -142,6 +148,23 @@ SUGGESTIONS_CHECKPOINT_TTL_SECONDS = 12 * 3600
 MUTE_FOREVER_MS = 9_999_999_999_999
 
 
+# A versioned mirror write older than half this is not made (``social.mirror``); fences live
+# three windows, so one made by a newer write is always still there when an older one lands.
+FENCE_WINDOW_SECONDS = 600
+
+
+def fence_window(now_seconds: float) -> int:
+    """The fence window (``FENCE_WINDOW_SECONDS`` long) of unix time ``now_seconds``."""
+    return int(now_seconds // FENCE_WINDOW_SECONDS)
+
+
+def fence_keys(structure_key: str, window: int) -> list[str]:
+    """HASH keys fencing the versioned writes of ``structure_key`` (same hash slot): those of
+    windows ``window - 1``, ``window`` (written) and ``window + 1`` (another clock's)."""
+    base = structure_key[len(prefix()) :]
+    return [f"{prefix()}fence:{base}:w{w}" for w in (window - 1, window, window + 1)]
+
+
 def all_user_keys(user_id: int) -> list[str]:
     """Every follow-graph key of ``user_id`` in every layout (for rebuild and delete)."""
     keys = [
@@ -163,4 +186,7 @@ def all_user_keys(user_id: int) -> list[str]:
     for shard in range(int(settings.FOLLOWERS_SHARDS)):
         keys.append(followers_set_shard_key(user_id, shard))
         keys.append(followers_zset_shard_key(user_id, shard))
+    window = fence_window(time.time())
+    for structure in [following_set_key(user_id), followers_set_key(user_id)] + keys[-2 * int(settings.FOLLOWERS_SHARDS) :: 2]:
+        keys += fence_keys(structure, window)
     return keys

@@ -99,7 +99,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
         }
     )
     DATABASES["default"]["TEST"] = {
-        "NAME": env("TEST_DATABASE_NAME", default="test_followfeed"),
+        # The database's own name behind "test_": two checkouts with their own DATABASE_URL never share one.
+        "NAME": env("TEST_DATABASE_NAME", default=f"test_{DATABASES['default']['NAME']}"),
         "CHARSET": "utf8mb4",
         "COLLATION": "utf8mb4_unicode_ci",
     }
