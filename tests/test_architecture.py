@@ -34,7 +34,7 @@ LAYER_OF = {
     "transactions": PRIMITIVES,
     # pure policy and reads
     "layout": POLICY, "selectors": POLICY, "admin_tools": POLICY, "formatting": POLICY, "forms": POLICY,
-    "http": POLICY, "timeline": POLICY, "limits": POLICY, "visibility": POLICY,
+    "http": POLICY, "timeline": POLICY, "limits": POLICY, "visibility": POLICY, "derived": POLICY,
     # mechanisms
     "mirror": MECHANISM, "rebuild": MECHANISM, "reconcile": MECHANISM, "sharding": MECHANISM,
     "delivery": MECHANISM, "edges": MECHANISM, "health": MECHANISM, "embedded": MECHANISM,

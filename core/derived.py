@@ -1,0 +1,131 @@
+"""The table of derived state: which change of the graph brings which derived structure up to date.
+
+Each app declares the structures it derives from the graph in its ``derived``
+module (``declare``); ``table()`` loads them all. A row names, for every
+``Change``, how the structure follows it: the outbox kinds recorded in the
+change's transaction that re-derive it (``Kinds``), a read-time decision
+against the database (``ReadTime``), or why the change cannot affect it
+(``Unaffected``); and the reconcile that repairs its drift. Tests walk the
+table (a missing cell fails) and perform each change to check that its
+transaction records the kinds the table names; docs/architecture.md shows
+the table as ``markdown()`` renders it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Change(StrEnum):
+    """A change of the graph, as a person or an operator makes it."""
+
+    FOLLOW = "follow"
+    UNFOLLOW = "unfollow"
+    REQUEST_MADE = "follow request made"
+    REQUEST_APPROVED = "request approved"
+    REQUEST_REJECTED = "request rejected"
+    REQUEST_WITHDRAWN = "request withdrawn"
+    FOLLOWER_REMOVED = "follower removed"
+    BLOCK = "block"
+    UNBLOCK = "unblock"
+    MUTE = "mute"
+    UNMUTE = "unmute or expiry"
+    PRIVACY_ON = "privacy on"
+    PRIVACY_OFF = "privacy off"
+    DEACTIVATION = "deactivation"
+    REACTIVATION = "reactivation"
+    DELETION = "deletion"
+
+
+@dataclass(frozen=True)
+class Kinds:
+    """Re-derived after commit by the outbox entries of these kinds, recorded in the change's transaction."""
+
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ReadTime:
+    """Decided at read time against the database by ``function`` (dotted path), whatever Redis holds."""
+
+    function: str
+
+
+@dataclass(frozen=True)
+class Unaffected:
+    """The change cannot affect the structure, for the reason ``why``."""
+
+    why: str
+
+
+Cell = Kinds | ReadTime | Unaffected
+
+
+@dataclass(frozen=True)
+class Structure:
+    """A structure derived from the graph: its ``cells`` (one or more per change) and its ``reconcile``
+    (dotted path of the function that compares it with the database and repairs the drift)."""
+
+    name: str
+    app: str
+    reconcile: str
+    cells: Mapping[Change, Sequence[Cell]] = field(default_factory=dict)
+
+    def missing(self) -> list[Change]:
+        """The changes this structure has no cell for."""
+        return [change for change in Change if not self.cells.get(change)]
+
+
+_structures: dict[str, Structure] = {}
+
+
+def kinds(*names: str) -> Kinds:
+    """A ``Kinds`` cell of the outbox kinds ``names``."""
+    return Kinds(names=tuple(names))
+
+
+def declare(name: str, *, app: str, reconcile: str, cells: Mapping[Change, Cell | Sequence[Cell]]) -> Structure:
+    """Declare the derived structure ``name`` of ``app`` (at import of the app's ``derived`` module).
+
+    :param cells: ``{Change: cell or [cells]}``.
+    :returns: the ``Structure``.
+    :raises ValueError: ``name`` is declared already.
+    """
+    if name in _structures:
+        raise ValueError(f"derived structure {name!r} is declared twice")
+    normalised = {change: tuple(cell) if isinstance(cell, list | tuple) else (cell,) for change, cell in cells.items()}
+    structure = Structure(name=name, app=app, reconcile=reconcile, cells=normalised)
+    _structures[name] = structure
+    return structure
+
+
+def table() -> list[Structure]:
+    """Every declared structure, in the order of the apps, after loading each app's ``derived`` module."""
+    from django.utils.module_loading import autodiscover_modules
+
+    autodiscover_modules("derived")
+    return list(_structures.values())
+
+
+def _cell_text(cell: Cell) -> str:
+    if isinstance(cell, Kinds):
+        return ", ".join(f"`{name}`" for name in cell.names)
+    if isinstance(cell, ReadTime):
+        return f"read time: `{cell.function}`"
+    return f"unaffected: {cell.why}"
+
+
+def markdown() -> str:
+    """The table as Markdown: a section per structure, a row per change."""
+    lines: list[str] = []
+    for structure in table():
+        lines += [f"### {structure.name} ({structure.app})", "", f"Reconciled by `{structure.reconcile}`.", ""]
+        lines += ["| change | brought up to date by |", "|---|---|"]
+        for change in Change:
+            cells = structure.cells.get(change, ())
+            text = "; ".join(_cell_text(cell) for cell in cells) or "**missing**"
+            lines.append(f"| {change.value} | {text} |")
+        lines.append("")
+    return "\n".join(lines)
