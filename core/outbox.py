@@ -85,7 +85,8 @@ class Kind:
     a lower stage are applied first when a batch holds several), whether each entry is
     sent ``alone`` in a message of its own (not with other commits' entries), and its
     ``provisional`` handler: a cheaper first application right after commit, used when the
-    entry stays pending for a later application of ``apply`` to confirm it."""
+    entry stays pending for a later application of ``apply`` to confirm it; ``long``: its
+    message gets the time limits of long tasks (``LONG_TASK_TIME_LIMIT``)."""
 
     name: str
     apply: Handler
@@ -93,6 +94,7 @@ class Kind:
     stage: int = 0
     alone: bool = False
     provisional: Handler | None = None
+    long: bool = False
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,14 @@ _rebuilders: dict[str, RebuildStep] = {}
 
 
 def register(
-    name: str, *, apply: Handler, inline: bool = False, stage: int = 0, alone: bool = False, provisional: Handler | None = None
+    name: str,
+    *,
+    apply: Handler,
+    inline: bool = False,
+    stage: int = 0,
+    alone: bool = False,
+    provisional: Handler | None = None,
+    long: bool = False,
 ) -> Kind:
     """Register the handler of entries of kind ``name`` (at import of the app's outbox module).
 
@@ -118,7 +127,7 @@ def register(
     """
     if len(name) > 40:
         raise ValueError(f"outbox kind {name!r} is longer than 40 characters")
-    kind = Kind(name=name, apply=apply, inline=inline, stage=stage, alone=alone, provisional=provisional)
+    kind = Kind(name=name, apply=apply, inline=inline, stage=stage, alone=alone, provisional=provisional, long=long)
     known = _kinds.get(name)
     if known is not None and known.apply is not apply:
         raise ValueError(f"outbox kind {name!r} is registered twice")
@@ -210,7 +219,8 @@ def _schedule(entries: list[OutboxEntry], *, inline: bool, mark: bool = True) ->
         transaction.on_commit(partial(apply_after_commit, entries, mark=mark))
         return
     alone = any(_kinds[entry.kind].alone for entry in entries if entry.kind in _kinds)
-    transaction.on_commit(partial(send_after_commit, [e.pk for e in entries], alone=alone))
+    long = any(_kinds[entry.kind].long for entry in entries if entry.kind in _kinds)
+    transaction.on_commit(partial(send_after_commit, [e.pk for e in entries], alone=alone or long, long=long))
 
 
 def record(
@@ -284,7 +294,7 @@ def apply_after_commit(entries: Sequence[OutboxEntry], *, mark: bool = True) -> 
         redis_failed(exc)
 
 
-def send_after_commit(entry_ids: Sequence[int], *, alone: bool = False) -> None:
+def send_after_commit(entry_ids: Sequence[int], *, alone: bool = False, long: bool = False) -> None:
     """Have the ``outbox_apply`` task sent for pending entries (``on_commit`` of the other kinds):
     by this process's sender (``core.sender``), which sends the ids of several commits in one
     message a moment later; at once when tasks run eagerly, when ``alone`` (entries any worker
@@ -298,19 +308,22 @@ def send_after_commit(entry_ids: Sequence[int], *, alone: bool = False) -> None:
 
     window = float(settings.OUTBOX_SEND_COALESCE_SECONDS)
     if alone or window <= 0 or outbox_apply.app.conf.task_always_eager:  # type: ignore[attr-defined]
-        _send(list(entry_ids))
+        _send(list(entry_ids), long=long)
     else:
         sender_for(_send, window_seconds=window).put(entry_ids)
 
 
 @primary_reads()  # an eager task (CELERY_TASK_ALWAYS_EAGER) runs inside apply_async
-def _send(entry_ids: list[int]) -> None:
+def _send(entry_ids: list[int], *, long: bool = False) -> None:
     from .tasks import outbox_apply  # the task module imports this one
 
+    limits: dict[str, int] = {}
+    if long:
+        limits = {"soft_time_limit": settings.LONG_TASK_TIME_LIMIT, "time_limit": settings.LONG_TASK_TIME_LIMIT + 60}
     try:
         # Transient: the committed entry is the durable copy and the message only wakes a worker
         # (a lost one leaves the entry to the drain), so the broker keeps it in memory, not on disk.
-        outbox_apply.apply_async(kwargs={"entry_ids": entry_ids}, delivery_mode=TRANSIENT)
+        outbox_apply.apply_async(kwargs={"entry_ids": entry_ids}, delivery_mode=TRANSIENT, **limits)
     except BrokerError as exc:
         logger.warning("broker refused outbox entries %s (the drain applies them): %r", entry_ids, exc)
 

@@ -4,8 +4,11 @@
   ``object_id``; applied inline after commit, so the actor's next page shows
   it. The handler writes the pair as the database has it now
   (``social.mirror.mirror_apply_pairs``), then, from what that write
-  observed, queues a layout migration for any followee whose follower count
-  crossed the sharding thresholds.
+  observed, records a ``social.layout`` entry for any followee whose
+  follower count crossed the sharding thresholds.
+- ``social.layout`` (``LAYOUT``): move ``subject_id``'s followers between one
+  key and shards (``social.sharding``), in a message of its own with the long
+  tasks' time limits.
 - ``social.control`` (``CONTROL``): a block or mute between ``subject_id``
   and ``object_id`` was made, changed or undone; applied inline after
   commit (``social.control_mirror.mirror_apply_controls``), before the
@@ -27,8 +30,6 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import partial
 
-from django.db import transaction
-
 from core import outbox
 from core.models import OutboxEntry
 from core.redis import get_redis
@@ -39,6 +40,7 @@ from .control_mirror import mirror_apply_controls
 from .mirror import LayoutObservation, Version, mirror_apply_pairs, mirror_apply_user
 from .models import OUTBOX_CONTROL, OUTBOX_PAIR, OUTBOX_USER
 from .rebuild import rebuild_all
+from .sharding import followers_layout_migrate
 from .suggestions import suggestions_after_follow
 
 # While this many seconds pass, follows of an account queue no second layout migration.
@@ -46,31 +48,35 @@ QUEUED_TTL_SECONDS = 300
 
 
 def layout_migrations_enqueue(observed: dict[int, LayoutObservation]) -> list[int]:
-    """Queue a layout migration for each account whose count asks for another layout.
+    """Record a ``social.layout`` entry for each account whose count asks for another layout.
 
     The observations come from the mirror write's own pipeline, so the
     check costs nothing for accounts that need no migration and one SET NX
     for those that do (the ``queued`` key stops a stream of follows from
-    queueing a task each).
+    recording an entry each).
 
     :param observed: ``{followee_id: LayoutObservation}``.
-    :returns: the user ids for which a task was queued (sent after commit).
-    :raises: ``REDIS_ERRORS``.
+    :returns: the user ids for which an entry was recorded.
+    :raises: ``REDIS_ERRORS``; ``django.db.DatabaseError`` (the queued key then expires).
     """
     due = [user_id for user_id, seen in observed.items() if layout.migration_due(followers=seen.count, layout=seen.layout)]
     if not due:
         return []
-    from .tasks import (
-        social_followers_layout_migrate,  # the task module imports this one
-    )
-
     client = get_redis()
     queued = []
     for user_id in due:
         if client.set(redis_keys.followers_migration_queued_key(user_id), "1", nx=True, ex=QUEUED_TTL_SECONDS):
             queued.append(user_id)
-            transaction.on_commit(partial(social_followers_layout_migrate.delay, user_id=user_id))
+            outbox.record(LAYOUT, subject_id=user_id)
     return queued
+
+
+def _apply_layouts(entries: Sequence[OutboxEntry]) -> None:
+    for user_id in sorted({entry.subject_id for entry in entries}):
+        result = followers_layout_migrate(user_id=user_id)
+        # Follows that landed meanwhile may ask for the other layout already.
+        if result.after is not None and result.skipped != "locked":
+            layout_migrations_enqueue({user_id: result.after})
 
 
 def _apply_pairs(entries: Sequence[OutboxEntry], *, verify: bool = True) -> None:
@@ -105,6 +111,8 @@ def _apply_users(entries: Sequence[OutboxEntry]) -> None:
 PAIR = outbox.register(OUTBOX_PAIR, apply=_apply_pairs, provisional=partial(_apply_pairs, verify=False), inline=True, stage=0)
 USER = outbox.register(OUTBOX_USER, apply=_apply_users, inline=True, stage=0)
 CONTROL = outbox.register(OUTBOX_CONTROL, apply=_apply_controls, inline=True, stage=0)
+# A layout migration (``social.sharding``) runs in a message of its own, with the long tasks' time limits.
+LAYOUT = outbox.register("social.layout", apply=_apply_layouts, alone=True, long=True, stage=3)
 
 
 def _apply_suggestions(entries: Sequence[OutboxEntry]) -> None:

@@ -6,7 +6,6 @@ The outbox's own tasks (apply, drain, rebuild after data loss) are in
 
 from __future__ import annotations
 
-from typing import Any
 
 from django.conf import settings
 
@@ -15,35 +14,8 @@ from core.redis import REDIS_ERRORS, get_redis
 
 from . import redis_keys as suggestion_keys
 from .controls import mutes_expire
-from .outbox import layout_migrations_enqueue
 from .reconcile import reconcile_run
-from .sharding import followers_layout_migrate
 from .suggestions import suggestions_refresh, suggestions_refresh_active
-
-
-@task(
-    acks_late=True,
-    autoretry_for=REDIS_ERRORS,
-    retry_backoff=True,
-    retry_backoff_max=60,
-    max_retries=20,
-    soft_time_limit=settings.LONG_TASK_TIME_LIMIT,
-    time_limit=settings.LONG_TASK_TIME_LIMIT + 60,
-)
-def social_followers_layout_migrate(*, user_id: int) -> dict[str, Any]:
-    """Move ``user_id``'s followers between one key and shards as its count asks (``social.sharding``).
-
-    Queued by ``social.outbox`` when an account crosses a sharding
-    threshold; a duplicate or late run finds the lock taken or the layout
-    settled. Follows that landed meanwhile may ask for the other layout
-    already: then the next migration is queued.
-
-    :returns: ``MigrationResult.as_dict()``.
-    """
-    result = followers_layout_migrate(user_id=user_id)
-    if result.after is not None and result.skipped != "locked":
-        layout_migrations_enqueue({user_id: result.after})
-    return result.as_dict()
 
 
 @task(acks_late=True, soft_time_limit=settings.LONG_TASK_TIME_LIMIT, time_limit=settings.LONG_TASK_TIME_LIMIT + 60)

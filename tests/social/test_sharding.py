@@ -28,6 +28,7 @@ from datatools.celebrity import celebrity_make
 from social import layout, mirror, redis_keys, selectors, services, sharding
 from social.mirror import LayoutObservation
 from social.models import Follow
+from core.models import OutboxEntry
 from social.outbox import layout_migrations_enqueue
 from social.rebuild import ADD_CHUNK, rebuild_user
 from tests.social.faults import RedisServer, point_at
@@ -417,24 +418,22 @@ class TestMigrationInterleavedReads:
 
 
 class TestTrigger:
-    def test_queues_one_task_per_account_that_crossed(
-        self, low_threshold, user_factory, redis_client, monkeypatch, django_capture_on_commit_callbacks
+    def test_records_one_layout_entry_per_account_that_crossed(
+        self, low_threshold, user_factory, redis_client, django_capture_on_commit_callbacks
     ):
-        from social import tasks
-
-        queued = []
-        monkeypatch.setattr(tasks.social_followers_layout_migrate, "delay", lambda **kw: queued.append(kw))
         big, small, shrunk = user_factory(), user_factory(), user_factory()
 
-        with django_capture_on_commit_callbacks(execute=True):
+        with django_capture_on_commit_callbacks(execute=False) as sends:
             first = layout_migrations_enqueue(
                 {big.pk: LayoutObservation(10, SINGLE), small.pk: LayoutObservation(9, SINGLE), shrunk.pk: LayoutObservation(8, SHARDED)}
             )
             again = layout_migrations_enqueue({big.pk: LayoutObservation(11, SINGLE)})
 
         assert first == [big.pk]
-        assert again == []  # the queued key stops a stream of follows from queueing more
-        assert queued == [{"user_id": big.pk}]
+        assert again == []  # the queued key stops a stream of follows from recording more
+        pending = list(OutboxEntry.objects.filter(kind="social.layout", applied_at__isnull=True).values_list("subject_id", flat=True))
+        assert pending == [big.pk]
+        assert len(sends) == 1  # its message, alone, with the long tasks' limits
 
     def test_crossing_by_follows_migrates_through_the_task(
         self, low_threshold, user_factory, redis_client, django_capture_on_commit_callbacks
