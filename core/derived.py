@@ -65,8 +65,10 @@ Cell = Kinds | ReadTime | Unaffected
 
 @dataclass(frozen=True)
 class Structure:
-    """A structure derived from the graph: its ``cells`` (one or more per change) and its ``reconcile``
-    (dotted path of the function that compares it with the database and repairs the drift)."""
+    """A structure derived from the graph: its ``cells`` (one or more per change) and its ``reconcile``:
+    the dotted path of a function ``(*, repair: bool) -> int`` that compares the whole structure with
+    a rebuild from the database, repairs what differs unless ``repair`` is False, and returns how
+    much differed."""
 
     name: str
     app: str

@@ -10,7 +10,7 @@ NO_FOLLOW = Unaffected("no note changes hands: the follow is not made yet")
 declare(
     "inboxes and author outboxes",
     app="feed",
-    reconcile="feed.reconcile.reconcile_inboxes",
+    reconcile="feed.reconcile.inboxes_drift",
     cells={
         Change.FOLLOW: FEED_PAIR,
         Change.UNFOLLOW: FEED_PAIR,

@@ -189,3 +189,11 @@ def reconcile_inboxes_run(
         resume=resume,
         fields={"sample": sample},
     )
+
+
+def inboxes_drift(*, repair: bool) -> int:
+    """The table's reconcile of the inboxes: every active reader's inbox against the database.
+
+    :returns: notes missing, extra or with a wrong score (readers rebuilt unless ``repair`` is False).
+    """
+    return reconcile_inboxes(repair=repair).drift

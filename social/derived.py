@@ -10,7 +10,7 @@ PAIR = kinds("social.pair")
 declare(
     "follow mirror and counts",
     app="social",
-    reconcile="social.reconcile.reconcile_all",
+    reconcile="social.reconcile.graph_drift",
     cells={
         Change.FOLLOW: PAIR,
         Change.UNFOLLOW: PAIR,
@@ -37,7 +37,7 @@ NO_CONTROL = Unaffected("it makes or ends no block or mute")
 declare(
     "block and mute sets",
     app="social",
-    reconcile="social.reconcile.reconcile_all",
+    reconcile="social.reconcile.controls_drift",
     cells={
         Change.FOLLOW: NO_CONTROL,
         Change.UNFOLLOW: NO_CONTROL,

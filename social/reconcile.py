@@ -553,3 +553,19 @@ def reconcile_run(
         run.pk, run.users_checked, run.edges_missing, run.edges_extra, run.scores_wrong, run.pairs_repaired, dry_run,
     )
     return run, report
+
+
+def graph_drift(*, repair: bool) -> int:
+    """The table's reconcile of the follow mirror and counts: every account, every edge compared.
+
+    :returns: edges missing, extra or with a wrong score (repaired unless ``repair`` is False).
+    """
+    return reconcile_all(repair=repair, check=CHECK_FULL).drift
+
+
+def controls_drift(*, repair: bool) -> int:
+    """The table's reconcile of the block and mute sets: every account's sets against the database.
+
+    :returns: pairs whose block or mute Redis shows wrong (repaired unless ``repair`` is False).
+    """
+    return reconcile_all(repair=repair, check=CHECK_FULL).controls_drifted
