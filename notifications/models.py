@@ -4,8 +4,11 @@ The database is the truth. One ``Notification`` per (recipient, kind,
 actor): the same event again within ``REPEAT_SECONDS`` (a follow, an
 unfollow and a follow again) changes nothing; later it brings the row back
 to the top, unread. Rows of one kind and day are counted in a
-``NotificationGroup`` ("B, C and 41 others followed you"), updated with
-each row, so a page reads one group row per line whatever its size.
+``NotificationGroup`` ("B, C and 41 others followed you"): its count and
+newest actors are re-derived from the visible rows under it (actor active,
+no block either way) whenever a row is added, moved, removed or hidden
+(``services.recipient_refresh``), so a page reads one group row per line
+whatever its size.
 Written by the change's outbox job (``notifications.outbox``), never
 before commit. The unread count per recipient is kept in the database
 (``UnreadCounter``, in the same transactions) and mirrored in Redis
@@ -63,7 +66,11 @@ class Notification(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["recipient", "kind", "actor"], name="notification_unique_event")]
-        indexes = [models.Index(fields=["recipient", "read_at"], name="notification_unread")]
+        indexes = [
+            models.Index(fields=["recipient", "read_at"], name="notification_unread"),
+            # A group's re-derivation: its rows newest first (count and the newest actors).
+            models.Index(fields=["group", "created_at", "id"], name="notification_group_rows"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.actor_id} {self.kind} {self.recipient_id}"
@@ -81,3 +88,34 @@ class UnreadCounter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.unread} unread for {self.recipient_id} (v{self.version})"
+
+
+# The drift figures of a reconcile run, in the order the command and the health page show them.
+RECONCILE_FIGURES = ("rows_found", "rows_fixed", "groups_found", "groups_fixed", "counters_found", "counters_fixed", "mirrors_found", "mirrors_fixed")
+
+
+class NotificationsReconcileRun(models.Model):
+    """One run of ``reconcile_notifications`` (command or nightly task) and its drift figures:
+    rows that should not be there (a block between the accounts, a request no longer pending),
+    groups whose count or names differ from their rows, counter rows that differ from their
+    unread visible rows, Redis mirrors that differ from their row; ``*_found`` what differed,
+    ``*_fixed`` what was repaired (0 in a dry run). ``finished_at`` None: running or failed."""
+
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    dry_run = models.BooleanField(default=False)
+    rows_found = models.PositiveIntegerField(default=0)
+    rows_fixed = models.PositiveIntegerField(default=0)
+    groups_found = models.PositiveIntegerField(default=0)
+    groups_fixed = models.PositiveIntegerField(default=0)
+    counters_found = models.PositiveIntegerField(default=0)
+    counters_fixed = models.PositiveIntegerField(default=0)
+    mirrors_found = models.PositiveIntegerField(default=0)
+    mirrors_fixed = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        indexes = [models.Index(fields=["started_at"], name="notifications_reconcile_start")]
+
+    def __str__(self) -> str:
+        return f"notifications reconcile {self.started_at:%Y-%m-%d %H:%M}"

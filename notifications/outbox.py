@@ -3,11 +3,21 @@
 - ``notifications.follow``: ``object_id`` followed ``subject_id``
 - ``notifications.request``: ``object_id`` asked to follow ``subject_id``
 - ``notifications.approved``: ``object_id`` approved ``subject_id``'s request
+- ``notifications.pair``: a block between ``subject_id`` and ``object_id``, or a
+  request between them that ended (withdrawn, rejected, approved, dropped):
+  the rows between them that no longer stand go, their groups and both
+  counters are derived again (``services.pair_refresh``)
+- ``notifications.refresh``: group ``object_id`` (None: none) of recipient
+  ``subject_id`` lost rows (their actor was deleted): the group is derived
+  again and the counter recounted (``services.recipient_refresh``)
+- ``notifications.actor``: account ``subject_id`` was deactivated or
+  reactivated: every group and counter its rows count in is derived again
+  (``services.actor_refresh``)
 - ``notifications.purge``: account ``subject_id`` was deleted: its counter goes
 
 Sent to the Celery task with the change's other entries (one message), so
 a follow's request path pays nothing for its notification; each handler
-checks the change still stands (``services.notification_add``).
+re-reads the database, so a repeat or a late one is harmless.
 """
 
 from __future__ import annotations
@@ -20,7 +30,7 @@ from core.redis import get_redis
 
 from . import redis_keys
 from .models import APPROVED, FOLLOW, REQUEST
-from .services import notification_add
+from .services import actor_refresh, notification_add, pair_refresh, recipient_refresh
 
 
 def _handler(kind: str) -> outbox.Handler:
@@ -37,6 +47,24 @@ def _purge(entries: Sequence[OutboxEntry]) -> None:
     get_redis().unlink(*[redis_keys.unread_key(user_id) for user_id in ids])
 
 
+def _pairs(entries: Sequence[OutboxEntry]) -> None:
+    for user_id, other_id in sorted({(entry.subject_id, entry.object_id) for entry in entries if entry.object_id is not None}):
+        pair_refresh(user_id=user_id, other_id=other_id)
+
+
+def _refresh(entries: Sequence[OutboxEntry]) -> None:
+    groups: dict[int, set[int]] = {}
+    for entry in entries:
+        groups.setdefault(entry.subject_id, set()).update([entry.object_id] if entry.object_id is not None else [])
+    for recipient_id, group_ids in sorted(groups.items()):
+        recipient_refresh(recipient_id=recipient_id, group_ids=sorted(group_ids))
+
+
+def _actors(entries: Sequence[OutboxEntry]) -> None:
+    for actor_id in sorted({entry.subject_id for entry in entries}):
+        actor_refresh(actor_id=actor_id)
+
+
 # A deleted account's counter goes after commit (its rows go with the account).
 PURGE = outbox.register("notifications.purge", apply=_purge, inline=True, stage=2)
 
@@ -44,3 +72,11 @@ PURGE = outbox.register("notifications.purge", apply=_purge, inline=True, stage=
 FOLLOWED = outbox.register("notifications.follow", apply=_handler(FOLLOW), stage=2)
 REQUESTED = outbox.register("notifications.request", apply=_handler(REQUEST), stage=2)
 APPROVED_KIND = outbox.register("notifications.approved", apply=_handler(APPROVED), stage=2)
+
+# Inline: the blocked account's name leaves the other's lines and count in the
+# request that blocked (the page checks blocks at read time meanwhile).
+PAIR = outbox.register("notifications.pair", apply=_pairs, inline=True, stage=2)
+# Not inline by default: a deleted or deactivated account with many followers
+# touches many recipients; the receivers choose inline for small ones.
+REFRESH = outbox.register("notifications.refresh", apply=_refresh, stage=2)
+ACTOR = outbox.register("notifications.actor", apply=_actors, stage=2)
