@@ -111,7 +111,10 @@ def _add(kind: str, *, recipient_id: int, actor_id: int) -> bool:
         # locked: a follow holds its follower's.
         counter = UnreadCounter.objects.select_for_update().get(pk=recipient_id)
         # Again under the lock: a block whose refresh ran between the first check and this
-        # lock would otherwise leave this row behind it.
+        # lock would otherwise leave this row behind it. The actor's account row is read
+        # under a shared lock, so a deactivation either commits first (and is seen here) or
+        # waits for this row, which its refresh then finds.
+        _share_lock_account(actor_id)
         if not _still_stands(kind, recipient_id=recipient_id, actor_id=actor_id):
             return False
         # The time after the lock: one recipient's notifications are stamped in the order
@@ -135,6 +138,12 @@ def _add(kind: str, *, recipient_id: int, actor_id: int) -> bool:
         if unread_now:
             _counter_change(counter, counter.unread + 1)
     return unread_now
+
+
+def _share_lock_account(user_id: int) -> None:
+    lock = " LOCK IN SHARE MODE" if connection.vendor == "mysql" else ""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id FROM {User._meta.db_table} WHERE id = %s{lock}", [user_id])
 
 
 def _refresh_groups(group_ids: Sequence[int]) -> int:
