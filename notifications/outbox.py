@@ -80,3 +80,68 @@ PAIR = outbox.register("notifications.pair", apply=_pairs, inline=True, stage=2)
 # touches many recipients; the receivers choose inline for small ones.
 REFRESH = outbox.register("notifications.refresh", apply=_refresh, stage=2)
 ACTOR = outbox.register("notifications.actor", apply=_actors, stage=2)
+
+# Which change of the graph brings the notifications' structures up to date, and how
+# (issue 23's table; the cell names the outbox kind, "read-time: <function>", or why
+# the change cannot affect the structure). One value per structure, the same three for
+# every change: rows, grouped lines, unread counters (with their Redis mirror, written
+# by ``notifications.counter`` after every counter change).
+ROWS, GROUPS, COUNTERS = "notification rows", "notification groups", "unread counters"
+_PAIR = "notifications.pair"
+_HISTORY = "none: a follow notification is history (README), it stays after the follow ends"
+GRAPH_EFFECTS: dict[str, dict[str, str]] = {
+    "follow": {ROWS: FOLLOWED.name, GROUPS: FOLLOWED.name, COUNTERS: FOLLOWED.name},
+    "unfollow": {ROWS: _HISTORY, GROUPS: _HISTORY, COUNTERS: _HISTORY},
+    "follow request made": {ROWS: REQUESTED.name, GROUPS: REQUESTED.name, COUNTERS: REQUESTED.name},
+    "request approved": {ROWS: _PAIR, GROUPS: _PAIR, COUNTERS: _PAIR},
+    "request rejected": {ROWS: _PAIR, GROUPS: _PAIR, COUNTERS: _PAIR},
+    "request withdrawn": {ROWS: _PAIR, GROUPS: _PAIR, COUNTERS: _PAIR},
+    "remove follower": {ROWS: _HISTORY, GROUPS: _HISTORY, COUNTERS: _HISTORY},
+    "block": {
+        ROWS: _PAIR,
+        GROUPS: f"{_PAIR}; read-time: notifications.selectors.groups_page",
+        COUNTERS: _PAIR,
+    },
+    "unblock": {
+        ROWS: "none: the rows a block removed do not come back; later events notify again",
+        GROUPS: "none: derived from rows, which an unblock does not change",
+        COUNTERS: "none: derived from rows, which an unblock does not change",
+    },
+    "mute": {
+        ROWS: "none: a mute stops new notifications (checked by each notification's job) and keeps the lines there are",
+        GROUPS: "none: a mute changes no row",
+        COUNTERS: "none: a mute changes no row",
+    },
+    "unmute or mute expiry": {
+        ROWS: "none: later events notify again (each job reads the live mutes)",
+        GROUPS: "none: a mute changes no row",
+        COUNTERS: "none: a mute changes no row",
+    },
+    "privacy on": {
+        ROWS: "none: what was notified stands; later follows are requests (notifications.request)",
+        GROUPS: "none: no row changes",
+        COUNTERS: "none: no row changes",
+    },
+    "privacy off": {
+        ROWS: f"{_PAIR} and {FOLLOWED.name} per pending request (social.privacy_open approves them)",
+        GROUPS: f"{_PAIR} and {FOLLOWED.name}",
+        COUNTERS: f"{_PAIR} and {FOLLOWED.name}",
+    },
+    "deactivation": {
+        ROWS: "none: the rows are kept (reactivation shows them again); hidden from groups and counters",
+        GROUPS: f"{ACTOR.name}; read-time: notifications.selectors.groups_page",
+        COUNTERS: ACTOR.name,
+    },
+    "reactivation": {
+        ROWS: "none: the rows were kept",
+        GROUPS: ACTOR.name,
+        COUNTERS: ACTOR.name,
+    },
+    "deletion": {
+        ROWS: "none: the rows cascade with the account",
+        GROUPS: f"{REFRESH.name}; read-time: notifications.selectors.groups_page",
+        COUNTERS: f"{REFRESH.name} (the recipients'), {PURGE.name} (the deleted account's own)",
+    },
+}
+# The reconcile of all three: ``services.notifications_reconcile`` (``reconcile_notifications``, nightly).
+RECONCILE = "notifications.services.notifications_reconcile"
