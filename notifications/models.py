@@ -11,7 +11,8 @@ no block either way) whenever a row is added, moved, removed or hidden
 whatever its size.
 Written by the change's outbox job (``notifications.outbox``), never
 before commit. The unread count per recipient is kept in the database
-(``UnreadCounter``, in the same transactions) and mirrored in Redis
+(``UnreadCounter``, in the same transactions, recounted from the rows
+whenever rows are hidden or removed) and mirrored in Redis
 (``notifications.redis_keys.unread_key``), so a read is one GET, or one
 primary-key read while the mirror is missing.
 """
@@ -77,10 +78,11 @@ class Notification(models.Model):
 
 
 class UnreadCounter(models.Model):
-    """How many notifications of ``recipient`` are ``unread``, kept by the transactions that add
-    and read them (their first lock, so one recipient's writers queue here), and ``version``,
-    raised by each, which orders their writes of the Redis mirror (an older one never
-    overwrites a newer one)."""
+    """How many visible notifications of ``recipient`` are ``unread`` (actor active, no block
+    between them), raised by the transaction that adds one and recounted from the rows by every
+    other that changes them (mark-read, a block, a deletion, a deactivation): their first lock,
+    so one recipient's writers queue here. ``version``, raised by each, orders their writes of
+    the Redis mirror (an older one never overwrites a newer one)."""
 
     recipient = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+")
     unread = models.PositiveIntegerField(default=0)

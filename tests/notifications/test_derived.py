@@ -14,7 +14,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from notifications import redis_keys, selectors, services
+from notifications import receivers, redis_keys, selectors, services
 from notifications.models import Notification, NotificationGroup, NotificationsReconcileRun, UnreadCounter
 from social import controls
 from social import services as social_services
@@ -112,7 +112,9 @@ class TestC25BlockVersusRequest:
 
 
 class TestC26Deletion:
-    def test_a_deleted_followers_notification_leaves_no_trace(self, alice, bob, run_commits, redis_client):
+    @pytest.mark.parametrize("inline_rows", [200, 0], ids=["refreshed-in-the-request", "refreshed-by-the-task"])
+    def test_a_deleted_followers_notification_leaves_no_trace(self, alice, bob, run_commits, redis_client, monkeypatch, inline_rows):
+        monkeypatch.setattr(receivers, "INLINE_ACTOR_ROWS", inline_rows)
         run_commits(lambda: social_services.follow_create(actor=bob, followee_id=alice.pk))
         before = (texts(alice), unread_everywhere(alice, redis_client))
 
@@ -189,6 +191,30 @@ class TestRequestsThatEnd:
         expected = {"approved": ["@bob followed you", "@charlie asked to follow you"]}.get(ending, ["@charlie asked to follow you"])
         assert texts(alice) == expected
         assert unread_everywhere(alice, redis_client)[:3] == (len(expected),) * 3
+
+
+class TestPrivacyOff:
+    def test_turning_approval_off_turns_the_asking_line_into_a_follow_line(self, alice, bob, run_commits, redis_client):
+        run_commits(lambda: make_private(alice))
+        run_commits(lambda: social_services.follow_create(actor=bob, followee_id=alice.pk))
+
+        run_commits(lambda: controls.account_privacy_set(actor=alice, private=False))
+
+        assert texts(alice) == ["@bob followed you"]
+        assert texts(bob) == ["@alice approved your follow request"]
+        assert unread_everywhere(alice, redis_client) == (1, 1, 1, 1)
+
+
+class TestUnfollowKeepsHistory:
+    def test_an_unfollow_or_a_removed_follower_keeps_the_line(self, alice, bob, charlie, run_commits, redis_client):
+        run_commits(lambda: social_services.follow_create(actor=bob, followee_id=alice.pk))
+        run_commits(lambda: social_services.follow_create(actor=charlie, followee_id=alice.pk))
+
+        run_commits(lambda: social_services.follow_delete(actor=bob, followee_id=alice.pk))
+        run_commits(lambda: controls.follower_remove(actor=alice, follower_id=charlie.pk))
+
+        assert texts(alice) == ["@charlie and @bob followed you"]
+        assert unread_everywhere(alice, redis_client) == (2, 2, 2, 2)
 
 
 class TestReconcile:
