@@ -117,7 +117,7 @@ class NotificationsReconcileRun(models.Model):
     error = models.TextField(blank=True, default="")
 
     class Meta:
-        indexes = [models.Index(fields=["started_at"], name="notifications_reconcile_start")]
+        indexes = (models.Index(fields=["started_at"], name="notifications_reconcile_start"),)
 
     def __str__(self) -> str:
         return f"notifications reconcile {self.started_at:%Y-%m-%d %H:%M}"
