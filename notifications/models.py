@@ -4,11 +4,15 @@ The database is the truth. One ``Notification`` per (recipient, kind,
 actor): the same event again within ``REPEAT_SECONDS`` (a follow, an
 unfollow and a follow again) changes nothing; later it brings the row back
 to the top, unread. Rows of one kind and day are counted in a
-``NotificationGroup`` ("B, C and 41 others followed you"), updated with
-each row, so a page reads one group row per line whatever its size.
+``NotificationGroup`` ("B, C and 41 others followed you"): its count and
+newest actors are re-derived from the visible rows under it (actor active,
+no block either way) whenever a row is added, moved, removed or hidden
+(``services.recipient_refresh``), so a page reads one group row per line
+whatever its size.
 Written by the change's outbox job (``notifications.outbox``), never
 before commit. The unread count per recipient is kept in the database
-(``UnreadCounter``, in the same transactions) and mirrored in Redis
+(``UnreadCounter``, in the same transactions, recounted from the rows
+whenever rows are hidden or removed) and mirrored in Redis
 (``notifications.redis_keys.unread_key``), so a read is one GET, or one
 primary-key read while the mirror is missing.
 """
@@ -63,17 +67,22 @@ class Notification(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["recipient", "kind", "actor"], name="notification_unique_event")]
-        indexes = [models.Index(fields=["recipient", "read_at"], name="notification_unread")]
+        indexes = [
+            models.Index(fields=["recipient", "read_at"], name="notification_unread"),
+            # A group's re-derivation: its rows newest first (count and the newest actors).
+            models.Index(fields=["group", "created_at", "id"], name="notification_group_rows"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.actor_id} {self.kind} {self.recipient_id}"
 
 
 class UnreadCounter(models.Model):
-    """How many notifications of ``recipient`` are ``unread``, kept by the transactions that add
-    and read them (their first lock, so one recipient's writers queue here), and ``version``,
-    raised by each, which orders their writes of the Redis mirror (an older one never
-    overwrites a newer one)."""
+    """How many visible notifications of ``recipient`` are ``unread`` (actor active, no block
+    between them), raised by the transaction that adds one and recounted from the rows by every
+    other that changes them (mark-read, a block, a deletion, a deactivation): their first lock,
+    so one recipient's writers queue here. ``version``, raised by each, orders their writes of
+    the Redis mirror (an older one never overwrites a newer one)."""
 
     recipient = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+")
     unread = models.PositiveIntegerField(default=0)
@@ -81,3 +90,34 @@ class UnreadCounter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.unread} unread for {self.recipient_id} (v{self.version})"
+
+
+# The drift figures of a reconcile run, in the order the command and the health page show them.
+RECONCILE_FIGURES = ("rows_found", "rows_fixed", "groups_found", "groups_fixed", "counters_found", "counters_fixed", "mirrors_found", "mirrors_fixed")
+
+
+class NotificationsReconcileRun(models.Model):
+    """One run of ``reconcile_notifications`` (command or nightly task) and its drift figures:
+    rows that should not be there (a block between the accounts, a request no longer pending),
+    groups whose count or names differ from their rows, counter rows that differ from their
+    unread visible rows, Redis mirrors that differ from their row; ``*_found`` what differed,
+    ``*_fixed`` what was repaired (0 in a dry run). ``finished_at`` None: running or failed."""
+
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    dry_run = models.BooleanField(default=False)
+    rows_found = models.PositiveIntegerField(default=0)
+    rows_fixed = models.PositiveIntegerField(default=0)
+    groups_found = models.PositiveIntegerField(default=0)
+    groups_fixed = models.PositiveIntegerField(default=0)
+    counters_found = models.PositiveIntegerField(default=0)
+    counters_fixed = models.PositiveIntegerField(default=0)
+    mirrors_found = models.PositiveIntegerField(default=0)
+    mirrors_fixed = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        indexes = (models.Index(fields=["started_at"], name="notifications_reconcile_start"),)
+
+    def __str__(self) -> str:
+        return f"notifications reconcile {self.started_at:%Y-%m-%d %H:%M}"

@@ -3,11 +3,21 @@
 - ``notifications.follow``: ``object_id`` followed ``subject_id``
 - ``notifications.request``: ``object_id`` asked to follow ``subject_id``
 - ``notifications.approved``: ``object_id`` approved ``subject_id``'s request
+- ``notifications.pair``: a block between ``subject_id`` and ``object_id``, or a
+  request between them that ended (withdrawn, rejected, approved, dropped):
+  the rows between them that no longer stand go, their groups and both
+  counters are derived again (``services.pair_refresh``)
+- ``notifications.refresh``: group ``object_id`` (None: none) of recipient
+  ``subject_id`` lost rows (their actor was deleted): the group is derived
+  again and the counter recounted (``services.recipient_refresh``)
+- ``notifications.actor``: account ``subject_id`` was deactivated or
+  reactivated: every group and counter its rows count in is derived again
+  (``services.actor_refresh``)
 - ``notifications.purge``: account ``subject_id`` was deleted: its counter goes
 
 Sent to the Celery task with the change's other entries (one message), so
 a follow's request path pays nothing for its notification; each handler
-checks the change still stands (``services.notification_add``).
+re-reads the database, so a repeat or a late one is harmless.
 """
 
 from __future__ import annotations
@@ -20,7 +30,7 @@ from core.redis import get_redis
 
 from . import redis_keys
 from .models import APPROVED, FOLLOW, REQUEST
-from .services import notification_add
+from .services import actor_refresh, notification_add, pair_refresh, recipient_refresh
 
 
 def _handler(kind: str) -> outbox.Handler:
@@ -37,6 +47,24 @@ def _purge(entries: Sequence[OutboxEntry]) -> None:
     get_redis().unlink(*[redis_keys.unread_key(user_id) for user_id in ids])
 
 
+def _pairs(entries: Sequence[OutboxEntry]) -> None:
+    for user_id, other_id in sorted({(entry.subject_id, entry.object_id) for entry in entries if entry.object_id is not None}):
+        pair_refresh(user_id=user_id, other_id=other_id)
+
+
+def _refresh(entries: Sequence[OutboxEntry]) -> None:
+    groups: dict[int, set[int]] = {}
+    for entry in entries:
+        groups.setdefault(entry.subject_id, set()).update([entry.object_id] if entry.object_id is not None else [])
+    for recipient_id, group_ids in sorted(groups.items()):
+        recipient_refresh(recipient_id=recipient_id, group_ids=sorted(group_ids))
+
+
+def _actors(entries: Sequence[OutboxEntry]) -> None:
+    for actor_id in sorted({entry.subject_id for entry in entries}):
+        actor_refresh(actor_id=actor_id)
+
+
 # A deleted account's counter goes after commit (its rows go with the account).
 PURGE = outbox.register("notifications.purge", apply=_purge, inline=True, stage=2)
 
@@ -44,3 +72,76 @@ PURGE = outbox.register("notifications.purge", apply=_purge, inline=True, stage=
 FOLLOWED = outbox.register("notifications.follow", apply=_handler(FOLLOW), stage=2)
 REQUESTED = outbox.register("notifications.request", apply=_handler(REQUEST), stage=2)
 APPROVED_KIND = outbox.register("notifications.approved", apply=_handler(APPROVED), stage=2)
+
+# Inline: the blocked account's name leaves the other's lines and count in the
+# request that blocked (the page checks blocks at read time meanwhile).
+PAIR = outbox.register("notifications.pair", apply=_pairs, inline=True, stage=2)
+# Not inline by default: a deleted or deactivated account with many followers
+# touches many recipients; the receivers choose inline for small ones.
+REFRESH = outbox.register("notifications.refresh", apply=_refresh, stage=2)
+ACTOR = outbox.register("notifications.actor", apply=_actors, stage=2)
+
+# Which change of the graph brings the notifications' structures up to date, and how
+# (issue 23's table; the cell names the outbox kind, "read-time: <function>", or why
+# the change cannot affect the structure). One value per structure, the same three for
+# every change: rows, grouped lines, unread counters (with their Redis mirror, written
+# by ``notifications.counter`` after every counter change).
+ROWS, GROUPS, COUNTERS = "notification rows", "notification groups", "unread counters"
+_PAIR = "notifications.pair"
+_HISTORY = "none: a follow notification is history (README), it stays after the follow ends"
+GRAPH_EFFECTS: dict[str, dict[str, str]] = {
+    "follow": {ROWS: FOLLOWED.name, GROUPS: FOLLOWED.name, COUNTERS: FOLLOWED.name},
+    "unfollow": {ROWS: _HISTORY, GROUPS: _HISTORY, COUNTERS: _HISTORY},
+    "follow request made": {ROWS: REQUESTED.name, GROUPS: REQUESTED.name, COUNTERS: REQUESTED.name},
+    "request approved": {ROWS: _PAIR, GROUPS: _PAIR, COUNTERS: _PAIR},
+    "request rejected": {ROWS: _PAIR, GROUPS: _PAIR, COUNTERS: _PAIR},
+    "request withdrawn": {ROWS: _PAIR, GROUPS: _PAIR, COUNTERS: _PAIR},
+    "remove follower": {ROWS: _HISTORY, GROUPS: _HISTORY, COUNTERS: _HISTORY},
+    "block": {
+        ROWS: _PAIR,
+        GROUPS: f"{_PAIR}; read-time: notifications.selectors.groups_page",
+        COUNTERS: _PAIR,
+    },
+    "unblock": {
+        ROWS: "none: the rows a block removed do not come back; later events notify again",
+        GROUPS: "none: derived from rows, which an unblock does not change",
+        COUNTERS: "none: derived from rows, which an unblock does not change",
+    },
+    "mute": {
+        ROWS: "none: a mute stops new notifications (checked by each notification's job) and keeps the lines there are",
+        GROUPS: "none: a mute changes no row",
+        COUNTERS: "none: a mute changes no row",
+    },
+    "unmute or mute expiry": {
+        ROWS: "none: later events notify again (each job reads the live mutes)",
+        GROUPS: "none: a mute changes no row",
+        COUNTERS: "none: a mute changes no row",
+    },
+    "privacy on": {
+        ROWS: "none: what was notified stands; later follows are requests (notifications.request)",
+        GROUPS: "none: no row changes",
+        COUNTERS: "none: no row changes",
+    },
+    "privacy off": {
+        ROWS: f"{_PAIR} and {FOLLOWED.name} per pending request (social.privacy_open approves them)",
+        GROUPS: f"{_PAIR} and {FOLLOWED.name}",
+        COUNTERS: f"{_PAIR} and {FOLLOWED.name}",
+    },
+    "deactivation": {
+        ROWS: "none: the rows are kept (reactivation shows them again); hidden from groups and counters",
+        GROUPS: f"{ACTOR.name}; read-time: notifications.selectors.groups_page",
+        COUNTERS: ACTOR.name,
+    },
+    "reactivation": {
+        ROWS: "none: the rows were kept",
+        GROUPS: ACTOR.name,
+        COUNTERS: ACTOR.name,
+    },
+    "deletion": {
+        ROWS: "none: the rows cascade with the account",
+        GROUPS: f"{REFRESH.name}; read-time: notifications.selectors.groups_page",
+        COUNTERS: f"{REFRESH.name} (the recipients'), {PURGE.name} (the deleted account's own)",
+    },
+}
+# The reconcile of all three: ``services.notifications_reconcile`` (``reconcile_notifications``, nightly).
+RECONCILE = "notifications.services.notifications_reconcile"

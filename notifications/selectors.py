@@ -1,5 +1,11 @@
 """Every read of notifications: the unread count (Redis, O(1)) and the grouped page (database).
 
+A line counts and names only what its reader may see: the group row holds
+what its visible rows give (``derive_group``, re-derived by every change
+that adds, moves, removes or hides a row), and the page checks it against
+the database's blocks and accounts at read time, so a block or deactivation
+whose after-commit work has not run yet is in force already.
+
 The unread count's Redis mirror is a cache of the database's counter row: a
 read that finds it missing sets it, and the writers' outbox entries set it
 after their commits, each only over an older version (``counter_publish``).
@@ -7,22 +13,22 @@ after their commits, each only over an older version (``counter_publish``).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime
 
 import redis
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from core.cluster import lua
 from core.paging import Cursor
 from core.redis import redis_or_database
-from social.visibility import hidden_ids
+from social.models import Block
 from users.models import User
 from users.selectors import users_by_id
 
 from . import redis_keys
-from .models import KINDS, NotificationGroup, UnreadCounter
+from .models import GROUP_ACTORS, KINDS, Notification, NotificationGroup, UnreadCounter
 
 LABELS = dict(KINDS)
 
@@ -86,7 +92,9 @@ def unread_count(*, user_id: int) -> int:
 @dataclass(frozen=True)
 class GroupLine:
     """One line of the notifications page: ``count`` notifications of ``kind`` on one day, the
-    newest ``actors`` first, ``text`` as shown ("B, C and 41 others followed you")."""
+    newest ``actors`` first, ``text`` as shown: "@b followed you", "@c and @b followed you",
+    "@d, @c and @b followed you", "@e, @d, @c and 41 others followed you", or "2 accounts
+    followed you" while every named actor is hidden and its refresh pending."""
 
     group_id: int
     kind: str
@@ -99,12 +107,15 @@ class GroupLine:
     def text(self) -> str:
         names = [f"@{actor.username}" for actor in self.actors]
         others = self.count - len(names)
-        if others > 0:
+        if not names:
+            # Every named actor was hidden since (its refresh pending): count, never an empty name.
+            who = f"{self.count:,} account{'s' if self.count != 1 else ''}"
+        elif others > 0:
             who = f"{', '.join(names)} and {others:,} other{'s' if others != 1 else ''}"
         elif len(names) > 1:
             who = f"{', '.join(names[:-1])} and {names[-1]}"
         else:
-            who = names[0] if names else "Someone"
+            who = names[0]
         return f"{who} {LABELS[self.kind]}"
 
 
@@ -116,29 +127,79 @@ class GroupPage:
     next_cursor: Cursor | None
 
 
+def visible(rows: QuerySet[Notification]) -> QuerySet[Notification]:
+    """``rows`` that their recipient may see: the actor's account is active and no block stands
+    between actor and recipient either way."""
+    blocks = Block.objects.filter(
+        Q(blocker_id=OuterRef("recipient_id"), blocked_id=OuterRef("actor_id")) | Q(blocker_id=OuterRef("actor_id"), blocked_id=OuterRef("recipient_id"))
+    )
+    return rows.filter(actor__is_active=True).exclude(Exists(blocks))
+
+
+@dataclass(frozen=True)
+class DerivedGroup:
+    """What a group's visible rows give: ``count``, the newest ``actor_ids`` (at most
+    ``GROUP_ACTORS``), whether one is ``unread``, and the newest row's time (None: no row)."""
+
+    count: int
+    actor_ids: list[int]
+    unread: bool
+    updated_at: datetime | None
+
+    def differs(self, group: NotificationGroup) -> bool:
+        """Whether ``group`` holds other figures (its time only when it has rows)."""
+        moved = self.updated_at is not None and self.updated_at != group.updated_at
+        return (self.count, self.actor_ids, self.unread) != (group.count, list(group.latest_actor_ids), group.unread) or moved
+
+
+def derive_group(group_id: int) -> DerivedGroup:
+    """The figures of group ``group_id`` from its visible rows (index ``notification_group_rows``)."""
+    rows = visible(Notification.objects.filter(group_id=group_id))
+    newest = list(rows.order_by("-created_at", "-pk").values_list("actor_id", "created_at")[:GROUP_ACTORS])
+    if not newest:
+        return DerivedGroup(count=0, actor_ids=[], unread=False, updated_at=None)
+    return DerivedGroup(
+        count=rows.count(),
+        actor_ids=[actor for actor, _ in newest],
+        unread=rows.filter(read_at__isnull=True).exists(),
+        updated_at=newest[0][1],
+    )
+
+
+def blocked_ids_database(*, user_id: int) -> set[int]:
+    """The accounts a block separates from ``user_id``, either way, from the database (O(blocks))."""
+    pairs = Block.objects.filter(Q(blocker_id=user_id) | Q(blocked_id=user_id)).values_list("blocker_id", "blocked_id")
+    return {other for pair in pairs for other in pair if other != user_id}
+
+
 def groups_page(*, user_id: int, cursor: Cursor | None, limit: int) -> GroupPage:
     """``user_id``'s notification lines, newest first, keyset-paged on ``(updated_at, id)``: one
-    query for the groups and one for their actors, whatever a group's count."""
+    query for the groups, one for the reader's blocks and one for the actors, whatever a
+    group's count (a fourth while a block's rows await their refresh).
+
+    A line never names or counts an account the reader may not see now, whatever
+    after-commit work is pending: blocked rows and named actors that are deactivated or
+    deleted are taken off the group's count; a line left with none is not shown."""
     rows = NotificationGroup.objects.filter(recipient_id=user_id, count__gt=0)
     if cursor is not None:
-        at = datetime.fromtimestamp(cursor.score / 1_000_000, tz=dt_timezone.utc)
+        at = datetime.fromtimestamp(cursor.score / 1_000_000, tz=UTC)
         rows = rows.filter(Q(updated_at__lt=at) | Q(updated_at=at, pk__lt=cursor.member))
     found = list(rows.order_by("-updated_at", "-pk")[: limit + 1])
     shown = found[:limit]
-    # Accounts a block separates from the reader since are not named.
-    hidden = hidden_ids(viewer_id=user_id)
+    # The database's blocks, not Redis's: a block that committed is in force on this read.
+    hidden = blocked_ids_database(user_id=user_id) if shown else set()
     actors = users_by_id(sorted({actor for group in shown for actor in group.latest_actor_ids if actor not in hidden}))
-    lines = [
-        GroupLine(
-            group_id=group.pk,
-            kind=group.kind,
-            count=group.count,
-            actors=[actors[actor] for actor in group.latest_actor_ids if actor in actors],
-            updated_at=group.updated_at,
-            unread=group.unread,
-        )
-        for group in shown
-    ]
+    blocked_rows: Counter[int] = Counter()
+    if hidden:
+        blocked_rows.update(Notification.objects.filter(group_id__in=[group.pk for group in shown], actor_id__in=sorted(hidden)).values_list("group_id", flat=True))
+    lines = []
+    for group in shown:
+        names = [actors[actor] for actor in group.latest_actor_ids if actor in actors]
+        gone = sum(1 for actor in group.latest_actor_ids if actor not in actors and actor not in hidden)
+        count = max(group.count - blocked_rows[group.pk] - gone, len(names))
+        if count == 0:
+            continue
+        lines.append(GroupLine(group_id=group.pk, kind=group.kind, count=count, actors=names, updated_at=group.updated_at, unread=group.unread))
     last = shown[-1] if shown else None
     more = len(found) > limit and last is not None
     next_cursor = Cursor(score=int(last.updated_at.timestamp() * 1_000_000), member=last.pk) if more and last is not None else None

@@ -4,21 +4,26 @@
 it runs after the change committed, checks that the change still stands,
 and writes the row, its group and the recipient's unread counter in one
 transaction; the counter's Redis mirror follows after commit.
-``notifications_mark_read`` is the reader's; ``unread_reconcile`` the
-nightly repair of the counters.
+``notifications_mark_read`` is the reader's. A change that hides or removes
+rows (a block, a request that ended, a deletion, a deactivation or
+reactivation) records an outbox entry whose job (``pair_refresh``,
+``recipient_refresh``, ``actor_refresh``) derives the groups again from their
+rows and recounts the unread counter under its lock: no path patches a
+count by itself. ``notifications_reconcile`` is the nightly check of all of
+it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from datetime import date, datetime, timedelta
-from functools import partial
 from typing import Any
 
+import redis
 from django.db import connection, transaction
-from django.db.models import Count, F, Max, Q
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
 from django.db.models.constants import OnConflict
-from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from core import outbox
@@ -30,8 +35,17 @@ from social.models import Block, Follow, FollowRequest, Mute, live_mutes
 from users.models import User
 
 from . import redis_keys
-from .models import APPROVED, FOLLOW, GROUP_ACTORS, REPEAT_SECONDS, REQUEST, Notification, NotificationGroup, UnreadCounter
-from .selectors import counter_publish
+from .models import (
+    APPROVED,
+    FOLLOW,
+    REPEAT_SECONDS,
+    REQUEST,
+    Notification,
+    NotificationGroup,
+    NotificationsReconcileRun,
+    UnreadCounter,
+)
+from .selectors import counter_publish, derive_group, visible
 
 
 def _still_stands(kind: str, *, recipient_id: int, actor_id: int) -> bool:
@@ -92,9 +106,17 @@ def _add(kind: str, *, recipient_id: int, actor_id: int) -> bool:
     _ensure_rows(recipient_id, kind, day)
     with transaction.atomic():
         # The counter row's lock serialises the jobs of one recipient (a storm of follows of
-        # one account) and its mark-read, so the counts never race; it and the group row
-        # exist already. No account row is locked: a follow holds its follower's.
+        # one account), its mark-read and every refresh (block, deletion, deactivation), so
+        # the counts never race; it and the group row exist already. No account row is
+        # locked: a follow holds its follower's.
         counter = UnreadCounter.objects.select_for_update().get(pk=recipient_id)
+        # Again under the lock: a block whose refresh ran between the first check and this
+        # lock would otherwise leave this row behind it. The actor's account row is read
+        # under a shared lock, so a deactivation either commits first (and is seen here) or
+        # waits for this row, which its refresh then finds.
+        _share_lock_account(actor_id)
+        if not _still_stands(kind, recipient_id=recipient_id, actor_id=actor_id):
+            return False
         # The time after the lock: one recipient's notifications are stamped in the order
         # they commit, so a page's newest time bounds what it showed (mark-read).
         now = timezone.now()
@@ -109,17 +131,125 @@ def _add(kind: str, *, recipient_id: int, actor_id: int) -> bool:
             unread_now = True
         else:
             unread_now = row.read_at is not None
-            if row.group_id is not None and row.group_id != group.pk:
-                NotificationGroup.objects.filter(pk=row.group_id).update(count=Greatest(F("count") - 1, 0))
             Notification.objects.filter(pk=row.pk).update(created_at=now, read_at=None, group=group)
-        moved_in = row is None or row.group_id != group.pk
-        actors = [actor_id] + [other for other in group.latest_actor_ids if other != actor_id]
-        NotificationGroup.objects.filter(pk=group.pk).update(
-            count=F("count") + (1 if moved_in else 0), latest_actor_ids=actors[:GROUP_ACTORS], updated_at=now, unread=True
-        )
+        # Both groups the row touched (the day it left, the day it came to) are derived again
+        # from their rows: the old one no longer counts or names the actor.
+        _refresh_groups(sorted({group.pk, *([row.group_id] if row is not None and row.group_id else [])}))
         if unread_now:
             _counter_change(counter, counter.unread + 1)
     return unread_now
+
+
+def _share_lock_account(user_id: int) -> None:
+    lock = " LOCK IN SHARE MODE" if connection.vendor == "mysql" else ""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id FROM {User._meta.db_table} WHERE id = %s{lock}", [user_id])
+
+
+def _refresh_groups(group_ids: Sequence[int]) -> int:
+    """Derive the count, newest actors, newest time and unread flag of each group from its
+    visible rows (``selectors.visible``); the caller's transaction holds the recipient's counter
+    lock. Groups in pk order, so two refreshes of one recipient lock them alike.
+
+    :returns: how many groups changed.
+    """
+    changed = 0
+    for group in NotificationGroup.objects.select_for_update().filter(pk__in=group_ids).order_by("pk"):
+        derived = derive_group(group.pk)
+        if derived.differs(group):
+            NotificationGroup.objects.filter(pk=group.pk).update(
+                count=derived.count, latest_actor_ids=derived.actor_ids, unread=derived.unread, updated_at=derived.updated_at or group.updated_at
+            )
+            changed += 1
+    return changed
+
+
+def _recount(counter: UnreadCounter) -> None:
+    """Count ``counter``'s unread visible rows again into it (locked by the caller), at the next version."""
+    _counter_change(counter, visible(Notification.objects.filter(recipient_id=counter.recipient_id, read_at__isnull=True)).count())
+
+
+def _lock_counters(recipient_ids: Sequence[int]) -> dict[int, UnreadCounter]:
+    for recipient_id in recipient_ids:
+        _insert_ignore(UnreadCounter._meta.db_table, "recipient_id, unread, version", [recipient_id, 0, 0])
+    found = UnreadCounter.objects.select_for_update().filter(pk__in=sorted(recipient_ids)).order_by("pk")
+    return {counter.pk: counter for counter in found}
+
+
+def recipient_refresh(*, recipient_id: int, group_ids: Sequence[int] = ()) -> None:
+    """Derive ``recipient_id``'s ``group_ids`` from their rows again and recount its unread
+    counter (the after-commit work of a deletion, a deactivation or a reactivation); idempotent."""
+
+    def write() -> None:
+        with transaction.atomic():
+            counter = _lock_counters([recipient_id])[recipient_id]
+            _refresh_groups(group_ids)
+            _recount(counter)
+
+    retry_on_deadlock(write)
+
+
+def pair_refresh(*, user_id: int, other_id: int) -> int:
+    """Make the notifications between two accounts agree with the database now (the after-commit
+    work of a block and of a request that ended): a block either way removes every row between
+    them, both directions; an "asked to follow you" row goes once its request is not pending.
+    The groups of the removed rows are derived again and both counters recounted; idempotent.
+
+    :returns: how many rows were removed.
+    """
+    ids = sorted({user_id, other_id})
+
+    def write() -> int:
+        with transaction.atomic():
+            counters = _lock_counters(ids)
+            stale = _stale_rows(user_id, other_id)
+            removed = list(stale.values_list("pk", "recipient_id", "group_id"))
+            Notification.objects.filter(pk__in=[pk for pk, _, _ in removed]).delete()
+            for recipient_id, counter in counters.items():
+                _refresh_groups(sorted({group for _, owner, group in removed if owner == recipient_id and group is not None}))
+                _recount(counter)
+        return len(removed)
+
+    return retry_on_deadlock(write)
+
+
+def _stale_rows(user_id: int, other_id: int) -> QuerySet[Notification]:
+    """The rows between the two accounts that should not exist now."""
+    between = Q(recipient_id=user_id, actor_id=other_id) | Q(recipient_id=other_id, actor_id=user_id)
+    blocked = Q(blocker_id=user_id, blocked_id=other_id) | Q(blocker_id=other_id, blocked_id=user_id)
+    if Block.objects.filter(blocked).exists():
+        return Notification.objects.filter(between)
+    ended = Q(pk__in=[])
+    for recipient_id, actor_id in ((user_id, other_id), (other_id, user_id)):
+        if not FollowRequest.objects.filter(requester_id=actor_id, target_id=recipient_id).exists():
+            ended |= Q(recipient_id=recipient_id, actor_id=actor_id)
+    return Notification.objects.filter(ended, kind=REQUEST)
+
+
+def actor_refresh(*, actor_id: int, batch: int = 500) -> int:
+    """Derive again every group and counter in which ``actor_id``'s rows count (its account was
+    deactivated or reactivated: its rows are hidden or shown again), one recipient at a time.
+
+    :returns: how many recipients were refreshed.
+    """
+    pairs = Notification.objects.filter(actor_id=actor_id).values_list("recipient_id", "group_id").order_by("recipient_id", "group_id").distinct()
+    by_recipient: dict[int, set[int]] = {}
+    for recipient_id, group_id in pairs.iterator(chunk_size=batch):
+        by_recipient.setdefault(recipient_id, set()).update([group_id] if group_id is not None else [])
+    for recipient_id, groups in by_recipient.items():
+        recipient_refresh(recipient_id=recipient_id, group_ids=sorted(groups))
+    return len(by_recipient)
+
+
+def actor_row_count(*, actor_id: int) -> int:
+    """How many notification rows name ``actor_id``."""
+    return Notification.objects.filter(actor_id=actor_id).count()
+
+
+def actor_rows(*, actor_id: int) -> list[tuple[int, int | None]]:
+    """``(recipient id, group id)`` of every group holding a row of ``actor_id`` (read before the
+    account's deletion removes them, to refresh those groups after commit)."""
+    return list(Notification.objects.filter(actor_id=actor_id).values_list("recipient_id", "group_id").order_by("recipient_id", "group_id").distinct())
 
 
 def _counter_change(counter: UnreadCounter, unread: int) -> None:
@@ -145,7 +275,9 @@ def notifications_mark_read(*, recipient_id: int, up_to: datetime | None = None)
             until = up_to or timezone.now()
             marked = Notification.objects.filter(recipient_id=recipient_id, read_at__isnull=True, created_at__lte=until).update(read_at=timezone.now())
             NotificationGroup.objects.filter(recipient_id=recipient_id, unread=True, updated_at__lte=until).update(unread=False)
-            _counter_change(counter, counter.unread - marked)
+            # Recounted, not decremented: rows hidden meanwhile (a block, a deactivation) are
+            # in neither figure.
+            _recount(counter)
         return marked
 
     return retry_on_deadlock(write)
@@ -160,49 +292,136 @@ def counter_recount(*, recipient_id: int) -> int:
     _insert_ignore(UnreadCounter._meta.db_table, "recipient_id, unread, version", [recipient_id, 0, 0])
     with transaction.atomic():
         counter = UnreadCounter.objects.select_for_update().get(pk=recipient_id)
-        unread = Notification.objects.filter(recipient_id=recipient_id, read_at__isnull=True).count()
-        _counter_change(counter, unread)
-    return unread
+        _recount(counter)
+    return counter.unread
 
 
-def unread_reconcile(*, batch_users: int = 2000, on_progress: Callable[[int, int], None] | None = None) -> int:
-    """Repair the unread counters, ``batch_users`` account ids at a time; safe to interrupt and
-    re-run. A counter row whose count differs from its unread rows (rows changed behind the
-    application's back) is recounted under its lock; a Redis counter that differs from its row
-    is rewritten (a missing one is set at its next read).
+@dataclass
+class NotificationsDrift:
+    """Figures of a notifications reconcile: ``*_found`` differed from the rows, ``*_fixed``
+    were repaired (0 in a dry run). Rows: rows between blocked accounts, "asked to follow you"
+    rows without a pending request. Groups: count, names, time or unread flag unlike their
+    visible rows. Counters: counter rows unlike their unread visible rows. Mirrors: Redis
+    counters unlike their row."""
 
-    :param on_progress: called with ``(ids walked, counters repaired)`` after each batch.
-    :returns: how many counters were repaired (rows and Redis values).
+    rows_found: int = 0
+    rows_fixed: int = 0
+    groups_found: int = 0
+    groups_fixed: int = 0
+    counters_found: int = 0
+    counters_fixed: int = 0
+    mirrors_found: int = 0
+    mirrors_fixed: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """Every figure by name."""
+        return asdict(self)
+
+    def add(self, other: NotificationsDrift) -> None:
+        """Add ``other``'s figures to these."""
+        for name, value in other.as_dict().items():
+            setattr(self, name, getattr(self, name) + value)
+
+
+def _stale_pairs(low: int, high: int) -> list[tuple[int, int]]:
+    """``(recipient, actor)`` of rows of recipients in ``(low, high]`` that should not exist."""
+    in_range = Notification.objects.filter(recipient_id__gt=low, recipient_id__lte=high)
+    blocks = Block.objects.filter(
+        Q(blocker_id=OuterRef("recipient_id"), blocked_id=OuterRef("actor_id")) | Q(blocker_id=OuterRef("actor_id"), blocked_id=OuterRef("recipient_id"))
+    )
+    pending = FollowRequest.objects.filter(requester_id=OuterRef("actor_id"), target_id=OuterRef("recipient_id"))
+    stale = in_range.filter(Exists(blocks) | (Q(kind=REQUEST) & ~Exists(pending)))
+    return list(stale.values_list("recipient_id", "actor_id").order_by("recipient_id", "actor_id"))
+
+
+def _reconcile_batch(client: redis.Redis, low: int, high: int, *, dry_run: bool) -> NotificationsDrift:
+    # Everything is found first, so a dry run and a repair of the same state report the
+    # same ``*_found``; then the repairs, rows first (their removal re-derives groups and
+    # counters too), each idempotent under the recipient's lock.
+    stale = _stale_pairs(low, high)
+    groups: dict[int, list[int]] = {}
+    for group in NotificationGroup.objects.filter(recipient_id__gt=low, recipient_id__lte=high).order_by("pk"):
+        if derive_group(group.pk).differs(group):
+            groups.setdefault(group.recipient_id, []).append(group.pk)
+    truth = dict(
+        visible(Notification.objects.filter(recipient_id__gt=low, recipient_id__lte=high, read_at__isnull=True))
+        .values("recipient_id")
+        .annotate(n=Count("pk"))
+        .values_list("recipient_id", "n")
+    )
+    rows = dict(UnreadCounter.objects.filter(pk__gt=low, pk__lte=high).values_list("pk", "unread"))
+    counters = sorted(user_id for user_id in set(truth) | set(rows) if truth.get(user_id, 0) != rows.get(user_id, 0))
+    stored = list(UnreadCounter.objects.filter(pk__gt=low, pk__lte=high).order_by("pk").values_list("pk", "version", "unread"))
+    pipe = pipeline(client)
+    for user_id, _, _ in stored:
+        pipe.get(redis_keys.unread_key(user_id))
+    mirrors = [
+        user_id for (user_id, version, unread), value in zip(stored, pipe.execute()) if value is not None and value != redis_keys.unread_value(version, unread).encode()
+    ]
+    drift = NotificationsDrift(rows_found=len(stale), groups_found=sum(len(ids) for ids in groups.values()), counters_found=len(counters), mirrors_found=len(mirrors))
+    if dry_run:
+        return drift
+    for recipient_id, actor_id in sorted(set(stale)):
+        drift.rows_fixed += pair_refresh(user_id=recipient_id, other_id=actor_id)
+    for recipient_id in sorted(set(groups) | set(counters)):
+        recipient_refresh(recipient_id=recipient_id, group_ids=groups.get(recipient_id, []))
+    drift.groups_fixed, drift.counters_fixed = drift.groups_found, drift.counters_found
+    for user_id, version, unread in UnreadCounter.objects.filter(pk__in=mirrors).order_by("pk").values_list("pk", "version", "unread"):
+        counter_publish(client, user_id, version, unread, repair=True)
+        drift.mirrors_fixed += 1
+    return drift
+
+
+def notifications_reconcile(
+    *, dry_run: bool = False, batch_users: int = 2000, on_progress: Callable[[int, NotificationsDrift], None] | None = None
+) -> NotificationsDrift:
+    """Check the notifications against their rows, ``batch_users`` recipient ids at a time, and
+    repair what differs unless ``dry_run``; safe to interrupt and re-run. Rows that should not
+    exist go (a block between the accounts, a request no longer pending), groups are derived
+    again from their visible rows, counter rows recounted, Redis counters rewritten from their
+    row (a missing one is set at its next read). Repairs run under the recipient's counter
+    lock, as the jobs do.
+
+    :param on_progress: called with ``(ids walked, the batch's figures)`` after each batch.
+    :returns: the figures (``NotificationsDrift``).
     :raises: ``REDIS_ERRORS``.
     """
     client = get_redis()
     top = User.objects.aggregate(top=Max("pk"))["top"] or 0
-    repaired = 0
+    total = NotificationsDrift()
     for low in range(0, top, batch_users):
         high = min(low + batch_users, top)
-        truth = dict(
-            Notification.objects.filter(recipient_id__gt=low, recipient_id__lte=high, read_at__isnull=True)
-            .values("recipient_id")
-            .annotate(n=Count("pk"))
-            .values_list("recipient_id", "n")
-        )
-        rows = dict(UnreadCounter.objects.filter(pk__gt=low, pk__lte=high).values_list("pk", "unread"))
-        drifted = sorted(user_id for user_id in set(truth) | set(rows) if truth.get(user_id, 0) != rows.get(user_id, 0))
-        for user_id in drifted:
-            retry_on_deadlock(partial(counter_recount, recipient_id=user_id))
-        fixed = set(drifted)
-        counters = list(UnreadCounter.objects.filter(pk__gt=low, pk__lte=high).order_by("pk").values_list("pk", "version", "unread"))
-        pipe = pipeline(client)
-        for user_id, _, _ in counters:
-            pipe.get(redis_keys.unread_key(user_id))
-        for (user_id, version, unread), stored in zip(counters, pipe.execute()):
-            if stored is not None and stored != redis_keys.unread_value(version, unread).encode():
-                counter_publish(client, user_id, version, unread, repair=True)
-                fixed.add(user_id)
-        repaired += len(fixed)
+        drift = _reconcile_batch(client, low, high, dry_run=dry_run)
+        total.add(drift)
         if on_progress is not None:
-            on_progress(high - low, len(fixed))
-    return repaired
+            on_progress(high - low, drift)
+    return total
+
+
+def notifications_reconcile_recorded(*, dry_run: bool = False, batch_users: int = 2000) -> NotificationsReconcileRun:
+    """``notifications_reconcile`` recorded as a ``NotificationsReconcileRun`` (the admin's health
+    page shows the newest), its figures saved after every batch.
+
+    :raises: what ``notifications_reconcile`` raises, after the row kept the error text.
+    """
+    run = NotificationsReconcileRun.objects.create(dry_run=dry_run)
+    total = NotificationsDrift()
+
+    def progress(_: int, drift: NotificationsDrift) -> None:
+        total.add(drift)
+        for name, value in total.as_dict().items():
+            setattr(run, name, value)
+        run.save(update_fields=list(total.as_dict()))
+
+    try:
+        notifications_reconcile(dry_run=dry_run, batch_users=batch_users, on_progress=progress)
+    except Exception as exc:
+        run.error = repr(exc)[:2000]
+        run.save(update_fields=["error"])
+        raise
+    run.finished_at = timezone.now()
+    run.save(update_fields=["finished_at"])
+    return run
 
 
 def _apply_counters(entries: Sequence[OutboxEntry]) -> None:

@@ -6,13 +6,16 @@ from django.conf import settings
 
 from core.celery import task
 
-from .services import unread_reconcile
+from .models import RECONCILE_FIGURES as FIGURES
+from .services import notifications_reconcile_recorded
 
 
 @task(acks_late=True, soft_time_limit=settings.LONG_TASK_TIME_LIMIT, time_limit=settings.LONG_TASK_TIME_LIMIT + 60)
-def notifications_unread_reconcile() -> int:
-    """Nightly: repair the unread counters from the database.
+def notifications_unread_reconcile() -> dict[str, int]:
+    """Nightly: ``reconcile_notifications`` (rows, groups, counters and their Redis mirror),
+    recorded for the admin's health page.
 
-    :returns: how many counters were repaired.
+    :returns: the drift figures (``found``/``fixed`` of rows, groups, counters, mirrors).
     """
-    return unread_reconcile()
+    run = notifications_reconcile_recorded()
+    return {name: int(getattr(run, name)) for name in FIGURES}

@@ -30,7 +30,7 @@ from users.models import User
 from . import outbox as social_outbox
 from .models import Block, FollowRequest, Mute, live_mutes
 from .services import ActorInactiveError, FollowingLimitReached, FollowResult, _follow_remove, follow_create_approved
-from .signals import follow_request_approved, mute_changed
+from .signals import block_created, follow_request_approved, follow_request_ended, mute_changed
 
 
 class ControlError(DomainError):
@@ -111,6 +111,7 @@ def block_create(*, actor: User, target_id: int) -> ControlResult:
                     ended.append((follower_id, followee_id))
             FollowRequest.objects.filter(Q(requester_id=actor.pk, target_id=target_id) | Q(requester_id=target_id, target_id=actor.pk)).delete()
             _record(actor.pk, target_id)
+            block_created.send(sender=Block, blocker_id=actor.pk, blocked_id=target_id)
         return ControlResult(changed=True, unfollowed=tuple(ended))
 
     return retry_on_deadlock(write)
@@ -240,6 +241,7 @@ def follow_request_approve(*, actor: User, requester_id: int) -> FollowResult:
             requester = _lock_pair(actor.pk, requester_id, other_active=False)
             if not FollowRequest.objects.filter(requester_id=requester_id, target_id=actor.pk).delete()[0]:
                 raise FollowRequestNotFoundError("No such follow request.")
+            follow_request_ended.send(sender=FollowRequest, requester_id=requester_id, target_id=actor.pk)
             # The follow path words its refusals for the follower; the owner gets them about the requester.
             try:
                 result = follow_create_approved(follower_id=requester_id, followee_id=actor.pk)
@@ -259,8 +261,10 @@ def follow_request_reject(*, actor: User, requester_id: int) -> bool:
 
     :raises FollowRequestNotFoundError: no pending request from that account to ``actor`` (404).
     """
-    if not FollowRequest.objects.filter(requester_id=requester_id, target_id=actor.pk).delete()[0]:
-        raise FollowRequestNotFoundError("No such follow request.")
+    with transaction.atomic():
+        if not FollowRequest.objects.filter(requester_id=requester_id, target_id=actor.pk).delete()[0]:
+            raise FollowRequestNotFoundError("No such follow request.")
+        follow_request_ended.send(sender=FollowRequest, requester_id=requester_id, target_id=actor.pk)
     return True
 
 
@@ -314,7 +318,9 @@ def follow_requests_approve_all(*, owner_id: int, batch: int = 500) -> int:
             except FollowRequestNotFoundError:
                 pass  # withdrawn, or approved by the owner meanwhile
             except DomainError:
-                FollowRequest.objects.filter(requester_id=requester_id, target_id=owner_id).delete()
+                with transaction.atomic():
+                    if FollowRequest.objects.filter(requester_id=requester_id, target_id=owner_id).delete()[0]:
+                        follow_request_ended.send(sender=FollowRequest, requester_id=requester_id, target_id=owner_id)
 
 
 def _apply_privacy_open(entries: Sequence[OutboxEntry]) -> None:

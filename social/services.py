@@ -25,7 +25,7 @@ from users.models import User
 
 from . import outbox as social_outbox
 from .models import Block, Follow, FollowRequest, follow_score, now_whole_millisecond, now_whole_second
-from .signals import follow_created, follow_deleted, follow_requested
+from .signals import follow_created, follow_deleted, follow_request_ended, follow_requested
 
 
 class FollowError(DomainError):
@@ -262,8 +262,11 @@ def follow_delete(*, actor: User, followee_id: int) -> FollowResult:
     if followee_id == actor.pk:
         raise SelfFollowError("You cannot unfollow yourself.")
     result = follow_delete_pair(follower_id=actor.pk, followee_id=followee_id)
-    if not result.changed and FollowRequest.objects.filter(requester_id=actor.pk, target_id=followee_id).delete()[0]:
-        return FollowResult(changed=True, follower_id=actor.pk, followee_id=followee_id, requested=True)
+    if not result.changed:
+        with transaction.atomic():
+            if FollowRequest.objects.filter(requester_id=actor.pk, target_id=followee_id).delete()[0]:
+                follow_request_ended.send(sender=FollowRequest, requester_id=actor.pk, target_id=followee_id)
+                return FollowResult(changed=True, follower_id=actor.pk, followee_id=followee_id, requested=True)
     # Only a delete that found nothing asks whether the account exists at all.
     if not result.changed and not User.objects.filter(pk=followee_id).exists():
         raise TargetNotFoundError("No such user.")
