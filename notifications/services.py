@@ -435,3 +435,12 @@ def _apply_counters(entries: Sequence[OutboxEntry]) -> None:
 # its Redis mirror is written right after commit from the row; a Redis failure
 # leaves the entry to the drain, which writes the row's state then.
 COUNTER = outbox.register("notifications.counter", apply=_apply_counters, inline=True, stage=3)
+
+
+def notifications_drift(*, repair: bool) -> int:
+    """The table's reconcile of notification rows, groups and counters (``notifications_reconcile``).
+
+    :returns: rows, groups, counters and Redis mirrors that differed from the rows.
+    """
+    drift = notifications_reconcile(dry_run=not repair)
+    return drift.rows_found + drift.groups_found + drift.counters_found + drift.mirrors_found

@@ -37,7 +37,8 @@ class TestTheTable:
         assert {s.name for s in structures} >= {
             "follow mirror and counts",
             "inboxes and author outboxes",
-            "notification rows, groups and unread counters",
+            "notification rows",
+            "notification groups and unread counters",
             "who to follow and its reasons",
             "directory rankings",
             "block and mute sets",

@@ -270,28 +270,3 @@ class TestReconcile:
         tasks = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
 
         assert "notifications.tasks.notifications_unread_reconcile" in tasks
-
-
-
-class TestGraphEffects:
-    CHANGES = (
-        "follow", "unfollow", "follow request made", "request approved", "request rejected", "request withdrawn",
-        "remove follower", "block", "unblock", "mute", "unmute or mute expiry", "privacy on", "privacy off",
-        "deactivation", "reactivation", "deletion",
-    )  # fmt: skip
-
-    def test_every_change_has_a_cell_for_each_structure_naming_a_registered_kind_or_a_reason(self):
-        from core import outbox
-        from notifications import outbox as notifications_outbox
-
-        table = notifications_outbox.GRAPH_EFFECTS
-        structures = {notifications_outbox.ROWS, notifications_outbox.GROUPS, notifications_outbox.COUNTERS}
-
-        assert sorted(table) == sorted(self.CHANGES)
-        for change, cells in table.items():
-            assert set(cells) == structures, change
-            for cell in cells.values():
-                kinds = re.findall(r"notifications\.(?:follow|request|approved|pair|refresh|actor|purge|counter)\b", cell)
-                assert kinds or cell.startswith("none: "), (change, cell)
-                for name in kinds:
-                    outbox.kind_named(name)  # raises KeyError for a kind that is not registered
