@@ -131,6 +131,17 @@ def suggestions_refresh_checkpoint_key() -> str:
     return f"{prefix()}suggestions:refresh:checkpoint"
 
 
+def most_followed_generation_key() -> str:
+    """Django cache key: the generation of the cached most-followed rankings (an int; a change
+    of an account's activity moves it on, so every cached ranking is left behind at once)."""
+    return f"{prefix()}users:most_followed:generation"
+
+
+def most_followed_cache_key(*, limit: int, generation: int) -> str:
+    """Django cache key: the most-followed ranking of ``limit`` accounts in ``generation``."""
+    return f"{prefix()}users:most_followed:{int(generation)}:{int(limit)}"
+
+
 # Stored suggestions live a day past their last computation (the nightly task renews them).
 SUGGESTIONS_TTL_SECONDS = 2 * 86_400
 SUGGESTIONS_QUEUED_TTL_SECONDS = 300

@@ -262,12 +262,25 @@ def follow_delete(*, actor: User, followee_id: int) -> FollowResult:
     if followee_id == actor.pk:
         raise SelfFollowError("You cannot unfollow yourself.")
     result = follow_delete_pair(follower_id=actor.pk, followee_id=followee_id)
-    if not result.changed and FollowRequest.objects.filter(requester_id=actor.pk, target_id=followee_id).delete()[0]:
+    if not result.changed and _request_delete(requester_id=actor.pk, target_id=followee_id):
         return FollowResult(changed=True, follower_id=actor.pk, followee_id=followee_id, requested=True)
     # Only a delete that found nothing asks whether the account exists at all.
     if not result.changed and not User.objects.filter(pk=followee_id).exists():
         raise TargetNotFoundError("No such user.")
     return result
+
+
+def _request_delete(*, requester_id: int, target_id: int) -> bool:
+    """Withdraw ``requester_id``'s request to ``target_id``; the requester's "who to follow"
+    may name the account again (re-derived after commit).
+
+    :returns: whether a request was deleted.
+    """
+    with transaction.atomic():
+        deleted = bool(FollowRequest.objects.filter(requester_id=requester_id, target_id=target_id).delete()[0])
+        if deleted:
+            outbox.record(social_outbox.SUGGEST, subject_id=requester_id, object_id=target_id)
+    return deleted
 
 
 def follow_delete_pair(*, follower_id: int, followee_id: int) -> FollowResult:
@@ -287,6 +300,7 @@ def _follow_remove(*, follower_id: int, followee_id: int) -> FollowResult:
         if not deleted:
             return FollowResult(changed=False, follower_id=follower_id, followee_id=followee_id)
         outbox.record(social_outbox.PAIR, subject_id=follower_id, object_id=followee_id, hint=None)
+        outbox.record(social_outbox.SUGGEST, subject_id=follower_id, object_id=followee_id)
         follow_deleted.send(sender=Follow, follower_id=follower_id, followee_id=followee_id)
     return FollowResult(changed=True, follower_id=follower_id, followee_id=followee_id)
 
