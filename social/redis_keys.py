@@ -27,9 +27,14 @@ Keys (``ff:`` is ``REDIS_KEY_PREFIX``):
   in unix ms (``MUTE_FOREVER_MS`` for a mute without one)
 - ``ff:suggestions:{42}``   ZSET accounts suggested to user 42, by score
   (``social.suggestions``), with ``ff:suggestions:why:{42}`` (HASH, the
-  reason), ``ff:suggestions:counted:{42}`` (SET, the followees counted),
-  ``ff:suggestions:empty:{42}`` and ``ff:suggestions:queued:{42}``;
-  ``ff:suggestions:refresh:checkpoint`` (STRING, the nightly run's progress)
+  link count and first links at the computation; the shown reason is
+  derived on read), ``ff:suggestions:empty:{42}`` and
+  ``ff:suggestions:queued:{42}``; ``ff:suggestions:counted:{42}`` is no
+  longer written (deleted with the rest); ``ff:suggestions:refresh:checkpoint``
+  (STRING, the manual refresh's progress)
+- ``ff:users:most_followed:generation`` and
+  ``ff:users:most_followed:{generation}:{limit}`` (Django cache keys: the
+  cached most-followed rankings and their generation, ``social.selectors``)
 
 Which of the follower keys a reader or writer uses is the layout policy's
 decision (``social.layout``), not this module's.
@@ -111,7 +116,7 @@ def suggestions_why_key(user_id: int) -> str:
 
 
 def suggestions_counted_key(user_id: int) -> str:
-    """SET: the followees of ``user_id`` whose follows the stored suggestions count already."""
+    """SET: no longer written (stored sets are re-derived whole); deleted with ``user_id``'s suggestions."""
     return f"{prefix()}suggestions:counted:{{{int(user_id)}}}"
 
 
@@ -142,7 +147,7 @@ def most_followed_cache_key(*, limit: int, generation: int) -> str:
     return f"{prefix()}users:most_followed:{int(generation)}:{int(limit)}"
 
 
-# Stored suggestions live a day past their last computation (the nightly task renews them).
+# Stored suggestions live this long past their last computation (the nightly reconcile renews them).
 SUGGESTIONS_TTL_SECONDS = 2 * 86_400
 SUGGESTIONS_QUEUED_TTL_SECONDS = 300
 # An interrupted nightly refresh is resumed within this time, not after.

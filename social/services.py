@@ -242,7 +242,7 @@ def _request_insert(*, follower_id: int, followee_id: int) -> FollowResult:
         cursor.execute(f"{insert} {table} (requester_id, target_id, created_at) VALUES (%s, %s, %s)", [follower_id, followee_id, value])
         made = cursor.rowcount == 1
     if made:
-        # Its "who to follow" update drops the account asked (no follow: only the removal).
+        # The requester's "who to follow" is re-derived without the account asked.
         outbox.record(social_outbox.SUGGEST, subject_id=follower_id, object_id=followee_id)
         follow_requested.send(sender=FollowRequest, requester_id=follower_id, target_id=followee_id)
     return FollowResult(changed=made, follower_id=follower_id, followee_id=followee_id, requested=True)

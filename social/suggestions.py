@@ -250,7 +250,7 @@ def suggestions_refresh_active(
 
     :param start_after: resume after this user id (an interrupted run).
     :param resume: go on from the checkpoint a run interrupted within the last
-        ``SUGGESTIONS_CHECKPOINT_TTL_SECONDS`` left (the nightly task), if any.
+        ``SUGGESTIONS_CHECKPOINT_TTL_SECONDS`` left (the task), if any.
     :param on_progress: called with ``(readers done, last user id)`` after each reader.
     :returns: how many readers were refreshed.
     :raises: ``REDIS_ERRORS``.
@@ -274,7 +274,7 @@ def suggestions_refresh_active(
     return done
 
 
-# Readers refreshed between two checkpoints of the nightly run.
+# Readers walked between two checkpoints of a refresh or reconcile run.
 CHECKPOINT_EVERY = 100
 
 

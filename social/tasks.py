@@ -68,8 +68,9 @@ def social_mutes_expire() -> int:
 
 @task(acks_late=True, soft_time_limit=settings.LONG_TASK_TIME_LIMIT, time_limit=settings.LONG_TASK_TIME_LIMIT + 60)
 def social_suggestions_refresh_active() -> int:
-    """Nightly: recompute the suggestions of every reader seen within ``FEED_ACTIVE_DAYS``, going on
-    from where an interrupted run of the night stopped.
+    """Recompute the suggestions of every reader seen within ``FEED_ACTIVE_DAYS`` (run by hand, e.g.
+    after a change of the ranking; the nightly work is ``social_suggestions_reconcile``), going on
+    from where an interrupted run stopped.
 
     :returns: how many readers were refreshed.
     """
