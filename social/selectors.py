@@ -557,6 +557,10 @@ def suggestions_for(*, user_id: int, limit: int = 10) -> Suggestions:
     if found is None:
         return Suggestions(items=suggestions_fallback(user_id=user_id, limit=limit), computed=False)
     ids, stored_via = found
+    if ids and not any(stored_via.values()):
+        # Stored for a reader who followed nobody: the most followed accounts, read live (an
+        # account deactivated or reactivated since is left out or back at once).
+        return Suggestions(items=suggestions_fallback(user_id=user_id, limit=limit), computed=True)
     skip = suggestion_exclusions(user_id) | {user_id}
     skip |= set(active_follows().filter(follower_id=user_id, followee_id__in=ids).values_list("followee_id", flat=True))
     candidates = [candidate for candidate in ids if candidate not in skip]

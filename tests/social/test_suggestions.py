@@ -558,6 +558,21 @@ class TestRankingsAndTheFallback:
         assert back == [("star", 3), ("second", 2)]
         assert selectors.suggestions_for(user_id=newcomer.pk).items[0].user.username == "star"
 
+    def test_a_stored_most_followed_set_follows_reactivation_too(self, star, user_factory, run_commits):
+        newcomer = user_factory(username="newcomer")
+        suggestions.suggestions_refresh(user_id=newcomer.pk)  # follows nobody: the most followed, stored
+        run_commits(lambda: user_set_active(user=star[0], is_active=False))
+        gone = [(item.user.username, item.reason) for item in selectors.suggestions_for(user_id=newcomer.pk).items]
+
+        run_commits(lambda: user_set_active(user=star[0], is_active=True))
+        back = selectors.suggestions_for(user_id=newcomer.pk)
+
+        assert gone[0] == ("second", "one of the most followed accounts")
+        assert back.computed and [(item.user.username, item.reason) for item in back.items][:2] == [
+            ("star", "one of the most followed accounts"),
+            ("second", "one of the most followed accounts"),
+        ]
+
     def test_deletion(self, star, run_commits):
         assert self.ranked() == [("star", 3), ("second", 2)]
 
