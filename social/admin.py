@@ -35,7 +35,7 @@ from users.models import User
 from users.selectors import user_ids_matching
 
 from . import rebuild, reconcile
-from .health import reconcile_health
+from .health import reconcile_health, suggestions_reconcile_health
 from .models import Block, Follow, FollowRequest, Mute, live_mutes
 from .selectors import active_follows, follow_counts
 from .services import FollowError, follow_create, follow_delete_pair
@@ -293,6 +293,7 @@ UserAdmin.add_operation(
     )
 )
 health.register_section("reconcile", reconcile_health)
+health.register_section("suggestions_reconcile", suggestions_reconcile_health)
 
 
 # --- blocks, mutes, follow requests (issue 16) -------------------------------------

@@ -23,7 +23,7 @@ from users.serializers import user_json
 
 from . import controls, selectors, services, transfer, visibility
 from .models import FollowImport
-from .suggestions import suggestions_request
+from .outbox import suggestions_request
 
 MAX_LIMIT = 100
 

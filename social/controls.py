@@ -84,6 +84,7 @@ def _check_other(actor: User, other_id: int, verb: str) -> None:
 
 def _record(actor_id: int, other_id: int) -> None:
     outbox.record(social_outbox.CONTROL, subject_id=actor_id, object_id=other_id)
+    social_outbox.suggestions_record(actor_id, other_id)
 
 
 def block_create(*, actor: User, target_id: int) -> ControlResult:
@@ -265,6 +266,7 @@ def follow_request_reject(*, actor: User, requester_id: int) -> bool:
         if not FollowRequest.objects.filter(requester_id=requester_id, target_id=actor.pk).delete()[0]:
             raise FollowRequestNotFoundError("No such follow request.")
         follow_request_ended.send(sender=FollowRequest, requester_id=requester_id, target_id=actor.pk)
+        outbox.record(social_outbox.SUGGEST, subject_id=requester_id, object_id=actor.pk)
     return True
 
 

@@ -1,4 +1,4 @@
-"""The follow graph's section of the admin's health page: the last whole-graph reconcile."""
+"""The follow graph's sections of the admin's health page: the last whole-graph reconcile, and the last reconcile of who to follow and the rankings."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .models import ReconcileRun
+from .models import ReconcileRun, SuggestionReconcileRun
 
 
 @dataclass
@@ -66,4 +66,35 @@ def reconcile_health() -> ReconcileHealth:
         state=state,
         error=run.error,
         figures=[(name, getattr(run, name)) for name in RECONCILE_FIGURES],
+    )
+
+
+SUGGESTION_FIGURES = (
+    "dry_run",
+    "readers_checked",
+    "readers_drifted",
+    "readers_fixed",
+    "rankings_checked",
+    "rankings_drifted",
+    "rankings_fixed",
+    "last_user_id",
+)
+
+
+def suggestions_reconcile_health() -> ReconcileHealth:
+    """The newest ``SuggestionReconcileRun`` (who to follow and the rankings) and its drift figures."""
+    run = SuggestionReconcileRun.objects.order_by("-started_at", "-id").first()
+    if run is None:
+        return ReconcileHealth(note="no reconcile of who to follow has run yet")
+    last_finished = (
+        SuggestionReconcileRun.objects.filter(finished_at__isnull=False).order_by("-started_at", "-id").values_list("finished_at", flat=True).first()
+    )
+    state = "finished" if run.finished_at else "failed" if run.error else "running or interrupted"
+    return ReconcileHealth(
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        last_finished_at=last_finished,
+        state=state,
+        error=run.error,
+        figures=[(name, getattr(run, name)) for name in SUGGESTION_FIGURES],
     )

@@ -216,3 +216,28 @@ class ReconcileRun(models.Model):
     def drift(self) -> int:
         """Edges missing + extra + with a wrong score (each counted per side)."""
         return self.edges_missing + self.edges_extra + self.scores_wrong
+
+
+class SuggestionReconcileRun(models.Model):
+    """One run of ``reconcile_suggestions`` (command or nightly task): the stored who-to-follow
+    sets and reasons, and the cached most-followed rankings, compared with a rebuild from the
+    database (``social.suggestions.suggestions_reconcile``). The admin health page shows the
+    latest row; ``finished_at`` is None while under way or after a failure (``error``)."""
+
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    dry_run = models.BooleanField(default=False)
+    last_user_id = models.BigIntegerField(default=0)
+    readers_checked = models.PositiveIntegerField(default=0)
+    readers_drifted = models.PositiveIntegerField(default=0)
+    readers_fixed = models.PositiveIntegerField(default=0)
+    rankings_checked = models.PositiveIntegerField(default=0)
+    rankings_drifted = models.PositiveIntegerField(default=0)
+    rankings_fixed = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        indexes = (models.Index(fields=["started_at"], name="suggest_reconcile_started"),)
+
+    def __str__(self) -> str:
+        return f"suggestions reconcile {self.started_at:%Y-%m-%d %H:%M} drifted={self.readers_drifted}+{self.rankings_drifted}"

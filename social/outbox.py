@@ -13,9 +13,20 @@
   and ``object_id`` was made, changed or undone; applied inline after
   commit (``social.control_mirror.mirror_apply_controls``), before the
   feed's entries of the same change.
-- ``social.suggest`` (``SUGGEST``): ``subject_id`` followed ``object_id``
-  (or asked to); the Celery task updates its "who to follow"
-  (``social.suggestions``).
+- ``social.suggest`` (``SUGGEST``): something that can change reader
+  ``subject_id``'s "who to follow" committed (its follow, unfollow, removal
+  as a follower, request made, withdrawn or rejected, a block or mute
+  either way); the Celery task re-derives its stored set from the rows
+  (``social.suggestions.suggestions_rederive``).
+- ``social.suggest_compute`` (``SUGGEST_COMPUTE``): a page found no stored
+  suggestions for ``subject_id`` (``suggestions_request``); the task
+  computes them.
+- ``social.suggest_account`` (``SUGGEST_ACCOUNT``): account ``subject_id``
+  was deactivated or reactivated; the task re-derives the stored sets of
+  its followers.
+- ``social.rankings`` (``RANKINGS``): an account's activity changed
+  (deactivation, reactivation, deletion); applied inline, it starts a new
+  generation of the cached most-followed rankings.
 - ``social.user`` (``USER``): every edge of account ``subject_id`` must be
   re-mirrored (deactivation, reactivation, deletion); inline for small
   accounts, by the Celery task for big ones (the caller says which).
@@ -30,9 +41,11 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import partial
 
+from django.db import transaction
+
 from core import outbox
 from core.models import OutboxEntry
-from core.redis import get_redis
+from core.redis import REDIS_ERRORS, get_redis, redis_available, redis_failed
 from users.models import User
 
 from . import layout, redis_keys
@@ -41,7 +54,7 @@ from .mirror import LayoutObservation, Version, mirror_apply_pairs, mirror_apply
 from .models import OUTBOX_CONTROL, OUTBOX_PAIR, OUTBOX_USER
 from .rebuild import rebuild_all
 from .sharding import followers_layout_migrate
-from .suggestions import suggestions_after_follow
+from .suggestions import rankings_invalidate, suggestions_rederive, suggestions_rederive_account, suggestions_refresh
 
 # While this many seconds pass, follows of an account queue no second layout migration.
 QUEUED_TTL_SECONDS = 300
@@ -116,13 +129,59 @@ LAYOUT = outbox.register("social.layout", apply=_apply_layouts, alone=True, long
 
 
 def _apply_suggestions(entries: Sequence[OutboxEntry]) -> None:
-    for entry in entries:
-        if entry.object_id is not None:
-            suggestions_after_follow(follower_id=entry.subject_id, followee_id=entry.object_id)
+    suggestions_rederive(user_ids=[entry.subject_id for entry in entries])
+
+
+def _apply_suggestions_compute(entries: Sequence[OutboxEntry]) -> None:
+    client = get_redis()
+    for user_id in sorted({entry.subject_id for entry in entries}):
+        suggestions_refresh(user_id=user_id)
+        client.delete(redis_keys.suggestions_queued_key(user_id))
+
+
+def _apply_suggestions_account(entries: Sequence[OutboxEntry]) -> None:
+    for account_id in sorted({entry.subject_id for entry in entries}):
+        suggestions_rederive_account(account_id=account_id)
+
+
+def _apply_rankings(entries: Sequence[OutboxEntry]) -> None:
+    rankings_invalidate()
 
 
 # After the feed's entries of the same follow (the task's message carries both).
 SUGGEST = outbox.register("social.suggest", apply=_apply_suggestions, stage=2)
+SUGGEST_COMPUTE = outbox.register("social.suggest_compute", apply=_apply_suggestions_compute, stage=2)
+SUGGEST_ACCOUNT = outbox.register("social.suggest_account", apply=_apply_suggestions_account, stage=2)
+# Inline: the directory's next request ranks without the deactivated account's follows.
+RANKINGS = outbox.register("social.rankings", apply=_apply_rankings, inline=True, stage=2)
+
+
+def suggestions_record(*user_ids: int) -> None:
+    """Record a ``SUGGEST`` entry for each of ``user_ids`` in the current transaction (a change
+    between them that can alter their "who to follow": a block or a mute, either way)."""
+    for user_id in dict.fromkeys(user_ids):
+        outbox.record(SUGGEST, subject_id=user_id)
+
+
+def suggestions_request(*, user_id: int) -> bool:
+    """Ask for the computation of ``user_id``'s suggestions unless one was asked for within
+    ``SUGGESTIONS_QUEUED_TTL_SECONDS`` (a ``SUGGEST_COMPUTE`` entry, applied by the task or
+    the drain; its handler clears the marker). Best effort: nothing while Redis is down.
+
+    :returns: True when an entry was recorded.
+    """
+    if not redis_available():
+        return False
+    try:
+        queued = get_redis().set(redis_keys.suggestions_queued_key(user_id), 1, nx=True, ex=redis_keys.SUGGESTIONS_QUEUED_TTL_SECONDS)
+    except REDIS_ERRORS as exc:
+        redis_failed(exc)
+        return False
+    if not queued:
+        return False
+    with transaction.atomic():
+        outbox.record(SUGGEST_COMPUTE, subject_id=user_id)
+    return True
 
 
 def _rebuild_graph(renew: Callable[[], None]) -> None:

@@ -31,9 +31,14 @@ Keys (``ff:`` is ``REDIS_KEY_PREFIX``):
   in unix ms (``MUTE_FOREVER_MS`` for a mute without one)
 - ``ff:suggestions:{42}``   ZSET accounts suggested to user 42, by score
   (``social.suggestions``), with ``ff:suggestions:why:{42}`` (HASH, the
-  reason), ``ff:suggestions:counted:{42}`` (SET, the followees counted),
-  ``ff:suggestions:empty:{42}`` and ``ff:suggestions:queued:{42}``;
-  ``ff:suggestions:refresh:checkpoint`` (STRING, the nightly run's progress)
+  link count and first links at the computation; the shown reason is
+  derived on read), ``ff:suggestions:empty:{42}`` and
+  ``ff:suggestions:queued:{42}``; ``ff:suggestions:counted:{42}`` is no
+  longer written (deleted with the rest); ``ff:suggestions:refresh:checkpoint``
+  (STRING, the manual refresh's progress)
+- ``ff:users:most_followed:generation`` and
+  ``ff:users:most_followed:{generation}:{limit}`` (Django cache keys: the
+  cached most-followed rankings and their generation, ``social.selectors``)
 
 Which of the follower keys a reader or writer uses is the layout policy's
 decision (``social.layout``), not this module's.
@@ -117,7 +122,7 @@ def suggestions_why_key(user_id: int) -> str:
 
 
 def suggestions_counted_key(user_id: int) -> str:
-    """SET: the followees of ``user_id`` whose follows the stored suggestions count already."""
+    """SET: no longer written (stored sets are re-derived whole); deleted with ``user_id``'s suggestions."""
     return f"{prefix()}suggestions:counted:{{{int(user_id)}}}"
 
 
@@ -137,7 +142,18 @@ def suggestions_refresh_checkpoint_key() -> str:
     return f"{prefix()}suggestions:refresh:checkpoint"
 
 
-# Stored suggestions live a day past their last computation (the nightly task renews them).
+def most_followed_generation_key() -> str:
+    """Django cache key: the generation of the cached most-followed rankings (an int; a change
+    of an account's activity moves it on, so every cached ranking is left behind at once)."""
+    return f"{prefix()}users:most_followed:generation"
+
+
+def most_followed_cache_key(*, limit: int, generation: int) -> str:
+    """Django cache key: the most-followed ranking of ``limit`` accounts in ``generation``."""
+    return f"{prefix()}users:most_followed:{int(generation)}:{int(limit)}"
+
+
+# Stored suggestions live this long past their last computation (the nightly reconcile renews them).
 SUGGESTIONS_TTL_SECONDS = 2 * 86_400
 SUGGESTIONS_QUEUED_TTL_SECONDS = 300
 # An interrupted nightly refresh is resumed within this time, not after.

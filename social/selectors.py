@@ -12,15 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
 
 import redis
-from django.conf import settings
 from django.core.cache import cache
 from django.db.models import Count, Q, QuerySet
-from django.utils import timezone
 
 from core.cluster import pipeline
 from core.paging import Cursor, Item, db_page, queue_redis_page, redis_page
@@ -109,7 +106,7 @@ class RequestPage:
     next_cursor: Cursor | None
 
 
-EPOCH = datetime(1970, 1, 1, tzinfo=dt_timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 Row = TypeVar("Row", FollowRequest, Block, Mute)
 Entry = TypeVar("Entry")
@@ -276,7 +273,7 @@ def _page(items: list[Item], limit: int) -> FollowPage:
     shown = items[:limit]
     users = users_by_id([member for member, _ in shown])
     entries = [
-        FollowEntry(user=users[member], followed_at=datetime.fromtimestamp(score, tz=dt_timezone.utc))
+        FollowEntry(user=users[member], followed_at=datetime.fromtimestamp(score, tz=UTC))
         for member, score in shown
         if member in users
     ]
@@ -441,39 +438,53 @@ def mutual_follows(*, user_id: int, limit: int = 12, hidden: Collection[int] = (
 # --- directory ------------------------------------------------------------
 
 # The most-followed ranking is one aggregate over the follow table, so it is
-# cached this long (seconds).
+# cached this long (seconds): follows move it within this time. A change of an
+# account's activity (deactivation, reactivation, deletion) starts a new
+# generation of the cache at once (``social.rankings``).
 MOST_FOLLOWED_CACHE_SECONDS = 600
 
 
+def most_followed_compute(*, limit: int) -> list[tuple[int, int]]:
+    """The ranking from the database: ``[(user_id, followers)]``, most followed first, ties by id;
+    follows of deactivated accounts (either side) left out."""
+    # The follows of the (few) inactive accounts left out by a subquery
+    # instead of joining every follow to both accounts' rows: one scan
+    # of the followee index.
+    inactive = User.objects.filter(is_active=False).values("pk")
+    rows = (
+        Follow.objects.exclude(follower_id__in=inactive)
+        .exclude(followee_id__in=inactive)
+        .values("followee_id")
+        .annotate(n=Count("pk"))
+        .order_by("-n", "followee_id")[:limit]
+    )
+    return [(int(row["followee_id"]), int(row["n"])) for row in rows]
+
+
+def most_followed_cache_key(*, limit: int) -> str:
+    """The cache key of the ranking of ``limit`` in the current generation.
+
+    :raises: ``REDIS_ERRORS`` (the generation is read from the cache).
+    """
+    generation = cache.get(redis_keys.most_followed_generation_key(), 0)
+    return redis_keys.most_followed_cache_key(limit=limit, generation=int(generation))
+
+
 def users_most_followed(*, limit: int = 12) -> list[tuple[User, int]]:
-    """The accounts with the most followers, ``[(user, followers)]``, cached for 10 minutes.
+    """The accounts with the most followers, ``[(user, followers)]``, cached for
+    ``MOST_FOLLOWED_CACHE_SECONDS``; an account deactivated since the ranking was cached is
+    left out on read (the database says so), so it leaves the ranking on the very next request.
 
     The cache falls back to computing when Redis is down.
     """
-
-    def compute() -> list[tuple[int, int]]:
-        # The follows of the (few) inactive accounts left out by a subquery
-        # instead of joining every follow to both accounts' rows: one scan
-        # of the followee index.
-        inactive = User.objects.filter(is_active=False).values("pk")
-        rows = (
-            Follow.objects.exclude(follower_id__in=inactive)
-            .exclude(followee_id__in=inactive)
-            .values("followee_id")
-            .annotate(n=Count("pk"))
-            .order_by("-n", "followee_id")[:limit]
-        )
-        return [(int(row["followee_id"]), int(row["n"])) for row in rows]
-
     try:
-        # Under REDIS_KEY_PREFIX too, so isolated prefixes (tests, several
-        # sites on one Redis) never share the cached ranking.
-        cached = cache.get_or_set(f"{settings.REDIS_KEY_PREFIX}users:most_followed:{limit}", compute, timeout=MOST_FOLLOWED_CACHE_SECONDS)
-        top: list[tuple[int, int]] = cached if cached is not None else compute()
+        key = most_followed_cache_key(limit=limit)
+        cached = cache.get_or_set(key, lambda: most_followed_compute(limit=limit), timeout=MOST_FOLLOWED_CACHE_SECONDS)
+        top: list[tuple[int, int]] = cached if cached is not None else most_followed_compute(limit=limit)
     except REDIS_ERRORS:
-        top = compute()
+        top = most_followed_compute(limit=limit)
     users = User.objects.in_bulk([user_id for user_id, _ in top])
-    return [(users[user_id], n) for user_id, n in top if user_id in users]
+    return [(users[user_id], n) for user_id, n in top if user_id in users and users[user_id].is_active]
 
 
 def follows_import_of(*, user_id: int, import_id: int) -> FollowImport | None:
@@ -520,12 +531,16 @@ class Suggestions:
 
 
 def suggestions_for(*, user_id: int, limit: int = 10) -> Suggestions:
-    """``user_id``'s stored suggestions, best first: one round trip for the set, the reasons and
-    the reader's following set, blocks and mutes asked about the page's candidates only (O(page));
-    those followed, blocked, muted or deactivated since are skipped. While nothing is stored (or
-    Redis is down) the most followed accounts the reader does not follow."""
+    """``user_id``'s stored suggestions, best first; while nothing is stored (or Redis is down) the
+    most followed accounts the reader may see and does not follow (``computed`` False).
 
-    def from_redis(client: redis.Redis) -> Suggestions | None:
+    Redis gives the order (``limit * 3`` candidates, one round trip); whether each is shown, and
+    its reason, are decided against the database now (``suggestion_links``): a candidate the
+    reader follows, asked to follow, mutes, or that a block separates from it is left out, and so
+    is one whose every link the reader may no longer see; the others name and count only the
+    links it may see."""
+
+    def from_redis(client: redis.Redis) -> tuple[list[int], dict[int, int]] | None:
         key = redis_keys.suggestions_key(user_id)
         pipe = pipeline(client)
         pipe.zrevrange(key, 0, limit * 3 - 1, withscores=True)
@@ -534,42 +549,74 @@ def suggestions_for(*, user_id: int, limit: int = 10) -> Suggestions:
         # Ties by id ascending, as they were ranked (ZREVRANGE gives them descending).
         ids = [int(member) for member, _ in sorted(ranked, key=lambda pair: (-float(pair[1]), int(pair[0])))]
         if not ids:
-            return Suggestions(items=[], computed=True) if empty else None
-        pipe = pipeline(client)
-        pipe.hmget(redis_keys.suggestions_why_key(user_id), [str(i) for i in ids])
-        pipe.smismember(redis_keys.following_set_key(user_id), ids)
-        pipe.smembers(redis_keys.blocks_key(user_id))
-        pipe.zmscore(redis_keys.mutes_key(user_id), [str(i) for i in ids])
-        reasons, followed, blocks, muted = pipe.execute()
-        # Requests are in the database only: asked about the page's candidates.
-        hidden = {int(member) for member in blocks} | set(
-            FollowRequest.objects.filter(requester_id=user_id, target_id__in=ids).values_list("target_id", flat=True)
-        )
-        now_ms = int(timezone.now().timestamp() * 1000)
-        keep = [
-            (candidate, reason)
-            for candidate, reason, follows, until in zip(ids, reasons, followed, muted)
-            if not follows and candidate not in hidden and not (until is not None and until > now_ms)
-        ]
-        # A name a block hides since the reasons were stored is left out of the reason.
-        parsed = [
-            (candidate, (via, [name for name in names if name not in hidden]))
-            for candidate, (via, names) in ((c, parse_suggestion_reason(r)) for c, r in keep)
-        ]
-        users = users_by_id([candidate for candidate, _ in parsed] + [name for _, (_, names) in parsed for name in names])
-        items = [
-            Suggestion(user=users[candidate], via=via, names=[users[name] for name in names if name in users])
-            for candidate, (via, names) in parsed
-            if candidate in users
-        ]
-        return Suggestions(items=items[:limit], computed=True)
+            return ([], {}) if empty else None
+        reasons = client.hmget(redis_keys.suggestions_why_key(user_id), [str(i) for i in ids])
+        return ids, {candidate: parse_suggestion_reason(reason)[0] for candidate, reason in zip(ids, reasons)}
 
     found = redis_or_database(from_redis, lambda: None, keys=[redis_keys.suggestions_key(user_id)])
-    if found is not None:
-        return found
+    if found is None:
+        return Suggestions(items=suggestions_fallback(user_id=user_id, limit=limit), computed=False)
+    ids, stored_via = found
+    if ids and not any(stored_via.values()):
+        # Stored for a reader who followed nobody: the most followed accounts, read live (an
+        # account deactivated or reactivated since is left out or back at once).
+        return Suggestions(items=suggestions_fallback(user_id=user_id, limit=limit), computed=True)
+    skip = suggestion_exclusions(user_id) | {user_id}
+    skip |= set(active_follows().filter(follower_id=user_id, followee_id__in=ids).values_list("followee_id", flat=True))
+    candidates = [candidate for candidate in ids if candidate not in skip]
+    links = suggestion_links(reader_id=user_id, candidate_ids=candidates)
+    # A stored "most followed" entry (via 0: the reader followed nobody then) needs no link;
+    # any other is shown only while a link the reader may see is left.
+    shown = [candidate for candidate in candidates if links.get(candidate) or not stored_via.get(candidate)]
+    users = users_by_id(shown + [name for candidate in shown for name in links.get(candidate, [])[:WHY_NAMES]])
+    items: list[Suggestion] = []
+    for candidate in shown:
+        linked = links.get(candidate, [])
+        named = [users[name] for name in linked[:WHY_NAMES] if name in users]
+        # A link deactivated between the two reads is neither named nor counted.
+        via = len(linked) - (min(len(linked), WHY_NAMES) - len(named))
+        if candidate not in users or (stored_via.get(candidate) and not via):
+            continue
+        items.append(Suggestion(user=users[candidate], via=via, names=named))
+    return Suggestions(items=items[:limit], computed=True)
+
+
+# Followees named in a reason.
+WHY_NAMES = 2
+
+
+def suggestion_links(*, reader_id: int, candidate_ids: Collection[int]) -> dict[int, list[int]]:
+    """For each candidate, the accounts linking it to ``reader_id`` that the reader may see now,
+    from the database: active accounts the reader follows (a follow of a private account is
+    an approved one, so the reader may read its following list), no block between them and
+    the reader either way, that follow the candidate (an active account).
+
+    :returns: ``{candidate: [link ids ascending]}``; a candidate without links is absent.
+    """
+    if not candidate_ids:
+        return {}
+    followed = active_follows().filter(follower_id=reader_id).values("followee_id")
+    blocked = Block.objects.filter(Q(blocker_id=reader_id) | Q(blocked_id=reader_id))
+    rows = (
+        active_follows()
+        .filter(followee_id__in=sorted(set(candidate_ids)), follower_id__in=followed)
+        .exclude(follower_id__in=blocked.values("blocked_id"))
+        .exclude(follower_id__in=blocked.values("blocker_id"))
+        .order_by("followee_id", "follower_id")
+        .values_list("followee_id", "follower_id")
+    )
+    links: dict[int, list[int]] = {}
+    for candidate, link in rows:
+        links.setdefault(int(candidate), []).append(int(link))
+    return links
+
+
+def suggestions_fallback(*, user_id: int, limit: int) -> list[Suggestion]:
+    """The most followed accounts ``user_id`` does not follow or exclude (database reads), as
+    suggestions without links (the "most followed" reason)."""
     skip = set(active_follows().filter(follower_id=user_id).values_list("followee_id", flat=True)) | suggestion_exclusions(user_id) | {user_id}
     popular = [user for user, _ in users_most_followed(limit=POPULAR_POOL) if user.pk not in skip]
-    return Suggestions(items=[Suggestion(user=user, via=0, names=[]) for user in popular[:limit]], computed=False)
+    return [Suggestion(user=user, via=0, names=[]) for user in popular[:limit]]
 
 
 # The most followed accounts read (one cached ranking for everyone) when a reader has no
@@ -577,12 +624,19 @@ def suggestions_for(*, user_id: int, limit: int = 10) -> Suggestions:
 POPULAR_POOL = 200
 
 
+def blocks_either_way(user_id: int) -> set[int]:
+    """The accounts a block separates from ``user_id``, either way (database read)."""
+    return {
+        blocked if blocker == user_id else blocker
+        for blocker, blocked in Block.objects.filter(Q(blocker_id=user_id) | Q(blocked_id=user_id)).values_list("blocker_id", "blocked_id")
+    }
+
+
 def suggestion_exclusions(user_id: int) -> set[int]:
     """Accounts never suggested to ``user_id`` besides itself and its followees: those it asked to
     follow, those a block separates from it either way, those it mutes (database reads)."""
     found: set[int] = set(FollowRequest.objects.filter(requester_id=user_id).values_list("target_id", flat=True))
-    for blocker, blocked in Block.objects.filter(Q(blocker_id=user_id) | Q(blocked_id=user_id)).values_list("blocker_id", "blocked_id"):
-        found.add(blocked if blocker == user_id else blocker)
+    found |= blocks_either_way(user_id)
     found.update(Mute.objects.filter(live_mutes(), muter_id=user_id).values_list("muted_id", flat=True))
     return found
 

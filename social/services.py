@@ -242,7 +242,7 @@ def _request_insert(*, follower_id: int, followee_id: int) -> FollowResult:
         cursor.execute(f"{insert} {table} (requester_id, target_id, created_at) VALUES (%s, %s, %s)", [follower_id, followee_id, value])
         made = cursor.rowcount == 1
     if made:
-        # Its "who to follow" update drops the account asked (no follow: only the removal).
+        # The requester's "who to follow" is re-derived without the account asked.
         outbox.record(social_outbox.SUGGEST, subject_id=follower_id, object_id=followee_id)
         follow_requested.send(sender=FollowRequest, requester_id=follower_id, target_id=followee_id)
     return FollowResult(changed=made, follower_id=follower_id, followee_id=followee_id, requested=True)
@@ -262,15 +262,26 @@ def follow_delete(*, actor: User, followee_id: int) -> FollowResult:
     if followee_id == actor.pk:
         raise SelfFollowError("You cannot unfollow yourself.")
     result = follow_delete_pair(follower_id=actor.pk, followee_id=followee_id)
-    if not result.changed:
-        with transaction.atomic():
-            if FollowRequest.objects.filter(requester_id=actor.pk, target_id=followee_id).delete()[0]:
-                follow_request_ended.send(sender=FollowRequest, requester_id=actor.pk, target_id=followee_id)
-                return FollowResult(changed=True, follower_id=actor.pk, followee_id=followee_id, requested=True)
+    if not result.changed and _request_delete(requester_id=actor.pk, target_id=followee_id):
+        return FollowResult(changed=True, follower_id=actor.pk, followee_id=followee_id, requested=True)
     # Only a delete that found nothing asks whether the account exists at all.
     if not result.changed and not User.objects.filter(pk=followee_id).exists():
         raise TargetNotFoundError("No such user.")
     return result
+
+
+def _request_delete(*, requester_id: int, target_id: int) -> bool:
+    """Withdraw ``requester_id``'s request to ``target_id``; the requester's "who to follow"
+    may name the account again (re-derived after commit).
+
+    :returns: whether a request was deleted.
+    """
+    with transaction.atomic():
+        deleted = bool(FollowRequest.objects.filter(requester_id=requester_id, target_id=target_id).delete()[0])
+        if deleted:
+            outbox.record(social_outbox.SUGGEST, subject_id=requester_id, object_id=target_id)
+            follow_request_ended.send(sender=FollowRequest, requester_id=requester_id, target_id=target_id)
+    return deleted
 
 
 def follow_delete_pair(*, follower_id: int, followee_id: int) -> FollowResult:
@@ -290,6 +301,7 @@ def _follow_remove(*, follower_id: int, followee_id: int) -> FollowResult:
         if not deleted:
             return FollowResult(changed=False, follower_id=follower_id, followee_id=followee_id)
         outbox.record(social_outbox.PAIR, subject_id=follower_id, object_id=followee_id, hint=None)
+        outbox.record(social_outbox.SUGGEST, subject_id=follower_id, object_id=followee_id)
         follow_deleted.send(sender=Follow, follower_id=follower_id, followee_id=followee_id)
     return FollowResult(changed=True, follower_id=follower_id, followee_id=followee_id)
 

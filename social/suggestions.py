@@ -10,15 +10,25 @@ ones. A reader who follows nobody gets the most followed accounts.
 
 **Storage.** The best ``SUGGESTIONS_MAX`` are kept in Redis
 (``social.redis_keys.suggestions_key``, a sorted set by score, and
-``suggestions_why_key``, a hash naming up to two followees behind each
-candidate and their count, for the reason shown). Computed in the
-background: by the nightly task for readers seen within
-``FEED_ACTIVE_DAYS``, when a reader's page finds none, and incrementally
-after each follow (``suggestions_after_follow``: the new followee leaves
-the set and its own followees gain its weight, once: a set of the followees
-counted, ``suggestions_counted_key``, makes a repeated or late job add
-nothing). Reads filter in O(page):
-accounts followed, blocked or muted since the set was computed are skipped.
+``suggestions_why_key``, a hash of each candidate's link count and first
+links as they were at the computation). The stored set only orders the
+candidates: whether one is shown and its reason are decided when it is read,
+against the database (``social.selectors.suggestions_for``), so a follow
+removed, a block or a deactivation hides a link on the reader's very next
+request.
+
+**Re-derived, never patched.** Every change that can alter a reader's set
+records an outbox entry in its own transaction (``social.outbox``), and
+the handler recomputes the whole set from the rows (``suggestions_rederive``):
+the reader's follows, unfollows, removals, requests made or withdrawn or
+rejected, blocks and mutes either way (``social.suggest``); an account's
+deactivation or reactivation re-derives the sets of its followers
+(``social.suggest_account``); a page that finds nothing stored asks for a
+computation (``social.suggest_compute``). Changes two hops away (an account
+the reader follows follows someone new) wait for the nightly reconcile
+(``suggestions_reconcile``), which compares every stored set with a rebuild
+from the database, repairs drift and reports it; it checks the cached
+most-followed rankings too (``rankings_reconcile``).
 
 ``rank`` is the pure function (adjacency in, ranking out) that both the
 Redis path and the quality benchmark (``bench/suggestions.py``) use.
@@ -28,31 +38,39 @@ from __future__ import annotations
 
 import logging
 import math
-from datetime import timedelta
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from datetime import timedelta
 
 import redis
 from django.conf import settings
+from django.core.cache import cache
 from django.utils import timezone
-from kombu.exceptions import OperationalError as BrokerError
 
-from core.cluster import lua, pipeline
-from core.redis import REDIS_ERRORS, get_redis, redis_available, redis_failed
+from core.cluster import pipeline
+from core.redis import get_redis
 from users.models import User
 
 from . import redis_keys
-from .models import Follow
-from .selectors import POPULAR_POOL, active_follows, parse_suggestion_reason, suggestion_exclusions, users_most_followed
+from .models import Follow, SuggestionReconcileRun
+from .selectors import (
+    MOST_FOLLOWED_CACHE_SECONDS,
+    POPULAR_POOL,
+    WHY_NAMES,
+    active_follows,
+    blocks_either_way,
+    most_followed_cache_key,
+    most_followed_compute,
+    suggestion_exclusions,
+    users_most_followed,
+)
 
 logger = logging.getLogger(__name__)
 
 # Candidates kept per reader; followees read per pipeline.
 SUGGESTIONS_MAX = 100
 FOLLOWEE_BATCH = 500
-# Followees named in a reason.
-WHY_NAMES = 2
 
 
 def weight(following: int) -> float:
@@ -118,24 +136,24 @@ def _database_following_of(ids: Sequence[int]) -> Iterable[tuple[int, Collection
 
 
 def compute(
-    reader_id: int, *, client: redis.Redis | None = None, limit: int = SUGGESTIONS_MAX, followees: Collection[int] | None = None
+    reader_id: int, *, client: redis.Redis | None = None, limit: int | None = None, followees: Collection[int] | None = None
 ) -> list[Ranked]:
-    """Rank ``reader_id``'s candidates from the follow mirror (``client``), or from the database
-    (``client`` None); deactivated candidates are dropped; a reader who follows nobody gets the
-    most followed accounts.
+    """Rank ``reader_id``'s candidates: its followees (the database's, unless given) less those a
+    block separates from it are the links; what they follow is read from the follow mirror
+    (``client``) or from the database (``client`` None). Deactivated candidates are dropped; a
+    reader who follows nobody gets the most followed accounts.
 
+    :param limit: how many to keep (None: ``SUGGESTIONS_MAX``).
     :param followees: the reader's followees when the caller read them already (None: read here).
     :raises: ``REDIS_ERRORS`` on the Redis path.
     """
-    if client is not None:
-        if followees is None:
-            followees = {int(member) for member in client.smembers(redis_keys.following_set_key(reader_id))}
-        following_of = _redis_following_of(client)
-    else:
-        if followees is None:
-            followees = set(active_follows().filter(follower_id=reader_id).values_list("followee_id", flat=True))
-        following_of = _database_following_of
+    limit = SUGGESTIONS_MAX if limit is None else limit
+    if followees is None:
+        followees = set(active_follows().filter(follower_id=reader_id).values_list("followee_id", flat=True))
+    following_of = _redis_following_of(client) if client is not None else _database_following_of
     exclude = suggestion_exclusions(reader_id)
+    # Links the reader may see only: the same rule as the read (selectors.suggestion_links).
+    followees = set(followees) - blocks_either_way(reader_id)
     if not followees:
         popular = [(user, count) for user, count in users_most_followed(limit=POPULAR_POOL) if user.pk not in exclude and user.pk != reader_id]
         return [Ranked(user_id=user.pk, score=float(count), via=0, names=()) for user, count in popular[:limit]]
@@ -145,18 +163,11 @@ def compute(
     return [r for r in ranked if r.user_id in active][:limit]
 
 
-def store(client: redis.Redis, reader_id: int, ranked: Sequence[Ranked], *, counted: Collection[int]) -> None:
-    """Replace ``reader_id``'s stored suggestions with ``ranked`` (one MULTI on its slot).
-
-    :param counted: the followees ``ranked`` was computed from: a later update for one of
-        them adds nothing (``suggestions_after_follow``).
-    """
-    key, why, done = redis_keys.suggestions_key(reader_id), redis_keys.suggestions_why_key(reader_id), redis_keys.suggestions_counted_key(reader_id)
+def store(client: redis.Redis, reader_id: int, ranked: Sequence[Ranked]) -> None:
+    """Replace ``reader_id``'s stored suggestions with ``ranked`` (one MULTI on its slot)."""
+    key, why = redis_keys.suggestions_key(reader_id), redis_keys.suggestions_why_key(reader_id)
     pipe = client.pipeline(transaction=True)
-    pipe.delete(key, why, done, redis_keys.suggestions_empty_key(reader_id))
-    if counted:
-        pipe.sadd(done, *sorted(counted))
-        pipe.expire(done, redis_keys.SUGGESTIONS_TTL_SECONDS)
+    pipe.delete(key, why, redis_keys.suggestions_counted_key(reader_id), redis_keys.suggestions_empty_key(reader_id))
     if ranked:
         pipe.zadd(key, {str(r.user_id): r.score for r in ranked})
         pipe.hset(why, mapping={str(r.user_id): _why_value(r.via, r.names) for r in ranked})
@@ -172,81 +183,63 @@ def _why_value(via: int, names: Sequence[int]) -> str:
 
 
 def suggestions_refresh(*, user_id: int) -> int:
-    """Compute and store ``user_id``'s suggestions (the task's body).
+    """Compute and store ``user_id``'s suggestions from its followees as the database has them now.
 
     :returns: how many were stored.
     :raises: ``REDIS_ERRORS``.
     """
     client = get_redis()
-    followees = {int(member) for member in client.smembers(redis_keys.following_set_key(user_id))}
-    ranked = compute(user_id, client=client, followees=followees)
-    store(client, user_id, ranked, counted=followees)
+    ranked = compute(user_id, client=client)
+    store(client, user_id, ranked)
     return len(ranked)
 
 
-def suggestions_after_follow(*, follower_id: int, followee_id: int) -> int:
-    """The cheap update after ``follower_id`` followed ``followee_id``: the followee leaves the
-    suggestions, and the accounts it follows gain its weight (reasons naming it when they have
-    room). Nothing when the reader has no suggestions stored (they are computed when needed);
-    only the removal when the stored set was computed after the follow (it counts the followee
-    already) or the follow is gone again.
+def _stored(client: redis.Redis, user_ids: Sequence[int]) -> list[int]:
+    pipe = pipeline(client)
+    for user_id in user_ids:
+        pipe.exists(redis_keys.suggestions_key(user_id), redis_keys.suggestions_empty_key(user_id))
+    return [user_id for user_id, found in zip(user_ids, pipe.execute()) if found]
 
-    :returns: the candidates touched.
+
+def suggestions_rederive(*, user_ids: Iterable[int]) -> int:
+    """Recompute the stored suggestions of each of ``user_ids`` that has some stored (the others
+    are computed when their page asks), from the rows as they are now: the handler of every
+    change that can alter them (``social.outbox``). Idempotent, in any order.
+
+    :returns: how many readers were recomputed.
     :raises: ``REDIS_ERRORS``.
     """
     client = get_redis()
-    key, why = redis_keys.suggestions_key(follower_id), redis_keys.suggestions_why_key(follower_id)
-    done = redis_keys.suggestions_counted_key(follower_id)
-    stored, empty, counted_any = client.exists(key), client.exists(redis_keys.suggestions_empty_key(follower_id)), client.exists(done)
-    if not stored and not empty:
-        return 0
-    if empty or not counted_any:
-        # Nothing found before, or the most followed accounts of a reader who followed nobody
-        # (their follower counts would outrank every friend of a friend): compute anew.
-        client.delete(key, why, redis_keys.suggestions_empty_key(follower_id))
-        suggestions_request(user_id=follower_id)
-        return 0
-    follows = Follow.objects.filter(follower_id=follower_id, followee_id=followee_id).exists()
-    # SADD answers 0 when the stored set counts this followee already (computed after the
-    # follow, or this job ran before): then only the removal, so nothing is counted twice.
-    fresh = follows and client.sadd(done, str(followee_id)) == 1
-    if not fresh:
-        pipe = client.pipeline(transaction=True)
-        pipe.zrem(key, str(followee_id))
-        pipe.hdel(why, str(followee_id))
-        pipe.execute()
-        return 0
-    theirs = {int(member) for member in client.smembers(redis_keys.following_set_key(followee_id))}
-    mine = {int(member) for member in client.smembers(redis_keys.following_set_key(follower_id))}
-    skip = mine | suggestion_exclusions(follower_id) | {follower_id}
-    candidates = sorted(theirs - skip)
-    reasons = client.hmget(why, [str(c) for c in candidates]) if candidates else []
-    w = weight(len(theirs))
-    pipe = client.pipeline(transaction=True)
-    pipe.zrem(key, str(followee_id))
-    pipe.hdel(why, str(followee_id))
-    for candidate, reason in zip(candidates, reasons):
-        pipe.zincrby(key, w, str(candidate))
-        via, names = parse_suggestion_reason(reason)
-        named = names if len(names) >= WHY_NAMES else [*names, followee_id]
-        pipe.hset(why, str(candidate), _why_value(via + 1, named))
-    pipe.execute()
-    # Keep the best SUGGESTIONS_MAX and their reasons only (a script of its own: a cluster runs
-    # none inside a MULTI block).
-    lua(TRIM_LUA)(keys=[key, why], args=[SUGGESTIONS_MAX], client=client)
-    return len(candidates)
+    ids = sorted({int(user_id) for user_id in user_ids})
+    done = 0
+    for start in range(0, len(ids), FOLLOWEE_BATCH):
+        for user_id in _stored(client, ids[start : start + FOLLOWEE_BATCH]):
+            suggestions_refresh(user_id=user_id)
+            done += 1
+    return done
 
 
-# KEYS: a reader's suggestions and reasons; ARGV: how many to keep. Drops the
-# lowest-ranked beyond that from both (the reasons of the dropped go too).
-TRIM_LUA = """
-local extra = redis.call('ZRANGE', KEYS[1], 0, -(tonumber(ARGV[1]) + 1))
-if #extra > 0 then
-  redis.call('ZREM', KEYS[1], unpack(extra))
-  redis.call('HDEL', KEYS[2], unpack(extra))
-end
-return #extra
-"""
+def suggestions_rederive_account(*, account_id: int) -> int:
+    """Re-derive the stored suggestions of every reader that follows ``account_id`` (its
+    deactivation or reactivation adds or takes away its links): the rows are kept while an
+    account is deactivated, so its followers are read from the database.
+
+    :returns: how many readers were recomputed.
+    :raises: ``REDIS_ERRORS``.
+    """
+    readers = Follow.objects.filter(followee_id=account_id, follower__is_active=True).order_by("follower_id").values_list("follower_id", flat=True)
+    return suggestions_rederive(user_ids=readers.iterator(chunk_size=FOLLOWEE_BATCH))
+
+
+def rankings_invalidate() -> None:
+    """Start a new generation of the cached most-followed rankings (every cached one is left
+    behind; they expire by themselves).
+
+    :raises: ``REDIS_ERRORS``.
+    """
+    key = redis_keys.most_followed_generation_key()
+    cache.add(key, 0, timeout=None)
+    cache.incr(key)
 
 
 def suggestions_refresh_active(
@@ -257,7 +250,7 @@ def suggestions_refresh_active(
 
     :param start_after: resume after this user id (an interrupted run).
     :param resume: go on from the checkpoint a run interrupted within the last
-        ``SUGGESTIONS_CHECKPOINT_TTL_SECONDS`` left (the nightly task), if any.
+        ``SUGGESTIONS_CHECKPOINT_TTL_SECONDS`` left (the task), if any.
     :param on_progress: called with ``(readers done, last user id)`` after each reader.
     :returns: how many readers were refreshed.
     :raises: ``REDIS_ERRORS``.
@@ -281,35 +274,134 @@ def suggestions_refresh_active(
     return done
 
 
-# Readers refreshed between two checkpoints of the nightly run.
+# Readers walked between two checkpoints of a refresh or reconcile run.
 CHECKPOINT_EVERY = 100
 
 
-def suggestions_request(*, user_id: int) -> bool:
-    """Queue the computation of ``user_id``'s suggestions unless one is queued (best effort).
+# Rankings the directory and the who-to-follow fallback cache (selectors.users_most_followed).
+RANKING_LIMITS = (12, POPULAR_POOL)
+# Scores closer than this are equal (floats summed in another order).
+SCORE_TOLERANCE = 1e-9
 
-    :returns: True when a task was queued.
+
+@dataclass
+class SuggestionsDrift:
+    """What a reconcile of who to follow found: ``readers_checked`` stored sets (and reasons)
+    compared with a rebuild from the database, ``readers_drifted`` that differed,
+    ``readers_fixed`` replaced by the rebuild; the same for the cached ``rankings``;
+    ``last_user_id`` the last reader walked."""
+
+    dry_run: bool = False
+    readers_checked: int = 0
+    readers_drifted: int = 0
+    readers_fixed: int = 0
+    rankings_checked: int = 0
+    rankings_drifted: int = 0
+    rankings_fixed: int = 0
+    last_user_id: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """The figures as a dict (the task's return value, the command's output)."""
+        return {name: int(value) for name, value in asdict(self).items()}
+
+
+def _stored_set(client: redis.Redis, reader_id: int) -> tuple[bool, dict[int, float], dict[int, str]]:
+    pipe = pipeline(client)
+    pipe.zrange(redis_keys.suggestions_key(reader_id), 0, -1, withscores=True)
+    pipe.hgetall(redis_keys.suggestions_why_key(reader_id))
+    pipe.exists(redis_keys.suggestions_empty_key(reader_id))
+    ranked, why, empty = pipe.execute()
+    scores = {int(member): float(score) for member, score in ranked}
+    reasons = {int(member): value.decode() if isinstance(value, bytes) else str(value) for member, value in why.items()}
+    return bool(empty) or bool(scores), scores, reasons
+
+
+def _same(ranked: Sequence[Ranked], scores: dict[int, float], reasons: dict[int, str]) -> bool:
+    if {r.user_id for r in ranked} != set(scores) or set(reasons) != set(scores):
+        return False
+    return all(abs(scores[r.user_id] - r.score) <= SCORE_TOLERANCE and reasons[r.user_id] == _why_value(r.via, r.names) for r in ranked)
+
+
+def suggestions_reconcile(*, dry_run: bool = False, start_after: int = 0, on_progress: Callable[[SuggestionsDrift], None] | None = None) -> SuggestionsDrift:
+    """Compare the stored suggestions (sets, scores and reasons) of every reader seen within
+    ``FEED_ACTIVE_DAYS`` that has some with a rebuild from the database (``compute`` without
+    Redis), in id order; replace the drifted ones unless ``dry_run`` (the others get their
+    lifetime renewed). Then the same for the cached rankings (``rankings_reconcile``).
+
+    :param on_progress: called with the running figures after each reader.
+    :returns: the drift figures.
+    :raises: ``REDIS_ERRORS``.
     """
-    if not redis_available():
-        return False
-    try:
-        queued = get_redis().set(redis_keys.suggestions_queued_key(user_id), 1, nx=True, ex=redis_keys.SUGGESTIONS_QUEUED_TTL_SECONDS)
-    except REDIS_ERRORS as exc:
-        redis_failed(exc)
-        return False
-    if not queued:
-        return False
-    from .tasks import social_suggestions_refresh  # the task module imports this one
+    drift = SuggestionsDrift(dry_run=dry_run, last_user_id=start_after)
+    client = get_redis()
+    since = timezone.now() - timedelta(days=int(settings.FEED_ACTIVE_DAYS))
+    readers = User.objects.filter(is_active=True, last_seen_at__gte=since, pk__gt=start_after).order_by("pk").values_list("pk", flat=True)
+    for reader_id in readers.iterator(chunk_size=1000):
+        drift.last_user_id = reader_id
+        found, scores, reasons = _stored_set(client, reader_id)
+        if found:
+            drift.readers_checked += 1
+            rebuilt = compute(reader_id)
+            if not _same(rebuilt, scores, reasons):
+                drift.readers_drifted += 1
+                if not dry_run:
+                    store(client, reader_id, rebuilt)
+                    drift.readers_fixed += 1
+            elif not dry_run:
+                pipe = client.pipeline(transaction=True)
+                for key in (redis_keys.suggestions_key(reader_id), redis_keys.suggestions_why_key(reader_id), redis_keys.suggestions_empty_key(reader_id)):
+                    pipe.expire(key, redis_keys.SUGGESTIONS_TTL_SECONDS)
+                pipe.execute()
+        if on_progress is not None:
+            on_progress(drift)
+    rankings_reconcile(drift, dry_run=dry_run)
+    return drift
+
+
+def rankings_reconcile(drift: SuggestionsDrift, *, dry_run: bool = False) -> None:
+    """Compare each cached most-followed ranking (``RANKING_LIMITS``) with the database's and
+    replace a drifted one unless ``dry_run``; adds to ``drift``'s ``rankings_*`` figures.
+
+    :raises: ``REDIS_ERRORS``.
+    """
+    for limit in RANKING_LIMITS:
+        key = most_followed_cache_key(limit=limit)
+        cached = cache.get(key)
+        if cached is None:
+            continue
+        drift.rankings_checked += 1
+        truth = most_followed_compute(limit=limit)
+        if [tuple(row) for row in cached] != truth:
+            drift.rankings_drifted += 1
+            if not dry_run:
+                cache.set(key, truth, timeout=MOST_FOLLOWED_CACHE_SECONDS)
+                drift.rankings_fixed += 1
+
+
+def suggestions_reconcile_run(*, dry_run: bool = False) -> tuple[SuggestionReconcileRun, SuggestionsDrift]:
+    """Run ``suggestions_reconcile`` and record it as a ``SuggestionReconcileRun`` (figures saved
+    every ``CHECKPOINT_EVERY`` readers, and the error when it fails).
+
+    :raises: ``REDIS_ERRORS`` (recorded on the run first).
+    """
+    run = SuggestionReconcileRun.objects.create(dry_run=dry_run)
+    walked = 0
+    last = SuggestionsDrift(dry_run=dry_run)
+
+    def save(drift: SuggestionsDrift, **extra: object) -> None:
+        SuggestionReconcileRun.objects.filter(pk=run.pk).update(**{**drift.as_dict(), **extra})
+
+    def progress(drift: SuggestionsDrift) -> None:
+        nonlocal walked, last
+        walked, last = walked + 1, drift
+        if walked % CHECKPOINT_EVERY == 0:
+            save(drift)
 
     try:
-        social_suggestions_refresh.apply_async(kwargs={"user_id": user_id})
-    except BrokerError as exc:
-        # Nothing is lost (the page shows the most followed accounts meanwhile);
-        # the marker goes, so the next page asks again.
-        logger.warning("broker refused the suggestions of %s: %r", user_id, exc)
-        try:
-            get_redis().delete(redis_keys.suggestions_queued_key(user_id))
-        except REDIS_ERRORS as redis_exc:
-            redis_failed(redis_exc)
-        return False
-    return True
+        drift = suggestions_reconcile(dry_run=dry_run, on_progress=progress)
+    except Exception as exc:
+        save(last, error=repr(exc)[:500])
+        raise
+    save(drift, finished_at=timezone.now())
+    run.refresh_from_db()
+    return run, drift

@@ -10,12 +10,11 @@ from __future__ import annotations
 from django.conf import settings
 
 from core.celery import task
-from core.redis import REDIS_ERRORS, get_redis
+from core.redis import REDIS_ERRORS
 
-from . import redis_keys as suggestion_keys
 from .controls import mutes_expire
 from .reconcile import reconcile_run
-from .suggestions import suggestions_refresh, suggestions_refresh_active
+from .suggestions import suggestions_reconcile_run, suggestions_refresh_active
 
 
 @task(acks_late=True, soft_time_limit=settings.LONG_TASK_TIME_LIMIT, time_limit=settings.LONG_TASK_TIME_LIMIT + 60)
@@ -39,23 +38,24 @@ def social_mutes_expire() -> int:
     return mutes_expire()
 
 
-@task(acks_late=True, autoretry_for=REDIS_ERRORS, retry_backoff=True, max_retries=5)
-def social_suggestions_refresh(*, user_id: int) -> int:
-    """Compute and store ``user_id``'s "who to follow" (``social.suggestions``).
-
-    :returns: how many suggestions were stored.
-    """
-    try:
-        return suggestions_refresh(user_id=user_id)
-    finally:
-        get_redis().delete(suggestion_keys.suggestions_queued_key(user_id))
-
-
 @task(acks_late=True, soft_time_limit=settings.LONG_TASK_TIME_LIMIT, time_limit=settings.LONG_TASK_TIME_LIMIT + 60)
 def social_suggestions_refresh_active() -> int:
-    """Nightly: recompute the suggestions of every reader seen within ``FEED_ACTIVE_DAYS``, going on
-    from where an interrupted run of the night stopped.
+    """Recompute the suggestions of every reader seen within ``FEED_ACTIVE_DAYS`` (run by hand, e.g.
+    after a change of the ranking; the nightly work is ``social_suggestions_reconcile``), going on
+    from where an interrupted run stopped.
 
     :returns: how many readers were refreshed.
     """
     return suggestions_refresh_active(resume=True)
+
+
+@task(acks_late=True, soft_time_limit=settings.LONG_TASK_TIME_LIMIT, time_limit=settings.LONG_TASK_TIME_LIMIT + 60)
+def social_suggestions_reconcile() -> dict[str, int]:
+    """Nightly: compare every stored who-to-follow set and reason, and the cached most-followed
+    rankings, with a rebuild from the database and repair drift (renewing the sets that did
+    not drift), recorded as a ``SuggestionReconcileRun``.
+
+    :returns: ``SuggestionsDrift.as_dict()``.
+    """
+    _, drift = suggestions_reconcile_run()
+    return drift.as_dict()

@@ -25,7 +25,7 @@ from users.models import User
 from users.selectors import active_user_named, users_search
 
 from . import controls, selectors, services, transfer, visibility
-from .suggestions import suggestions_request
+from .outbox import suggestions_request
 
 
 @require_safe

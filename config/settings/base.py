@@ -247,8 +247,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "notifications.tasks.notifications_unread_reconcile",
         "schedule": crontab(hour=3, minute=45),
     },
-    "refresh-suggestions-nightly": {
-        "task": "social.tasks.social_suggestions_refresh_active",
+    # Who to follow and the most-followed rankings against a rebuild from the database
+    # (repairs drift and renews the stored sets).
+    "reconcile-suggestions-nightly": {
+        "task": "social.tasks.social_suggestions_reconcile",
         "schedule": crontab(hour=5, minute=0),
     },
     # A mute that ran out gives back the muted author's notes within this long.

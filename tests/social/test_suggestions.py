@@ -1,5 +1,6 @@
-"""Who to follow (issue 17): friends of friends, weighted; every excluded kind left out; stored in
-Redis, updated after a follow; the page, the API and bad input."""
+"""Who to follow (issues 17 and 23): friends of friends, weighted; every excluded kind left out;
+stored in Redis, re-derived after every change that can alter it; shown and reasoned against the
+database at read time; reconciled; the page, the API and bad input."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from core.models import OutboxEntry
+from core.outbox import drain
 from social import control_mirror, controls, redis_keys, selectors, services, suggestions
 from tests.conftest import refusing_broker, signed_in
+from users.services import user_set_active
 
 pytestmark = pytest.mark.django_db
 
@@ -93,7 +97,7 @@ class TestStoredAndRead:
         assert response.status_code == 302 and response["Location"] == "/suggestions/"
         assert world["dave"].pk not in [item.user.pk for item in after.items]
 
-    def test_a_follow_updates_the_stored_set_incrementally(self, alice, bob, world, user_factory, run_commits, redis_client):
+    def test_a_follow_rederives_the_stored_set(self, alice, bob, world, user_factory, run_commits, redis_client):
         newcomer = user_factory(username="newcomer")
         follow(newcomer, bob, run_commits)
         suggestions.suggestions_refresh(user_id=newcomer.pk)
@@ -102,7 +106,7 @@ class TestStoredAndRead:
         follow(dave, world["judy"], run_commits)
         follow(dave, user_factory(username="zed"), run_commits)
 
-        follow(newcomer, dave, run_commits)  # the job: dave leaves, the accounts dave follows gain
+        follow(newcomer, dave, run_commits)  # re-derived: dave leaves, the accounts dave follows gain
 
         stored = {int(m): s for m, s in redis_client.zrange(redis_keys.suggestions_key(newcomer.pk), 0, -1, withscores=True)}
         assert dave.pk not in stored
@@ -111,7 +115,7 @@ class TestStoredAndRead:
 
     def test_nothing_stored_queues_a_computation_and_shows_the_most_followed(self, alice, world, settings, run_commits):
         settings.CELERY_TASK_ALWAYS_EAGER = True
-        data = signed_in(alice).get("/api/suggestions?limit=5").json()["data"]
+        data = run_commits(lambda: signed_in(alice).get("/api/suggestions?limit=5")).json()["data"]
         again = signed_in(alice).get("/api/suggestions?limit=5").json()["data"]
 
         assert data["computed"] is False and len(data["list"]) == 5
@@ -246,7 +250,7 @@ class TestReadFilters:
 
 
 class TestTheCap:
-    def test_an_update_keeps_the_best_and_their_reasons_only(self, alice, bob, world, user_factory, run_commits, redis_client, monkeypatch):
+    def test_a_rederivation_keeps_the_best_and_their_reasons_only(self, alice, bob, world, user_factory, run_commits, redis_client, monkeypatch):
         monkeypatch.setattr(suggestions, "SUGGESTIONS_MAX", 3)
         newcomer = user_factory(username="newcomer")
         follow(newcomer, bob, run_commits)
@@ -265,12 +269,383 @@ class TestTheCap:
 
 
 class TestABrokerThatRefuses:
-    def test_the_page_still_answers_and_asks_again_next_time(self, alice, world, redis_client):
+    def test_the_page_still_answers_and_the_drain_computes_what_it_asked_for(self, alice, world, redis_client, run_commits):
         with refusing_broker():
-            response = signed_in(alice).get("/api/suggestions")
-            queued = redis_client.exists(redis_keys.suggestions_queued_key(alice.pk))
+            response = run_commits(lambda: signed_in(alice).get("/api/suggestions"))
+        pending = list(OutboxEntry.objects.filter(kind="social.suggest_compute", subject_id=alice.pk, applied_at__isnull=True).values_list("kind", flat=True))
+
+        drain(task_grace_seconds=0)
+        again = signed_in(alice).get("/api/suggestions?limit=1").json()["data"]
 
         assert response.status_code == 200
         assert response.json()["data"]["computed"] is False and len(response.json()["data"]["list"]) > 0
-        assert queued == 0
+        assert pending == ["social.suggest_compute"]
+        assert again["computed"] is True
+        assert again["list"][0]["reason"] == "followed by @bob and @charlie you follow"
+        assert redis_client.exists(redis_keys.suggestions_queued_key(alice.pk)) == 0
 
+
+# --- issue 23: decided at read time, re-derived from the rows, reconciled ------------------------
+
+
+def shown(reader):
+    """``[(username, reason)]`` of ``reader``'s suggestions as the page and the API get them."""
+    return [(item.user.username, item.reason) for item in selectors.suggestions_for(user_id=reader.pk, limit=20).items]
+
+
+def stored_ids(redis_client, reader):
+    return sorted(int(member) for member in redis_client.zrange(redis_keys.suggestions_key(reader.pk), 0, -1))
+
+
+@pytest.fixture
+def private_link(alice, bob, charlie, user_factory, run_commits):
+    """bob is private and alice an approved follower of his; bob follows dave; alice follows
+    charlie, who follows erin. alice's suggestions are stored."""
+    dave, erin = user_factory(username="dave"), user_factory(username="erin")
+    run_commits(lambda: controls.account_privacy_set(actor=bob, private=True))
+    run_commits(lambda: services.follow_create(actor=alice, followee_id=bob.pk))
+    run_commits(lambda: controls.follow_request_approve(actor=bob, requester_id=alice.pk))
+    follow(bob, dave, run_commits)
+    follow(alice, charlie, run_commits)
+    follow(charlie, erin, run_commits)
+    suggestions.suggestions_refresh(user_id=alice.pk)
+    assert shown(alice) == [("dave", "followed by @bob you follow"), ("erin", "followed by @charlie you follow")]
+    return dave, erin
+
+
+class TestAPrivateAccountsFolloweesLeaveWhenTheReaderStopsFollowing:
+    """The leak of issue 23: each way alice stops being bob's follower hides bob's followees on
+    her very next read (the after-commit work not run yet: Redis still holds the old set), and
+    the re-derivation then drops them from the stored set."""
+
+    @pytest.mark.parametrize(
+        "stop",
+        [
+            pytest.param(lambda alice, bob: controls.follower_remove(actor=bob, follower_id=alice.pk), id="removed"),
+            pytest.param(lambda alice, bob: services.follow_delete(actor=alice, followee_id=bob.pk), id="unfollowed"),
+            pytest.param(lambda alice, bob: controls.block_create(actor=bob, target_id=alice.pk), id="blocked-by-him"),
+            pytest.param(lambda alice, bob: controls.block_create(actor=alice, target_id=bob.pk), id="blocks-him"),
+        ],
+    )
+    def test_each_way(self, alice, bob, private_link, redis_client, stop):
+        _, erin = private_link
+
+        stop(alice, bob)  # committed; its after-commit work has not run
+        next_read = shown(alice)
+        drain(task_grace_seconds=0)
+        following_list = signed_in(alice).get(f"/u/{bob.username}/following/").status_code
+
+        assert following_list in (403, 404)
+        assert next_read == [("erin", "followed by @charlie you follow")]
+        assert stored_ids(redis_client, alice) == [erin.pk]
+        assert shown(alice) == [("erin", "followed by @charlie you follow")]
+
+    def test_turning_private_hides_his_followees_from_a_reader_he_did_not_approve(self, alice, bob, charlie, user_factory, run_commits, redis_client):
+        dave, erin = user_factory(username="dave"), user_factory(username="erin")
+        follow(alice, bob, run_commits)  # bob is public
+        follow(bob, dave, run_commits)
+        follow(alice, charlie, run_commits)
+        follow(charlie, erin, run_commits)
+        suggestions.suggestions_refresh(user_id=alice.pk)
+        assert shown(alice)[0] == ("dave", "followed by @bob you follow")
+
+        services.follow_delete(actor=alice, followee_id=bob.pk)  # after-commit work not run
+        controls.account_privacy_set(actor=bob, private=True)
+        next_read = shown(alice)
+        drain(task_grace_seconds=0)
+        following_list = signed_in(alice).get(f"/u/{bob.username}/following/").status_code
+
+        assert following_list == 403
+        assert next_read == [("erin", "followed by @charlie you follow")]
+        assert stored_ids(redis_client, alice) == [erin.pk]
+
+    def test_turning_private_keeps_his_followees_for_an_approved_follower(self, alice, bob, charlie, user_factory, run_commits):
+        dave = user_factory(username="dave")
+        follow(alice, bob, run_commits)
+        follow(bob, dave, run_commits)
+        suggestions.suggestions_refresh(user_id=alice.pk)
+
+        run_commits(lambda: controls.account_privacy_set(actor=bob, private=True))
+
+        assert signed_in(alice).get(f"/u/{bob.username}/following/").status_code == 200
+        assert shown(alice) == [("dave", "followed by @bob you follow")]
+
+
+class TestC27:
+    """A follows B and C; B follows D; C follows E; A's suggestions computed; then A blocks B."""
+
+    @pytest.fixture
+    def graph(self, alice, bob, charlie, user_factory, run_commits):
+        dave, erin = user_factory(username="dave"), user_factory(username="erin")
+        follow(alice, bob, run_commits)
+        follow(alice, charlie, run_commits)
+        follow(bob, dave, run_commits)
+        follow(charlie, erin, run_commits)
+        suggestions.suggestions_refresh(user_id=alice.pk)
+        assert shown(alice) == [("dave", "followed by @bob you follow"), ("erin", "followed by @charlie you follow")]
+        return dave, erin
+
+    def test_no_suggestion_names_b_and_d_goes(self, alice, bob, charlie, graph, run_commits, redis_client):
+        _, erin = graph
+
+        run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
+        listed = signed_in(alice).get("/api/suggestions").json()["data"]["list"]
+
+        assert shown(alice) == [("erin", "followed by @charlie you follow")]
+        assert [(item["username"], item["reason"]) for item in listed] == [("erin", "followed by @charlie you follow")]
+        assert stored_ids(redis_client, alice) == [erin.pk]
+        assert redis_client.hget(redis_keys.suggestions_why_key(alice.pk), erin.pk) == f"1,{charlie.pk}".encode()
+
+    def test_d_stays_while_another_followee_links_it(self, alice, bob, charlie, graph, user_factory, run_commits):
+        dave, _ = graph
+        frank = user_factory(username="frank")
+        follow(alice, frank, run_commits)
+        follow(frank, dave, run_commits)
+        suggestions.suggestions_refresh(user_id=alice.pk)
+        assert shown(alice)[0] == ("dave", "followed by @bob and @frank you follow")
+
+        controls.block_create(actor=alice, target_id=bob.pk)  # the very next read, before the after-commit work
+        before_rederive = shown(alice)
+        drain(task_grace_seconds=0)
+
+        assert before_rederive == [("dave", "followed by @frank you follow"), ("erin", "followed by @charlie you follow")]
+        assert shown(alice) == [("dave", "followed by @frank you follow"), ("erin", "followed by @charlie you follow")]
+
+
+class TestReasonCounts:
+    """Reasons name and count only the links the reader may see, whatever the stored reason says."""
+
+    def test_a_hidden_link_is_neither_named_nor_counted(self, alice, bob, charlie, user_factory, run_commits):
+        frank, grace, dave = user_factory(username="frank"), user_factory(username="grace"), user_factory(username="dave")
+        for link in (bob, charlie, frank, grace):
+            follow(alice, link, run_commits)
+            follow(link, dave, run_commits)
+        suggestions.suggestions_refresh(user_id=alice.pk)
+        stored = shown(alice)
+
+        user_set_active(user=grace, is_active=False)  # after-commit work not run
+        one_hidden = shown(alice)
+        controls.block_create(actor=bob, target_id=alice.pk)
+        two_hidden = shown(alice)
+        controls.block_create(actor=alice, target_id=charlie.pk)
+        three_hidden = shown(alice)
+        user_set_active(user=frank, is_active=False)
+        all_hidden = shown(alice)
+
+        assert stored == [("dave", "followed by @bob, @charlie and 2 others you follow")]
+        assert one_hidden == [("dave", "followed by @bob, @charlie and 1 other you follow")]
+        assert two_hidden == [("dave", "followed by @charlie and @frank you follow")]
+        assert three_hidden == [("dave", "followed by @frank you follow")]
+        assert all_hidden == []
+
+
+class TestRederivedFromTheRows:
+    """After each change that can alter a reader's set, once the after-commit work ran, the stored
+    set, scores and reasons equal a rebuild from the database (a dry-run reconcile finds nothing)."""
+
+    @pytest.fixture
+    def reader(self, alice, bob, world, run_commits):
+        type(alice).objects.filter(pk=alice.pk).update(last_seen_at=timezone.now())
+        suggestions.suggestions_refresh(user_id=alice.pk)
+        return alice
+
+    def rebuilt(self, reader):
+        return [(r.user_id, round(r.score, 9), r.via, r.names) for r in suggestions.compute(reader.pk)]
+
+    def stored(self, redis_client, reader):
+        why = redis_client.hgetall(redis_keys.suggestions_why_key(reader.pk))
+        ranked = redis_client.zrevrange(redis_keys.suggestions_key(reader.pk), 0, -1, withscores=True)
+        rows = sorted(((int(m), s) for m, s in ranked), key=lambda pair: (-pair[1], pair[0]))
+        found = []
+        for member, score in rows:
+            via, names = selectors.parse_suggestion_reason(why[str(member).encode()])
+            found.append((member, round(score, 9), via, tuple(names)))
+        return found
+
+    @pytest.mark.parametrize(
+        "change",
+        [
+            pytest.param(lambda a, bob, w: services.follow_create(actor=a, followee_id=w["dave"].pk), id="follow"),
+            pytest.param(lambda a, bob, w: services.follow_delete(actor=a, followee_id=bob.pk), id="unfollow"),
+            pytest.param(lambda a, bob, w: controls.follower_remove(actor=bob, follower_id=a.pk), id="removed"),
+            pytest.param(lambda a, bob, w: controls.block_create(actor=a, target_id=bob.pk), id="block"),
+            pytest.param(lambda a, bob, w: controls.block_create(actor=bob, target_id=a.pk), id="blocked"),
+            pytest.param(lambda a, bob, w: controls.mute_create(actor=a, target_id=w["erin"].pk), id="mute"),
+            pytest.param(lambda a, bob, w: user_set_active(user=bob, is_active=False), id="deactivation"),
+            pytest.param(lambda a, bob, w: bob.delete(), id="deletion"),
+        ],
+    )
+    def test_after_each_change(self, reader, bob, world, run_commits, redis_client, change):
+        before = self.stored(redis_client, reader)
+
+        run_commits(lambda: change(reader, bob, world))
+        drain(task_grace_seconds=0)
+
+        assert self.stored(redis_client, reader) == self.rebuilt(reader) != before
+        assert suggestions.suggestions_reconcile(dry_run=True).readers_drifted == 0
+
+    def test_after_unblock_unmute_and_reactivation(self, reader, bob, charlie, world, run_commits, redis_client):
+        run_commits(lambda: controls.block_create(actor=reader, target_id=world["dave"].pk))
+        run_commits(lambda: controls.mute_create(actor=reader, target_id=world["erin"].pk))
+        run_commits(lambda: user_set_active(user=charlie, is_active=False))
+        drain(task_grace_seconds=0)
+        hidden = self.stored(redis_client, reader)
+
+        run_commits(lambda: controls.block_delete(actor=reader, target_id=world["dave"].pk))
+        run_commits(lambda: controls.mute_delete(actor=reader, target_id=world["erin"].pk))
+        run_commits(lambda: user_set_active(user=charlie, is_active=True))
+        drain(task_grace_seconds=0)
+
+        assert world["dave"].pk not in [row[0] for row in hidden] and world["erin"].pk not in [row[0] for row in hidden]
+        assert self.stored(redis_client, reader) == self.rebuilt(reader)
+        assert shown(reader)[0] == ("dave", "followed by @bob and @charlie you follow")
+
+    def test_a_withdrawn_or_rejected_request_lets_the_account_back(self, reader, world, run_commits, redis_client):
+        erin = world["erin"]
+        run_commits(lambda: controls.account_privacy_set(actor=erin, private=True))
+        run_commits(lambda: services.follow_create(actor=reader, followee_id=erin.pk))
+        drain(task_grace_seconds=0)
+        asked = stored_ids(redis_client, reader)
+
+        run_commits(lambda: services.follow_delete(actor=reader, followee_id=erin.pk))  # withdrawn
+        drain(task_grace_seconds=0)
+        withdrawn = stored_ids(redis_client, reader)
+        run_commits(lambda: services.follow_create(actor=reader, followee_id=erin.pk))
+        run_commits(lambda: controls.follow_request_reject(actor=erin, requester_id=reader.pk))
+        drain(task_grace_seconds=0)
+
+        assert erin.pk not in asked
+        assert erin.pk in withdrawn
+        assert erin.pk in stored_ids(redis_client, reader)
+        assert self.stored(redis_client, reader) == self.rebuilt(reader)
+
+
+class TestRankingsAndTheFallback:
+    """A deactivated account leaves the most followed (directory and who-to-follow fallback) on the
+    very next request; reactivation brings it back on the next one."""
+
+    @pytest.fixture
+    def star(self, user_factory, run_commits):
+        star, second = user_factory(username="star"), user_factory(username="second")
+        fans = [user_factory(username=f"fan{n}") for n in range(3)]
+        for fan in fans:
+            follow(fan, star, run_commits)
+        for fan in fans[:2]:
+            follow(fan, second, run_commits)
+        return star, second
+
+    def ranked(self, limit=2):
+        return [(user.username, count) for user, count in selectors.users_most_followed(limit=limit)]
+
+    def test_deactivation_and_reactivation(self, star, user_factory, run_commits):
+        newcomer = user_factory(username="newcomer")
+        cached = self.ranked()
+
+        user_set_active(user=star[0], is_active=False)  # the very next request, after-commit work or not
+        gone = self.ranked()
+        directory = signed_in(newcomer).get("/").content.decode()
+        fallback = [item.user.username for item in selectors.suggestions_for(user_id=newcomer.pk).items]
+        drain(task_grace_seconds=0)
+        recomputed = self.ranked()
+        run_commits(lambda: user_set_active(user=star[0], is_active=True))
+        back = self.ranked()
+
+        assert cached == [("star", 3), ("second", 2)]
+        assert gone == [("second", 2)]
+        assert 'href="/u/star/"' not in directory and 'href="/u/second/"' in directory
+        assert "star" not in fallback and "second" in fallback
+        assert recomputed[0] == ("second", 2)
+        assert back == [("star", 3), ("second", 2)]
+        assert selectors.suggestions_for(user_id=newcomer.pk).items[0].user.username == "star"
+
+    def test_a_stored_most_followed_set_follows_reactivation_too(self, star, user_factory, run_commits):
+        newcomer = user_factory(username="newcomer")
+        suggestions.suggestions_refresh(user_id=newcomer.pk)  # follows nobody: the most followed, stored
+        run_commits(lambda: user_set_active(user=star[0], is_active=False))
+        gone = [(item.user.username, item.reason) for item in selectors.suggestions_for(user_id=newcomer.pk).items]
+
+        run_commits(lambda: user_set_active(user=star[0], is_active=True))
+        back = selectors.suggestions_for(user_id=newcomer.pk)
+
+        assert gone[0] == ("second", "one of the most followed accounts")
+        assert back.computed and [(item.user.username, item.reason) for item in back.items][:2] == [
+            ("star", "one of the most followed accounts"),
+            ("second", "one of the most followed accounts"),
+        ]
+
+    def test_deletion(self, star, run_commits):
+        assert self.ranked() == [("star", 3), ("second", 2)]
+
+        run_commits(lambda: star[0].delete())
+
+        assert self.ranked()[0] == ("second", 2)
+
+
+class TestReconcile:
+    @pytest.fixture
+    def reader(self, alice, world):
+        type(alice).objects.filter(pk=alice.pk).update(last_seen_at=timezone.now())
+        suggestions.suggestions_refresh(user_id=alice.pk)
+        return alice
+
+    def test_finds_and_repairs_drifted_sets_reasons_and_rankings(self, reader, bob, world, redis_client, settings):
+        selectors.users_most_followed(limit=12)  # cached
+        clean = suggestions.suggestions_reconcile(dry_run=True)
+        redis_client.zadd(redis_keys.suggestions_key(reader.pk), {str(bob.pk): 9.0})  # followed already
+        redis_client.hset(redis_keys.suggestions_why_key(reader.pk), str(world["judy"].pk), f"5,{bob.pk}")  # a patched reason
+        from django.core.cache import cache
+
+        cache.set(selectors.most_followed_cache_key(limit=12), [(bob.pk, 99)])
+        before = stored_ids(redis_client, reader)
+
+        dry = suggestions.suggestions_reconcile(dry_run=True)
+        untouched = stored_ids(redis_client, reader) == before
+        fixed = suggestions.suggestions_reconcile()
+        after = suggestions.suggestions_reconcile(dry_run=True)
+
+        assert (clean.readers_checked, clean.readers_drifted, clean.rankings_checked, clean.rankings_drifted) == (1, 0, 1, 0)
+        assert (dry.readers_checked, dry.readers_drifted, dry.readers_fixed, dry.rankings_drifted, dry.rankings_fixed) == (1, 1, 0, 1, 0)
+        assert untouched
+        assert (fixed.readers_drifted, fixed.readers_fixed, fixed.rankings_drifted, fixed.rankings_fixed) == (1, 1, 1, 1)
+        assert (after.readers_drifted, after.rankings_drifted) == (0, 0)
+        assert bob.pk not in stored_ids(redis_client, reader)
+        assert shown(reader)[-1] == ("judy", "followed by @bob and @charlie you follow")
+
+    def test_the_command_dry_run_exits_3_on_drift_and_records_the_run(self, reader, bob, redis_client):
+        from io import StringIO
+
+        from django.core.management import call_command
+
+        from social.models import SuggestionReconcileRun
+
+        redis_client.zadd(redis_keys.suggestions_key(reader.pk), {str(bob.pk): 9.0})
+        out = StringIO()
+        with pytest.raises(SystemExit) as exited:
+            call_command("reconcile_suggestions", "--dry-run", stdout=out)
+        call_command("reconcile_suggestions", stdout=StringIO())
+        runs = list(SuggestionReconcileRun.objects.order_by("pk").values_list("dry_run", "readers_drifted", "readers_fixed"))
+
+        assert exited.value.code == 3
+        assert "readers_checked=1 readers_drifted=1 readers_fixed=0" in out.getvalue()
+        assert runs == [(True, 1, 0), (False, 1, 1)]
+
+    def test_the_nightly_task_is_scheduled_and_records_a_run(self, reader, settings):
+        from social.models import SuggestionReconcileRun
+        from social.tasks import social_suggestions_reconcile
+
+        figures = social_suggestions_reconcile.apply().get()
+
+        assert settings.CELERY_BEAT_SCHEDULE["reconcile-suggestions-nightly"]["task"] == "social.tasks.social_suggestions_reconcile"
+        assert figures["readers_checked"] == 1 and figures["readers_drifted"] == 0
+        assert SuggestionReconcileRun.objects.get().finished_at is not None
+
+    def test_the_health_page_shows_the_last_run(self, reader, user_factory):
+        admin = user_factory(username="root", is_staff=True, is_superuser=True)
+        suggestions.suggestions_reconcile_run(dry_run=True)
+
+        response = signed_in(admin).get("/admin/core/outboxentry/health/")
+        section = response.context["health"].sections["suggestions_reconcile"]
+
+        assert section.state == "finished"
+        assert ("readers_checked", 1) in section.figures and ("rankings_drifted", 0) in section.figures
+        assert b"Who to follow and rankings reconcile" in response.content
