@@ -4,8 +4,8 @@ Each app declares the structures it derives from the graph in its ``derived``
 module (``declare``); ``table()`` loads them all. A row names, for every
 ``Change``, how the structure follows it: the outbox kinds recorded in the
 change's transaction that re-derive it (``Kinds``), a read-time decision
-against the database (``ReadTime``), or why the change cannot affect it
-(``Unaffected``); and the reconcile that repairs its drift. Tests walk the
+against the database (``ReadTime``), a cache's lifetime (``Expires``), or
+why the change cannot affect it (``Unaffected``); and the reconcile that repairs its drift. Tests walk the
 table (a missing cell fails) and perform each change to check that its
 transaction records the kinds the table names; docs/architecture.md shows
 the table as ``markdown()`` renders it.
@@ -54,13 +54,21 @@ class ReadTime:
 
 
 @dataclass(frozen=True)
+class Expires:
+    """Kept for at most ``seconds`` by a cache, then derived again; ``why`` says why not at once."""
+
+    seconds: int
+    why: str
+
+
+@dataclass(frozen=True)
 class Unaffected:
     """The change cannot affect the structure, for the reason ``why``."""
 
     why: str
 
 
-Cell = Kinds | ReadTime | Unaffected
+Cell = Kinds | ReadTime | Expires | Unaffected
 
 
 @dataclass(frozen=True)
@@ -116,6 +124,8 @@ def _cell_text(cell: Cell) -> str:
         return ", ".join(f"`{name}`" for name in cell.names)
     if isinstance(cell, ReadTime):
         return f"read time: `{cell.function}`"
+    if isinstance(cell, Expires):
+        return f"within {cell.seconds} s (a cache): {cell.why}"
     return f"unaffected: {cell.why}"
 
 

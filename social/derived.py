@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from core.derived import Change, ReadTime, Unaffected, declare, kinds
+from core.derived import Change, Expires, ReadTime, Unaffected, declare, kinds
+
+from .selectors import MOST_FOLLOWED_CACHE_SECONDS
 
 NO_EDGE = Unaffected("it makes or removes no follow")
 PAIR = kinds("social.pair")
@@ -59,36 +61,58 @@ declare(
 )
 
 SUGGEST = kinds("social.suggest")
+LINKS = ReadTime("social.selectors.suggestions_for")
 
 declare(
     "who to follow and its reasons",
     app="social",
-    reconcile="social.suggestions.suggestions_refresh",
+    reconcile="social.suggestions.suggestions_drift",
     cells={
-        Change.FOLLOW: SUGGEST,
-        Change.UNFOLLOW: ReadTime("social.selectors.suggestions_for"),
+        Change.FOLLOW: (SUGGEST, LINKS),
+        Change.UNFOLLOW: (SUGGEST, LINKS),
         Change.REQUEST_MADE: SUGGEST,
-        Change.REQUEST_APPROVED: SUGGEST,
-        Change.REQUEST_REJECTED: ReadTime("social.selectors.suggestions_for"),
-        Change.REQUEST_WITHDRAWN: ReadTime("social.selectors.suggestions_for"),
-        Change.FOLLOWER_REMOVED: ReadTime("social.selectors.suggestions_for"),
-        Change.BLOCK: ReadTime("social.selectors.suggestions_for"),
-        Change.UNBLOCK: ReadTime("social.selectors.suggestions_for"),
-        Change.MUTE: ReadTime("social.selectors.suggestions_for"),
-        Change.UNMUTE: ReadTime("social.selectors.suggestions_for"),
-        Change.PRIVACY_ON: ReadTime("social.selectors.suggestions_for"),
-        Change.PRIVACY_OFF: ReadTime("social.selectors.suggestions_for"),
-        Change.DEACTIVATION: ReadTime("social.selectors.suggestions_for"),
-        Change.REACTIVATION: ReadTime("social.selectors.suggestions_for"),
-        Change.DELETION: kinds("social.user"),
+        Change.REQUEST_APPROVED: (SUGGEST, LINKS),
+        Change.REQUEST_REJECTED: SUGGEST,
+        Change.REQUEST_WITHDRAWN: SUGGEST,
+        Change.FOLLOWER_REMOVED: (SUGGEST, LINKS),
+        Change.BLOCK: (SUGGEST, LINKS),
+        Change.UNBLOCK: SUGGEST,
+        Change.MUTE: SUGGEST,
+        Change.UNMUTE: SUGGEST,
+        Change.PRIVACY_ON: LINKS,
+        Change.PRIVACY_OFF: kinds("social.privacy_open", "social.suggest"),
+        Change.DEACTIVATION: (kinds("social.suggest_account"), LINKS),
+        Change.REACTIVATION: kinds("social.suggest_account"),
+        Change.DELETION: (SUGGEST, LINKS),
     },
 )
+
+RANKED = ReadTime("social.selectors.users_most_followed")
+COUNTED = Expires(MOST_FOLLOWED_CACHE_SECONDS, "one follow moves a count by one; the ranking is one cached list for everyone")
+ONLY_FOLLOWS = Unaffected("a ranking counts follow rows only")
 
 declare(
     "directory rankings",
     app="social",
-    reconcile="social.selectors.users_most_followed",
-    cells={change: ReadTime("social.selectors.users_most_followed") for change in Change},
+    reconcile="social.suggestions.rankings_drift",
+    cells={
+        Change.FOLLOW: COUNTED,
+        Change.UNFOLLOW: COUNTED,
+        Change.REQUEST_MADE: ONLY_FOLLOWS,
+        Change.REQUEST_APPROVED: COUNTED,
+        Change.REQUEST_REJECTED: ONLY_FOLLOWS,
+        Change.REQUEST_WITHDRAWN: ONLY_FOLLOWS,
+        Change.FOLLOWER_REMOVED: COUNTED,
+        Change.BLOCK: (COUNTED, ReadTime("social.visibility.without_hidden")),
+        Change.UNBLOCK: ReadTime("social.visibility.without_hidden"),
+        Change.MUTE: ONLY_FOLLOWS,
+        Change.UNMUTE: ONLY_FOLLOWS,
+        Change.PRIVACY_ON: ONLY_FOLLOWS,
+        Change.PRIVACY_OFF: COUNTED,
+        Change.DEACTIVATION: (kinds("social.rankings"), RANKED),
+        Change.REACTIVATION: kinds("social.rankings"),
+        Change.DELETION: (kinds("social.rankings"), RANKED),
+    },
 )
 
 declare(

@@ -405,3 +405,21 @@ def suggestions_reconcile_run(*, dry_run: bool = False) -> tuple[SuggestionRecon
     save(drift, finished_at=timezone.now())
     run.refresh_from_db()
     return run, drift
+
+
+def suggestions_drift(*, repair: bool) -> int:
+    """The table's reconcile of who to follow (sets, scores and reasons), ``suggestions_reconcile``.
+
+    :returns: readers whose stored suggestions differed from a rebuild.
+    """
+    return suggestions_reconcile(dry_run=not repair).readers_drifted
+
+
+def rankings_drift(*, repair: bool) -> int:
+    """The table's reconcile of the directory's cached rankings, ``rankings_reconcile``.
+
+    :returns: cached rankings that differed from the database's.
+    """
+    drift = SuggestionsDrift(dry_run=not repair)
+    rankings_reconcile(drift, dry_run=not repair)
+    return drift.rankings_drifted
