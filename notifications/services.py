@@ -22,7 +22,7 @@ from typing import Any
 
 import redis
 from django.db import connection, transaction
-from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.db.models.constants import OnConflict
 from django.utils import timezone
 
@@ -387,15 +387,19 @@ def notifications_reconcile(
     :raises: ``REDIS_ERRORS``.
     """
     client = get_redis()
-    top = User.objects.aggregate(top=Max("pk"))["top"] or 0
     total = NotificationsDrift()
-    for low in range(0, top, batch_users):
-        high = min(low + batch_users, top)
+    low = 0
+    while True:
+        # By keyset over the accounts there are (ids are sparse after deletions and imports).
+        ids = list(User.objects.filter(pk__gt=low).order_by("pk").values_list("pk", flat=True)[:batch_users])
+        if not ids:
+            return total
+        high = ids[-1]
         drift = _reconcile_batch(client, low, high, dry_run=dry_run)
         total.add(drift)
         if on_progress is not None:
-            on_progress(high - low, drift)
-    return total
+            on_progress(len(ids), drift)
+        low = high
 
 
 def notifications_reconcile_recorded(*, dry_run: bool = False, batch_users: int = 2000) -> NotificationsReconcileRun:
