@@ -37,7 +37,9 @@ CHANGES = [
     "follow", "unfollow", "approve", "reject", "remove", "block", "unblock", "mute", "mute_for_a_while",
     "unmute", "expire", "private", "public", "deactivate", "reactivate", "delete", "publish",
 ]  # fmt: skip
-steps = st.lists(st.tuples(st.sampled_from(CHANGES), st.integers(0, PEOPLE - 1), st.integers(0, PEOPLE - 1)), min_size=1, max_size=14)
+# Follows and unfollows weigh more: the graph's races need several of them on one pair.
+WEIGHTED = CHANGES + ["follow", "unfollow"] * 3
+steps = st.lists(st.tuples(st.sampled_from(WEIGHTED), st.integers(0, PEOPLE - 1), st.integers(0, PEOPLE - 1)), min_size=1, max_size=14)
 
 
 def _reconcile(path: str):
@@ -113,5 +115,5 @@ def test_any_order_of_the_after_commit_work_ends_equal_to_a_rebuild(sequence, da
         drain()
         drain()
 
-    drifted = {s.name: _reconcile(s.reconcile)(repair=False) for s in derived.table() if s.reconcile.endswith("_drift")}
+    drifted = {s.name: _reconcile(s.reconcile)(repair=False) for s in derived.table() if s.name != "import jobs"}
     assert drifted == {name: 0 for name in drifted}
