@@ -100,13 +100,10 @@ def parse_import(raw: bytes) -> list[str]:
         raise InvalidInput("The file is not UTF-8 text.") from None
     if "\x00" in text:
         raise InvalidInput("The file is not text (it holds NUL bytes).")
-    lines = text.splitlines()
-    # Mastodon's layout has a header line; a plain list has none.
-    header = 1 if lines and lines[0].strip().lower().startswith(HEADER[0].lower()) else 0
-    if len(lines) - header > max_lines:
-        raise InvalidInput(f"The file has {len(lines):,} lines; at most {max_lines:,} accounts can be imported at once.")
+    # Rows as the csv module reads them (quotes, doubled quotes, CR LF, a quoted line
+    # break), so the header is recognised however a program quoted it.
     try:
-        rows = list(csv.reader(lines, strict=True))
+        rows = list(csv.reader(io.StringIO(text, newline=""), strict=True))
     except csv.Error as exc:
         raise InvalidInput(f"The file is not CSV: {exc}.") from None
     rows = [row for row in rows if any(cell.strip() for cell in row)]
@@ -114,7 +111,11 @@ def parse_import(raw: bytes) -> list[str]:
         raise InvalidInput("The file lists no account.")
     first = [cell.strip().lower() for cell in rows[0]]
     wanted = [cell.lower() for cell in HEADER]
-    if first[0] == wanted[0]:
+    # Mastodon's layout has a header row; a plain list has none.
+    header = 1 if first[0] == wanted[0] else 0
+    if len(rows) - header > max_lines:
+        raise InvalidInput(f"The file has {len(rows) - header:,} lines; at most {max_lines:,} accounts can be imported at once.")
+    if header:
         if first != wanted[: len(first)]:
             raise InvalidInput(f"The columns must be {', '.join(HEADER)} (Mastodon's export), or one username per line.")
         rows = rows[1:]

@@ -291,3 +291,75 @@ class TestImportRuns:
         assert list(OutboxEntry.objects.filter(applied_at__isnull=True).values_list("kind", flat=True)) == []
         assert (result.stuck, result.redis_down) == (0, False)
 
+
+
+def mastodon_file(names: list[str], form: str) -> bytes:
+    """A follows file in Mastodon's layout, written as Mastodon writes it (``plain``), with a
+    UTF-8 BOM and CR LF line ends (``bom_crlf``), or with every field quoted (``quoted``)."""
+    rows = [HEADER.rstrip("\n").split(","), *([name, "true", "false", ""] for name in names)]
+    if form == "quoted":
+        return "".join(",".join(f'"{cell}"' for cell in row) + "\r\n" for row in rows).encode()
+    text = "".join(",".join(row) + "\n" for row in rows)
+    if form == "bom_crlf":
+        return b"\xef\xbb\xbf" + text.replace("\n", "\r\n").encode()
+    return text.encode()
+
+
+FORMS = ["plain", "bom_crlf", "quoted"]
+
+
+class TestC28FileForms:
+    @pytest.mark.parametrize("form", FORMS)
+    @pytest.mark.parametrize("through", ["api", "page"])
+    def test_three_accounts_at_a_limit_of_three_are_all_followed(self, alice, bob, charlie, user_factory, run_commits, settings, form, through):
+        settings.FOLLOWS_IMPORT_MAX_LINES = 3
+        settings.CELERY_TASK_ALWAYS_EAGER = True
+        dave = user_factory(username="dave")
+        upload = SimpleUploadedFile("follows.csv", mastodon_file(["bob", "charlie", dave.username], form))
+        url = "/api/follows/import" if through == "api" else "/settings/follows/"
+
+        response = run_commits(lambda: signed_in(alice).post(url, {"file": upload}))
+
+        job = FollowImport.objects.get()
+        assert response.status_code == (202 if through == "api" else 302)
+        assert job.usernames == ["bob", "charlie", "dave"]
+        assert (job.total, job.position, job.followed, job.skipped) == (3, 3, 3, [])
+        assert followees(alice) == {"bob", "charlie", "dave"}
+
+    @pytest.mark.parametrize("form", FORMS)
+    @pytest.mark.parametrize("through", ["api", "page"])
+    def test_four_accounts_at_a_limit_of_three_are_400_and_change_nothing(self, alice, bob, charlie, user_factory, settings, form, through):
+        settings.FOLLOWS_IMPORT_MAX_LINES = 3
+        names = ["bob", "charlie", user_factory(username="dave").username, user_factory(username="erin").username]
+        upload = SimpleUploadedFile("follows.csv", mastodon_file(names, form))
+        url = "/api/follows/import" if through == "api" else "/settings/follows/"
+
+        response = signed_in(alice).post(url, {"file": upload})
+
+        assert response.status_code == 400
+        assert "The file has 4 lines; at most 3 accounts can be imported at once." in response.content.decode()
+        assert not FollowImport.objects.exists() and not Follow.objects.exists()
+
+    @pytest.mark.parametrize(
+        ("raw", "usernames"),
+        [
+            # A quoted header with other casing and spaces, doubled quotes, a blank line.
+            (b'" account address ","SHOW BOOSTS"\r\n"bob","true"\r\n\r\n"charlie","false"\r\n', ["bob", "charlie"]),
+            # Quotes only where a spreadsheet needs them: a comma inside the languages field.
+            (b'Account address,Show boosts,Notify on new posts,Languages\nbob,true,false,"en,de"\n', ["bob"]),
+            # A plain list whose names are quoted.
+            (b'"bob"\r\n"@charlie"\r\n', ["bob", "charlie"]),
+        ],
+    )
+    def test_quoting_follows_the_csv_rules_not_a_listed_input(self, settings, raw, usernames):
+        settings.FOLLOWS_IMPORT_MAX_LINES = 2
+
+        assert transfer.parse_import(raw) == usernames
+
+    def test_a_quoted_line_break_is_one_row_not_two(self, settings):
+        settings.FOLLOWS_IMPORT_MAX_LINES = 1
+
+        # One field holding a line break: one row (not "2 lines"), and not a username.
+        with pytest.raises(transfer.InvalidInput, match="The file lists no username"):
+            transfer.parse_import(b'"bob\ncharlie"\n')
+        assert transfer.parse_import(HEADER.encode() + b'bob,true,false,"en\nde"\n') == ["bob"]
