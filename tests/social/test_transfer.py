@@ -218,7 +218,7 @@ def send_pending_import(import_id: int, attempts: int = 5) -> None:
         try:
             outbox_apply.apply_async(kwargs={"entry_ids": [entry.pk]})
             return
-        except Exception:  # noqa: BLE001 - the broker refused again: retried
+        except Exception:  # noqa: BLE001, S112 - the broker refused again: retried
             continue
 
 
@@ -244,9 +244,8 @@ class TestImportThroughTheWorker:
         pair_entries = list(OutboxEntry.objects.filter(kind="social.pair", subject_id=alice.pk).values_list("object_id", flat=True))
         assert 5 <= at_kill < 30
         assert followees(alice) == {t.username for t in targets}
-        # A kill between a follow's commit and its checkpoint leaves that one "already followed".
-        assert job.position == 30 and job.followed + len(job.skipped) == 30
-        assert len(job.skipped) <= 1 and all(reason == transfer.SKIP_FOLLOWING for _, reason in job.skipped)
+        # A follow and its line's checkpoint commit together: a kill loses neither.
+        assert (job.position, job.followed, job.skipped) == (30, 30, [])
         assert sorted(pair_entries) == sorted(t.pk for t in targets)  # one follow per account, none twice
 
 
@@ -254,19 +253,21 @@ class TestImportRuns:
     def test_a_run_overtaken_by_another_run_of_the_same_import_stops_without_undoing_it(self, alice, user_factory, monkeypatch):
         targets = [user_factory(username=f"t{n}") for n in range(3)]
         job = transfer.follows_import_start(actor=alice, raw="\n".join(t.username for t in targets).encode())
-        real = transfer.follow_create
+        real = transfer._handle_line
 
-        def other_run_finishes_first(**kwargs):
-            # A redelivered message's run handled every line while this one made its first follow.
-            FollowImport.objects.filter(pk=job.pk).update(position=3, followed=3)
-            return real(**kwargs)
+        def other_run_finishes_first(actor, import_id, position):
+            # A redelivered message's run handled every line while this one read the checkpoint.
+            monkeypatch.setattr(transfer, "_handle_line", real)
+            transfer.follows_import_run(import_id=import_id)
+            return real(actor, import_id, position)
 
-        monkeypatch.setattr(transfer, "follow_create", other_run_finishes_first)
+        monkeypatch.setattr(transfer, "_handle_line", other_run_finishes_first)
         step = transfer.follows_import_run(import_id=job.pk)
 
         job.refresh_from_db()
         assert (step.finished, step.wait_seconds) == (False, 0)
-        assert (job.position, job.followed) == (3, 3)  # its checkpoint was not overwritten with 1
+        assert (job.position, job.followed, job.skipped) == (3, 3, [])  # its checkpoint was not overwritten
+        assert followees(alice) == {t.username for t in targets}
 
     def test_many_bad_lines_keep_a_bounded_list_and_a_count(self, alice):
         names = [f"nobody{n}" for n in range(transfer.SKIPS_KEPT + 20)]
@@ -363,3 +364,98 @@ class TestC28FileForms:
         with pytest.raises(transfer.InvalidInput, match="The file lists no username"):
             transfer.parse_import(b'"bob\ncharlie"\n')
         assert transfer.parse_import(HEADER.encode() + b'bob,true,false,"en\nde"\n') == ["bob"]
+
+
+def run_at_once(*steps) -> list[BaseException]:
+    """Run ``steps`` in threads started together, each on its own DB connection; the errors."""
+    import threading
+
+    from django.db import connection
+
+    barrier = threading.Barrier(len(steps))
+    errors: list[BaseException] = []
+
+    def run(step) -> None:
+        try:
+            barrier.wait()
+            step()
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(step,)) for step in steps]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    return errors
+
+
+@pytest.mark.django_db(transaction=True)
+class TestConcurrentImports:
+    ROUNDS = 3
+
+    def test_two_imports_of_one_list_report_exactly_the_rows_made(self, redis_client, monkeypatch):
+        import threading
+
+        from social.selectors import follow_counts
+        from tests.social.helpers import assert_mirror_equals_database
+
+        real = transfer._skip_reason
+        in_step = threading.Barrier(2)
+
+        def both_checked(actor, username):
+            # Both imports read "not followed yet" before either follows: the widest window.
+            reason = real(actor, username)
+            try:
+                in_step.wait(timeout=2)
+            except threading.BrokenBarrierError:
+                in_step.reset()
+            return reason
+
+        monkeypatch.setattr(transfer, "_skip_reason", both_checked)
+
+        for round_ in range(self.ROUNDS):
+            actor = UserFactory(username=f"importer{round_}")
+            targets = [UserFactory(username=f"r{round_}t{n:02d}") for n in range(20)]
+            raw = "\n".join(t.username for t in targets).encode()
+            first, second = (unstarted_import(actor, raw) for _ in range(2))
+
+            errors = run_at_once(*(partial_run(job.pk) for job in (first, second)))
+
+            first.refresh_from_db()
+            second.refresh_from_db()
+            rows = Follow.objects.filter(follower=actor).count()
+            assert errors == []
+            assert rows == 20
+            assert first.followed + second.followed == rows  # each row reported once, by the import that made it
+            for job in (first, second):
+                assert (job.position, job.finished_at is not None) == (20, True)
+                assert job.followed + len(job.skipped) == 20
+                assert {reason for _, reason in job.skipped} <= {transfer.SKIP_FOLLOWING}
+            assert follow_counts(user_id=actor.pk).following == 20
+            assert_mirror_equals_database(redis_client, [actor.pk, *(t.pk for t in targets)])
+
+    def test_two_runs_of_one_import_handle_each_line_once(self):
+        actor = UserFactory(username="importer")
+        targets = [UserFactory(username=f"t{n:02d}") for n in range(20)]
+        job = unstarted_import(actor, "\n".join(t.username for t in targets).encode())
+
+        errors = run_at_once(partial_run(job.pk), partial_run(job.pk))
+
+        job.refresh_from_db()
+        assert errors == []
+        assert (job.position, job.followed, job.skipped) == (20, 20, [])
+        assert Follow.objects.filter(follower=actor).count() == 20
+
+
+def unstarted_import(actor, raw: bytes) -> FollowImport:
+    """An import recorded as ``follows_import_start`` records it, without the outbox entry that
+    would run it at once here (Celery is eager in tests): the test runs it."""
+    usernames = transfer.parse_import(raw)
+    return FollowImport.objects.create(user=actor, usernames=usernames, total=len(usernames))
+
+
+def partial_run(import_id: int):
+    return lambda: transfer.follows_import_run(import_id=import_id)
