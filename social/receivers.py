@@ -4,7 +4,12 @@ Connected in ``SocialConfig.ready`` with ``dispatch_uid``s:
 
 - ``users.signals.user_activity_changed`` -> re-mirror every edge of the account
 - ``pre_delete`` of ``users.User`` -> the same, before the cascade removes the
-  rows (any delete path: admin, shell, ``QuerySet.delete``)
+  rows (any delete path: admin, shell, ``QuerySet.delete``), and re-mirror
+  the blocks and mutes of every pair the account has, so the other side's
+  sets lose its id
+
+Deactivation and reactivation change no block or mute: the rows stay, in
+force, and the sets keep showing them (as a rebuild from the database does).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Any
 
 from users.models import User
 
+from .controls import controls_mirror_refresh
 from .services import user_mirror_refresh
 
 
@@ -21,5 +27,6 @@ def on_user_activity_changed(sender: Any, *, user_id: int, is_active: bool, **kw
 
 
 def on_user_deleted(sender: Any, *, instance: User, **kwargs: Any) -> None:
-    # pre_delete, so the edges are still there to be counted.
+    # pre_delete, so the edges, blocks and mutes are still there to be read.
     user_mirror_refresh(user_id=instance.pk)
+    controls_mirror_refresh(user_id=instance.pk)
