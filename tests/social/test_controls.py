@@ -734,3 +734,30 @@ class TestControlsOfADeactivatedAccount:
             assert after_change == rebuilt == before
             assert bob.pk in after_change[alice.pk][0] and bob.pk in after_change[charlie.pk][1]
             assert dry.controls_drifted == 0
+
+
+class TestControlWritesComeFromTheDatabase:
+    def test_a_write_from_a_stale_read_is_rewritten_by_its_verifying_read(self, alice, bob, redis_client, run_commits, monkeypatch):
+        from social import control_mirror
+
+        run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
+        run_commits(lambda: controls.mute_create(actor=alice, target_id=bob.pk))
+        real = control_mirror.pair_controls
+        reads = []
+
+        def stale_first(pairs):
+            # The first read is of an older state (block and mute gone): an applier that read
+            # before the block and wrote after a newer applier.
+            reads.append(pairs)
+            if len(reads) == 1:
+                return {pair: control_mirror.PairControls(blocked=False, a_mutes_b_until=None, b_mutes_a_until=None) for pair in pairs}
+            return real(pairs)
+
+        monkeypatch.setattr(control_mirror, "pair_controls", stale_first)
+        control_mirror.mirror_apply_controls([(bob.pk, alice.pk)])
+
+        assert len(reads) == 3  # the stale read, the verifying read that saw it moved, the check after the rewrite
+        assert redis_client.smembers(redis_keys.blocks_key(alice.pk)) == {str(bob.pk).encode()}
+        assert redis_client.smembers(redis_keys.blocks_key(bob.pk)) == {str(alice.pk).encode()}
+        assert redis_client.zscore(redis_keys.mutes_key(alice.pk), str(bob.pk)) == redis_keys.MUTE_FOREVER_MS
+        assert control_mirror.controls_differences(redis_client, [alice.pk, bob.pk]) == set()

@@ -459,3 +459,51 @@ def unstarted_import(actor, raw: bytes) -> FollowImport:
 
 def partial_run(import_id: int):
     return lambda: transfer.follows_import_run(import_id=import_id)
+
+
+class TestImportsAfterDeletions:
+    """An import's progress and counts equal what the database shows when an account it
+    concerns is deleted mid-import (its report is the record of each line when handled)."""
+
+    def test_the_importing_account_deleted_mid_import_leaves_no_job_no_follow_and_no_pending_entry(self, alice, user_factory, run_commits):
+        targets = [user_factory(username=f"t{n}") for n in range(4)]
+        job = transfer.follows_import_start(actor=alice, raw="\n".join(t.username for t in targets).encode())  # its entry pending
+
+        first = run_commits(lambda: transfer.follows_import_run(import_id=job.pk, limit=2))
+        alice_id = alice.pk
+        run_commits(alice.delete)
+        OutboxEntry.objects.update(attempts=1)  # every task's grace is over
+        result = drain()
+
+        assert (first.done, first.finished) == (2, False)
+        with pytest.raises(transfer.NotFound):
+            transfer.follows_import_run(import_id=job.pk)
+        assert not FollowImport.objects.filter(pk=job.pk).exists()
+        assert not Follow.objects.filter(follower_id=alice_id).exists()
+        assert not OutboxEntry.objects.filter(kind="social.follows_import", applied_at__isnull=True).exists()
+        assert result.stuck == 0
+
+    def test_a_listed_account_deleted_mid_import(self, alice, user_factory, run_commits):
+        names = ["t0", "t1", "t2", "t3"]
+        targets = {name: user_factory(username=name) for name in names}
+        job = FollowImport.objects.create(user=alice, usernames=names, total=4)
+
+        run_commits(lambda: transfer.follows_import_run(import_id=job.pk, limit=2))  # t0 and t1 followed
+        run_commits(targets["t0"].delete)  # handled already
+        run_commits(targets["t2"].delete)  # not handled yet
+        step = run_commits(lambda: transfer.follows_import_run(import_id=job.pk))
+
+        job.refresh_from_db()
+        rows = set(Follow.objects.filter(follower=alice).values_list("followee__username", flat=True))
+        assert step.finished and (job.position, job.total) == (4, 4)
+        assert job.skipped == [["t2", transfer.SKIP_UNKNOWN]]
+        # t0's line followed it when handled: the report keeps that line, the graph lost the row.
+        assert (job.followed, job.skipped_count) == (3, 1)
+        assert rows == {"t1", "t3"}
+        assert services_counts(alice) == len(rows)
+
+
+def services_counts(user) -> int:
+    from social.selectors import follow_counts
+
+    return follow_counts(user_id=user.pk).following
