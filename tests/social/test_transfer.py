@@ -507,3 +507,45 @@ def services_counts(user) -> int:
     from social.selectors import follow_counts
 
     return follow_counts(user_id=user.pk).following
+
+
+@pytest.mark.django_db(transaction=True)
+class TestImportRacingDeletion:
+    # Known, outside the import: a deletion collects the account's rows before its transaction,
+    # so a follow the account makes meanwhile (here the import's; a click does the same) adds a
+    # notification or follow row the DELETE of the user then trips on (IntegrityError 1451; the
+    # deletion rolls back whole). Fixing it needs the delete path to lock the account's row
+    # before collecting (users/notifications own it).
+    @pytest.mark.xfail(reason="a follow racing its account's deletion fails the deletion (FK 1451)", strict=False)
+    def test_the_importing_account_deleted_while_its_import_runs(self, settings):
+        import threading
+
+        from django.db import connection
+
+        from tests.social.faults import wait_until
+
+        settings.FOLLOWS_IMPORT_PAUSE_SECONDS = 0.02
+        actor = UserFactory(username="importer")
+        targets = [UserFactory(username=f"t{n:02d}") for n in range(40)]
+        job = unstarted_import(actor, "\n".join(t.username for t in targets).encode())
+        outcome: dict[str, object] = {}
+
+        def run() -> None:
+            try:
+                outcome["step"] = transfer.follows_import_run(import_id=job.pk)
+            except BaseException as exc:  # noqa: BLE001 - asserted below
+                outcome["error"] = exc
+            finally:
+                connection.close()
+
+        runner = threading.Thread(target=run)
+        runner.start()
+        wait_until(lambda: FollowImport.objects.get(pk=job.pk).position >= 3, timeout=30, interval=0.005, what="the import under way")
+        actor_id = actor.pk
+        actor.delete()
+        runner.join(60)
+
+        assert not runner.is_alive()
+        assert isinstance(outcome.get("error"), transfer.NotFound)  # the job went with its account
+        assert not FollowImport.objects.filter(pk=job.pk).exists()
+        assert not Follow.objects.filter(follower_id=actor_id).exists()  # no follow made after the deletion survived it
