@@ -2,7 +2,8 @@
 
 Connected in ``SocialConfig.ready`` with ``dispatch_uid``s:
 
-- ``users.signals.user_activity_changed`` -> re-mirror every edge of the account
+- ``users.signals.user_activity_changed`` -> re-mirror every edge of the account;
+  on reactivation, its unfinished imports go on
 - ``pre_delete`` of ``users.User`` -> the same, before the cascade removes the
   rows (any delete path: admin, shell, ``QuerySet.delete``), and re-mirror
   the blocks and mutes of every pair the account has, so the other side's
@@ -20,10 +21,13 @@ from users.models import User
 
 from .controls import controls_mirror_refresh
 from .services import user_mirror_refresh
+from .transfer import follows_imports_resume
 
 
 def on_user_activity_changed(sender: Any, *, user_id: int, is_active: bool, **kwargs: Any) -> None:
     user_mirror_refresh(user_id=user_id)
+    if is_active:
+        follows_imports_resume(user_id=user_id)
 
 
 def on_user_deleted(sender: Any, *, instance: User, **kwargs: Any) -> None:

@@ -20,8 +20,9 @@ line once, and ``followed`` counts exactly the rows this import's inserts
 created (a row another import made first is "already followed" here). An
 import's report is the record of what each line did when it was handled.
 Unknown, deactivated, blocked, requested (private) and already-followed
-accounts are skipped and reported. When the follow rate limit
-(``FOLLOW_RATE``) is reached the job stops until a later application
+accounts are skipped and reported. A deactivated importer's import stops
+without spending its lines and goes on when the account is reactivated.
+When the follow rate limit (``FOLLOW_RATE``) is reached the job stops until a later application
 (``waiting_until`` says when the limit lifts) instead of failing.
 """
 
@@ -48,7 +49,7 @@ from core.transactions import retry_on_deadlock
 from users.models import User
 
 from .models import Block, Follow, FollowImport
-from .services import FollowError, follow_create
+from .services import ActorInactiveError, FollowError, follow_create
 
 HEADER = ["Account address", "Show boosts", "Notify on new posts", "Languages"]
 
@@ -161,7 +162,7 @@ def _apply_imports(entries: Sequence[OutboxEntry]) -> None:
             step = follows_import_run(import_id=entry.subject_id, limit=LINES_PER_APPLY)
         except NotFound:
             continue  # the import went with its account: nothing left to do
-        if not step.finished:
+        if not step.finished and not step.actor_inactive:
             unfinished.append(entry.subject_id)
     if unfinished:
         raise EntryNotApplied(f"imports {unfinished} go on at the next drain")
@@ -169,12 +170,14 @@ def _apply_imports(entries: Sequence[OutboxEntry]) -> None:
 
 @dataclass(frozen=True)
 class ImportStep:
-    """What one run of the job did: ``done`` lines handled in all, ``finished``, and
-    ``wait_seconds`` when the follow rate limit stopped it (run again after that)."""
+    """What one run of the job did: ``done`` lines handled in all, ``finished``,
+    ``wait_seconds`` when the follow rate limit stopped it (run again after that), and
+    ``actor_inactive`` when the importing account is deactivated (it goes on when reactivated)."""
 
     done: int
     finished: bool
     wait_seconds: int = 0
+    actor_inactive: bool = False
 
 
 def _skip_reason(actor: User, username: str) -> tuple[str | None, User | None]:
@@ -206,11 +209,13 @@ class ImportOvertaken(Exception):
 @dataclass(frozen=True)
 class _LineOutcome:
     """One handled line: ``followed`` (this import's insert created the follow row), or the
-    skip ``reason``; ``retry_after`` > 0 when the follow rate limit stopped the line."""
+    skip ``reason``; ``retry_after`` > 0 when the follow rate limit stopped the line, and
+    ``actor_inactive`` when the importing account is deactivated (the line stays unhandled)."""
 
     followed: bool = False
     reason: str | None = None
     retry_after: int = 0
+    actor_inactive: bool = False
 
 
 def _follow_line(actor: User, username: str) -> _LineOutcome:
@@ -221,6 +226,8 @@ def _follow_line(actor: User, username: str) -> _LineOutcome:
         result = follow_create(actor=actor, followee_id=target.pk)
     except RateLimited as exc:
         return _LineOutcome(retry_after=max(1, int(exc.retry_after)))
+    except ActorInactiveError:
+        return _LineOutcome(actor_inactive=True)
     except FollowError as exc:
         return _LineOutcome(reason=f"{SKIP_REFUSED}: {exc.message}")
     if result.requested:
@@ -248,6 +255,8 @@ def _handle_line(actor: User, import_id: int, position: int) -> tuple[FollowImpo
             raise ImportOvertaken(import_id)
         username = job.usernames[job.position]
         outcome = _follow_line(actor, username)
+        if outcome.actor_inactive:
+            return job, outcome
         if outcome.retry_after:
             job.waiting_until = timezone.now() + timedelta(seconds=outcome.retry_after)
             job.save(update_fields=["waiting_until"])
@@ -282,6 +291,9 @@ def follows_import_run(*, import_id: int, limit: int | None = None) -> ImportSte
         # still waiting and cost this one read until the limit lifts.
         return ImportStep(done=job.position, finished=False, wait_seconds=int((job.waiting_until - timezone.now()).total_seconds()) + 1)
     actor = job.user
+    if not actor.is_active:
+        # Its lines are not spent on refusals: reactivation records the entry again.
+        return ImportStep(done=job.position, finished=False, actor_inactive=True)
     handled = 0
     pause = float(settings.FOLLOWS_IMPORT_PAUSE_SECONDS)
     position = job.position
@@ -292,11 +304,26 @@ def follows_import_run(*, import_id: int, limit: int | None = None) -> ImportSte
             return ImportStep(done=position, finished=False)
         if outcome.retry_after:
             return ImportStep(done=job.position, finished=False, wait_seconds=outcome.retry_after)
+        if outcome.actor_inactive:
+            return ImportStep(done=job.position, finished=False, actor_inactive=True)
         position = job.position
         handled += 1
         if pause and outcome.followed:
             time.sleep(pause)
     return ImportStep(done=position, finished=position >= job.total)
+
+
+def follows_imports_resume(*, user_id: int) -> int:
+    """Record the outbox entry of every unfinished import of ``user_id`` again (its
+    reactivation: a deactivated account's import stops without spending its lines). Call in
+    the transaction of the change.
+
+    :returns: how many imports go on.
+    """
+    unfinished = list(FollowImport.objects.filter(user_id=user_id, finished_at__isnull=True).values_list("pk", flat=True))
+    for import_id in unfinished:
+        outbox.record(IMPORT, subject_id=import_id)
+    return len(unfinished)
 
 
 # Celery applies it after commit; a refused message, a killed worker or a pause

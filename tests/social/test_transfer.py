@@ -549,3 +549,26 @@ class TestImportRacingDeletion:
         assert isinstance(outcome.get("error"), transfer.NotFound)  # the job went with its account
         assert not FollowImport.objects.filter(pk=job.pk).exists()
         assert not Follow.objects.filter(follower_id=actor_id).exists()  # no follow made after the deletion survived it
+
+
+class TestADeactivatedImporter:
+    def test_its_import_stops_without_spending_lines_and_goes_on_when_reactivated(self, alice, user_factory, run_commits):
+        from users.services import user_set_active
+
+        targets = [user_factory(username=f"t{n}") for n in range(4)]
+        job = transfer.follows_import_start(actor=alice, raw="\n".join(t.username for t in targets).encode())  # entry pending
+        run_commits(lambda: transfer.follows_import_run(import_id=job.pk, limit=1))
+        run_commits(lambda: user_set_active(user=alice, is_active=False))
+        OutboxEntry.objects.update(attempts=1)  # every task's grace is over
+
+        drain()
+        job.refresh_from_db()
+        while_inactive = (job.position, job.followed, job.skipped, job.finished_at)
+        pending_while_inactive = OutboxEntry.objects.filter(kind="social.follows_import", applied_at__isnull=True).count()
+        run_commits(lambda: user_set_active(user=alice, is_active=True))  # Celery is eager: the import goes on
+        job.refresh_from_db()
+
+        assert while_inactive == (1, 1, [], None)
+        assert pending_while_inactive == 0  # settled, not retried every drain
+        assert (job.position, job.followed, job.skipped, job.finished_at is not None) == (4, 4, [], True)
+        assert followees(alice) == {t.username for t in targets}
