@@ -19,6 +19,7 @@ from django.db.models import Q
 
 from core.cluster import pipeline
 from core.errors import EntryNotApplied
+from core.parsing import id_or_none
 from core.redis import get_redis
 from core.replica import primary_reads
 
@@ -128,11 +129,14 @@ def user_control_pairs(user_id: int) -> list[Pair]:
     return [(user_id, other) for other in sorted(others)]
 
 
-def controls_differences(client: redis.Redis, user_ids: Sequence[int]) -> set[Pair]:
+def controls_differences(client: redis.Redis, user_ids: Sequence[int], garbage: list[tuple[str, str, bytes]] | None = None) -> set[Pair]:
     """The pairs whose blocks or mutes Redis shows otherwise than the database, for the
     accounts ``user_ids`` (reconcile): one pipeline and two queries for all of them. A mute
-    that expired counts as none on both sides.
+    that expired counts as none on both sides. An id of a deleted account is drift like any
+    other (no row holds it).
 
+    :param garbage: gets ``(command, key, member)`` removing each member that is not a
+        decimal id (no pair can rewrite it).
     :raises: ``REDIS_ERRORS``.
     """
     ids = sorted({int(user_id) for user_id in user_ids})
@@ -157,10 +161,24 @@ def controls_differences(client: redis.Redis, user_ids: Sequence[int]) -> set[Pa
         muted[mute.muter_id][mute.muted_id] = mute_score(mute)
     drifted: set[Pair] = set()
     for index, user_id in enumerate(ids):
-        in_redis = {int(member) for member in replies[2 * index]}
+        in_redis: set[int] = set()
+        for member in replies[2 * index]:
+            other = id_or_none(member)
+            if other is None:
+                if garbage is not None:
+                    garbage.append(("srem", redis_keys.blocks_key(user_id), member))
+            else:
+                in_redis.add(other)
         for other in in_redis ^ hidden[user_id]:
             drifted.add((min(user_id, other), max(user_id, other)))
-        scores = {int(member): int(score) for member, score in replies[2 * index + 1] if score > now_ms}
+        scores: dict[int, int] = {}
+        for member, score in replies[2 * index + 1]:
+            other = id_or_none(member)
+            if other is None:
+                if garbage is not None:
+                    garbage.append(("zrem", redis_keys.mutes_key(user_id), member))
+            elif score > now_ms:
+                scores[other] = int(score)
         for other in set(scores) | set(muted[user_id]):
             if scores.get(other) != muted[user_id].get(other):
                 drifted.add((min(user_id, other), max(user_id, other)))

@@ -87,6 +87,23 @@ def _record(actor_id: int, other_id: int) -> None:
     social_outbox.suggestions_record(actor_id, other_id)
 
 
+def controls_mirror_refresh(*, user_id: int) -> int:
+    """Record a ``social.control`` entry for every pair of ``user_id`` with a block or a mute
+    in the database, either way. Call in the transaction that deletes the account, before the
+    cascade removes the rows (they name the other accounts, whose sets hold ``user_id``):
+    after commit each pair is written as the database then has it, so no other account's
+    block or mute set keeps the id. (The account's own keys go with its ``social.user`` entry.)
+
+    :returns: how many entries were recorded.
+    """
+    others: set[int] = set()
+    others.update(Block.objects.filter(blocker_id=user_id).values_list("blocked_id", flat=True))
+    others.update(Block.objects.filter(blocked_id=user_id).values_list("blocker_id", flat=True))
+    others.update(Mute.objects.filter(muter_id=user_id).values_list("muted_id", flat=True))
+    others.update(Mute.objects.filter(muted_id=user_id).values_list("muter_id", flat=True))
+    return outbox.record_many(social_outbox.CONTROL, [(user_id, other) for other in sorted(others)])
+
+
 def block_create(*, actor: User, target_id: int) -> ControlResult:
     """``actor`` blocks ``target_id``: both follows between them end (unfollow path), pending
     follow requests either way go, and neither can follow the other until unblocked.

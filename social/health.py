@@ -38,6 +38,8 @@ RECONCILE_FIGURES = (
     "edges_extra",
     "scores_wrong",
     "pairs_repaired",
+    "controls_drifted",
+    "controls_repaired",
     "last_user_id",
 )
 

@@ -204,6 +204,7 @@ class ReconcileRun(models.Model):
     scores_wrong = models.PositiveIntegerField(default=0)
     pairs_repaired = models.PositiveIntegerField(default=0)
     controls_drifted = models.PositiveIntegerField(default=0)  # pairs whose blocks or mutes Redis showed wrong
+    controls_repaired = models.PositiveIntegerField(default=0)  # of them, re-written from the database
     error = models.TextField(blank=True, default="")
 
     class Meta:

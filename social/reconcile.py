@@ -83,7 +83,11 @@ class ReconcileReport:
     drift; ``edges_checked`` database edges whose follower was checked;
     ``edges_missing`` / ``edges_extra`` / ``scores_wrong`` counted per
     (edge, side); ``pairs_repaired`` distinct pairs re-applied (0 in a dry
-    run); ``last_user_id`` the checkpoint (every id up to it was walked).
+    run); ``controls_drifted`` pairs whose blocks or mutes Redis showed
+    otherwise than the database (and non-id members of those sets),
+    ``controls_repaired`` of them re-written from the database (pairs also
+    in ``pairs_repaired``) or removed (non-ids); ``last_user_id`` the checkpoint (every id up to it
+    was walked).
     """
 
     users_checked: int = 0
@@ -94,12 +98,15 @@ class ReconcileReport:
     scores_wrong: int = 0
     pairs_repaired: int = 0
     controls_drifted: int = 0
+    controls_repaired: int = 0
     last_user_id: int = 0
     drifted_pairs: set[Pair] = field(default_factory=set, repr=False)
     # Pairs whose blocks or mutes Redis shows wrong (``social.control_mirror``).
     drifted_controls: set[Pair] = field(default_factory=set, repr=False)
     # (command, key, member) removing members that are not decimal ids.
     garbage: list[tuple[str, str, bytes]] = field(default_factory=list, repr=False)
+    # The same, from block and mute sets.
+    controls_garbage: list[tuple[str, str, bytes]] = field(default_factory=list, repr=False)
 
     def as_dict(self) -> dict[str, int]:
         """The figures as ``{name: int}`` (no pair lists)."""
@@ -107,6 +114,7 @@ class ReconcileReport:
         data.pop("drifted_pairs")
         data.pop("drifted_controls")
         data.pop("garbage")
+        data.pop("controls_garbage")
         return data
 
     @property
@@ -406,8 +414,10 @@ def reconcile_users(
             assert side.zset is not None
             if diff_side(user_id, direction, truth.get(user_id, {}), members, side.zset, side, report):
                 drifted.add(user_id)
-    controls = controls_differences(client, sorted(wanted))
-    report.controls_drifted += len(controls)
+    junk = len(report.controls_garbage)
+    controls = controls_differences(client, sorted(wanted), report.controls_garbage)
+    # A member that is not an id is one drifted entry of its set.
+    report.controls_drifted += len(controls) + len(report.controls_garbage) - junk
     report.drifted_controls.update(controls)
     drifted.update(user_id for pair in controls for user_id in pair if user_id in wanted)
     report.users_checked += len(wanted)
@@ -416,15 +426,17 @@ def reconcile_users(
 
 def repair_report(client: redis.Redis, report: ReconcileReport) -> None:
     """Apply the drifted pairs from the database and drop non-id members; clears both lists."""
-    if report.garbage:
+    if report.garbage or report.controls_garbage:
         pipe = pipeline(client)
-        for command, key, member in report.garbage:
+        for command, key, member in [*report.garbage, *report.controls_garbage]:
             if command == "srem":
                 pipe.srem(key, member)
             else:
                 pipe.zrem(key, member)
         pipe.execute()
+        report.controls_repaired += len(report.controls_garbage)
         report.garbage.clear()
+        report.controls_garbage.clear()
     if report.drifted_pairs:
         mirror_apply_pairs(sorted(report.drifted_pairs))
         report.pairs_repaired += len(report.drifted_pairs)
@@ -432,6 +444,7 @@ def repair_report(client: redis.Redis, report: ReconcileReport) -> None:
     if report.drifted_controls:
         mirror_apply_controls(sorted(report.drifted_controls))
         report.pairs_repaired += len(report.drifted_controls)
+        report.controls_repaired += len(report.drifted_controls)
         report.drifted_controls.clear()
 
 
@@ -494,6 +507,7 @@ def reconcile_all(
             report.drifted_pairs.clear()
             report.drifted_controls.clear()
             report.garbage.clear()
+            report.controls_garbage.clear()
         report.last_user_id = high
         if on_batch is not None:
             on_batch(report)
@@ -506,6 +520,7 @@ def reconcile_all(
 # The counters of a ``ReconcileRun``, named as in ``ReconcileReport.as_dict()``.
 RUN_FIGURES = (
     "users_checked", "users_drifted", "edges_checked", "edges_missing", "edges_extra", "scores_wrong", "pairs_repaired", "controls_drifted",
+    "controls_repaired",
 )
 
 

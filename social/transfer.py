@@ -5,20 +5,25 @@ Export: ``Account address,Show boosts,Notify on new posts,Languages``, one
 row per followee, oldest follow first (account address = username).
 
 Import: a file in that layout (its header, then one row per account) or a
-plain list of usernames, one per line. The file is checked whole before
-anything changes (size, line count, encoding, columns); then a
-``FollowImport`` row keeps the usernames and a checkpoint, and its outbox
-entry (``social.follows_import``, applied by the Celery task after commit,
-``LINES_PER_APPLY`` lines at a time, then by the drain until done) follows
-them in order, saving the checkpoint after each follow: a refused message,
-a killed worker or a pause at the rate limit leaves the entry pending and
-the next application goes on from the checkpoint, and a username already
-handled is not followed twice (a follow of an account already followed is
-a no-op anyway). Unknown,
-deactivated, blocked, requested (private) and already-followed accounts are
-skipped and reported. When the follow rate limit (``FOLLOW_RATE``) is
-reached the job stops until a later application (``waiting_until`` says
-when the limit lifts) instead of failing.
+plain list of usernames, one per line, read with the csv module's quoting
+rules (a header is recognised however it is quoted; a BOM and CR LF are
+fine). The file is checked whole before anything changes (size, account
+count, encoding, columns); then a ``FollowImport`` row keeps the usernames
+and a checkpoint, and its outbox entry (``social.follows_import``, applied
+by the Celery task after commit, ``LINES_PER_APPLY`` lines at a time, then
+by the drain until done) follows them in order. Each line is one
+transaction holding the import's row lock: the follow, the line's outcome
+and the checkpoint commit together, so a refused message, a killed worker
+or a pause at the rate limit leaves the entry pending and the next
+application goes on from the checkpoint, two runs of one import handle each
+line once, and ``followed`` counts exactly the rows this import's inserts
+created (a row another import made first is "already followed" here). An
+import's report is the record of what each line did when it was handled.
+Unknown, deactivated, blocked, requested (private) and already-followed
+accounts are skipped and reported. A deactivated importer's import stops
+without spending its lines and goes on when the account is reactivated.
+When the follow rate limit (``FOLLOW_RATE``) is reached the job stops until a later application
+(``waiting_until`` says when the limit lifts) instead of failing.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 
 from django.conf import settings
 from django.db import transaction
@@ -39,10 +45,11 @@ from core.errors import EntryNotApplied, InvalidInput, NotFound
 from core.limits import RateLimited
 from core.models import OutboxEntry
 from core.parsing import username_problem
+from core.transactions import retry_on_deadlock
 from users.models import User
 
 from .models import Block, Follow, FollowImport
-from .services import FollowError, follow_create
+from .services import ActorInactiveError, FollowError, follow_create
 
 HEADER = ["Account address", "Show boosts", "Notify on new posts", "Languages"]
 
@@ -100,13 +107,10 @@ def parse_import(raw: bytes) -> list[str]:
         raise InvalidInput("The file is not UTF-8 text.") from None
     if "\x00" in text:
         raise InvalidInput("The file is not text (it holds NUL bytes).")
-    lines = text.splitlines()
-    # Mastodon's layout has a header line; a plain list has none.
-    header = 1 if lines and lines[0].strip().lower().startswith(HEADER[0].lower()) else 0
-    if len(lines) - header > max_lines:
-        raise InvalidInput(f"The file has {len(lines):,} lines; at most {max_lines:,} accounts can be imported at once.")
+    # Rows as the csv module reads them (quotes, doubled quotes, CR LF, a quoted line
+    # break), so the header is recognised however a program quoted it.
     try:
-        rows = list(csv.reader(lines, strict=True))
+        rows = list(csv.reader(io.StringIO(text, newline=""), strict=True))
     except csv.Error as exc:
         raise InvalidInput(f"The file is not CSV: {exc}.") from None
     rows = [row for row in rows if any(cell.strip() for cell in row)]
@@ -114,7 +118,11 @@ def parse_import(raw: bytes) -> list[str]:
         raise InvalidInput("The file lists no account.")
     first = [cell.strip().lower() for cell in rows[0]]
     wanted = [cell.lower() for cell in HEADER]
-    if first[0] == wanted[0]:
+    # Mastodon's layout has a header row; a plain list has none.
+    header = 1 if first[0] == wanted[0] else 0
+    if len(rows) - header > max_lines:
+        raise InvalidInput(f"The file has {len(rows) - header:,} lines; at most {max_lines:,} accounts can be imported at once.")
+    if header:
         if first != wanted[: len(first)]:
             raise InvalidInput(f"The columns must be {', '.join(HEADER)} (Mastodon's export), or one username per line.")
         rows = rows[1:]
@@ -154,7 +162,7 @@ def _apply_imports(entries: Sequence[OutboxEntry]) -> None:
             step = follows_import_run(import_id=entry.subject_id, limit=LINES_PER_APPLY)
         except NotFound:
             continue  # the import went with its account: nothing left to do
-        if not step.finished:
+        if not step.finished and not step.actor_inactive:
             unfinished.append(entry.subject_id)
     if unfinished:
         raise EntryNotApplied(f"imports {unfinished} go on at the next drain")
@@ -162,12 +170,14 @@ def _apply_imports(entries: Sequence[OutboxEntry]) -> None:
 
 @dataclass(frozen=True)
 class ImportStep:
-    """What one run of the job did: ``done`` lines handled in all, ``finished``, and
-    ``wait_seconds`` when the follow rate limit stopped it (run again after that)."""
+    """What one run of the job did: ``done`` lines handled in all, ``finished``,
+    ``wait_seconds`` when the follow rate limit stopped it (run again after that), and
+    ``actor_inactive`` when the importing account is deactivated (it goes on when reactivated)."""
 
     done: int
     finished: bool
     wait_seconds: int = 0
+    actor_inactive: bool = False
 
 
 def _skip_reason(actor: User, username: str) -> tuple[str | None, User | None]:
@@ -188,34 +198,85 @@ def _skip_reason(actor: User, username: str) -> tuple[str | None, User | None]:
     return None, target
 
 
-# Skipped lines kept with their reason (the count of all of them is position - followed);
-# skipped lines are checkpointed every SKIP_CHECKPOINT lines (a follow, at once).
+# Skipped lines kept with their reason (the count of all of them is position - followed).
 SKIPS_KEPT = 1000
-SKIP_CHECKPOINT = 50
 
 
 class ImportOvertaken(Exception):
-    """Another run of the same import saved a later checkpoint: this one stops."""
+    """Another run of the same import handled this line already: this one stops."""
 
 
-def _checkpoint(job: FollowImport, saved: int) -> int:
-    """Save ``job``'s progress if the stored checkpoint is still ``saved`` (compare-and-set, so
-    two runs of one import, a redelivered message beside a live one, never lose each other's
-    lines); returns the new checkpoint.
+@dataclass(frozen=True)
+class _LineOutcome:
+    """One handled line: ``followed`` (this import's insert created the follow row), or the
+    skip ``reason``; ``retry_after`` > 0 when the follow rate limit stopped the line, and
+    ``actor_inactive`` when the importing account is deactivated (the line stays unhandled)."""
 
-    :raises ImportOvertaken: the other run is ahead.
+    followed: bool = False
+    reason: str | None = None
+    retry_after: int = 0
+    actor_inactive: bool = False
+
+
+def _follow_line(actor: User, username: str) -> _LineOutcome:
+    reason, target = _skip_reason(actor, username)
+    if reason is not None or target is None:
+        return _LineOutcome(reason=reason)
+    try:
+        result = follow_create(actor=actor, followee_id=target.pk)
+    except RateLimited as exc:
+        return _LineOutcome(retry_after=max(1, int(exc.retry_after)))
+    except ActorInactiveError:
+        return _LineOutcome(actor_inactive=True)
+    except FollowError as exc:
+        return _LineOutcome(reason=f"{SKIP_REFUSED}: {exc.message}")
+    if result.requested:
+        return _LineOutcome(reason=SKIP_REQUESTED)
+    # The insert's own result: a follow another import (or a click) made meanwhile
+    # is "already followed" here, so imports of one list never count a row twice.
+    return _LineOutcome(followed=True) if result.changed else _LineOutcome(reason=SKIP_FOLLOWING)
+
+
+def _handle_line(actor: User, import_id: int, position: int) -> tuple[FollowImport, _LineOutcome]:
+    """Handle the line at ``position`` and save the outcome with the checkpoint in one
+    transaction that holds the import's row lock: the follow row, the count that reports it
+    and the checkpoint commit together (or not at all), and two runs of one import (a
+    redelivered message beside a live one) handle each line once.
+
+    :raises NotFound: the import is gone (its account was deleted).
+    :raises ImportOvertaken: another run handled this line already.
     """
-    moved = FollowImport.objects.filter(pk=job.pk, position=saved).update(
-        position=job.position, followed=job.followed, skipped=job.skipped, waiting_until=None
-    )
-    if not moved:
-        raise ImportOvertaken(job.pk)
-    return job.position
+    with transaction.atomic():
+        # The import's row only (a join would lock the account's row too, before the follow does).
+        job = FollowImport.objects.select_for_update().filter(pk=import_id).first()
+        if job is None:
+            raise NotFound("No such import.")
+        if job.position != position:
+            raise ImportOvertaken(import_id)
+        username = job.usernames[job.position]
+        outcome = _follow_line(actor, username)
+        if outcome.actor_inactive:
+            return job, outcome
+        if outcome.retry_after:
+            job.waiting_until = timezone.now() + timedelta(seconds=outcome.retry_after)
+            job.save(update_fields=["waiting_until"])
+            return job, outcome
+        if outcome.followed:
+            job.followed += 1
+        elif len(job.skipped) < SKIPS_KEPT:
+            job.skipped = [*job.skipped, [username, outcome.reason]]
+        job.position += 1
+        job.waiting_until = None
+        if job.position >= job.total:
+            job.finished_at = timezone.now()
+        job.save(update_fields=["followed", "skipped", "position", "waiting_until", "finished_at"])
+    return job, outcome
 
 
 def follows_import_run(*, import_id: int, limit: int | None = None) -> ImportStep:
-    """Follow the import's accounts from its checkpoint on, saving the checkpoint after each
-    follow (and every ``SKIP_CHECKPOINT`` skipped lines).
+    """Follow the import's accounts from its checkpoint on, one transaction per line
+    (``_handle_line``), so ``followed``, ``skipped`` and ``position`` are always what the
+    database holds: each follow counted is a row this import's insert created.
 
     :param limit: handle at most this many lines in this run (None: all).
     :returns: ``ImportStep``; ``wait_seconds`` > 0 when the follow rate limit was reached;
@@ -230,42 +291,39 @@ def follows_import_run(*, import_id: int, limit: int | None = None) -> ImportSte
         # still waiting and cost this one read until the limit lifts.
         return ImportStep(done=job.position, finished=False, wait_seconds=int((job.waiting_until - timezone.now()).total_seconds()) + 1)
     actor = job.user
+    if not actor.is_active:
+        # Its lines are not spent on refusals: reactivation records the entry again.
+        return ImportStep(done=job.position, finished=False, actor_inactive=True)
     handled = 0
-    saved = job.position
     pause = float(settings.FOLLOWS_IMPORT_PAUSE_SECONDS)
-    try:
-        while job.position < job.total and (limit is None or handled < limit):
-            username = job.usernames[job.position]
-            reason, target = _skip_reason(actor, username)
-            if reason is None and target is not None:
-                try:
-                    if follow_create(actor=actor, followee_id=target.pk).requested:
-                        reason = SKIP_REQUESTED
-                except RateLimited as exc:
-                    saved = _checkpoint(job, saved)
-                    FollowImport.objects.filter(pk=job.pk).update(waiting_until=timezone.now() + timedelta(seconds=exc.retry_after))
-                    return ImportStep(done=job.position, finished=False, wait_seconds=exc.retry_after)
-                except FollowError as exc:
-                    reason = f"{SKIP_REFUSED}: {exc.message}"
-            if reason is not None:
-                if len(job.skipped) < SKIPS_KEPT:
-                    job.skipped = [*job.skipped, [username, reason]]
-            else:
-                job.followed += 1
-            job.position += 1
-            handled += 1
-            # A run killed between a follow and its checkpoint finds the account followed already.
-            if reason is None or job.position - saved >= SKIP_CHECKPOINT or job.position >= job.total:
-                saved = _checkpoint(job, saved)
-            if pause and reason is None:
-                time.sleep(pause)
-        if job.position > saved:
-            saved = _checkpoint(job, saved)
-    except ImportOvertaken:
-        return ImportStep(done=job.position, finished=False)
-    if job.position >= job.total and job.finished_at is None:
-        FollowImport.objects.filter(pk=job.pk, finished_at__isnull=True).update(finished_at=timezone.now())
-    return ImportStep(done=job.position, finished=job.position >= job.total)
+    position = job.position
+    while position < job.total and (limit is None or handled < limit):
+        try:
+            job, outcome = retry_on_deadlock(partial(_handle_line, actor, import_id, position))
+        except ImportOvertaken:
+            return ImportStep(done=position, finished=False)
+        if outcome.retry_after:
+            return ImportStep(done=job.position, finished=False, wait_seconds=outcome.retry_after)
+        if outcome.actor_inactive:
+            return ImportStep(done=job.position, finished=False, actor_inactive=True)
+        position = job.position
+        handled += 1
+        if pause and outcome.followed:
+            time.sleep(pause)
+    return ImportStep(done=position, finished=position >= job.total)
+
+
+def follows_imports_resume(*, user_id: int) -> int:
+    """Record the outbox entry of every unfinished import of ``user_id`` again (its
+    reactivation: a deactivated account's import stops without spending its lines). Call in
+    the transaction of the change.
+
+    :returns: how many imports go on.
+    """
+    unfinished = list(FollowImport.objects.filter(user_id=user_id, finished_at__isnull=True).values_list("pk", flat=True))
+    for import_id in unfinished:
+        outbox.record(IMPORT, subject_id=import_id)
+    return len(unfinished)
 
 
 # Celery applies it after commit; a refused message, a killed worker or a pause

@@ -632,3 +632,132 @@ class TestARequestRacingApprovalOff:
         assert follows(bob, owner)
         assert not FollowRequest.objects.exists()
 
+
+
+def control_sets(client, user_ids) -> dict[int, tuple[set[int], dict[int, float]]]:
+    """Each account's block set and mute set (member -> score) as Redis holds them."""
+    return {
+        user_id: (
+            {int(member) for member in client.smembers(redis_keys.blocks_key(user_id))},
+            {int(member): score for member, score in client.zrange(redis_keys.mutes_key(user_id), 0, -1, withscores=True)},
+        )
+        for user_id in user_ids
+    }
+
+
+@pytest.fixture
+def controls_around_b(alice, bob, charlie, user_factory, run_commits):
+    """C26 (c): A blocks B and C mutes B; B also blocks D and mutes E (B's own keys)."""
+    dave, erin = user_factory(username="dave"), user_factory(username="erin")
+    run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
+    run_commits(lambda: controls.mute_create(actor=charlie, target_id=bob.pk))
+    run_commits(lambda: controls.block_create(actor=bob, target_id=dave.pk))
+    run_commits(lambda: controls.mute_create(actor=bob, target_id=erin.pk, duration=timedelta(days=3)))
+    return dave, erin
+
+
+class TestC26ControlsOfADeletedAccount:
+    @pytest.mark.parametrize("path", ["instance", "queryset"])
+    def test_no_block_or_mute_set_keeps_the_deleted_id(self, alice, bob, charlie, controls_around_b, redis_client, run_commits, path):
+        from social.reconcile import reconcile_all
+
+        dave, erin = controls_around_b
+        b = bob.pk  # the instance loses its pk when deleted
+        assert redis_client.sismember(redis_keys.blocks_key(alice.pk), str(bob.pk))
+        assert redis_client.zscore(redis_keys.mutes_key(charlie.pk), str(bob.pk)) == redis_keys.MUTE_FOREVER_MS
+        others = [alice.pk, charlie.pk, dave.pk, erin.pk]
+        last_entry = OutboxEntry.objects.order_by("-pk").values_list("pk", flat=True).first()
+
+        run_commits(bob.delete if path == "instance" else lambda: UserFactory._meta.model.objects.filter(pk=b).delete())
+
+        sets = control_sets(redis_client, [*others, b])
+        assert all(b not in blocked and b not in muted for blocked, muted in sets.values())
+        assert sets == {user_id: (set(), {}) for user_id in [*others, b]}
+        assert redis_client.exists(redis_keys.blocks_key(b), redis_keys.mutes_key(b)) == 0
+        deletion = OutboxEntry.objects.filter(pk__gt=last_entry)
+        assert {(e.kind, e.object_id) for e in deletion.filter(kind="social.control")} == {("social.control", other) for other in others}
+        assert not deletion.filter(applied_at__isnull=True).exists()  # applied right after the deletion's commit
+        dry = reconcile_all(repair=False)
+        assert (dry.controls_drifted, dry.drift, dry.users_drifted) == (0, 0, 0)
+
+    def test_the_after_commit_work_may_land_in_any_order(self, alice, bob, charlie, controls_around_b, redis_client, django_capture_on_commit_callbacks):
+        from core.outbox import drain
+
+        dave, erin = controls_around_b
+        ids = [alice.pk, charlie.pk, dave.pk, erin.pk, bob.pk]
+        with django_capture_on_commit_callbacks(execute=False):
+            bob.delete()  # the request died before its after-commit work
+        entries = list(OutboxEntry.objects.filter(applied_at__isnull=True).order_by("-pk"))
+        kinds = {entry.kind for entry in entries}
+        OutboxEntry.objects.update(attempts=1)  # every task's grace is over
+
+        drain()
+
+        assert {"social.control", "social.user"} <= kinds
+        assert control_sets(redis_client, ids) == {user_id: (set(), {}) for user_id in ids}
+
+    def test_a_stale_id_left_in_a_set_is_drift_the_reconcile_repairs(self, alice, bob, redis_client, run_commits):
+        from social.reconcile import reconcile_all
+
+        ghost = UserFactory(username="ghost")
+        run_commits(lambda: controls.block_create(actor=alice, target_id=ghost.pk))
+        ghost_id = ghost.pk
+        ghost.delete()  # its after-commit work never ran (no run_commits): A's set keeps the id
+        assert redis_client.smembers(redis_keys.blocks_key(alice.pk)) == {str(ghost_id).encode()}
+
+        dry = reconcile_all(repair=False)
+        repaired = reconcile_all()
+        after = reconcile_all(repair=False)
+
+        assert redis_client.smembers(redis_keys.blocks_key(alice.pk)) == set()
+        assert (dry.controls_drifted, repaired.controls_drifted, repaired.controls_repaired, after.controls_drifted) == (1, 1, 1, 0)
+
+
+class TestControlsOfADeactivatedAccount:
+    def test_deactivation_and_reactivation_keep_the_sets_equal_to_a_rebuild(self, alice, bob, charlie, controls_around_b, redis_client, run_commits):
+        from social.reconcile import reconcile_all
+        from users.services import user_set_active
+
+        dave, erin = controls_around_b
+        ids = [alice.pk, bob.pk, charlie.pk, dave.pk, erin.pk]
+        before = control_sets(redis_client, ids)
+
+        for active in (False, True):
+            run_commits(lambda active=active: user_set_active(user=bob, is_active=active))
+            after_change = control_sets(redis_client, ids)
+            rebuild_all()
+            rebuilt = control_sets(redis_client, ids)
+            dry = reconcile_all(repair=False)
+
+            # The blocks stay in force in the database, so the sets keep them.
+            assert Block.objects.filter(blocker=alice, blocked=bob).exists() and Mute.objects.filter(muter=charlie, muted=bob).exists()
+            assert after_change == rebuilt == before
+            assert bob.pk in after_change[alice.pk][0] and bob.pk in after_change[charlie.pk][1]
+            assert dry.controls_drifted == 0
+
+
+class TestControlWritesComeFromTheDatabase:
+    def test_a_write_from_a_stale_read_is_rewritten_by_its_verifying_read(self, alice, bob, redis_client, run_commits, monkeypatch):
+        from social import control_mirror
+
+        run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
+        run_commits(lambda: controls.mute_create(actor=alice, target_id=bob.pk))
+        real = control_mirror.pair_controls
+        reads = []
+
+        def stale_first(pairs):
+            # The first read is of an older state (block and mute gone): an applier that read
+            # before the block and wrote after a newer applier.
+            reads.append(pairs)
+            if len(reads) == 1:
+                return {pair: control_mirror.PairControls(blocked=False, a_mutes_b_until=None, b_mutes_a_until=None) for pair in pairs}
+            return real(pairs)
+
+        monkeypatch.setattr(control_mirror, "pair_controls", stale_first)
+        control_mirror.mirror_apply_controls([(bob.pk, alice.pk)])
+
+        assert len(reads) == 3  # the stale read, the verifying read that saw it moved, the check after the rewrite
+        assert redis_client.smembers(redis_keys.blocks_key(alice.pk)) == {str(bob.pk).encode()}
+        assert redis_client.smembers(redis_keys.blocks_key(bob.pk)) == {str(alice.pk).encode()}
+        assert redis_client.zscore(redis_keys.mutes_key(alice.pk), str(bob.pk)) == redis_keys.MUTE_FOREVER_MS
+        assert control_mirror.controls_differences(redis_client, [alice.pk, bob.pk]) == set()

@@ -262,3 +262,62 @@ class TestReconcileCommand:
         assert run.edges_missing == 2 and run.pairs_repaired == 2
         assert run.users_checked == len(graph)
         assert reconcile_all(repair=False).drift == 0
+
+
+@pytest.fixture
+def drifted_controls(alice, bob, charlie, django_capture_on_commit_callbacks, redis_client):
+    """A blocks B and C mutes B, then three drifts behind the application's back: B lost from
+    A's block set, a member that is not an id in C's block set, a deleted account's id in C's
+    mute set."""
+    from social import controls
+
+    with django_capture_on_commit_callbacks(execute=True):
+        controls.block_create(actor=alice, target_id=bob.pk)
+        controls.mute_create(actor=charlie, target_id=bob.pk)
+    redis_client.srem(redis_keys.blocks_key(alice.pk), str(bob.pk))
+    redis_client.sadd(redis_keys.blocks_key(charlie.pk), "ff:12")
+    redis_client.zadd(redis_keys.mutes_key(charlie.pk), {"999999": redis_keys.MUTE_FOREVER_MS})
+    return alice, bob, charlie
+
+
+class TestControlsReconcile:
+    def test_the_command_reports_block_and_mute_drift_dry_then_repairs_it(self, drifted_controls, redis_client):
+        alice, bob, charlie = drifted_controls
+        dry_out, fix_out, after_out = StringIO(), StringIO(), StringIO()
+
+        with pytest.raises(SystemExit) as exit_info:
+            call_command("reconcile_social_cache", "--dry-run", "--json", stdout=dry_out, verbosity=0)
+        dry = json.loads(dry_out.getvalue())
+        untouched = redis_client.smembers(redis_keys.blocks_key(charlie.pk))
+        call_command("reconcile_social_cache", "--json", stdout=fix_out, verbosity=0)
+        fixed = json.loads(fix_out.getvalue())
+        call_command("reconcile_social_cache", "--dry-run", "--json", stdout=after_out, verbosity=0)  # exit 0: nothing left
+        after = json.loads(after_out.getvalue())
+
+        assert exit_info.value.code == 3  # core.exit_codes.EXIT_DRIFT_FOUND
+        assert (dry["controls_drifted"], dry["controls_repaired"], dry["edges_missing"]) == (3, 0, 0)
+        assert untouched == {b"ff:12"}
+        assert (fixed["controls_drifted"], fixed["controls_repaired"]) == (3, 3)
+        assert (after["controls_drifted"], after["controls_repaired"]) == (0, 0)
+        assert redis_client.smembers(redis_keys.blocks_key(alice.pk)) == {str(bob.pk).encode()}
+        assert redis_client.smembers(redis_keys.blocks_key(charlie.pk)) == set()
+        assert redis_client.zrange(redis_keys.mutes_key(charlie.pk), 0, -1) == [str(bob.pk).encode()]
+        run = ReconcileRun.objects.get(pk=fixed["run"])
+        assert (run.controls_drifted, run.controls_repaired) == (3, 3)
+
+    def test_the_nightly_run_repairs_them_and_the_health_page_shows_the_figures(self, drifted_controls, user_factory, redis_client):
+        from social.tasks import social_cache_reconcile
+        from tests.conftest import signed_in
+
+        alice, bob, _ = drifted_controls
+
+        nightly = social_cache_reconcile()
+
+        admin = user_factory(username="root", is_staff=True, is_superuser=True)
+        section = signed_in(admin).get("/admin/core/outboxentry/health/").context["health"].sections["reconcile"]
+        page = signed_in(admin).get("/admin/core/outboxentry/health/").content.decode()
+        assert (nightly["controls_drifted"], nightly["controls_repaired"]) == (3, 3)
+        assert (dict(section.figures)["controls_drifted"], dict(section.figures)["controls_repaired"]) == (3, 3)
+        assert "<th>controls_drifted</th><td>3</td>" in page
+        assert reconcile_all(repair=False).controls_drifted == 0
+        assert redis_client.sismember(redis_keys.blocks_key(alice.pk), str(bob.pk))

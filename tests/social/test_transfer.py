@@ -218,7 +218,7 @@ def send_pending_import(import_id: int, attempts: int = 5) -> None:
         try:
             outbox_apply.apply_async(kwargs={"entry_ids": [entry.pk]})
             return
-        except Exception:  # noqa: BLE001 - the broker refused again: retried
+        except Exception:  # noqa: BLE001, S112 - the broker refused again: retried
             continue
 
 
@@ -244,9 +244,8 @@ class TestImportThroughTheWorker:
         pair_entries = list(OutboxEntry.objects.filter(kind="social.pair", subject_id=alice.pk).values_list("object_id", flat=True))
         assert 5 <= at_kill < 30
         assert followees(alice) == {t.username for t in targets}
-        # A kill between a follow's commit and its checkpoint leaves that one "already followed".
-        assert job.position == 30 and job.followed + len(job.skipped) == 30
-        assert len(job.skipped) <= 1 and all(reason == transfer.SKIP_FOLLOWING for _, reason in job.skipped)
+        # A follow and its line's checkpoint commit together: a kill loses neither.
+        assert (job.position, job.followed, job.skipped) == (30, 30, [])
         assert sorted(pair_entries) == sorted(t.pk for t in targets)  # one follow per account, none twice
 
 
@@ -254,19 +253,21 @@ class TestImportRuns:
     def test_a_run_overtaken_by_another_run_of_the_same_import_stops_without_undoing_it(self, alice, user_factory, monkeypatch):
         targets = [user_factory(username=f"t{n}") for n in range(3)]
         job = transfer.follows_import_start(actor=alice, raw="\n".join(t.username for t in targets).encode())
-        real = transfer.follow_create
+        real = transfer._handle_line
 
-        def other_run_finishes_first(**kwargs):
-            # A redelivered message's run handled every line while this one made its first follow.
-            FollowImport.objects.filter(pk=job.pk).update(position=3, followed=3)
-            return real(**kwargs)
+        def other_run_finishes_first(actor, import_id, position):
+            # A redelivered message's run handled every line while this one read the checkpoint.
+            monkeypatch.setattr(transfer, "_handle_line", real)
+            transfer.follows_import_run(import_id=import_id)
+            return real(actor, import_id, position)
 
-        monkeypatch.setattr(transfer, "follow_create", other_run_finishes_first)
+        monkeypatch.setattr(transfer, "_handle_line", other_run_finishes_first)
         step = transfer.follows_import_run(import_id=job.pk)
 
         job.refresh_from_db()
         assert (step.finished, step.wait_seconds) == (False, 0)
-        assert (job.position, job.followed) == (3, 3)  # its checkpoint was not overwritten with 1
+        assert (job.position, job.followed, job.skipped) == (3, 3, [])  # its checkpoint was not overwritten
+        assert followees(alice) == {t.username for t in targets}
 
     def test_many_bad_lines_keep_a_bounded_list_and_a_count(self, alice):
         names = [f"nobody{n}" for n in range(transfer.SKIPS_KEPT + 20)]
@@ -291,3 +292,283 @@ class TestImportRuns:
         assert list(OutboxEntry.objects.filter(applied_at__isnull=True).values_list("kind", flat=True)) == []
         assert (result.stuck, result.redis_down) == (0, False)
 
+
+
+def mastodon_file(names: list[str], form: str) -> bytes:
+    """A follows file in Mastodon's layout, written as Mastodon writes it (``plain``), with a
+    UTF-8 BOM and CR LF line ends (``bom_crlf``), or with every field quoted (``quoted``)."""
+    rows = [HEADER.rstrip("\n").split(","), *([name, "true", "false", ""] for name in names)]
+    if form == "quoted":
+        return "".join(",".join(f'"{cell}"' for cell in row) + "\r\n" for row in rows).encode()
+    text = "".join(",".join(row) + "\n" for row in rows)
+    if form == "bom_crlf":
+        return b"\xef\xbb\xbf" + text.replace("\n", "\r\n").encode()
+    return text.encode()
+
+
+FORMS = ["plain", "bom_crlf", "quoted"]
+
+
+class TestC28FileForms:
+    @pytest.mark.parametrize("form", FORMS)
+    @pytest.mark.parametrize("through", ["api", "page"])
+    def test_three_accounts_at_a_limit_of_three_are_all_followed(self, alice, bob, charlie, user_factory, run_commits, settings, form, through):
+        settings.FOLLOWS_IMPORT_MAX_LINES = 3
+        settings.CELERY_TASK_ALWAYS_EAGER = True
+        dave = user_factory(username="dave")
+        upload = SimpleUploadedFile("follows.csv", mastodon_file(["bob", "charlie", dave.username], form))
+        url = "/api/follows/import" if through == "api" else "/settings/follows/"
+
+        response = run_commits(lambda: signed_in(alice).post(url, {"file": upload}))
+
+        job = FollowImport.objects.get()
+        assert response.status_code == (202 if through == "api" else 302)
+        assert job.usernames == ["bob", "charlie", "dave"]
+        assert (job.total, job.position, job.followed, job.skipped) == (3, 3, 3, [])
+        assert followees(alice) == {"bob", "charlie", "dave"}
+
+    @pytest.mark.parametrize("form", FORMS)
+    @pytest.mark.parametrize("through", ["api", "page"])
+    def test_four_accounts_at_a_limit_of_three_are_400_and_change_nothing(self, alice, bob, charlie, user_factory, settings, form, through):
+        settings.FOLLOWS_IMPORT_MAX_LINES = 3
+        names = ["bob", "charlie", user_factory(username="dave").username, user_factory(username="erin").username]
+        upload = SimpleUploadedFile("follows.csv", mastodon_file(names, form))
+        url = "/api/follows/import" if through == "api" else "/settings/follows/"
+
+        response = signed_in(alice).post(url, {"file": upload})
+
+        assert response.status_code == 400
+        assert "The file has 4 lines; at most 3 accounts can be imported at once." in response.content.decode()
+        assert not FollowImport.objects.exists() and not Follow.objects.exists()
+
+    @pytest.mark.parametrize(
+        ("raw", "usernames"),
+        [
+            # A quoted header with other casing and spaces, doubled quotes, a blank line.
+            (b'" account address ","SHOW BOOSTS"\r\n"bob","true"\r\n\r\n"charlie","false"\r\n', ["bob", "charlie"]),
+            # Quotes only where a spreadsheet needs them: a comma inside the languages field.
+            (b'Account address,Show boosts,Notify on new posts,Languages\nbob,true,false,"en,de"\n', ["bob"]),
+            # A plain list whose names are quoted.
+            (b'"bob"\r\n"@charlie"\r\n', ["bob", "charlie"]),
+        ],
+    )
+    def test_quoting_follows_the_csv_rules_not_a_listed_input(self, settings, raw, usernames):
+        settings.FOLLOWS_IMPORT_MAX_LINES = 2
+
+        assert transfer.parse_import(raw) == usernames
+
+    def test_a_quoted_line_break_is_one_row_not_two(self, settings):
+        settings.FOLLOWS_IMPORT_MAX_LINES = 1
+
+        # One field holding a line break: one row (not "2 lines"), and not a username.
+        with pytest.raises(transfer.InvalidInput, match="The file lists no username"):
+            transfer.parse_import(b'"bob\ncharlie"\n')
+        assert transfer.parse_import(HEADER.encode() + b'bob,true,false,"en\nde"\n') == ["bob"]
+
+
+def run_at_once(*steps) -> list[BaseException]:
+    """Run ``steps`` in threads started together, each on its own DB connection; the errors."""
+    import threading
+
+    from django.db import connection
+
+    barrier = threading.Barrier(len(steps))
+    errors: list[BaseException] = []
+
+    def run(step) -> None:
+        try:
+            barrier.wait()
+            step()
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(step,)) for step in steps]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    return errors
+
+
+@pytest.mark.django_db(transaction=True)
+class TestConcurrentImports:
+    ROUNDS = 3
+
+    def test_two_imports_of_one_list_report_exactly_the_rows_made(self, redis_client, monkeypatch):
+        import threading
+
+        from social.selectors import follow_counts
+        from tests.social.helpers import assert_mirror_equals_database
+
+        real = transfer._skip_reason
+        in_step = threading.Barrier(2)
+
+        def both_checked(actor, username):
+            # Both imports read "not followed yet" before either follows: the widest window.
+            reason = real(actor, username)
+            try:
+                in_step.wait(timeout=2)
+            except threading.BrokenBarrierError:
+                in_step.reset()
+            return reason
+
+        monkeypatch.setattr(transfer, "_skip_reason", both_checked)
+
+        for round_ in range(self.ROUNDS):
+            actor = UserFactory(username=f"importer{round_}")
+            targets = [UserFactory(username=f"r{round_}t{n:02d}") for n in range(20)]
+            raw = "\n".join(t.username for t in targets).encode()
+            first, second = (unstarted_import(actor, raw) for _ in range(2))
+
+            errors = run_at_once(*(partial_run(job.pk) for job in (first, second)))
+
+            first.refresh_from_db()
+            second.refresh_from_db()
+            rows = Follow.objects.filter(follower=actor).count()
+            assert errors == []
+            assert rows == 20
+            assert first.followed + second.followed == rows  # each row reported once, by the import that made it
+            for job in (first, second):
+                assert (job.position, job.finished_at is not None) == (20, True)
+                assert job.followed + len(job.skipped) == 20
+                assert {reason for _, reason in job.skipped} <= {transfer.SKIP_FOLLOWING}
+            assert follow_counts(user_id=actor.pk).following == 20
+            assert_mirror_equals_database(redis_client, [actor.pk, *(t.pk for t in targets)])
+
+    def test_two_runs_of_one_import_handle_each_line_once(self):
+        actor = UserFactory(username="importer")
+        targets = [UserFactory(username=f"t{n:02d}") for n in range(20)]
+        job = unstarted_import(actor, "\n".join(t.username for t in targets).encode())
+
+        errors = run_at_once(partial_run(job.pk), partial_run(job.pk))
+
+        job.refresh_from_db()
+        assert errors == []
+        assert (job.position, job.followed, job.skipped) == (20, 20, [])
+        assert Follow.objects.filter(follower=actor).count() == 20
+
+
+def unstarted_import(actor, raw: bytes) -> FollowImport:
+    """An import recorded as ``follows_import_start`` records it, without the outbox entry that
+    would run it at once here (Celery is eager in tests): the test runs it."""
+    usernames = transfer.parse_import(raw)
+    return FollowImport.objects.create(user=actor, usernames=usernames, total=len(usernames))
+
+
+def partial_run(import_id: int):
+    return lambda: transfer.follows_import_run(import_id=import_id)
+
+
+class TestImportsAfterDeletions:
+    """An import's progress and counts equal what the database shows when an account it
+    concerns is deleted mid-import (its report is the record of each line when handled)."""
+
+    def test_the_importing_account_deleted_mid_import_leaves_no_job_no_follow_and_no_pending_entry(self, alice, user_factory, run_commits):
+        targets = [user_factory(username=f"t{n}") for n in range(4)]
+        job = transfer.follows_import_start(actor=alice, raw="\n".join(t.username for t in targets).encode())  # its entry pending
+
+        first = run_commits(lambda: transfer.follows_import_run(import_id=job.pk, limit=2))
+        alice_id = alice.pk
+        run_commits(alice.delete)
+        OutboxEntry.objects.update(attempts=1)  # every task's grace is over
+        result = drain()
+
+        assert (first.done, first.finished) == (2, False)
+        with pytest.raises(transfer.NotFound):
+            transfer.follows_import_run(import_id=job.pk)
+        assert not FollowImport.objects.filter(pk=job.pk).exists()
+        assert not Follow.objects.filter(follower_id=alice_id).exists()
+        assert not OutboxEntry.objects.filter(kind="social.follows_import", applied_at__isnull=True).exists()
+        assert result.stuck == 0
+
+    def test_a_listed_account_deleted_mid_import(self, alice, user_factory, run_commits):
+        names = ["t0", "t1", "t2", "t3"]
+        targets = {name: user_factory(username=name) for name in names}
+        job = FollowImport.objects.create(user=alice, usernames=names, total=4)
+
+        run_commits(lambda: transfer.follows_import_run(import_id=job.pk, limit=2))  # t0 and t1 followed
+        run_commits(targets["t0"].delete)  # handled already
+        run_commits(targets["t2"].delete)  # not handled yet
+        step = run_commits(lambda: transfer.follows_import_run(import_id=job.pk))
+
+        job.refresh_from_db()
+        rows = set(Follow.objects.filter(follower=alice).values_list("followee__username", flat=True))
+        assert step.finished and (job.position, job.total) == (4, 4)
+        assert job.skipped == [["t2", transfer.SKIP_UNKNOWN]]
+        # t0's line followed it when handled: the report keeps that line, the graph lost the row.
+        assert (job.followed, job.skipped_count) == (3, 1)
+        assert rows == {"t1", "t3"}
+        assert services_counts(alice) == len(rows)
+
+
+def services_counts(user) -> int:
+    from social.selectors import follow_counts
+
+    return follow_counts(user_id=user.pk).following
+
+
+@pytest.mark.django_db(transaction=True)
+class TestImportRacingDeletion:
+    # Known, outside the import: a deletion collects the account's rows before its transaction,
+    # so a follow the account makes meanwhile (here the import's; a click does the same) adds a
+    # notification or follow row the DELETE of the user then trips on (IntegrityError 1451; the
+    # deletion rolls back whole). Fixing it needs the delete path to lock the account's row
+    # before collecting (users/notifications own it).
+    @pytest.mark.xfail(reason="a follow racing its account's deletion fails the deletion (FK 1451)", strict=False)
+    def test_the_importing_account_deleted_while_its_import_runs(self, settings):
+        import threading
+
+        from django.db import connection
+
+        from tests.social.faults import wait_until
+
+        settings.FOLLOWS_IMPORT_PAUSE_SECONDS = 0.02
+        actor = UserFactory(username="importer")
+        targets = [UserFactory(username=f"t{n:02d}") for n in range(40)]
+        job = unstarted_import(actor, "\n".join(t.username for t in targets).encode())
+        outcome: dict[str, object] = {}
+
+        def run() -> None:
+            try:
+                outcome["step"] = transfer.follows_import_run(import_id=job.pk)
+            except BaseException as exc:  # noqa: BLE001 - asserted below
+                outcome["error"] = exc
+            finally:
+                connection.close()
+
+        runner = threading.Thread(target=run)
+        runner.start()
+        wait_until(lambda: FollowImport.objects.get(pk=job.pk).position >= 3, timeout=30, interval=0.005, what="the import under way")
+        actor_id = actor.pk
+        actor.delete()
+        runner.join(60)
+
+        assert not runner.is_alive()
+        assert isinstance(outcome.get("error"), transfer.NotFound)  # the job went with its account
+        assert not FollowImport.objects.filter(pk=job.pk).exists()
+        assert not Follow.objects.filter(follower_id=actor_id).exists()  # no follow made after the deletion survived it
+
+
+class TestADeactivatedImporter:
+    def test_its_import_stops_without_spending_lines_and_goes_on_when_reactivated(self, alice, user_factory, run_commits):
+        from users.services import user_set_active
+
+        targets = [user_factory(username=f"t{n}") for n in range(4)]
+        job = transfer.follows_import_start(actor=alice, raw="\n".join(t.username for t in targets).encode())  # entry pending
+        run_commits(lambda: transfer.follows_import_run(import_id=job.pk, limit=1))
+        run_commits(lambda: user_set_active(user=alice, is_active=False))
+        OutboxEntry.objects.update(attempts=1)  # every task's grace is over
+
+        drain()
+        job.refresh_from_db()
+        while_inactive = (job.position, job.followed, job.skipped, job.finished_at)
+        pending_while_inactive = OutboxEntry.objects.filter(kind="social.follows_import", applied_at__isnull=True).count()
+        run_commits(lambda: user_set_active(user=alice, is_active=True))  # Celery is eager: the import goes on
+        job.refresh_from_db()
+
+        assert while_inactive == (1, 1, [], None)
+        assert pending_while_inactive == 0  # settled, not retried every drain
+        assert (job.position, job.followed, job.skipped, job.finished_at is not None) == (4, 4, [], True)
+        assert followees(alice) == {t.username for t in targets}

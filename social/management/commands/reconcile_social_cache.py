@@ -25,9 +25,10 @@ class Command(BaseCommand):
     help = (
         "Compare the Redis mirror of the follow graph with the database for every account (or --user N, "
         "or a --sample fraction), in id order and bounded memory, cheap first (counts and a per-account "
-        "digest, --check) and member by member only where they differ. Repairs drift with the database as "
-        "the truth unless --dry-run. Prints users checked, edges missing, edges extra, scores wrong and "
-        "pairs repaired, records the run (ReconcileRun) after every batch, and resumes with --resume "
+        "digest, --check) and member by member only where they differ; each account's block and mute sets "
+        "are compared whole. Repairs drift with the database as the truth unless --dry-run. Prints users "
+        "checked, edges missing, edges extra, scores wrong, pairs repaired and the block and mute pairs "
+        "drifted and repaired, records the run (ReconcileRun) after every batch, and resumes with --resume "
         "(the last interrupted run's checkpoint) or --start-after ID. "
         "Exit code 0: no drift left (none found, or all repaired). " + EXIT_CODES_HELP
     )
@@ -85,6 +86,8 @@ class Command(BaseCommand):
             "edges_extra": run.edges_extra,
             "scores_wrong": run.scores_wrong,
             "pairs_repaired": run.pairs_repaired,
+            "controls_drifted": run.controls_drifted,
+            "controls_repaired": run.controls_repaired,
             "last_user_id": run.last_user_id,
             "dry_run": run.dry_run,
             "check": run.check_level,
@@ -96,5 +99,5 @@ class Command(BaseCommand):
         else:
             self.stdout.write(" ".join(f"{key}={value}" for key, value in figures.items()))
         logger.info("reconcile_social_cache %s", figures)
-        if options["dry_run"] and report.drift:
+        if options["dry_run"] and (report.drift or report.controls_drifted):
             raise SystemExit(EXIT_DRIFT_FOUND)
