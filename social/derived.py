@@ -51,12 +51,12 @@ declare(
         Change.BLOCK: CONTROL,
         Change.UNBLOCK: CONTROL,
         Change.MUTE: CONTROL,
-        Change.UNMUTE: CONTROL,
+        Change.UNMUTE: (CONTROL, ReadTime("social.visibility.muted_ids")),
         Change.PRIVACY_ON: NO_CONTROL,
         Change.PRIVACY_OFF: NO_CONTROL,
         Change.DEACTIVATION: Unaffected("blocks and mutes stay in force while an account is away"),
         Change.REACTIVATION: Unaffected("blocks and mutes stayed in force while it was away"),
-        Change.DELETION: kinds("social.user"),
+        Change.DELETION: kinds("social.control", "social.user"),
     },
 )
 
@@ -115,12 +115,17 @@ declare(
     },
 )
 
+HANDLED = ReadTime("social.transfer.follows_import_run")
+
 declare(
     "import jobs",
     app="social",
-    reconcile="social.transfer.follows_import_run",
+    reconcile="social.transfer.imports_drift",
     cells={
-        **{change: Unaffected("an import counts only the follows it made itself") for change in Change},
-        Change.DELETION: Unaffected("the job goes with the importing account; a listed account deleted is skipped"),
+        **{change: HANDLED for change in Change},
+        Change.MUTE: Unaffected("a mute does not stop a follow"),
+        Change.UNMUTE: Unaffected("a mute does not stop a follow"),
+        Change.REACTIVATION: (kinds("social.follows_import"), HANDLED),
+        Change.DELETION: (HANDLED, Unaffected("an importer's jobs go with its account; a listed account deleted is skipped when its line comes")),
     },
 )

@@ -329,3 +329,21 @@ def follows_imports_resume(*, user_id: int) -> int:
 # Celery applies it after commit; a refused message, a killed worker or a pause
 # at the follow rate limit leaves it pending, and the drain goes on with it.
 IMPORT = outbox.register("social.follows_import", apply=_apply_imports, stage=2)
+
+
+def imports_drift(*, repair: bool) -> int:
+    """The table's reconcile of import jobs: an unfinished import of an active account with no
+    pending ``social.follows_import`` entry would never go on (its entry was lost or settled
+    early); each one found gets its entry recorded again unless ``repair`` is False.
+
+    :returns: how many unfinished imports had no pending entry.
+    """
+    pending = OutboxEntry.objects.filter(kind=IMPORT.name, applied_at__isnull=True).values_list("subject_id", flat=True)
+    stalled = list(
+        FollowImport.objects.filter(finished_at__isnull=True, user__is_active=True).exclude(pk__in=list(pending)).values_list("pk", flat=True)
+    )
+    if repair:
+        with transaction.atomic():
+            for import_id in stalled:
+                outbox.record(IMPORT, subject_id=import_id)
+    return len(stalled)

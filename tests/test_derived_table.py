@@ -17,7 +17,7 @@ from core import derived, outbox
 from core.derived import Change, Kinds, ReadTime
 from core.models import OutboxEntry
 from social import controls, services
-from social.models import Mute
+from social.models import FollowImport, Mute
 from users.services import user_set_active
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +112,10 @@ def _set_up(change: Change, people: dict[str, object]) -> None:
     if change == Change.UNMUTE:
         controls.mute_create(actor=a, target_id=b.pk, duration=timedelta(hours=1))
     if change == Change.REACTIVATION:
+        FollowImport.objects.create(user=b, usernames=[a.username], total=1)  # paused while b is away
         user_set_active(user=b, is_active=False)
+    if change == Change.DELETION:
+        controls.mute_create(actor=b, target_id=a.pk)  # a control of a pair, and b keeps its line in a's notifications
 
 
 CHANGES: list[Change] = list(Change)
