@@ -1,8 +1,13 @@
 """Reads of blocks, mutes and private accounts: who sees whom, and whose notes a reader skips.
 
-Redis answers (``social.redis_keys.blocks_key`` / ``mutes_key``, written
-by ``social.control_mirror``); the database answers while Redis cannot
-(``core.redis.redis_or_database``), with the same result.
+Redis answers the list filters (``social.redis_keys.blocks_key`` /
+``mutes_key``, written by ``social.control_mirror``); the database answers
+while Redis cannot (``core.redis.redis_or_database``), with the same result.
+Whether a reader may see an account's notes is decided against the database
+(on the primary) at read time, whatever Redis holds: ``access`` for a
+profile, a note or a list, ``hidden_authors`` for the authors of a feed
+page. A committed block, removal or privacy change is in force on the
+reader's very next request, before its after-commit work reached Redis.
 
 Pinned rules:
 
@@ -18,21 +23,21 @@ Pinned rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 import redis
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q, Value
 from django.utils import timezone
 
 from core.errors import Forbidden, NotFound
 from core.redis import redis_or_database
+from core.replica import primary_reads
 from users.models import User
 
 from . import redis_keys
-from .models import Block, Mute, live_mutes
-from .selectors import is_following
+from .models import Block, Follow, Mute, live_mutes
 
 
 def hidden_ids(*, viewer_id: int) -> set[int]:
@@ -91,19 +96,61 @@ class Access:
 
 
 def access(*, viewer: User | None, user: User) -> Access:
-    """What ``viewer`` (None: signed out) may see of ``user`` (see the module's rules): one
-    indexed query for the blocks between them, and one SISMEMBER for a private account."""
-    private = bool(user.approve_followers)
+    """What ``viewer`` (None: signed out) may see of ``user`` (see the module's rules).
+
+    Signed in: one indexed query on the primary for the blocks between them, whether the
+    viewer follows ``user`` and whether ``user`` is private now (not the follow mirror,
+    which may lag a removal). Signed out: none (``user.approve_followers`` as loaded).
+    """
     if viewer is not None and viewer.pk == user.pk:
-        return Access(hidden=False, blocking=False, private=private, content=True)
-    blockers: set[int] = set()
-    if viewer is not None:
-        pair = Q(blocker_id=viewer.pk, blocked_id=user.pk) | Q(blocker_id=user.pk, blocked_id=viewer.pk)
-        blockers = set(Block.objects.filter(pair).values_list("blocker_id", flat=True))
-    if blockers:
-        return Access(hidden=user.pk in blockers, blocking=viewer is not None and viewer.pk in blockers, private=private, content=False)
-    content = not private or (viewer is not None and is_following(follower_id=viewer.pk, followee_id=user.pk))
-    return Access(hidden=False, blocking=False, private=private, content=content)
+        return Access(hidden=False, blocking=False, private=bool(user.approve_followers), content=True)
+    if viewer is None:
+        private = bool(user.approve_followers)
+        return Access(hidden=False, blocking=False, private=private, content=not private)
+    other = OuterRef("pk")
+    found = (
+        User.objects.filter(pk=user.pk)
+        .annotate(
+            hides=Exists(Block.objects.filter(blocker_id=other, blocked_id=viewer.pk)),
+            blocks=Exists(Block.objects.filter(blocker_id=viewer.pk, blocked_id=other)),
+            follows=Exists(Follow.objects.filter(follower_id=viewer.pk, followee_id=other)),
+        )
+        .values_list("approve_followers", "hides", "blocks", "follows")
+    )
+    with primary_reads():
+        row = found.first()
+    if row is None:  # deleted since it was loaded
+        return Access(hidden=True, blocking=False, private=bool(user.approve_followers), content=False)
+    private, hides, blocks, follows = (bool(value) for value in row)
+    if hides or blocks:
+        return Access(hidden=hides, blocking=blocks, private=private, content=False)
+    return Access(hidden=False, blocking=False, private=private, content=not private or follows)
+
+
+def hidden_authors(*, reader_id: int, author_ids: Collection[int]) -> set[int]:
+    """The accounts among ``author_ids`` whose notes ``reader_id`` may not see now: a block
+    either way, a private account the reader does not follow, a deactivated or deleted one.
+
+    The database's truth (on the primary), never the Redis mirror, which may lag a block,
+    a removal or a privacy change. One query, none for no ids: a ``UNION ALL`` of the
+    accounts by primary key (with one ``follow_unique_pair`` probe per private one) and of
+    the blocks either way as ranges of ``block_unique_pair``, index-only and bounded by
+    ``author_ids`` whatever number of blocks the reader has.
+    """
+    if not author_ids:
+        return set()
+    ids = sorted(author_ids)
+    followed = Exists(Follow.objects.filter(follower_id=reader_id, followee_id=OuterRef("pk")))
+    shown = User.objects.filter(Q(approve_followers=False) | followed, pk__in=ids, is_active=True).annotate(kind=Value(1))
+    blocking = Block.objects.filter(blocker_id=reader_id, blocked_id__in=ids).annotate(kind=Value(0))
+    blocked_by = Block.objects.filter(blocker_id__in=ids, blocked_id=reader_id).annotate(kind=Value(0))
+    rows = shown.values_list("kind", "pk").union(
+        blocking.values_list("kind", "blocked_id"), blocked_by.values_list("kind", "blocker_id"), all=True
+    )
+    with primary_reads():
+        found = list(rows)
+    allowed = {user_id for kind, user_id in found if kind} - {user_id for kind, user_id in found if not kind}
+    return set(ids) - allowed
 
 
 def require_shown(*, viewer: User | None, user: User) -> None:
