@@ -891,8 +891,7 @@ def read_page(feed: Feed, after: Position | None, limit: int) -> Page:
             if not window.items:
                 break
             items = window.items
-            skipped = feed.skipped()
-            if skipped:
+            if skipped := feed.skipped():
                 # Ids whose author this process knows to be muted (or found hidden) are skipped
                 # before the note cache is asked, so such a note costs no second round.
                 known = _note_authors
@@ -903,31 +902,30 @@ def read_page(feed: Feed, after: Position | None, limit: int) -> Page:
                         break
                     continue
             # The ids the page still needs first; the rest of the window only
-            # when some of those are not shown (stale, or not followed).
+            # when some of those are not shown (stale, not followed, or hidden).
             start = 0
             while start < len(items) and len(shown) < want:
                 end = len(items) if start else want - len(shown)
                 chunk = items[start:end]
-                start += len(chunk)
                 resolved = resolve_notes(
-                    feed.client, [c.note_id for c in chunk], reader_id=feed.reader_id, following_key=feed.following_key, muted=skipped
+                    feed.client, [c.note_id for c in chunk], reader_id=feed.reader_id, following_key=feed.following_key, muted=feed.skipped()
                 )
                 stale: list[Candidate] = []
                 for candidate in chunk:
-                    raw_last = candidate
+                    start += 1
                     if (note := resolved.shown.get(candidate.note_id)) is not None:
                         shown.append(note)
                         if len(shown) == want:
                             break
                     elif candidate.note_id in resolved.stale:
                         stale.append(candidate)
-                raw = Position(raw_last.score, raw_last.note_id)
+                raw = Position(items[start - 1].score, items[start - 1].note_id)
                 removed += _remove_stale(feed.client, stale)
-            if len(shown) == want:
-                # A full page: the Redis mirrors may lag a block or a removal, the database
-                # decides. The ids of hidden authors stay for their unfollow job, as ids of
-                # unfollowed authors do; the page goes on after them.
-                shown = feed.visible(shown)
+                if len(shown) == want:
+                    # A full page: the Redis mirrors may lag a block or a removal, the database
+                    # decides. The ids of hidden authors stay for their unfollow job, as ids of
+                    # unfollowed authors do; the page goes on after them, in this window first.
+                    shown = feed.visible(shown)
             if len(shown) == want or not window.more:
                 break
             n = max(want - len(shown) + WINDOW_SLACK, MIN_WINDOW)
