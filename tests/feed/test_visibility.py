@@ -24,6 +24,7 @@ from feed import redis_keys, selectors, timeline
 from social import controls
 from social import redis_keys as social_keys
 from social import services as social_services
+from social.visibility import hidden_authors
 from tests.conftest import signed_in
 from tests.feed.helpers import cursor_all, inbox_ids, make_user, scroll_all
 
@@ -163,6 +164,30 @@ class TestTheHomeFeedWhileRedisLags:
         assert seen == [newest.pk, c_a.pk, c_b.pk, c_c.pk, older.pk]
         assert (states[:2], pages) == ([(at, 1), (at, 3)], 3)
         assert [n["id"] for n in first["list"] + second["list"]] == [newest.pk, c_a.pk, c_b.pk, c_c.pk, older.pk]
+
+
+class TestHiddenAuthors:
+    def test_each_reason_hides_and_nothing_else_does(self, alice, people, run_commits):
+        public, followed_private, private, blocker, blocked, inactive = people(6)
+        for account in (followed_private, private):
+            account.approve_followers = True
+            account.save(update_fields=["approve_followers"])
+        run_commits(lambda: social_services.follow_create(actor=alice, followee_id=followed_private.pk))  # a request
+        run_commits(lambda: controls.follow_request_approve(actor=followed_private, requester_id=alice.pk))
+        run_commits(lambda: controls.block_create(actor=blocker, target_id=alice.pk))
+        run_commits(lambda: controls.block_create(actor=alice, target_id=blocked.pk))
+        inactive.is_active = False
+        inactive.save(update_fields=["is_active"])
+        deleted_id = 999_999_999
+
+        with CaptureQueriesContext(connection) as queries:
+            found = hidden_authors(
+                reader_id=alice.pk, author_ids={public.pk, followed_private.pk, private.pk, blocker.pk, blocked.pk, inactive.pk, deleted_id}
+            )
+
+        assert found == {private.pk, blocker.pk, blocked.pk, inactive.pk, deleted_id}
+        assert len(queries.captured_queries) == 1
+        assert hidden_authors(reader_id=alice.pk, author_ids=set()) == set()
 
 
 class TestTheCheckCosts:
