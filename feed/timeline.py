@@ -33,8 +33,9 @@ cache) may lag a committed block, a removed follower, an unfollow of a
 private account or an account turning private, by a frozen moment or an
 after-commit job not applied yet. So every page, on every path, passes its
 notes through ``Feed.visible``: one query for the page's authors
-(``social.visibility.hidden_authors``: blocks either way, and for a private
-author a follow row of the reader, on the primary). Notes it drops are
+(``social.visibility.hidden_authors``: whether the reader follows each of
+them in the database now, on the primary; a block either way and a removal
+delete the follow rows in their own transaction). Notes it drops are
 replaced from further down as stale ids are (no short page that stops the
 client) but left in Redis for their own jobs; the authors it found hidden
 are skipped for the rest of the page (its later rounds and database part).

@@ -97,53 +97,45 @@ class Access:
 
 @dataclass(frozen=True, slots=True)
 class Standing:
-    """What the database says of an account for one reader now: ``active``, ``private``
-    (approves its followers), ``follows`` (the reader follows it; asked of a private account
-    only, False for a public one), ``hides`` (it blocks the reader), ``blocked`` (the reader
-    blocks it)."""
+    """What the database says of an account for one viewer now: ``private`` (it approves its
+    followers), ``follows`` (the viewer follows it; asked of a private account only, False
+    for a public one), ``hides`` (it blocks the viewer), ``blocked`` (the viewer blocks it)."""
 
-    active: bool
     private: bool
     follows: bool
     hides: bool
     blocked: bool
 
 
-def standings(*, reader_id: int, user_ids: Collection[int]) -> dict[int, Standing]:
-    """``{user_id: Standing}`` of the accounts among ``user_ids`` that exist, as ``reader_id``
-    stands with them in the database now.
+def standing(*, viewer_id: int, user_id: int) -> Standing | None:
+    """How ``viewer_id`` stands with account ``user_id`` in the database now (None: no such account).
 
-    One statement on the primary (the default connection: never a lagging replica, never the
-    Redis mirror, which may lag a block, a removal or a privacy change), none for no ids:
-    the accounts by primary key, each joined to three unique-index probes, index-only and
-    bounded by ``user_ids`` whatever number of blocks and follows the reader has
-    (``block_unique_pair`` both ways, ``follow_unique_pair``). Raw SQL: building the
-    statement with the ORM costs several times what running it does.
+    One statement on the primary (the default connection: never a lagging replica, never
+    the Redis mirror, which may lag a block, a removal or a privacy change): the account by
+    primary key joined to three unique-key probes, index-only (``block_unique_pair`` both
+    ways, ``follow_unique_pair``). Raw SQL: building it with the ORM costs more than running it.
     """
-    if not user_ids:
-        return {}
-    ids = sorted(user_ids)
     users, follows, blocks = User._meta.db_table, Follow._meta.db_table, Block._meta.db_table
     with connection.cursor() as cursor:
-        # Joins, not EXISTS subqueries: MariaDB runs a dependent subquery per row at several
-        # times the cost of an eq_ref join step. Each unique key matches one row at most.
+        # Joins, not EXISTS subqueries: MariaDB runs a dependent subquery at several times the
+        # cost of an eq_ref join step. Each unique key matches one row at most.
         cursor.execute(
-            f"SELECT u.id, u.is_active, u.approve_followers, u.approve_followers AND f.id IS NOT NULL,"
-            f" h.id IS NOT NULL, b.id IS NOT NULL FROM {users} u"
+            f"SELECT u.approve_followers, u.approve_followers AND f.id IS NOT NULL, h.id IS NOT NULL, b.id IS NOT NULL"
+            f" FROM {users} u"
             f" LEFT JOIN {follows} f ON f.follower_id = %s AND f.followee_id = u.id"
             f" LEFT JOIN {blocks} h ON h.blocker_id = u.id AND h.blocked_id = %s"
             f" LEFT JOIN {blocks} b ON b.blocker_id = %s AND b.blocked_id = u.id"
-            f" WHERE u.id IN ({', '.join(['%s'] * len(ids))})",
-            [reader_id, reader_id, reader_id, *ids],
+            f" WHERE u.id = %s",
+            [viewer_id, viewer_id, viewer_id, user_id],
         )
-        rows = cursor.fetchall()
-    return {int(row[0]): Standing(*(bool(value) for value in row[1:])) for row in rows}
+        row = cursor.fetchone()
+    return None if row is None else Standing(*(bool(value) for value in row))
 
 
 def access(*, viewer: User | None, user: User) -> Access:
     """What ``viewer`` (None: signed out) may see of ``user`` (see the module's rules).
 
-    Signed in: one query (``standings``) for the blocks between them, whether ``user`` is
+    Signed in: one query (``standing``) for the blocks between them, whether ``user`` is
     private now and whether the viewer follows it, from the database, not the follow mirror,
     which may lag a removal. Signed out: none (``user.approve_followers`` as loaded).
     """
@@ -152,7 +144,7 @@ def access(*, viewer: User | None, user: User) -> Access:
     if viewer is None:
         private = bool(user.approve_followers)
         return Access(hidden=False, blocking=False, private=private, content=not private)
-    found = standings(reader_id=viewer.pk, user_ids=[user.pk]).get(user.pk)
+    found = standing(viewer_id=viewer.pk, user_id=user.pk)
     if found is None:  # deleted since it was loaded
         return Access(hidden=True, blocking=False, private=bool(user.approve_followers), content=False)
     if found.hides or found.blocked:
@@ -161,19 +153,28 @@ def access(*, viewer: User | None, user: User) -> Access:
 
 
 def hidden_authors(*, reader_id: int, author_ids: Collection[int]) -> set[int]:
-    """The accounts among ``author_ids`` whose notes ``reader_id`` may not see now: a block
-    either way, a private account the reader does not follow, a deactivated or deleted one
-    (``standings``: one query, none for no ids)."""
-    found = standings(reader_id=reader_id, user_ids=author_ids)
-    return {
-        user_id
-        for user_id in author_ids
-        if (standing := found.get(user_id)) is None
-        or not standing.active
-        or standing.hides
-        or standing.blocked
-        or (standing.private and not standing.follows)
-    }
+    """The accounts among ``author_ids`` whose notes may not be in ``reader_id``'s home feed now:
+    those the reader does not follow in the database.
+
+    That one fact covers each way a reader loses an author's notes: a block either way
+    deletes both follow rows in the block's transaction, under both accounts' row locks, and
+    no follow is made across a block (``social.controls``, ``social.services``); a private
+    account's notes are for its followers; a removed follower, an unfollow and a deleted
+    account leave no row. The database's truth on the primary (the default connection:
+    never a lagging replica, never the Redis mirror). One index-only range read of
+    ``follow_unique_pair`` bounded by ``author_ids``; none for no ids. Raw SQL: building the
+    statement with the ORM costs more than running it.
+    """
+    if not author_ids:
+        return set()
+    ids = sorted(author_ids)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT followee_id FROM {Follow._meta.db_table} WHERE follower_id = %s AND followee_id IN ({', '.join(['%s'] * len(ids))})",
+            [reader_id, *ids],
+        )
+        followed = {int(row[0]) for row in cursor.fetchall()}
+    return set(ids) - followed
 
 
 def require_shown(*, viewer: User | None, user: User) -> None:
