@@ -875,10 +875,11 @@ def read_page(feed: Feed, after: Position | None, limit: int) -> Page:
     are exhausted down to their horizon, then the database. A round is one
     window read (``redis_window``) and the note cache (``resolve_notes``:
     no query when every note and author is cached); at most one database
-    page query follows. The page's notes then pass ``Feed.visible`` (one
-    query for the page's authors, against the database's blocks, follows and
-    privacy); the notes it drops are replaced from further down, as stale
-    ids are, so the page is as full as the feed allows.
+    page query follows. The page's notes pass ``Feed.visible`` (one query
+    for the page's authors: the reader's follow rows in the database, which a
+    block either way or a removal has ended even where Redis lags); the notes
+    it drops are replaced from further down, as stale ids are, so the page is
+    as full as the feed allows.
     """
     want = limit + 1
     shown: list[FeedNote] = []
