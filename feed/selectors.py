@@ -7,10 +7,13 @@ breaker open), while the follow mirror is not built, and while the inbox is
 missing or being rebuilt (the page then says it is catching up). Both paths
 give the same notes in the same order (``feed.timeline``).
 
-On the Redis path a page is two round trips and no query in the common
+On the Redis path a page is two round trips and one query in the common
 case: the inbox's markers with its first window, then the notes, their
 authors and the following check; the notes and authors come from the note
 cache (``feed.timeline``, "Note cache"), which the database fills on a miss.
+The query decides, against the database, which of the page's authors the
+reader may see now (``feed.timeline``, "Visibility"): Redis may lag a block
+or a removal.
 A home timeline's notes are ``feed.timeline.FeedNote``s (not model
 instances) carrying their authors: rendering them makes no query.
 """

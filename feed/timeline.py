@@ -28,6 +28,18 @@ that hold them, so the next page does not scan them again. Ids of
 authors the reader no longer follows are skipped but left for the unfollow
 task, so a follow mirror that lags cannot delete a live entry.
 
+**Visibility.** The Redis mirrors (the following set, the inbox, the note
+cache) may lag a committed block, a removed follower, an unfollow of a
+private account or an account turning private, by a frozen moment or an
+after-commit job not applied yet. So every page, on every path, passes its
+notes through ``Feed.visible``: one query for the page's authors
+(``social.visibility.hidden_authors``: whether the reader follows each of
+them in the database now, on the primary; a block either way and a removal
+delete the follow rows in their own transaction). Notes it drops are
+replaced from further down as stale ids are (no short page that stops the
+client) but left in Redis for their own jobs; the authors it found hidden
+are skipped for the rest of the page (its later rounds and database part).
+
 **Following.** On the Redis path the reader's following set is asked only
 about the authors of the ids a round read (``SMISMEMBER``, O(page)); only
 a page that goes past the horizon reads the whole set, for its database
@@ -35,13 +47,14 @@ part (a page from Redis reads no follow row).
 
 **Note cache.** What a page shows of a note (author id, publish time, body)
 and of its author (username, display name) is read from the note cache
-(``feed.redis_keys.note_cache_key``, ``author_cache_key``), so a page makes
-no database query in the common case: one round trip for the inbox (with
-its markers), one for the notes, their authors and the following check
-(the authors of ids this process met before are known: a note's author
-never changes), and a page shows ``FeedNote``s built from it, not model
-instances. Only visible notes and active accounts are cached, so a
-cached note of a cached author is shown without asking the database. An
+(``feed.redis_keys.note_cache_key``, ``author_cache_key``), so a page reads
+no note or account row in the common case: one round trip for the inbox
+(with its markers), one for the notes, their authors and the following
+check (the authors of ids this process met before are known: a note's
+author never changes), and a page shows ``FeedNote``s built from it, not
+model instances; its one query is the visibility check of its authors
+("Visibility"). Only visible notes and active accounts are cached, so a
+cached note of a cached author is shown without reading its rows. An
 entry is written by the fan-out (``SET``, fresh from the primary after
 commit, before any inbox holds the id) and by a reader that missed it
 (``SET NX``, from a primary read: a lagging replica must not write an older
@@ -58,7 +71,7 @@ did before the cache.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -70,7 +83,7 @@ from core.redis import REDIS_ERRORS, breaker_node, get_redis, redis_available, r
 from core.replica import primary_reads
 from social import redis_keys as social_keys
 from social.selectors import active_follows
-from social.visibility import now_ms
+from social.visibility import hidden_authors, now_ms
 from users.models import User
 
 from . import redis_keys
@@ -340,14 +353,15 @@ def database_after(followees: Collection[int] | QuerySet[Any], after: Position |
     return list(rows.select_related("author").order_by("-created_at", "id")[:n])
 
 
-def database_run(followees: Collection[int] | QuerySet[Any], score: int) -> list[int]:
-    """Ids of the visible notes of ``followees`` published at exactly ``score`` (ms), ascending."""
+def database_run(followees: Collection[int] | QuerySet[Any], score: int) -> list[tuple[int, int]]:
+    """``(id, author id)`` of the visible notes of ``followees`` published at exactly ``score`` (ms),
+    ids ascending."""
     if not isinstance(followees, QuerySet) and not followees:
         return []
     rows = visible_notes().filter(
         author_id__in=followees if isinstance(followees, QuerySet) else list(followees), created_at=from_ms(score)
     )
-    return list(rows.order_by("id").values_list("id", flat=True))
+    return list(rows.order_by("id").values_list("id", "author_id"))
 
 
 # --- the note cache ---------------------------------------------------------------
@@ -748,6 +762,8 @@ class Feed:
     reads of the first round made already (``Prefetch``). ``followees``:
     author ids the database reads are limited to; None (the default) means
     the following set, or the follow rows (``database_followees``).
+    ``checked`` and ``hidden``: the authors this feed asked the database
+    about (``visible``) and those of them the reader may not see now.
     """
 
     reader_id: int
@@ -757,22 +773,50 @@ class Feed:
     first: Prefetch | None = None
     followees: Collection[int] | None = None
     muted: Collection[int] = frozenset()
+    checked: set[int] = field(default_factory=set)
+    hidden: set[int] = field(default_factory=set)
+
+    def skipped(self) -> Collection[int]:
+        """The authors whose notes this feed skips: muted, or found hidden by ``visible``."""
+        return self.muted if not self.hidden else self.hidden.union(self.muted)
+
+    def check(self, author_ids: Collection[int]) -> set[int]:
+        """Ask the database (``social.visibility.hidden_authors``) about the authors among
+        ``author_ids`` this feed has not checked yet; returns every author found hidden so far.
+
+        One query when some author is new (a page is one ``Feed``, so its authors cost one
+        query however many rounds found them), none otherwise.
+        """
+        todo = set(author_ids) - self.checked
+        if todo:
+            self.hidden |= hidden_authors(reader_id=self.reader_id, author_ids=todo)
+            self.checked |= todo
+        return self.hidden
+
+    def visible(self, notes: list[FeedNote]) -> list[FeedNote]:
+        """``notes`` without those the reader may not see now, decided by the database
+        (``check``), whatever the follow, block and note-cache mirrors in Redis still hold."""
+        hidden = self.check({note.author_id for note in notes})
+        if not hidden:
+            return notes
+        return [note for note in notes if note.author_id not in hidden]
 
     def database_followees(self) -> Collection[int] | QuerySet[Any]:
         """The authors of the database's part of the feed: ``followees``; on the Redis path the
         reader's following set (read here, once, only when the page goes past the horizon: a
         page from Redis reads no follow row, and a page within the inbox never the whole set);
-        else the reader's active follow rows as a ``values("followee_id")`` queryset.
+        else the reader's active follow rows as a ``values("followee_id")`` queryset. Muted
+        authors and those ``visible`` found hidden are left out.
 
         :raises: Redis errors (``REDIS_ERRORS``) on the Redis path.
         """
         if self.followees is None and self.client is not None and self.following_key:
             self.followees = {int(member) for member in self.client.smembers(self.following_key)} - set(self.muted)
         if self.followees is not None:
-            return self.followees
+            return self.followees if not self.hidden else set(self.followees) - self.hidden
         rows = active_follows().filter(follower_id=self.reader_id)
-        if self.muted:
-            rows = rows.exclude(followee_id__in=list(self.muted))
+        if skipped := self.skipped():
+            rows = rows.exclude(followee_id__in=sorted(skipped))
         return rows.values("followee_id")
 
     def take_reads(self, after: Position | None, n: int) -> dict[str, KeyRead] | None:
@@ -831,7 +875,11 @@ def read_page(feed: Feed, after: Position | None, limit: int) -> Page:
     are exhausted down to their horizon, then the database. A round is one
     window read (``redis_window``) and the note cache (``resolve_notes``:
     no query when every note and author is cached); at most one database
-    page query follows.
+    page query follows. The page's notes pass ``Feed.visible`` (one query
+    for the page's authors: the reader's follow rows in the database, which a
+    block either way or a removal has ended even where Redis lags); the notes
+    it drops are replaced from further down, as stale ids are, so the page is
+    as full as the feed allows.
     """
     want = limit + 1
     shown: list[FeedNote] = []
@@ -845,43 +893,56 @@ def read_page(feed: Feed, after: Position | None, limit: int) -> Page:
             if not window.items:
                 break
             items = window.items
-            if feed.muted:
-                # Ids whose author this process knows to be muted are skipped before
-                # the note cache is asked, so a muted note costs no second round.
-                known, muted = _note_authors, feed.muted
-                items = [c for c in items if known.get(c.note_id) not in muted]
+            if skipped := feed.skipped():
+                # Ids whose author this process knows to be muted (or found hidden) are skipped
+                # before the note cache is asked, so such a note costs no second round.
+                known = _note_authors
+                items = [c for c in items if known.get(c.note_id) not in skipped]
                 if not items:
                     raw = Position(window.items[-1].score, window.items[-1].note_id)
                     if not window.more:
                         break
                     continue
             # The ids the page still needs first; the rest of the window only
-            # when some of those are not shown (stale, or not followed).
+            # when some of those are not shown (stale, not followed, or hidden).
             start = 0
             while start < len(items) and len(shown) < want:
                 end = len(items) if start else want - len(shown)
                 chunk = items[start:end]
-                start += len(chunk)
                 resolved = resolve_notes(
-                    feed.client, [c.note_id for c in chunk], reader_id=feed.reader_id, following_key=feed.following_key, muted=feed.muted
+                    feed.client, [c.note_id for c in chunk], reader_id=feed.reader_id, following_key=feed.following_key, muted=feed.skipped()
                 )
                 stale: list[Candidate] = []
                 for candidate in chunk:
-                    raw_last = candidate
+                    start += 1
                     if (note := resolved.shown.get(candidate.note_id)) is not None:
                         shown.append(note)
                         if len(shown) == want:
                             break
                     elif candidate.note_id in resolved.stale:
                         stale.append(candidate)
-                raw = Position(raw_last.score, raw_last.note_id)
+                raw = Position(items[start - 1].score, items[start - 1].note_id)
                 removed += _remove_stale(feed.client, stale)
+                if len(shown) == want:
+                    # A full page: the Redis mirrors may lag a block or a removal, the database
+                    # decides. The ids of hidden authors stay for their unfollow job, as ids of
+                    # unfollowed authors do; the page goes on after them, in this window first.
+                    shown = feed.visible(shown)
             if len(shown) == want or not window.more:
                 break
             n = max(want - len(shown) + WINDOW_SLACK, MIN_WINDOW)
+        shown = feed.visible(shown)
         redis_notes = len(shown)
-    if len(shown) < want:
-        shown.extend(FeedNote.of(note) for note in database_after(feed.database_followees(), raw, want - len(shown)))
+    while len(shown) < want:
+        n = want - len(shown)
+        rows = database_after(feed.database_followees(), raw, n)
+        kept = feed.visible([FeedNote.of(note) for note in rows])
+        shown.extend(kept)
+        if len(kept) == len(rows) or len(rows) < n:
+            break
+        # Some authors were hidden (the follow set this read came from lags): the next read
+        # leaves them out (``database_followees``) and goes on after the last row read.
+        raw = Position(rows[-1].published_ms, rows[-1].pk)
     return Page(notes=shown[:limit], has_more=len(shown) > limit, redis_notes=min(redis_notes, limit), stale_removed=removed)
 
 
@@ -889,10 +950,11 @@ def visible_run(feed: Feed, score: int) -> list[int]:
     """Ids of the notes ``feed`` shows at exactly ``score`` (ms), ascending.
 
     From the sorted sets when ``score`` is above their horizon (one round
-    trip and the note cache), else from the database.
+    trip and the note cache), else from the database; either way through
+    ``Feed.visible``, as a page is, so an offset counts what pages showed.
     """
     if feed.client is None or not feed.keys:
-        return database_run(feed.database_followees(), score)
+        return _visible_ids(feed, database_run(feed.database_followees(), score))
     pipe = pipeline(feed.client)
     for key in feed.keys:
         pipe.zrange(key, 0, 0, withscores=True)
@@ -900,10 +962,16 @@ def visible_run(feed: Feed, score: int) -> list[int]:
     replies = pipe.execute()
     tails = [int(reply[0][1]) for reply in replies[0::2] if reply]
     if not tails or score <= max(tails):
-        return database_run(feed.database_followees(), score)
+        return _visible_ids(feed, database_run(feed.database_followees(), score))
     ids = sorted({int(member) for reply in replies[1::2] for member in reply})
-    resolved = resolve_notes(feed.client, ids, reader_id=feed.reader_id, following_key=feed.following_key, muted=feed.muted)
-    return [note_id for note_id in ids if note_id in resolved.shown]
+    resolved = resolve_notes(feed.client, ids, reader_id=feed.reader_id, following_key=feed.following_key, muted=feed.skipped())
+    return [note.pk for note in feed.visible([resolved.shown[note_id] for note_id in ids if note_id in resolved.shown])]
+
+
+def _visible_ids(feed: Feed, run: list[tuple[int, int]]) -> list[int]:
+    # ``run``: (note id, author id) pairs; the ids of the ones ``Feed.visible`` would keep.
+    hidden = feed.check({author_id for _, author_id in run})
+    return [note_id for note_id, author_id in run if author_id not in hidden]
 
 
 def position_from_scroll(feed: Feed, last_id: int, offset: int) -> tuple[Position, int]:

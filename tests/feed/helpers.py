@@ -6,7 +6,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from feed import redis_keys
+from feed import redis_keys, selectors
 from feed.rebuild import inbox_rebuild, synced_until
 from tests.conftest import UserFactory
 
@@ -32,3 +32,36 @@ def inbox(client: Any, user: Any) -> list[tuple[bytes, int]]:
 def inbox_ids(client: Any, user: Any) -> list[int]:
     """Note ids in ``user``'s inbox, newest first."""
     return [int(member) for member, _ in inbox(client, user)]
+
+
+def scroll_all(user, limit, *, between_pages=None, max_pages=50):
+    """Page with the scroll contract until the end: ``(ids, [(minTime, offset)], pages)``."""
+    seen, states, pages = [], [], 0
+    last_id, offset = None, 0
+    while pages < max_pages:
+        page = selectors.home_timeline_scroll(user_id=user.pk, last_id=last_id, offset=offset, limit=limit)
+        pages += 1
+        seen.extend(n.pk for n in page.notes)
+        states.append((page.min_time, page.offset))
+        if not page.has_more:
+            return seen, states, pages
+        last_id, offset = page.min_time, page.offset
+        if between_pages:
+            between_pages(pages)
+    raise AssertionError("the feed never ended")
+
+
+def cursor_all(user, limit, *, between_pages=None, max_pages=50):
+    """Page with the opaque cursor until the end: ``(ids, pages)``."""
+    seen, cursor, pages = [], None, 0
+    while pages < max_pages:
+        page = selectors.home_timeline(user_id=user.pk, cursor=cursor, limit=limit)
+        pages += 1
+        seen.extend(n.pk for n in page.notes)
+        if page.next_cursor is None:
+            return seen, pages
+        assert len(page.notes) == limit  # no short page before the end
+        cursor = page.next_cursor
+        if between_pages:
+            between_pages(pages)
+    raise AssertionError("the feed never ended")

@@ -63,7 +63,7 @@ class TestFilling:
         )
         assert timeline.parse_author_value(redis_client.get(redis_keys.author_cache_key(bob.pk))) == (bob.username, bob.display_name)
 
-    def test_a_page_of_cached_notes_makes_no_query_and_carries_bodies_and_authors(self, alice, bob, charlie, feed):
+    def test_a_page_of_cached_notes_makes_one_query_and_carries_bodies_and_authors(self, alice, bob, charlie, feed):
         timeline.forget_note_authors()  # a process that never met these ids
         with CaptureQueriesContext(connection) as first:
             page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=4)
@@ -72,7 +72,8 @@ class TestFilling:
         with CaptureQueriesContext(connection) as shown:
             seen = [(note.pk, note.body, note.author.username, note.author.shown_name, note.published_ms) for note in page.notes]
 
-        assert (len(first.captured_queries), len(again.captured_queries), len(shown.captured_queries)) == (0, 0, 0)
+        # The one query: which of the page's authors alice may see now (feed.timeline, "Visibility").
+        assert (len(first.captured_queries), len(again.captured_queries), len(shown.captured_queries)) == (1, 1, 0)
         assert page.source == "redis"
         expected = sorted(feed, key=lambda n: -n.published_ms)[:4]
         assert seen == [(n.pk, n.body, n.author.username, n.author.shown_name, n.published_ms) for n in expected]
@@ -100,8 +101,8 @@ class TestFilling:
             second = page_ids(alice, limit=2)
 
         assert first == second == [row.pk for row in rows[:2]]
-        assert len(missed.captured_queries) == 1  # the notes with their authors, on the primary
-        assert len(hit.captured_queries) == 0
+        assert len(missed.captured_queries) == 2  # the notes with their authors, on the primary; the visibility check
+        assert len(hit.captured_queries) == 1  # the visibility check
         assert all(redis_client.get(redis_keys.note_cache_key(row.pk)) for row in rows[:3])  # the round read 3
 
     def test_a_stale_author_table_entry_is_corrected(self, alice, bob, charlie, feed, monkeypatch):
@@ -218,7 +219,7 @@ class TestForgetting:
             shown = page_ids(alice, limit=3)
 
         assert shown[0] == note.pk
-        assert len(queries.captured_queries) == 1  # the note (its author is cached), no fill
+        assert len(queries.captured_queries) == 2  # the note (its author is cached), no fill; the visibility check
         assert redis_client.get(redis_keys.note_cache_key(note.pk)) == redis_keys.CACHE_TOMBSTONE
 
     def test_a_deleted_account_leaves_no_cache_key(self, alice, bob, feed, redis_client, django_capture_on_commit_callbacks):
@@ -242,13 +243,16 @@ class TestFollowing:
         assert not set(page_ids(alice)) & bobs
         assert bobs <= set(inbox_ids(redis_client, alice))
 
-    def test_a_page_from_redis_reads_no_follow_row_also_past_the_horizon(self, alice, feed):
+    def test_a_page_from_redis_reads_no_follow_row_also_past_the_horizon(self, alice, bob, charlie, feed):
         with CaptureQueriesContext(connection) as queries:
             page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)  # 6 notes: the tail from the database
 
+        notes_sql, follow_sql = ([q["sql"] for q in queries.captured_queries if table in q["sql"]] for table in ("feed_note", "social_follow"))
         assert (page.source, len(page.notes)) == ("redis", 6)
-        assert len(queries.captured_queries) == 1
-        assert not [q["sql"] for q in queries.captured_queries if "social_follow" in q["sql"]]
+        assert (len(queries.captured_queries), len(notes_sql), len(follow_sql)) == (2, 1, 1)
+        assert "social_follow" not in notes_sql[0]  # the tail's authors are the Redis following set
+        # The visibility check reads follow rows only by key, for the page's authors (bob and charlie).
+        assert follow_sql[0].endswith(f"WHERE follower_id = {alice.pk} AND followee_id IN ({min(bob.pk, charlie.pk)}, {max(bob.pk, charlie.pk)})")
 
     def test_only_the_pages_authors_are_asked_about(self, alice, feed, monkeypatch):
         asked: list[int] = []

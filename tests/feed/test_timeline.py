@@ -16,44 +16,11 @@ from core.paging import MAX_MILLISECONDS, InvalidCursorError, feed_cursor
 from core.parsing import parse_scroll
 from feed import redis_keys, selectors, services
 from feed.models import Note
-from tests.feed.helpers import inbox_ids
+from tests.feed.helpers import cursor_all, inbox_ids, scroll_all
 
 pytestmark = pytest.mark.django_db
 
 BASE_MS = int((timezone.now() - timedelta(hours=1)).timestamp() * 1000)
-
-
-def scroll_all(user, limit, *, between_pages=None, max_pages=50):
-    """Page with the scroll contract until the end: ``(ids, [(minTime, offset)], pages)``."""
-    seen, states, pages = [], [], 0
-    last_id, offset = None, 0
-    while pages < max_pages:
-        page = selectors.home_timeline_scroll(user_id=user.pk, last_id=last_id, offset=offset, limit=limit)
-        pages += 1
-        seen.extend(n.pk for n in page.notes)
-        states.append((page.min_time, page.offset))
-        if not page.has_more:
-            return seen, states, pages
-        last_id, offset = page.min_time, page.offset
-        if between_pages:
-            between_pages(pages)
-    raise AssertionError("the feed never ended")
-
-
-def cursor_all(user, limit, *, between_pages=None, max_pages=50):
-    """Page with the opaque cursor until the end: ``(ids, pages)``."""
-    seen, cursor, pages = [], None, 0
-    while pages < max_pages:
-        page = selectors.home_timeline(user_id=user.pk, cursor=cursor, limit=limit)
-        pages += 1
-        seen.extend(n.pk for n in page.notes)
-        if page.next_cursor is None:
-            return seen, pages
-        assert len(page.notes) == limit  # no short page before the end
-        cursor = page.next_cursor
-        if between_pages:
-            between_pages(pages)
-    raise AssertionError("the feed never ended")
 
 
 class TestScrollContractC08:

@@ -74,14 +74,15 @@ class TestHomePage:
         client = signed_in(alice)
         client.get("/home")  # warm: last_seen_at just written
         # session + user + the database tail past the horizon (the notes come from the note cache)
-        with django_assert_num_queries(3):
+        # + the visibility check of the page's authors
+        with django_assert_num_queries(4):
             small = client.get("/home")
         for author in people(5):
             follow(alice, author)
             for i in range(6):
                 publish(author, at_ms=BASE_MS + 100 + i)
 
-        with django_assert_num_queries(2):  # a full page from Redis and the note cache: session and user only
+        with django_assert_num_queries(3):  # a full page from Redis and the note cache: session, user, the visibility check
             big = client.get("/home")
 
         assert small.status_code == big.status_code == 200
