@@ -1,7 +1,32 @@
-from django.contrib.auth.models import AbstractUser
-from django.db import models
+from typing import Any, ClassVar
+
+from django.contrib.auth.models import AbstractUser, UserManager
+from django.db import models, transaction
 
 from core.parsing import validate_display_name
+
+
+class UserQuerySet(models.QuerySet["User"]):
+    """Deletes lock the accounts' rows before Django collects what cascades with them."""
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        """Delete the accounts, their rows locked first (``User.delete``'s reason).
+
+        :returns: as ``QuerySet.delete``.
+        """
+        with transaction.atomic(using=self.db):
+            # The lock comes before the collection of the rows that cascade: a follow or a
+            # notification inserted meanwhile waits on the account's row (its foreign key
+            # check) and then finds it gone, instead of failing the account's DELETE.
+            list(self.select_for_update().values_list("pk", flat=True))
+            return super().delete()
+
+
+class AccountManager(UserManager["User"]):
+    """``UserManager`` over ``UserQuerySet``."""
+
+    def get_queryset(self) -> UserQuerySet:
+        return UserQuerySet(self.model, using=self._db)
 
 
 class User(AbstractUser):
@@ -20,6 +45,14 @@ class User(AbstractUser):
     bio = models.TextField(max_length=500, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True, db_index=True)
     approve_followers = models.BooleanField(default=False)
+
+    objects: ClassVar[AccountManager] = AccountManager()
+
+    def delete(self, using: Any = None, keep_parents: bool = False) -> tuple[int, dict[str, int]]:
+        """Delete the account, its row locked before the cascade is collected (``UserQuerySet.delete``)."""
+        with transaction.atomic(using=using):
+            list(User.objects.using(using).select_for_update().filter(pk=self.pk).values_list("pk", flat=True))
+            return super().delete(using=using, keep_parents=keep_parents)
 
     @property
     def shown_name(self) -> str:

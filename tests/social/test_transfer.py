@@ -511,12 +511,9 @@ def services_counts(user) -> int:
 
 @pytest.mark.django_db(transaction=True)
 class TestImportRacingDeletion:
-    # Known, outside the import: a deletion collects the account's rows before its transaction,
-    # so a follow the account makes meanwhile (here the import's; a click does the same) adds a
-    # notification or follow row the DELETE of the user then trips on (IntegrityError 1451; the
-    # deletion rolls back whole). Fixing it needs the delete path to lock the account's row
-    # before collecting (users/notifications own it).
-    @pytest.mark.xfail(reason="a follow racing its account's deletion fails the deletion (FK 1451)", strict=False)
+    # A deletion locks the account's row before it collects the rows that cascade
+    # (users.models.UserQuerySet), so a follow the account makes meanwhile (here the import's)
+    # waits and finds the account gone, instead of failing the DELETE on a foreign key.
     def test_the_importing_account_deleted_while_its_import_runs(self, settings):
         import threading
 
