@@ -268,6 +268,9 @@ class RoutedPipeline:
     def queue_script(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> RoutedPipeline:
         return self._queue(keys[0], lambda pipe: script(keys=list(keys), args=list(args), client=pipe))
 
+    def queue_eval(self, source: str, keys: Sequence[str], args: Sequence[Any]) -> RoutedPipeline:
+        return self._queue(keys[0], lambda pipe: pipe.eval(source, len(keys), *keys, *args))
+
     def __len__(self) -> int:
         return len(self._order)
 
@@ -333,6 +336,19 @@ def lua(source: str) -> Script:
         # Bytes: the SHA needs no client's encoder, so one Script serves every server.
         found = _scripts[source] = Script(None, source.encode())  # type: ignore[arg-type]
     return found
+
+
+def queue_eval(pipe: Pipe, source: str, keys: Sequence[str], args: Sequence[Any]) -> None:
+    """Queue Lua ``source`` as an EVAL (keys of one slot) on either kind of pipeline.
+
+    For small scripts on hot paths: a pipeline holding a ``Script`` asks the server which
+    scripts it has (SCRIPT EXISTS) before it runs, one round trip more; EVAL sends the source
+    and costs none (the server keeps the compiled script by its digest).
+    """
+    if isinstance(pipe, RoutedPipeline):
+        pipe.queue_eval(source, keys, args)
+    else:
+        pipe.eval(source, len(keys), *keys, *args)
 
 
 def queue_script(pipe: Pipe, script: Script, keys: Sequence[str], args: Sequence[Any]) -> None:

@@ -30,7 +30,7 @@ from django.db import connection
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from core.cluster import Pipe, lua, pipeline, queue_script
+from core.cluster import Pipe, pipeline, queue_eval
 from core.errors import EntryNotApplied
 from core.redis import REDIS_ERRORS, get_redis, redis_failed
 from core.replica import primary_reads
@@ -101,7 +101,7 @@ def _queue_side(pipe: Pipe, keys: tuple[str, str], member: int, score: int | Non
         return
     version, confirmed, window = fence
     args = [member, "" if score is None else score, version.entry_id, "1" if confirmed else "0", FENCE_TTL_SECONDS]
-    queue_script(pipe, lua(FENCED_WRITE_LUA), [set_key, zset_key, *redis_keys.fence_keys(set_key, window)], args)
+    queue_eval(pipe, FENCED_WRITE_LUA, [set_key, zset_key, *redis_keys.fence_keys(set_key, window)], args)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ cluster pass, on the Redis Cluster.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -42,8 +43,9 @@ WEIGHTED = CHANGES + ["follow", "unfollow"] * 3
 steps = st.lists(st.tuples(st.sampled_from(WEIGHTED), st.integers(0, PEOPLE - 1), st.integers(0, PEOPLE - 1)), min_size=1, max_size=14)
 
 
-def _reconcile(path: str):
-    module, _, name = path.rpartition(".")
+def reconcile_of(structure: derived.Structure) -> Callable[..., int]:
+    """The reconcile function ``structure`` names (``(*, repair: bool) -> int``)."""
+    module, _, name = structure.reconcile.rpartition(".")
     return getattr(importlib.import_module(module), name)
 
 
@@ -115,5 +117,5 @@ def test_any_order_of_the_after_commit_work_ends_equal_to_a_rebuild(sequence, da
         drain()
         drain()
 
-    drifted = {s.name: _reconcile(s.reconcile)(repair=False) for s in derived.table()}
+    drifted = {s.name: reconcile_of(s)(repair=False) for s in derived.table()}
     assert drifted == {name: 0 for name in drifted}

@@ -1,15 +1,19 @@
 """Soak: five writers for three minutes on a wiki-Vote slice while Redis, the broker and a worker fail.
 
-Five processes follow, unfollow, publish, delete notes and deactivate and
-reactivate accounts at random through the services; everything after
+Five processes follow, unfollow, publish, delete notes, block, unblock,
+mute, unmute, turn approval of followers on and off, approve requests,
+remove followers, deactivate, reactivate and delete accounts at random
+through the services (follows notify); everything after
 commit goes through the outbox to a real Celery worker on RabbitMQ. A chaos
 thread meanwhile kills Redis and restarts it empty, kills it again and
 restarts it from an older RDB snapshot, stops and starts the broker, and
 SIGKILLs the worker. Beat is played by the test (a drain every two
 seconds). Afterwards every reader comes back (a visit), the drain runs
 until nothing is pending, and the follow mirror and every active reader's
-first five feed pages on Redis must equal the database. The run prints the
-operations done, the faults injected and the differences found.
+first five feed pages on Redis must equal the database, and the reconcile of
+every structure of the table of derived state (``core.derived``) must find
+nothing in a dry run. The run prints the operations done, the faults
+injected and the differences found.
 
 Marker ``slow``: ``.ci/run`` runs it once, not in the cluster pass.
 """
@@ -24,6 +28,7 @@ import threading
 import time
 import traceback
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +36,7 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
+from core import derived
 from core import redis_keys as core_keys
 from core.models import OutboxEntry
 from core.outbox import drain
@@ -39,6 +45,7 @@ from core.sender import flush_sends
 from tests.feed.consistency import feed_differences
 from tests.social.faults import CeleryWorker, RedisServer, point_at, purge_queue, wait_until
 from tests.social.helpers import assert_mirror_equals_database
+from tests.test_derived_property import reconcile_of
 from users.models import User
 
 pytestmark = [pytest.mark.slow, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -55,11 +62,11 @@ def writer(args: tuple[list[int], int, float, str]) -> tuple[dict[str, int], lis
     """
     ids, seed, deadline, queue = args
     from config.celery_app import app
+    from core.errors import DomainError
     from feed import services as feed_services
     from feed.models import Note
-    from feed.services import NoteForbiddenError
-    from social import services
-    from social.services import ActorInactiveError, TargetNotFoundError
+    from social import controls, services
+    from social.models import FollowRequest
     from users.services import user_set_active
 
     connections.close_all()
@@ -68,43 +75,69 @@ def writer(args: tuple[list[int], int, float, str]) -> tuple[dict[str, int], lis
     app._pool = None  # this process's own broker connections
     app.amqp._producer_pool = None
     rng = random.Random(seed)
-    done = {"follow": 0, "unfollow": 0, "publish": 0, "delete": 0, "deactivate": 0, "reactivate": 0, "refused": 0, "errors": 0}
+    done = dict.fromkeys(
+        ["follow", "unfollow", "publish", "delete", "block", "unblock", "mute", "unmute", "private", "public", "approve", "remove",
+         "deactivate", "reactivate", "delete_account", "refused", "errors"],
+        0,
+    )  # fmt: skip
     failures: list[str] = []
     while time.time() < deadline:
         actor = User.objects.filter(pk=rng.choice(ids)).first()
         if actor is None:
             continue
         roll = rng.random()
+        target = rng.choice(ids)
         try:
-            if roll < 0.30:
-                target = rng.choice(ids)
+            if roll < 0.22:
                 if target != actor.pk and actor.is_active and User.objects.filter(pk=target, is_active=True).exists():
                     services.follow_create(actor=actor, followee_id=target)
                     done["follow"] += 1
-            elif roll < 0.55:
-                target = rng.choice(ids)
+            elif roll < 0.40:
                 if target != actor.pk:
                     services.follow_delete(actor=actor, followee_id=target)
                     done["unfollow"] += 1
-            elif roll < 0.85:
+            elif roll < 0.62:
                 if actor.is_active:
                     feed_services.note_create(author=actor, body=f"soak {seed} {done['publish']}")
                     done["publish"] += 1
-            elif roll < 0.95:
+            elif roll < 0.69:
                 note = Note.objects.filter(author=actor, deleted_at__isnull=True).order_by("?").first()
                 if note is not None:
                     feed_services.note_delete(note=note, actor=actor)
                     done["delete"] += 1
-            elif actor.is_active:
-                user_set_active(user=actor, is_active=False)
-                done["deactivate"] += 1
-            else:
-                user_set_active(user=actor, is_active=True)
-                done["reactivate"] += 1
-        except (ActorInactiveError, TargetNotFoundError, NoteForbiddenError):
-            # Another writer deactivated the actor or the target between this
-            # writer's check and the service's locked read: the service's
-            # answer (403/404) is the right one, and nothing was written.
+            elif roll < 0.83 and target != actor.pk:
+                # Controls: a block, its end, a mute (some for a minute), its end, a removal.
+                name = rng.choice(["block", "unblock", "mute", "unmute", "remove"])
+                if name == "block":
+                    controls.block_create(actor=actor, target_id=target)
+                elif name == "unblock":
+                    controls.block_delete(actor=actor, target_id=target)
+                elif name == "mute":
+                    controls.mute_create(actor=actor, target_id=target, duration=rng.choice([None, timedelta(minutes=1)]))
+                elif name == "unmute":
+                    controls.mute_delete(actor=actor, target_id=target)
+                else:
+                    controls.follower_remove(actor=actor, follower_id=target)
+                done[name] += 1
+            elif roll < 0.90:
+                private = rng.random() < 0.5
+                controls.account_privacy_set(actor=actor, private=private)
+                done["private" if private else "public"] += 1
+            elif roll < 0.95:
+                requester = FollowRequest.objects.filter(target_id=actor.pk).values_list("requester_id", flat=True).first()
+                if requester is not None:
+                    controls.follow_request_approve(actor=actor, requester_id=requester)
+                    done["approve"] += 1
+            elif roll < 0.995:
+                user_set_active(user=actor, is_active=not actor.is_active)
+                done["reactivate" if not actor.is_active else "deactivate"] += 1
+            elif done["delete_account"] < 2:
+                actor.delete()
+                done["delete_account"] += 1
+        except DomainError:
+            # A rule's answer (403/404/409/422): another writer deactivated, deleted or blocked
+            # the actor or the target between this writer's check and the service's locked read,
+            # or the pair is not in the state the action needs; nothing was written.
             done["refused"] += 1
         except Exception:  # noqa: BLE001 - counted, reported and asserted zero
             failures.append(traceback.format_exc(limit=6)[-1500:])
@@ -261,11 +294,13 @@ def test_five_writers_through_redis_broker_and_worker_faults_end_with_feeds_equa
         graph_differences.append(str(exc)[:500])
     readers = list(User.objects.filter(is_active=True).values_list("pk", flat=True))
     feeds = feed_differences(readers)
+    derived_drift = {structure.name: reconcile_of(structure)(repair=False) for structure in derived.table()}
     with capsys.disabled():
         print(
             f"\nsoak: {sum(v for k, v in operations.items() if k not in ('errors', 'refused'))} operations in {SECONDS:.0f} s {operations}; "
             f"faults injected: {chaos.injected}; drains sent {drains['sent']}, refused {drains['refused']}; "
-            f"differences found: graph {len(graph_differences)}, feeds {len(feeds)} of {len(readers)} readers"
+            f"differences found: graph {len(graph_differences)}, feeds {len(feeds)} of {len(readers)} readers; "
+            f"derived structures {derived_drift}"
         )
 
     assert failures == []
@@ -274,3 +309,4 @@ def test_five_writers_through_redis_broker_and_worker_faults_end_with_feeds_equa
     assert sum(operations.values()) > 1000
     assert graph_differences == []
     assert feeds == {}
+    assert derived_drift == dict.fromkeys(derived_drift, 0)

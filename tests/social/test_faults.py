@@ -103,8 +103,9 @@ class TestUnfollowDuringOutage:
         assert pages["api"].json() == {"success": True, "errorMsg": None, "data": False}
         assert unfollowed.json()["success"] is True
         assert pending_during == 1
-        # The mirror pair and the feed's job, which waited for it.
-        assert drained["applied"] == 2 and not drained["redis_down"]
+        # The mirror pair, the feed's job, which waited for it, and the re-derivation of alice's
+        # "who to follow".
+        assert drained["applied"] == 3 and not drained["redis_down"]
         assert not private_redis.client().sismember(redis_keys.following_set_key(alice.pk), bob.pk)
         assert OutboxEntry.objects.filter(applied_at__isnull=True, kind=OUTBOX_PAIR).count() == 0
         redis_reset_breaker()
