@@ -194,7 +194,11 @@ FOLLOWS_IMPORT_PAUSE_SECONDS = env.float("FOLLOWS_IMPORT_PAUSE_SECONDS", default
 # An account follows at most max(FOLLOWING_MAX, FOLLOWING_RATIO x its followers).
 FOLLOWING_MAX = env.int("FOLLOWING_MAX", default=7500)
 FOLLOWING_RATIO = env.float("FOLLOWING_RATIO", default=1.1)
-# The request header a proxy puts the client's address in ("HTTP_X_REAL_IP"); empty: REMOTE_ADDR.
+# How many proxies stand in front of the site, each appending the address it received from to
+# CLIENT_ADDRESS_HEADER: the client's address is the Nth from the right (core.limits.client_address).
+TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
+# The request header the proxies write ("HTTP_X_FORWARDED_FOR", the default when TRUSTED_PROXY_COUNT > 0,
+# or one proxy's "HTTP_X_REAL_IP"); empty and no proxies: REMOTE_ADDR.
 CLIENT_ADDRESS_HEADER = env("CLIENT_ADDRESS_HEADER", default="")
 
 AUTH_PASSWORD_VALIDATORS = [
