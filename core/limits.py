@@ -26,6 +26,7 @@ from django.http import HttpRequest
 from django_ratelimit.core import get_usage
 
 from .errors import DomainError
+from .metrics import count_refusal
 
 
 class RateLimited(DomainError):
@@ -55,6 +56,7 @@ def limited(group: str, who: str, rate_setting: str) -> int | None:
     usage = _usage(group, who, rate_setting, increment=False)
     if usage is None or usage["count"] < usage["limit"]:
         return None
+    count_refusal(group)
     return _seconds_left(usage)
 
 
@@ -65,6 +67,7 @@ def hit(group: str, who: str, rate_setting: str, *, message: str) -> None:
     """
     usage = _usage(group, who, rate_setting, increment=True)
     if usage is not None and usage["should_limit"]:
+        count_refusal(group)
         raise RateLimited(message, retry_after=_seconds_left(usage))
 
 

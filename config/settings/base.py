@@ -201,6 +201,23 @@ TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
 # or one proxy's "HTTP_X_REAL_IP"); empty and no proxies: REMOTE_ADDR.
 CLIENT_ADDRESS_HEADER = env("CLIENT_ADDRESS_HEADER", default="")
 
+# /metrics (core.monitoring): a scraper sends "Authorization: Bearer <METRICS_TOKEN>" or comes from one of
+# METRICS_ALLOWED_NETWORKS ("10.0.0.0/8,127.0.0.1"); neither set: the endpoint answers 404.
+METRICS_TOKEN = env("METRICS_TOKEN", default="")
+METRICS_ALLOWED_NETWORKS = env.list("METRICS_ALLOWED_NETWORKS", default=[])
+# django-prometheus's request, database and cache metrics (off: none of its middleware or wrappers).
+METRICS_ENABLED = env.bool("METRICS_ENABLED", default=True)
+if METRICS_ENABLED:
+    INSTALLED_APPS.append("django_prometheus")
+    MIDDLEWARE.insert(0, "django_prometheus.middleware.PrometheusBeforeMiddleware")
+    MIDDLEWARE.append("django_prometheus.middleware.PrometheusAfterMiddleware")
+    # The same backends, wrapped to count queries, errors and cache hits.
+    for _database in DATABASES.values():
+        if _database["ENGINE"] in ("django.db.backends.mysql", "django.db.backends.sqlite3"):
+            _database["ENGINE"] = _database["ENGINE"].replace("django.db.backends.", "django_prometheus.db.backends.")
+    if CACHES["default"]["BACKEND"] == "django_redis.cache.RedisCache":
+        CACHES["default"]["BACKEND"] = "django_prometheus.cache.backends.redis.RedisCache"
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 10}},
