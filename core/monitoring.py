@@ -16,17 +16,21 @@ from the same functions as the admin's health page (``core.health``):
   ``followfeed_reconcile_last_duration_seconds``,
   ``followfeed_reconcile_last_drift``, ``followfeed_reconcile_last_failed`` (``kind``);
 - ``followfeed_redis_rollbacks`` (``node``): rollbacks of Redis's data the drain detected,
-  and ``followfeed_redis_rollback_last_timestamp_seconds``.
+  and ``followfeed_redis_rollback_last_timestamp_seconds``;
+- ``followfeed_scrape_failed`` (``section``): 1 when a section could not be read (the
+  database down), the rest of the scrape still answered.
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.http import HttpRequest
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest, multiprocess
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -34,6 +38,8 @@ from prometheus_client.registry import Collector
 
 from . import health
 from .limits import client_address
+
+logger = logging.getLogger(__name__)
 
 
 def scrape_refusal(request: HttpRequest) -> tuple[int, str] | None:
@@ -75,10 +81,25 @@ class FollowfeedCollector(Collector):
         self.kinds = sorted(kinds)
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._outbox()
-        yield from self._queues()
-        yield from self._reconciles()
-        yield from self._rollbacks()
+        # A section that cannot be read (the database down) is left out and counted in
+        # followfeed_scrape_failed, so the scrape still answers with everything else.
+        failed = GaugeMetricFamily("followfeed_scrape_failed", "1 when a section of the scrape-time figures could not be read.", labels=["section"])
+        sections: list[tuple[str, Callable[[], Iterator[Metric]]]] = [
+            ("outbox", self._outbox),
+            ("queues", self._queues),
+            ("reconciles", self._reconciles),
+            ("rollbacks", self._rollbacks),
+        ]
+        for name, section in sections:
+            try:
+                found = list(section())
+            except DatabaseError:
+                logger.exception("metrics: the %s figures could not be read", name)
+                failed.add_metric([name], 1)
+                continue
+            failed.add_metric([name], 0)
+            yield from found
+        yield failed
 
     def _outbox(self) -> Iterator[Metric]:
         backlog = health.outbox_health()

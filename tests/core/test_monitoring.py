@@ -6,12 +6,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import OperationalError
 from django.test import Client
 from django.utils import timezone
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from core import limits
+from core import health, limits
 from core.models import OutboxEntry
 from core.redis import redis_failed, redis_reset_breaker
 from feed import services as feed_services
@@ -172,3 +173,19 @@ class TestRecordedFigures:
         response = scrape(HTTP_AUTHORIZATION=token)
 
         assert (value(response, "django_http_requests_total_by_method_total", method="GET") or 0) >= 1
+
+
+class TestADatabaseOutage:
+    def test_the_scrape_still_answers_and_names_what_it_could_not_read(self, token: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        def down() -> None:
+            raise OperationalError(2013, "Lost connection to server during query")
+
+        monkeypatch.setattr(health, "outbox_health", down)
+
+        response = scrape(HTTP_AUTHORIZATION=token)
+
+        assert response.status_code == 200
+        assert value(response, "followfeed_scrape_failed", section="outbox") == 1
+        assert value(response, "followfeed_scrape_failed", section="reconciles") == 0
+        assert value(response, "followfeed_outbox_pending", kind=OUTBOX_PAIR) is None
+        assert value(response, "followfeed_celery_broker_up") == 1
