@@ -26,3 +26,4 @@ bench:
 	$(PY) bench/suggestions.py --out bench/results/suggestions.json
 	$(PY) bench/http_load.py --out bench/results --profile home --profile-label latest
 	$(PY) bench/first_run.py --out bench/results/first_run.json
+	$(PY) bench/metrics_cost.py --out bench/results/metrics_cost.json

@@ -3,7 +3,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from core.views import api_schema
+from core.views import api_schema, metrics
 
 handler400 = "core.views.bad_request"
 handler403 = "core.views.permission_denied"
@@ -13,6 +13,7 @@ handler500 = "core.views.server_error"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema", api_schema, name="api_schema"),
+    path("metrics", metrics, name="metrics"),
     path("api/", include("feed.api_urls")),
     path("api/", include("social.api_urls")),
     path("api/", include("notifications.api_urls")),

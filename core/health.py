@@ -18,6 +18,7 @@ from typing import Any
 
 import redis
 from django.conf import settings
+from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from . import redis_keys
@@ -25,8 +26,6 @@ from .cluster import primaries
 from .models import OutboxEntry, RedisWatch
 from .redis import REDIS_ERRORS, breaker_state, get_redis, mirror_ready, redis_node, watched_servers
 
-# Pending outbox entries counted exactly; above this the page says "N+".
-OUTBOX_COUNT_CAP = 100_000
 # SCAN calls (COUNT 1000 each) spent counting keys under the prefix.
 PREFIX_SCAN_CALLS = 20
 PREFIX_SCAN_COUNT = 1000
@@ -35,16 +34,28 @@ BROKER_TIMEOUT_SECONDS = 1.5
 
 
 @dataclass
+class KindBacklog:
+    """Pending entries of one outbox ``kind``: how many, the oldest one's ``oldest_created_at``, and
+    how many are ``stuck`` (their last application failed: ``last_error`` set)."""
+
+    kind: str
+    pending: int
+    oldest_created_at: datetime
+    stuck: int
+
+
+@dataclass
 class OutboxHealth:
-    """Mirror changes not yet applied to Redis: ``pending`` (capped at
-    ``OUTBOX_COUNT_CAP``, ``pending_is_lower_bound`` then), the oldest
-    pending entry's ``oldest_created_at`` and ``oldest_age_seconds``."""
+    """Side effects not yet applied: ``pending`` entries, ``stuck`` ones, the oldest pending
+    entry's ``oldest_created_at`` and ``oldest_age_seconds`` (at ``checked_at``), and ``kinds``,
+    the same per kind (the metrics' figures)."""
 
     pending: int
-    pending_is_lower_bound: bool
+    stuck: int
     oldest_created_at: datetime | None
     oldest_age_seconds: float | None
-
+    checked_at: datetime
+    kinds: list[KindBacklog] = field(default_factory=list)
 
 @dataclass
 class RedisHealth:
@@ -156,16 +167,27 @@ class MirrorHealth:
 
 
 def outbox_health() -> OutboxHealth:
-    """Backlog of the mirror outbox: two index-range queries on ``mirror_outbox_pending``."""
-    pending_rows = OutboxEntry.objects.filter(applied_at__isnull=True)
-    pending = pending_rows.order_by().values("pk")[: OUTBOX_COUNT_CAP + 1].count()
-    oldest = pending_rows.order_by("id").values_list("created_at", flat=True).first()
-    age = (timezone.now() - oldest).total_seconds() if oldest else None
+    """Backlog of the outbox per kind: one grouped query over the pending range of ``outbox_pending``.
+
+    The health page and the ``/metrics`` collector both read this.
+    """
+    rows = (
+        OutboxEntry.objects.filter(applied_at__isnull=True)
+        .order_by()
+        .values("kind")
+        .annotate(pending=Count("id"), oldest=Min("created_at"), stuck=Count("id", filter=~Q(last_error="")))
+        .order_by("kind")
+    )
+    kinds = [KindBacklog(kind=row["kind"], pending=row["pending"], oldest_created_at=row["oldest"], stuck=row["stuck"]) for row in rows]
+    now = timezone.now()
+    oldest = min((kind.oldest_created_at for kind in kinds), default=None)
     return OutboxHealth(
-        pending=min(pending, OUTBOX_COUNT_CAP),
-        pending_is_lower_bound=pending > OUTBOX_COUNT_CAP,
+        pending=sum(kind.pending for kind in kinds),
+        stuck=sum(kind.stuck for kind in kinds),
         oldest_created_at=oldest,
-        oldest_age_seconds=age,
+        oldest_age_seconds=(now - oldest).total_seconds() if oldest else None,
+        checked_at=now,
+        kinds=kinds,
     )
 
 
@@ -316,6 +338,53 @@ def register_section(name: str, provider: Callable[[], Any]) -> None:
     """Add a section to the health page: ``provider()`` is called on every view and its
     value is ``health.sections.<name>`` in the template (apps register theirs when they load)."""
     _sections[name] = provider
+
+
+@dataclass
+class ReconcileSummary:
+    """The last reconcile of one ``kind`` as the metrics show it: when the newest finished run
+    ended (``finished_at``), how long it took (``duration_seconds``), the drift it found (the sum
+    of its drift figures) and whether the newest run ``failed``."""
+
+    kind: str
+    finished_at: datetime | None = None
+    duration_seconds: float | None = None
+    drift: int | None = None
+    failed: bool = False
+
+
+@dataclass
+class _ReconcileSource:
+    provider: Callable[[], Any]
+    drift_figures: tuple[str, ...]
+
+
+_reconciles: dict[str, _ReconcileSource] = {}
+
+
+def register_reconcile(kind: str, provider: Callable[[], Any], *, drift_figures: tuple[str, ...]) -> None:
+    """Report the reconcile ``kind`` in the metrics: ``provider`` is the health page's section function
+    (its value has ``started_at``, ``finished_at``, ``state`` and ``figures`` ``[(name, value)]``);
+    the figures named in ``drift_figures`` add up to the drift found."""
+    _reconciles[kind] = _ReconcileSource(provider, drift_figures)
+
+
+def reconcile_summaries() -> list[ReconcileSummary]:
+    """``ReconcileSummary`` of every registered reconcile, from the same queries as the health page."""
+    found = []
+    for kind, source in sorted(_reconciles.items()):
+        section = source.provider()
+        summary = ReconcileSummary(kind=kind, failed=section.state == "failed")
+        if section.finished_at is not None:
+            summary.finished_at = section.finished_at
+            summary.duration_seconds = (section.finished_at - section.started_at).total_seconds()
+            figures = dict(section.figures)
+            summary.drift = sum(int(figures.get(name) or 0) for name in source.drift_figures)
+        else:
+            # Running or failed: the last finished run's end, when the section knows it.
+            summary.finished_at = getattr(section, "last_finished_at", None)
+        found.append(summary)
+    return found
 
 
 def mirror_health() -> MirrorHealth:

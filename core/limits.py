@@ -26,6 +26,7 @@ from django.http import HttpRequest
 from django_ratelimit.core import get_usage
 
 from .errors import DomainError
+from .metrics import count_refusal
 
 
 class RateLimited(DomainError):
@@ -55,6 +56,7 @@ def limited(group: str, who: str, rate_setting: str) -> int | None:
     usage = _usage(group, who, rate_setting, increment=False)
     if usage is None or usage["count"] < usage["limit"]:
         return None
+    count_refusal(group)
     return _seconds_left(usage)
 
 
@@ -65,12 +67,27 @@ def hit(group: str, who: str, rate_setting: str, *, message: str) -> None:
     """
     usage = _usage(group, who, rate_setting, increment=True)
     if usage is not None and usage["should_limit"]:
+        count_refusal(group)
         raise RateLimited(message, retry_after=_seconds_left(usage))
 
 
 def client_address(request: HttpRequest) -> str:
-    """The client's address: ``CLIENT_ADDRESS_HEADER`` set by the proxy (e.g. ``HTTP_X_REAL_IP``),
-    else ``REMOTE_ADDR``."""
-    header = str(getattr(settings, "CLIENT_ADDRESS_HEADER", "") or "")
-    value = request.META.get(header, "") if header else ""
-    return str(value or request.META.get("REMOTE_ADDR", "")).split(",")[0].strip()
+    """The client's address as the nearest trusted proxy saw it.
+
+    ``TRUSTED_PROXY_COUNT`` (N) proxies stand in front of the site and each
+    appends the address it received from to ``CLIENT_ADDRESS_HEADER``
+    (``HTTP_X_FORWARDED_FOR`` when N > 0 and it is unset). The client writes
+    whatever it likes on the left of that list, so the address is the Nth
+    from the right (the rightmost one no trusted proxy wrote), or the
+    leftmost when the list is shorter (every entry was a proxy's). Without
+    the header (a request that did not come through the proxies),
+    ``REMOTE_ADDR``. N = 0 and no header: ``REMOTE_ADDR``.
+    """
+    trusted = max(0, int(getattr(settings, "TRUSTED_PROXY_COUNT", 0) or 0))
+    header = str(getattr(settings, "CLIENT_ADDRESS_HEADER", "") or "") or ("HTTP_X_FORWARDED_FOR" if trusted else "")
+    entries = [part.strip() for part in str(request.META.get(header, "") if header else "").split(",")]
+    entries = [entry for entry in entries if entry]
+    if not entries:
+        return str(request.META.get("REMOTE_ADDR", "")).strip()
+    # A header named without a count of proxies still has one proxy writing it.
+    return entries[-min(max(trusted, 1), len(entries))]

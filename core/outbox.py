@@ -140,6 +140,11 @@ def register_rebuild(name: str, *, rebuild: Rebuilder, order: int) -> None:
     _rebuilders[name] = RebuildStep(name=name, rebuild=rebuild, order=order)
 
 
+def kind_names() -> list[str]:
+    """The names of every registered kind."""
+    return sorted(_kinds)
+
+
 def kind_named(name: str) -> Kind:
     """The registered ``Kind`` called ``name``.
 

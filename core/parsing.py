@@ -279,6 +279,17 @@ def username_problem(raw: str) -> str | None:
     return None
 
 
+def validate_username(value: str) -> None:
+    """The model and form validator of usernames: the one rule of sign-up, the admin and imports
+    (``username_problem``).
+
+    :raises django.core.exceptions.ValidationError: ``value`` cannot be a username.
+    """
+    problem = username_problem(value)
+    if problem is not None:
+        raise ValidationError(problem, code="invalid")
+
+
 def parse_username(raw: str) -> str:
     """A username as written in a URL or a form (its case kept; lookups ignore case).
 

@@ -48,6 +48,7 @@ from django_redis.exceptions import ConnectionInterrupted
 
 from . import redis_keys
 from .cluster import Pipe, is_cluster, lua, node_name, pipeline, primaries, queue_script, range_start, refresh, slot_ranges
+from .metrics import set_breaker
 
 logger = logging.getLogger(__name__)
 
@@ -145,6 +146,7 @@ def redis_failed(exc: BaseException, node: str = "") -> None:
         breaker.state = _OPEN
         breaker.open_until = time.monotonic() + float(settings.REDIS_CIRCUIT_OPEN_SECONDS)
     if was_closed:
+        set_breaker(node, is_open=True)
         where = f" ({node})" if node else ""
         logger.warning("Redis unavailable%s, reads fall back to the database: %r", where, exc)
 
@@ -158,12 +160,15 @@ def redis_succeeded(node: str = "") -> None:
         if breaker.state == _HALF_OPEN:
             breaker.state = _CLOSED
             breaker.open_until = 0.0
+            set_breaker(node, is_open=False)
             logger.warning("Redis%s is back, reads use it again", f" ({node})" if node else "")
 
 
 def redis_reset_breaker() -> None:
     """Close every breaker (tests, and after a successful health check)."""
     with _lock:
+        for node in _breakers:
+            set_breaker(node, is_open=False)
         _breakers.clear()
 
 

@@ -59,3 +59,21 @@ def api_document() -> dict[str, Any]:
 def api_schema(request: HttpRequest) -> JsonResponse:
     """GET /api/schema: the OpenAPI document as JSON (not in the envelope: tools read it as is)."""
     return JsonResponse(api_document(), json_dumps_params={"ensure_ascii": False})
+
+
+@require_safe
+def metrics(request: HttpRequest) -> HttpResponse:
+    """/metrics: the Prometheus exposition (``core.monitoring``) for a scraper holding the
+    token or at an allowed address; else 401 (404 when neither is configured), ``{"error": ...}``."""
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    from . import monitoring, outbox
+
+    refusal = monitoring.scrape_refusal(request)
+    if refusal is not None:
+        status, message = refusal
+        response = JsonResponse({"error": message}, status=status)
+        if status == 401:
+            response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    return HttpResponse(monitoring.render(kinds=outbox.kind_names()), content_type=CONTENT_TYPE_LATEST)

@@ -224,6 +224,7 @@ def _rebuild_inbox(user: User) -> str:
 
 
 health.register_section("inbox_reconcile", inbox_reconcile_health)
+health.register_reconcile("inboxes", inbox_reconcile_health, drift_figures=("readers_drifted",))
 UserAdmin.add_operation(
     Operation(
         name="rebuild-inbox",

@@ -53,6 +53,7 @@ from django.utils import timezone
 from core import outbox
 from core.cluster import pipeline
 from core.errors import EntryNotApplied
+from core.metrics import observe_fan_out_lag
 from core.models import OutboxEntry
 from core.redis import get_redis
 from social.models import OUTBOX_PAIR, OUTBOX_USER, Follow, Mute, live_mutes
@@ -129,6 +130,7 @@ def note_fan_out(*, note_id: int) -> FanOut:
     else:
         followers, writes = delivery.fan_out_to_followers(client, note.author_id, entry)
         result = FanOut(mode="push", followers=followers, inbox_writes=writes)
+        observe_fan_out_lag(published_ms=note.published_ms, mode="push")
     Note.objects.filter(pk=note_id, fanned_out_at__isnull=True).update(fanned_out_at=timezone.now())
     # Verify: hidden or deleted while we delivered -> take it back.
     if not Note.objects.filter(pk=note_id, is_hidden=False, deleted_at__isnull=True).exists():
@@ -165,6 +167,7 @@ def note_fan_out_part(*, note_id: int, part: delivery.Part) -> FanOut:
     if note is None or not note.is_visible:
         return FanOut(mode="skipped")
     followers, writes = delivery.fan_out_to_followers(get_redis(), note.author_id, [(note.pk, note.published_ms)], part=part)
+    observe_fan_out_lag(published_ms=note.published_ms, mode="part")
     if not Note.objects.filter(pk=note_id, is_hidden=False, deleted_at__isnull=True).exists():
         note_retract(note_id=note_id)
     return FanOut(mode="push", followers=followers, inbox_writes=writes)

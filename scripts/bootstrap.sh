@@ -25,6 +25,8 @@ if [ "$EXTRAS" != "run" ]; then
   dpkg -s chromium >/dev/null 2>&1 || need_apt+=(chromium)
   # The HTTP load generator of make bench (bench/http_load.py).
   dpkg -s wrk >/dev/null 2>&1 || need_apt+=(wrk)
+  # promtool (checks and tests deploy/prometheus's alert rules: tests/test_alert_rules.py).
+  dpkg -s prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 fi
 if [ ${#need_apt[@]} -gt 0 ] && command -v apt-get >/dev/null; then
   echo "bootstrap: apt-get install ${need_apt[*]}"

@@ -294,6 +294,8 @@ UserAdmin.add_operation(
 )
 health.register_section("reconcile", reconcile_health)
 health.register_section("suggestions_reconcile", suggestions_reconcile_health)
+health.register_reconcile("graph", reconcile_health, drift_figures=("users_drifted", "controls_drifted"))
+health.register_reconcile("suggestions", suggestions_reconcile_health, drift_figures=("readers_drifted", "rankings_drifted"))
 
 
 # --- blocks, mutes, follow requests (issue 16) -------------------------------------

@@ -64,6 +64,15 @@ SKIP_REQUESTED = "private: follow request sent"
 SKIP_REFUSED = "refused"
 
 
+# A cell starting with one of these is a formula to a spreadsheet (OWASP's "CSV injection").
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
+
+
+def spreadsheet_safe(cell: str) -> str:
+    """``cell`` as a spreadsheet shows it as text: a leading ``'`` before a formula's first character."""
+    return "'" + cell if cell.startswith(FORMULA_STARTS) else cell
+
+
 def export_rows(*, user_id: int, batch: int = 2000) -> Iterator[str]:
     """The CSV of the accounts ``user_id`` follows, line by line (header first), oldest follow
     first, read in keyset batches of ``batch`` (a streaming response holds one batch)."""
@@ -73,7 +82,8 @@ def export_rows(*, user_id: int, batch: int = 2000) -> Iterator[str]:
     def line(row: list[str]) -> str:
         buffer.seek(0)
         buffer.truncate()
-        writer.writerow(row)
+        # Whatever its origin (a name made before the one rule, a header), no cell runs as a formula.
+        writer.writerow([spreadsheet_safe(cell) for cell in row])
         return buffer.getvalue()
 
     yield line(HEADER)

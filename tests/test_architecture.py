@@ -31,7 +31,7 @@ LAYER_OF = {
     "models": PRIMITIVES, "redis_keys": PRIMITIVES, "signals": PRIMITIVES, "exit_codes": PRIMITIVES,
     "errors": PRIMITIVES, "serializers": PRIMITIVES, "redis": PRIMITIVES, "paging": PRIMITIVES,
     "parsing": PRIMITIVES, "celery": PRIMITIVES, "cluster": PRIMITIVES, "replica": PRIMITIVES, "routers": PRIMITIVES,
-    "transactions": PRIMITIVES,
+    "transactions": PRIMITIVES, "metrics": PRIMITIVES,
     # pure policy and reads
     "layout": POLICY, "selectors": POLICY, "admin_tools": POLICY, "formatting": POLICY, "forms": POLICY,
     "http": POLICY, "timeline": POLICY, "limits": POLICY, "visibility": POLICY, "derived": POLICY,
@@ -45,6 +45,7 @@ LAYER_OF = {
     "tasks": TASK,
     # the edge
     "views": EDGE, "context_processors": EDGE, "arguments": EDGE, "api": EDGE, "admin": EDGE, "urls": EDGE, "api_urls": EDGE, "apps": EDGE,
+    "monitoring": EDGE,
 }
 # Celery needs these: the outbox schedules the task by object, the task calls the outbox.
 ALLOWED_UPWARD = {("core.outbox", "core.tasks")}

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -36,11 +37,14 @@ def production_block() -> str:
     return match.group(1)
 
 
-def fetch(url: str) -> tuple[int, str, bytes]:
+def fetch(url: str, **headers: str) -> tuple[int, str, bytes]:
     # The proxy's header: the site redirects plain HTTP to HTTPS otherwise.
-    request = urllib.request.Request(url, headers={"X-Forwarded-Proto": "https", "Host": "localhost"})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return response.status, response.headers.get("Content-Type", ""), response.read()
+    request = urllib.request.Request(url, headers={"X-Forwarded-Proto": "https", "Host": "localhost", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.headers.get("Content-Type", ""), response.read()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.headers.get("Content-Type", ""), refused.read()
 
 
 def wait_for(condition, *, timeout: float, what: str):  # type: ignore[no-untyped-def]
@@ -67,7 +71,8 @@ class TestReadmeProductionCommands:
         log = tmp_path / "processes.log"
         with log.open("wb") as output:
             shell = subprocess.Popen(
-                ["bash", "-c", production_block() + "\nwait\n"],
+                # The shell's token and metrics directory, for this test's scrape.
+                ["bash", "-c", production_block() + f'\nprintf "%s" "$METRICS_TOKEN" > {tmp_path}/token\nwait\n'],
                 cwd=ROOT,
                 env=fresh_environment(PORT=str(port)),
                 stdout=output,
@@ -82,6 +87,9 @@ class TestReadmeProductionCommands:
             wait_for(lambda: b"ready." in log.read_bytes(), timeout=60, what="the worker")
             wait_for(lambda: b"beat: Starting" in log.read_bytes(), timeout=60, what="beat")
             wait_for(lambda: b"Scheduler: Sending due task drain-outbox" in log.read_bytes(), timeout=60, what="beat's drain")
+            token = (tmp_path / "token").read_text()
+            refused = fetch(f"http://127.0.0.1:{port}/metrics")
+            metrics = fetch(f"http://127.0.0.1:{port}/metrics", Authorization=f"Bearer {token}")
         finally:
             os.killpg(shell.pid, signal.SIGTERM)
             try:
@@ -96,6 +104,13 @@ class TestReadmeProductionCommands:
         assert re.fullmatch(rb"/static/css/site\.[0-9a-f]{12}\.css", stylesheet.group(1)), output_text[-2000:]
         assert css_status == 200 and css_type.startswith("text/css") and b".topbar" in css
         assert "celery@" in output_text and "gunicorn" in output_text.lower()
+        # /metrics: refused without the token; with it, the gunicorn workers' requests (summed from the
+        # shared directory), the outbox and the broker's queue read at scrape time.
+        assert refused[0] == 401 and len(token) > 20
+        assert metrics[0] == 200, metrics[2][-2000:]
+        assert re.search(rb'^django_http_requests_total_by_method_total\{method="GET"\} [1-9]', metrics[2], re.MULTILINE), metrics[2][-3000:]
+        assert re.search(rb'^followfeed_outbox_pending\{kind="feed.note"\} ', metrics[2], re.MULTILINE)
+        assert re.search(rb'^followfeed_celery_queue_messages\{queue="celery"\} ', metrics[2], re.MULTILINE)
 
     @pytest.mark.parametrize("missing", ["REDIS_URL", "DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SECRET_KEY"])
     def test_production_refuses_to_start_without_a_service_and_names_it(self, missing: str) -> None:
@@ -158,5 +173,5 @@ class TestDotEnv:
             subprocess.run([sys.executable, "manage.py", "embedded_redis", "stop"], cwd=ROOT, env=fresh_environment(**base), timeout=60)
         read = settings_seen(DJANGO_READ_DOT_ENV_FILE="true")
 
-        assert ignored == "True django.db.backends.sqlite3"  # the embedded default, whatever .env says
-        assert read == "False django.db.backends.mysql"
+        assert ignored == "True django_prometheus.db.backends.sqlite3"  # the embedded default, whatever .env says
+        assert read == "False django_prometheus.db.backends.mysql"

@@ -3,7 +3,7 @@ from typing import Any, ClassVar
 from django.contrib.auth.models import AbstractUser, UserManager
 from django.db import models, transaction
 
-from core.parsing import validate_display_name
+from core.parsing import USERNAME_HELP, validate_display_name, validate_username
 
 
 class UserQuerySet(models.QuerySet["User"]):
@@ -41,6 +41,16 @@ class User(AbstractUser):
     owner approves it, and its notes and lists show only to its followers.
     """
 
+    # One rule for every way an account is made or renamed (sign-up, the admin, a model's
+    # full_clean): Django's default accepts "+1+2" or "@SUM", which a spreadsheet runs.
+    username = models.CharField(
+        "username",
+        max_length=150,
+        unique=True,
+        help_text=USERNAME_HELP,
+        validators=[validate_username],
+        error_messages={"unique": "A user with that username already exists."},
+    )
     display_name = models.CharField(max_length=100, blank=True, validators=[validate_display_name])
     bio = models.TextField(max_length=500, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True, db_index=True)

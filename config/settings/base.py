@@ -194,8 +194,29 @@ FOLLOWS_IMPORT_PAUSE_SECONDS = env.float("FOLLOWS_IMPORT_PAUSE_SECONDS", default
 # An account follows at most max(FOLLOWING_MAX, FOLLOWING_RATIO x its followers).
 FOLLOWING_MAX = env.int("FOLLOWING_MAX", default=7500)
 FOLLOWING_RATIO = env.float("FOLLOWING_RATIO", default=1.1)
-# The request header a proxy puts the client's address in ("HTTP_X_REAL_IP"); empty: REMOTE_ADDR.
+# How many proxies stand in front of the site, each appending the address it received from to
+# CLIENT_ADDRESS_HEADER: the client's address is the Nth from the right (core.limits.client_address).
+TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
+# The request header the proxies write ("HTTP_X_FORWARDED_FOR", the default when TRUSTED_PROXY_COUNT > 0,
+# or one proxy's "HTTP_X_REAL_IP"); empty and no proxies: REMOTE_ADDR.
 CLIENT_ADDRESS_HEADER = env("CLIENT_ADDRESS_HEADER", default="")
+
+# /metrics (core.monitoring): a scraper sends "Authorization: Bearer <METRICS_TOKEN>" or comes from one of
+# METRICS_ALLOWED_NETWORKS ("10.0.0.0/8,127.0.0.1"); neither set: the endpoint answers 404.
+METRICS_TOKEN = env("METRICS_TOKEN", default="")
+METRICS_ALLOWED_NETWORKS = env.list("METRICS_ALLOWED_NETWORKS", default=[])
+# django-prometheus's request, database and cache metrics (off: none of its middleware or wrappers).
+METRICS_ENABLED = env.bool("METRICS_ENABLED", default=True)
+if METRICS_ENABLED:
+    INSTALLED_APPS.append("django_prometheus")
+    MIDDLEWARE.insert(0, "django_prometheus.middleware.PrometheusBeforeMiddleware")
+    MIDDLEWARE.append("django_prometheus.middleware.PrometheusAfterMiddleware")
+    # The same backends, wrapped to count queries, errors and cache hits.
+    for _database in DATABASES.values():
+        if _database["ENGINE"] in ("django.db.backends.mysql", "django.db.backends.sqlite3"):
+            _database["ENGINE"] = _database["ENGINE"].replace("django.db.backends.", "django_prometheus.db.backends.")
+    if CACHES["default"]["BACKEND"] == "django_redis.cache.RedisCache":
+        CACHES["default"]["BACKEND"] = "django_prometheus.cache.backends.redis.RedisCache"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

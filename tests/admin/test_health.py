@@ -64,14 +64,16 @@ class TestOutboxBacklog:
     def test_counts_pending_entries_and_the_oldest_age(self, superuser_client: Any) -> None:
         old = timezone.now() - timedelta(minutes=5)
         OutboxEntry.objects.create(kind=OUTBOX_PAIR, subject_id=1, object_id=2, created_at=old)
-        OutboxEntry.objects.create(kind=OUTBOX_PAIR, subject_id=3, object_id=4)
+        OutboxEntry.objects.create(kind=OUTBOX_PAIR, subject_id=3, object_id=4, last_error="ConnectionError")
         OutboxEntry.objects.create(kind=OUTBOX_PAIR, subject_id=5, object_id=6, applied_at=timezone.now())
 
         response = superuser_client.get(HEALTH)
 
         outbox = response.context["health"].outbox
         assert response.status_code == 200
-        assert (outbox.pending, outbox.pending_is_lower_bound) == (2, False)
+        assert (outbox.pending, outbox.stuck) == (2, 1)
+        assert [(kind.kind, kind.pending, kind.stuck) for kind in outbox.kinds] == [(str(OUTBOX_PAIR), 2, 1)]
+        assert b'<tr><td>social.pair</td><td>2</td><td>1</td>' in response.content
         assert outbox.oldest_created_at == old
         assert 300 <= outbox.oldest_age_seconds < 400
 

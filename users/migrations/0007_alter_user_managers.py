@@ -7,7 +7,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('users', '0005_approve_followers'),
+        ('users', '0006_username_one_rule'),
     ]
 
     operations = [
