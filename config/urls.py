@@ -13,6 +13,8 @@ handler500 = "core.views.server_error"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema", api_schema, name="api_schema"),
+    # The Mastodon client API first: its /api/v1 and /api/v2 are its own, /api/<rest> is followfeed's.
+    path("", include("client_api.urls")),
     path("api/", include("feed.api_urls")),
     path("api/", include("social.api_urls")),
     path("api/", include("notifications.api_urls")),
