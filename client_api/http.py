@@ -15,7 +15,7 @@ from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.models import AccessToken
 
 from core.errors import DomainError
-from core.parsing import parse_id, parse_json_object
+from core.parsing import parse_json_object
 from core.transactions import is_retryable
 from users.models import User
 
@@ -73,14 +73,17 @@ class Call:
         return [str(item) for item in (value if isinstance(value, list) else [value])]
 
     def id_param(self, name: str) -> int | None:
-        """A Mastodon paging id parameter (absent or empty: None).
+        """A Mastodon paging id parameter (absent or empty: None); any integer, as Mastodon takes one.
 
-        :raises InvalidInput: not a positive integer.
+        :raises ApiError: not an integer (400).
         """
         raw = self.get(name)
         if raw in (None, ""):
             return None
-        return parse_id(str(raw), name=name)
+        text = str(raw).strip()
+        if not text.lstrip("-").isdigit() or len(text) > 20:
+            raise ApiError(f"{name} must be an id", 400)
+        return int(text)
 
     def limit(self, default: int, maximum: int) -> int:
         """``limit``: Mastodon clamps it to 1..``maximum``; a non-number is a 400."""

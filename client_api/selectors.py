@@ -13,7 +13,7 @@ from oauth2_provider.models import AccessToken
 
 from core.paging import Cursor
 from feed.models import Note, to_ms
-from feed.selectors import TimelinePage
+from feed.selectors import TimelinePage, home_timeline, user_timeline
 from feed.timeline import FeedNote
 from notifications.models import Notification
 from social.models import Block, FollowRequest, Mute, live_mutes
@@ -146,6 +146,28 @@ def _start(max_id: int | None) -> tuple[Cursor | None, bool]:
     if older is None:
         return None, False
     return Cursor(score=to_ms(older[1]), member=older[0] - 1), True
+
+
+def home_with_own(*, user_id: int) -> Reader:
+    """The home timeline of ``user_id`` with its own notes, as Mastodon's home shows them: the
+    home page's inbox read (``feed.selectors.home_timeline``) merged with the account's own
+    timeline, both keyset-paged from the same position in the same order (newest first, ties by
+    id), so the merge pages exactly."""
+
+    def read(cursor: Cursor | None, n: int) -> TimelinePage:
+        home = home_timeline(user_id=user_id, cursor=cursor, limit=n)
+        own = user_timeline(author_id=user_id, cursor=cursor, limit=n)
+        merged: dict[int, Note | FeedNote] = {}
+        for note in sorted([*home.notes, *own.notes], key=lambda note: (-note.published_ms, note.pk)):
+            merged.setdefault(note.pk, note)
+        notes = list(merged.values())
+        shown = notes[:n]
+        more = len(notes) > n or home.next_cursor is not None or own.next_cursor is not None
+        last = shown[-1] if shown else None
+        next_cursor = Cursor(score=last.published_ms, member=last.pk) if more and last is not None else None
+        return TimelinePage(notes=shown, next_cursor=next_cursor, catching_up=home.catching_up, source=home.source)
+
+    return read
 
 
 def timeline_window(read: Reader, *, max_id: int | None, since_id: int | None, min_id: int | None, limit: int) -> tuple[list[Note | FeedNote], bool]:

@@ -561,12 +561,12 @@ def status_item(call: Call, raw_id: str) -> JsonResponse:
 
 @endpoint("GET", scope="read:statuses")
 def timeline_home(call: Call) -> JsonResponse:
-    """GET /api/v1/timelines/home: the home feed (the same inbox read as the home page), paged by
-    ``max_id``/``since_id``/``min_id`` and ``limit`` as Mastodon defines them."""
+    """GET /api/v1/timelines/home: the home feed (the same inbox read as the home page) with the
+    caller's own notes, as Mastodon's, paged by ``max_id``/``since_id``/``min_id`` and ``limit``."""
     me = call.me
     limit = call.limit(STATUS_LIMIT, STATUS_LIMIT_MAX)
     notes, more = selectors.timeline_window(
-        lambda cursor, n: feed_selectors.home_timeline(user_id=me.pk, cursor=cursor, limit=n),
+        selectors.home_with_own(user_id=me.pk),
         max_id=call.id_param("max_id"),
         since_id=call.id_param("since_id"),
         min_id=call.id_param("min_id"),

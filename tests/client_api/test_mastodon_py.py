@@ -56,7 +56,24 @@ NAMED = {
 
 # Named tests that need what followfeed does not have, and why (matched by prefix, so every
 # parameter of a parametrized test).
-GAPS: dict[str, str] = {}
+MENTIONS = "needs mention notifications: followfeed has no mentions (its notifications are follows, requests and approvals)"
+HASHTAGS = "needs the hashtag timeline: followfeed has no hashtags"
+GAPS: dict[str, str] = {
+    "tests/test_notifications.py::test_notifications": MENTIONS,
+    "tests/test_notifications.py::test_notifications_types": MENTIONS,
+    "tests/test_notifications.py::test_notifications_exclude_and_types": MENTIONS,
+    "tests/test_notifications.py::test_grouped_notifications": "needs favourites: followfeed has none",
+    "tests/test_notifications.py::test_grouped_notification_pagination": MENTIONS,
+    "tests/test_pagination.py::test_fetch_remaining": HASHTAGS,
+    "tests/test_pagination.py::test_pagination_iterator": HASHTAGS,
+    "tests/test_pagination.py::test_pagination_page_iterator": HASHTAGS,
+    **{
+        f"tests/test_status.py::test_status_post[{spoiler}-{visibility}]": "notes have no visibility or content warning yet"
+        for spoiler in ("None", "Content warning")
+        for visibility in ("None", "direct", "private", "public", "unlisted")
+        if (spoiler, visibility) not in {("None", "None"), ("None", "public")}
+    },
+}
 
 
 def node_ids() -> list[str]:
@@ -118,12 +135,14 @@ def live_followfeed(transactional_db: Any, redis_isolated: str) -> Iterator[str]
 def test_mastodon_py_suite_passes(sdist_root: Path, live_followfeed: str, tmp_path: Path) -> None:
     junit = tmp_path / "mastodon-py.xml"
 
-    done = run_suite(sdist_root, node_ids(), junit=junit)
+    only = os.environ.get("MASTODON_PY_ONLY")  # a developer's shortcut: "tests/test_x.py::test_y,..."
+    done = run_suite(sdist_root, only.split(",") if only else node_ids(), junit=junit)
 
     found = outcomes(junit)
     report = "\n".join(f"{outcome:8} {node}" for node, outcome in sorted(found.items()))
     print(report)
-    Path("/tmp/mastodon-py-outcomes.txt").write_text(report + "\n\n" + done.stdout[-20000:])
+    (tmp_path / "mastodon-py-output.txt").write_text(report + "\n\n" + done.stdout)
+    print(f"Mastodon.py's output: {tmp_path / 'mastodon-py-output.txt'}")
     assert found, done.stdout[-5000:] + done.stderr[-3000:]
     failing = sorted(node for node, outcome in found.items() if outcome != "passed" and gap_of(node) is None)
     closed = sorted(node for node, outcome in found.items() if outcome == "passed" and gap_of(node) is not None)
