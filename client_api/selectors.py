@@ -204,3 +204,50 @@ def timeline_window(read: Reader, *, max_id: int | None, since_id: int | None, m
     if min_id is not None:
         return found[-limit:], False
     return found[:limit], more or len(found) > limit
+
+
+@dataclass
+class NotificationGroupPage:
+    """Mastodon's grouped notifications: ``groups`` newest first, each ``(group_key, rows newest
+    first)``, and whether older ones may follow."""
+
+    groups: list[tuple[str, list[Notification]]]
+    more: bool
+
+
+def group_key(notification: Notification) -> str:
+    """Mastodon's ``group_key``: follows of one day share followfeed's ``NotificationGroup``;
+    follow requests stand alone (``ungrouped-<id>``), as on Mastodon."""
+    if notification.kind != "follow_request" and notification.group_id is not None:
+        return f"follow-{notification.group_id}"
+    return f"ungrouped-{notification.pk}"
+
+
+def grouped_notifications_page(
+    *, recipient_id: int, kinds: Sequence[str] | None, max_id: int | None, since_id: int | None, min_id: int | None, limit: int
+) -> NotificationGroupPage:
+    """Up to ``limit`` groups of ``recipient_id``'s notifications, paged by notification id as
+    ``notifications_page``, each group holding the page's notifications of its key."""
+    groups: dict[str, list[Notification]] = {}
+    rows = notifications_page(recipient_id=recipient_id, kinds=kinds, max_id=max_id, since_id=since_id, min_id=min_id, limit=limit * 4)
+    more = len(rows) == limit * 4
+    for row in rows:
+        key = group_key(row)
+        if key not in groups and len(groups) == limit:
+            more = True
+            break
+        groups.setdefault(key, []).append(row)
+    return NotificationGroupPage(groups=list(groups.items()), more=more)
+
+
+def notification_group(*, recipient_id: int, key: str) -> list[Notification]:
+    """``recipient_id``'s shown notifications of group ``key``, newest first (empty: no such group)."""
+    kind, _, raw = key.partition("-")
+    if not raw.isdigit():
+        return []
+    rows = shown_notifications(recipient_id=recipient_id)
+    if kind == "ungrouped":
+        return list(rows.filter(pk=int(raw)))
+    if kind == "follow":
+        return list(rows.filter(group_id=int(raw)).exclude(kind="follow_request").order_by("-pk")[:80])
+    return []

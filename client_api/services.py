@@ -8,6 +8,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from oauth2_provider.models import Application
@@ -20,7 +21,7 @@ from users.models import User
 from .models import ClientApp, NotificationDismissal, StatusIdempotency
 from .scopes import allows
 
-KNOWN_TOP_SCOPES = ("read", "write", "follow", "push", "profile")
+OOB = "urn:ietf:wg:oauth:2.0:oob"
 
 
 @dataclass(frozen=True)
@@ -39,25 +40,33 @@ def app_register(*, name: str, redirect_uris: list[str], scopes: list[str], webs
     :raises InvalidInput: no name, no redirect URI, an invalid redirect URI or an unknown scope.
     """
     if not name.strip():
-        raise InvalidInput("Validation failed: Application name can't be blank")
+        raise InvalidInput("Validation failed: Application name can't be blank", status=422)
     if not redirect_uris:
-        raise InvalidInput("Validation failed: Redirect URI can't be blank")
+        raise InvalidInput("Validation failed: Redirect URI can't be blank", status=422)
     unknown = [scope for scope in scopes if scope not in known_scopes]
     if unknown:
-        raise InvalidInput(f"Validation failed: Scopes are invalid ({', '.join(unknown)})")
+        raise InvalidInput(f"Validation failed: Scopes are invalid ({', '.join(unknown)})", status=422)
     secret = secrets.token_urlsafe(32)
-    app = Application(
-        name=name.strip()[:255],
-        redirect_uris=" ".join(redirect_uris),
-        client_type=Application.CLIENT_CONFIDENTIAL,
-        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
-        client_secret=secret,
-        algorithm="",
-    )
-    try:
-        app.full_clean(exclude=["user"])
-    except Exception as exc:  # django's ValidationError: a redirect URI this site refuses
-        raise InvalidInput("Validation failed: Redirect URI must be an absolute URI.") from exc
+
+    def application(uris: list[str]) -> Application:
+        return Application(
+            name=name.strip()[:255],
+            redirect_uris=" ".join(uris),
+            client_type=Application.CLIENT_CONFIDENTIAL,
+            authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+            client_secret=secret,
+            algorithm="",
+        )
+
+    # django-oauth-toolkit's validator refuses the out-of-band URI (it has no host): it is checked
+    # here, the others there.
+    others = [uri for uri in redirect_uris if uri != OOB]
+    if others:
+        try:
+            application(others).full_clean(exclude=["user", "client_id", "client_secret"])
+        except ValidationError:
+            raise InvalidInput("Validation failed: Redirect URI must be an absolute URI.", status=422) from None
+    app = application(redirect_uris)
     scope_text = " ".join(scopes) or "read"
     with transaction.atomic():
         app.save()

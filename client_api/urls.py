@@ -49,5 +49,10 @@ urlpatterns = [
     path("api/v1/notifications/unread_count", views.notifications_unread_count, name="notifications_unread_count"),
     path("api/v1/notifications/<str:raw_id>", views.notification_detail, name="notification"),
     path("api/v1/notifications/<str:raw_id>/dismiss", views.notification_dismiss, name="notification_dismiss"),
+    path("api/v2/notifications", views.grouped_notifications, name="grouped_notifications"),
+    path("api/v2/notifications/unread_count", views.grouped_unread_count, name="grouped_unread_count"),
+    path("api/v2/notifications/<str:key>", views.grouped_notification, name="grouped_notification"),
+    path("api/v2/notifications/<str:key>/accounts", views.grouped_notification_accounts, name="grouped_notification_accounts"),
+    path("api/v2/notifications/<str:key>/dismiss", views.grouped_notification_dismiss, name="grouped_notification_dismiss"),
     re_path(r"^api/v[12]/(?P<rest>.*)$", views.not_found, name="not_found"),
 ]

@@ -647,3 +647,85 @@ def notifications_unread_count(call: Call) -> JsonResponse:
 def not_found(call: Call, rest: str = "") -> JsonResponse:
     """Any other address under /api/v1 or /api/v2: Mastodon's 404."""
     return error("Record not found", 404)
+
+
+def _groups_json(call: Call, groups: list[tuple[str, list[Any]]], *, full: bool = True) -> dict[str, Any]:
+    accounts: dict[int, dict[str, Any]] = {}
+    shapes = []
+    for key, rows in groups:
+        for row in rows:
+            if row.actor_id not in accounts:
+                accounts[row.actor_id] = formatting.account_json(call.request, row.actor)
+        newest = rows[0]
+        shapes.append(
+            {
+                "group_key": key,
+                "notifications_count": len(rows),
+                "type": formatting.NOTIFICATION_TYPES.get(newest.kind, newest.kind),
+                "most_recent_notification_id": str(newest.pk),
+                "page_min_id": str(rows[-1].pk),
+                "page_max_id": str(newest.pk),
+                "latest_page_notification_at": formatting.iso(newest.created_at),
+                "sample_account_ids": list(dict.fromkeys(str(row.actor_id) for row in rows))[:8],
+                "status_id": None,
+            }
+        )
+    listed = list(accounts.values())
+    if not full:
+        listed = [{key: shape[key] for key in ("id", "acct", "url", "avatar", "avatar_static", "locked", "bot")} for shape in listed]
+    return {"accounts": listed if full else [], "partial_accounts": [] if full else listed, "statuses": [], "notification_groups": shapes}
+
+
+@endpoint("GET", scope="read:notifications")
+def grouped_notifications(call: Call) -> JsonResponse:
+    """GET /api/v2/notifications: notifications grouped as Mastodon groups them (follows of a day)."""
+    limit = call.limit(NOTIFICATION_LIMIT, NOTIFICATION_LIMIT_MAX)
+    page = selectors.grouped_notifications_page(
+        recipient_id=call.me.pk,
+        kinds=_kinds(call),
+        max_id=call.id_param("max_id"),
+        since_id=call.id_param("since_id"),
+        min_id=call.id_param("min_id"),
+        limit=limit,
+    )
+    body = _groups_json(call, page.groups, full=call.get("expand_accounts") != "partial_avatars")
+    ids = [row.pk for _, rows in page.groups for row in rows]
+    link = formatting.link_header(call.request, newest=str(max(ids)) if ids else None, oldest=str(min(ids)) if ids else None, more=page.more)
+    return with_link(JsonResponse(body), link)
+
+
+def _group_or_404(call: Call, key: str) -> list[Any]:
+    rows = selectors.notification_group(recipient_id=call.me.pk, key=key)
+    if not rows:
+        raise NotFound("Record not found")
+    return rows
+
+
+@endpoint("GET", scope="read:notifications")
+def grouped_notification(call: Call, key: str) -> JsonResponse:
+    """GET /api/v2/notifications/:group_key."""
+    return JsonResponse(_groups_json(call, [(key, _group_or_404(call, key))]))
+
+
+@endpoint("GET", scope="read:notifications")
+def grouped_notification_accounts(call: Call, key: str) -> JsonResponse:
+    """GET /api/v2/notifications/:group_key/accounts: the group's accounts, newest first."""
+    rows = _group_or_404(call, key)
+    seen: dict[int, Any] = {}
+    for row in rows:
+        seen.setdefault(row.actor_id, row.actor)
+    return json_list([formatting.account_json(call.request, user) for user in seen.values()])
+
+
+@endpoint("POST", scope="write:notifications")
+def grouped_notification_dismiss(call: Call, key: str) -> JsonResponse:
+    """POST /api/v2/notifications/:group_key/dismiss: every notification of the group, dismissed."""
+    for row in _group_or_404(call, key):
+        services.notification_dismiss(recipient=call.me, notification_id=row.pk, created_at=row.created_at)
+    return JsonResponse({})
+
+
+@endpoint("GET", scope="read:notifications")
+def grouped_unread_count(call: Call) -> JsonResponse:
+    """GET /api/v2/notifications/unread_count."""
+    return JsonResponse({"count": unread_count(user_id=call.me.pk)})
