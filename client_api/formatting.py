@@ -116,8 +116,12 @@ def relationship_json(relation: Relation) -> dict[str, Any]:
     }
 
 
-def status_json(request: HttpRequest, note: Note | FeedNote, *, account: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Mastodon's Status for ``note`` (``account``: its author's Account, when already built)."""
+def status_json(
+    request: HttpRequest, note: Note | FeedNote, *, account: dict[str, Any] | None = None, settings: tuple[str, str] | None = None
+) -> dict[str, Any]:
+    """Mastodon's Status for ``note`` (``account``: its author's Account, when already built;
+    ``settings``: its ``(visibility, spoiler_text)`` when ``note`` does not carry them)."""
+    visibility, spoiler = settings or (getattr(note, "visibility", "public"), getattr(note, "spoiler_text", ""))
     url = request.build_absolute_uri(reverse("feed:note_detail", args=[note.pk]))
     author = note.author
     return {
@@ -128,9 +132,9 @@ def status_json(request: HttpRequest, note: Note | FeedNote, *, account: dict[st
         "edited_at": None,
         "account": account if account is not None else account_json(request, author),
         "content": html_text(note.body),
-        "visibility": "public",
-        "sensitive": False,
-        "spoiler_text": "",
+        "visibility": visibility,
+        "sensitive": bool(spoiler),
+        "spoiler_text": spoiler,
         "media_attachments": [],
         "application": None,
         "mentions": [],
@@ -156,14 +160,14 @@ def status_json(request: HttpRequest, note: Note | FeedNote, *, account: dict[st
     }
 
 
-def statuses_json(request: HttpRequest, notes: Sequence[Note | FeedNote]) -> list[dict[str, Any]]:
-    """Statuses for ``notes``, each author's Account built once."""
+def statuses_json(request: HttpRequest, notes: Sequence[Note | FeedNote], settings: dict[int, tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+    """Statuses for ``notes``, each author's Account built once (``settings`` as ``status_json``'s, by note id)."""
     accounts: dict[int, dict[str, Any]] = {}
     shapes = []
     for note in notes:
         if note.author_id not in accounts:
             accounts[note.author_id] = account_json(request, note.author)
-        shapes.append(status_json(request, note, account=accounts[note.author_id]))
+        shapes.append(status_json(request, note, account=accounts[note.author_id], settings=(settings or {}).get(note.pk)))
     return shapes
 
 

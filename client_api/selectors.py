@@ -251,3 +251,11 @@ def notification_group(*, recipient_id: int, key: str) -> list[Notification]:
     if kind == "follow":
         return list(rows.filter(group_id=int(raw)).exclude(kind="follow_request").order_by("-pk")[:80])
     return []
+
+
+def note_settings(note_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+    """``{note id: (visibility, spoiler_text)}`` in one query: the home timeline's cached notes
+    carry neither."""
+    if not note_ids:
+        return {}
+    return {pk: (visibility, spoiler) for pk, visibility, spoiler in Note.objects.filter(pk__in=list(note_ids)).values_list("pk", "visibility", "spoiler_text")}

@@ -74,21 +74,21 @@ def app_register(*, name: str, redirect_uris: list[str], scopes: list[str], webs
     return Registered(application=app, client_secret=secret, scopes=scope_text, website=website)
 
 
-def status_publish(*, author: User, body: str, idempotency_key: str | None) -> Note:
+def status_publish(*, author: User, body: str, idempotency_key: str | None, visibility: str = "public", spoiler_text: str = "") -> Note:
     """Publish ``body`` as ``author`` through ``feed.services.note_create``; with
     ``idempotency_key``, a repeat of the key returns the note the first request created.
 
     :raises NoteInvalidError, NoteForbiddenError, RateLimited: as ``note_create``.
     """
     if not idempotency_key:
-        return note_create(author=author, body=body)
+        return note_create(author=author, body=body, visibility=visibility, spoiler_text=spoiler_text)
     key = idempotency_key[:200]
     earlier = StatusIdempotency.objects.filter(user_id=author.pk, key=key).values_list("note_id", flat=True).first()
     if earlier is not None:
         return Note.objects.get(pk=earlier)
     try:
         with transaction.atomic():
-            note = note_create(author=author, body=body)
+            note = note_create(author=author, body=body, visibility=visibility, spoiler_text=spoiler_text)
             StatusIdempotency.objects.create(user_id=author.pk, key=key, note_id=note.pk)
     except IntegrityError:  # a concurrent request with the same key won: its note, not a second one
         return Note.objects.get(pk=StatusIdempotency.objects.get(user_id=author.pk, key=key).note_id)

@@ -297,18 +297,21 @@ def account_statuses(call: Call, raw_id: str) -> JsonResponse:
         return json_list([])
     limit = call.limit(STATUS_LIMIT, STATUS_LIMIT_MAX)
     notes, more = selectors.timeline_window(
-        lambda cursor, n: feed_selectors.user_timeline(author_id=user.pk, cursor=cursor, limit=n),
+        lambda cursor, n: feed_selectors.user_timeline(author_id=user.pk, cursor=cursor, limit=n, viewer_id=call.user.pk if call.user else None),
         max_id=call.id_param("max_id"),
         since_id=call.id_param("since_id"),
         min_id=call.id_param("min_id"),
         limit=limit,
     )
+    if call.flag("exclude_direct"):
+        notes = [note for note in notes if getattr(note, "visibility", "public") != "direct"]
     return _statuses_response(call, notes, more)
 
 
 def _statuses_response(call: Call, notes: list[Any], more: bool) -> JsonResponse:
     link = formatting.link_header(call.request, newest=str(notes[0].pk) if notes else None, oldest=str(notes[-1].pk) if notes else None, more=more)
-    return with_link(json_list(formatting.statuses_json(call.request, notes)), link)
+    settings_of = selectors.note_settings([note.pk for note in notes if not isinstance(note, Note)])
+    return with_link(json_list(formatting.statuses_json(call.request, notes, settings_of)), link)
 
 
 def _follow_list(call: Call, raw_id: str, *, followers: bool) -> JsonResponse:
@@ -507,19 +510,22 @@ def suggestions_v1(call: Call) -> JsonResponse:
 def status_create(call: Call) -> JsonResponse:
     """POST /api/v1/statuses: publish a note (``status``; ``Idempotency-Key`` makes a retry safe).
 
-    Visibility other than public and a content warning are refused (422) until notes carry them.
+    ``visibility`` (public, unlisted, private: followers only, direct: the author only) and
+    ``spoiler_text`` (a content warning) are the note's own.
     """
     text = call.get("status")
     if text is None or str(text).strip() == "":
         raise ApiError("Validation failed: Text can't be blank", 422)
     wanted = str(call.get("visibility") or "public")
-    if wanted != "public":
-        raise ApiError(f"Validation failed: visibility {wanted} is not supported here", 422)
-    if call.get("spoiler_text"):
-        raise ApiError("Validation failed: content warnings are not supported here", 422)
     if call.get("media_ids") or call.get_list("media_ids") or call.get("poll") or call.get("in_reply_to_id"):
         raise ApiError("Validation failed: media, polls and replies are not supported here", 422)
-    note = services.status_publish(author=call.me, body=str(text), idempotency_key=call.request.headers.get("Idempotency-Key"))
+    note = services.status_publish(
+        author=call.me,
+        body=str(text),
+        visibility=wanted,
+        spoiler_text=str(call.get("spoiler_text") or ""),
+        idempotency_key=call.request.headers.get("Idempotency-Key"),
+    )
     note.author = call.me
     return JsonResponse(formatting.status_json(call.request, note))
 
@@ -529,7 +535,7 @@ def _note_or_404(call: Call, raw_id: str) -> Note:
         note_id = parse_id(raw_id, name="id")
     except Exception:
         raise NotFound("Record not found") from None
-    note = feed_selectors.note_detail(note_id=note_id)
+    note = feed_selectors.note_detail(note_id=note_id, viewer_id=call.user.pk if call.user is not None else None)
     if note is None or not _may_see_content(call, note.author):
         raise NotFound("Record not found")
     return note

@@ -74,7 +74,7 @@ from social.visibility import now_ms
 from users.models import User
 
 from . import redis_keys
-from .models import Note, from_ms
+from .models import FEED_VISIBILITIES, Note, from_ms
 
 # The largest note id a position can name: "after every note at this score".
 MAX_NOTE_ID = 2**63 - 1
@@ -314,8 +314,8 @@ def load_notes(note_ids: Collection[int]) -> dict[int, Note]:
 
 
 def visible_notes() -> QuerySet[Note]:
-    """Notes that may be shown: not hidden, not deleted, author active."""
-    return Note.objects.filter(is_hidden=False, deleted_at__isnull=True, author__is_active=True)
+    """Notes that may be shown in feeds: not hidden, not deleted, author active, not direct."""
+    return Note.objects.filter(is_hidden=False, deleted_at__isnull=True, author__is_active=True, visibility__in=FEED_VISIBILITIES)
 
 
 def after_filter(after: Position) -> Q:

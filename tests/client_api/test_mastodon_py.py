@@ -67,12 +67,6 @@ GAPS: dict[str, str] = {
     "tests/test_pagination.py::test_fetch_remaining": HASHTAGS,
     "tests/test_pagination.py::test_pagination_iterator": HASHTAGS,
     "tests/test_pagination.py::test_pagination_page_iterator": HASHTAGS,
-    **{
-        f"tests/test_status.py::test_status_post[{spoiler}-{visibility}]": "notes have no visibility or content warning yet"
-        for spoiler in ("None", "Content warning")
-        for visibility in ("None", "direct", "private", "public", "unlisted")
-        if (spoiler, visibility) not in {("None", "None"), ("None", "public")}
-    },
 }
 
 

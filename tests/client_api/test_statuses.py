@@ -43,7 +43,7 @@ class TestStatuses:
 
     @pytest.mark.parametrize(
         "data",
-        [{"status": ""}, {"status": "   "}, {"status": "x" * 501}, {"status": "hi", "visibility": "nonsense"}, {"status": "hi", "in_reply_to_id": "5"}],
+        [{"status": ""}, {"status": "   "}, {"status": "x" * 501}, {"status": "hi", "spoiler_text": "x" * 501}, {"status": "hi", "in_reply_to_id": "5"}],
     )
     def test_bad_input_is_a_422_or_400_and_writes_nothing(self, api_alice, data: dict) -> None:
         response = api_alice.post("/api/v1/statuses", data)
@@ -172,3 +172,31 @@ class TestNotifications:
     def test_an_unknown_group_is_a_404(self, api_alice) -> None:
         assert api_alice.get("/api/v2/notifications/follow-999999").status_code == 404
         assert api_alice.get("/api/v2/notifications/nonsense").status_code == 404
+
+
+class TestVisibility:
+    @pytest.mark.parametrize("visibility", ["public", "unlisted", "private", "direct"])
+    def test_visibility_and_warning_round_trip(self, api_alice, run_commits, visibility: str) -> None:
+        status = run_commits(lambda: api_alice.post("/api/v1/statuses", {"status": "hi", "visibility": visibility, "spoiler_text": "cw"})).json()
+
+        assert (status["visibility"], status["spoiler_text"], status["sensitive"]) == (visibility, "cw", True)
+        assert api_alice.get(f"/api/v1/statuses/{status['id']}").json()["visibility"] == visibility
+
+    def test_followers_only_and_direct_statuses_to_a_follower_and_a_stranger(self, alice, bob, api_alice, api_bob, api_charlie, run_commits) -> None:
+        run_commits(lambda: follow_create(actor=bob, followee_id=alice.pk))
+        private = run_commits(lambda: api_alice.post("/api/v1/statuses", {"status": "friends", "visibility": "private"})).json()["id"]
+        direct = run_commits(lambda: api_alice.post("/api/v1/statuses", {"status": "me", "visibility": "direct"})).json()["id"]
+
+        assert api_bob.get(f"/api/v1/statuses/{private}").status_code == 200
+        assert api_bob.get(f"/api/v1/statuses/{direct}").status_code == 404
+        assert api_charlie.get(f"/api/v1/statuses/{private}").status_code == 404
+        assert [s["id"] for s in api_charlie.get(f"/api/v1/accounts/{alice.pk}/statuses").json()] == []
+        home = api_bob.get("/api/v1/timelines/home").json()
+        assert [(s["id"], s["visibility"]) for s in home] == [(private, "private")]
+        assert [s["id"] for s in api_alice.get(f"/api/v1/accounts/{alice.pk}/statuses", {"exclude_direct": "true"}).json()] == [private]
+
+    def test_a_bad_visibility_is_a_4xx_and_writes_nothing(self, api_alice) -> None:
+        response = api_alice.post("/api/v1/statuses", {"status": "hi", "visibility": "everyone"})
+
+        assert response.status_code == 400
+        assert not Note.objects.exists()
