@@ -9,10 +9,11 @@ from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
+from django.db.models import Count
 from django.http import HttpRequest
 from django.urls import reverse
 
-from feed.models import Note
+from feed.models import FEED_VISIBILITIES, Note
 from feed.timeline import FeedAuthor, FeedNote
 from notifications.models import Notification
 from social.selectors import follow_counts
@@ -65,7 +66,7 @@ def account_json(request: HttpRequest, user: User | FeedAuthor, *, statuses_coun
         "header_static": avatar,
         "followers_count": counts.followers,
         "following_count": counts.following,
-        "statuses_count": statuses_count if statuses_count is not None else Note.objects.filter(author_id=model.pk, deleted_at__isnull=True, is_hidden=False).count(),
+        "statuses_count": statuses_count if statuses_count is not None else statuses_counts({model.pk}).get(model.pk, 0),
         "last_status_at": None,
         "hide_collections": False,
         "noindex": False,
@@ -160,13 +161,23 @@ def status_json(
     }
 
 
+def statuses_counts(author_ids: set[int]) -> dict[int, int]:
+    """``{author id: notes shown to others}`` for a page's authors in one grouped query (direct
+    notes left out: a count must not tell that an author keeps notes to itself)."""
+    if not author_ids:
+        return {}
+    rows = Note.objects.filter(author_id__in=sorted(author_ids), deleted_at__isnull=True, is_hidden=False, visibility__in=FEED_VISIBILITIES).values("author_id").annotate(n=Count("id"))
+    return {row["author_id"]: row["n"] for row in rows}
+
+
 def statuses_json(request: HttpRequest, notes: Sequence[Note | FeedNote], settings: dict[int, tuple[str, str]] | None = None) -> list[dict[str, Any]]:
     """Statuses for ``notes``, each author's Account built once (``settings`` as ``status_json``'s, by note id)."""
     accounts: dict[int, dict[str, Any]] = {}
+    counts = statuses_counts({note.author_id for note in notes})
     shapes = []
     for note in notes:
         if note.author_id not in accounts:
-            accounts[note.author_id] = account_json(request, note.author)
+            accounts[note.author_id] = account_json(request, note.author, statuses_count=counts.get(note.author_id, 0))
         shapes.append(status_json(request, note, account=accounts[note.author_id], settings=(settings or {}).get(note.pk)))
     return shapes
 

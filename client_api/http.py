@@ -174,7 +174,9 @@ def endpoint(*methods: str, scope: str | None = None, user: bool = True, token: 
             except Exception as exc:
                 if is_retryable(exc):
                     return error("The site is busy with other changes to the same accounts; try again.", 503)
-                raise
+                # Unexpected: logged with its traceback; the client gets Mastodon's shape, never the text.
+                logger.exception("unhandled error in %s %s", request.method, request.path)
+                return error("Something went wrong on our side; try again in a moment.", 500)
 
         return wrapper
 

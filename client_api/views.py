@@ -15,7 +15,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 from django.views.decorators.http import require_safe
 
-from core.errors import Forbidden, NotFound
+from core import limits
+from core.errors import Forbidden, InvalidInput, NotFound
 from core.paging import follow_cursor, request_cursor
 from core.parsing import parse_id, parse_username
 from feed import selectors as feed_selectors
@@ -154,6 +155,7 @@ def _application_json(call: Call, app: Any, scopes: str, website: str) -> dict[s
 def apps_create(call: Call) -> JsonResponse:
     """POST /api/v1/apps: register an application (form or JSON: ``client_name``,
     ``redirect_uris`` (a string, lines or a list), ``scopes``, ``website``)."""
+    limits.hit("apps", limits.client_address(call.request), "APP_REGISTRATION_RATE", message="Too many requests")
     raw_uris = call.params.get("redirect_uris", call.params.get("redirect_uris[]", ""))
     uris = [uri for item in (raw_uris if isinstance(raw_uris, list) else [raw_uris]) for uri in str(item).split()]
     scopes = str(call.get("scopes") or "read").split()
@@ -194,7 +196,7 @@ def _account_or_404(call: Call, raw_id: str) -> User:
     """
     try:
         user_id = parse_id(raw_id, name="id")
-    except Exception:
+    except InvalidInput:
         raise NotFound("Record not found") from None
     user = selectors.active_account(user_id)
     if user is None:
@@ -238,7 +240,7 @@ def account_lookup(call: Call) -> JsonResponse:
         raise NotFound("Record not found")
     try:
         username = parse_username(name)
-    except Exception:
+    except InvalidInput:
         raise NotFound("Record not found") from None
     user = User.objects.filter(username__iexact=username, is_active=True).first()
     if user is None:
@@ -533,7 +535,7 @@ def status_create(call: Call) -> JsonResponse:
 def _note_or_404(call: Call, raw_id: str) -> Note:
     try:
         note_id = parse_id(raw_id, name="id")
-    except Exception:
+    except InvalidInput:
         raise NotFound("Record not found") from None
     note = feed_selectors.note_detail(note_id=note_id, viewer_id=call.user.pk if call.user is not None else None)
     if note is None or not _may_see_content(call, note.author):
@@ -614,7 +616,7 @@ def notifications_list(call: Call) -> JsonResponse:
 def _notification_or_404(call: Call, raw_id: str) -> Any:
     try:
         notification_id = parse_id(raw_id, name="id")
-    except Exception:
+    except InvalidInput:
         raise NotFound("Record not found") from None
     row = selectors.notification_of(recipient_id=call.me.pk, notification_id=notification_id)
     if row is None:

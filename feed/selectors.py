@@ -53,7 +53,6 @@ from .timeline import (
     position_from_scroll,
     read_page,
     scroll_state,
-    visible_notes,
 )
 
 

@@ -27,7 +27,7 @@ from users.services import user_touch_seen
 
 from . import outbox as feed_outbox
 from . import redis_keys, timeline
-from .models import SPOILER_MAX_LENGTH, VISIBILITIES, PUBLIC, Note, now_whole_ms
+from .models import PUBLIC, SPOILER_MAX_LENGTH, VISIBILITIES, Note, now_whole_ms
 from .rebuild import synced_until
 
 logger = logging.getLogger(__name__)

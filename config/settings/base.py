@@ -189,6 +189,8 @@ RATELIMIT_FAIL_OPEN = False
 FOLLOW_RATE = env("FOLLOW_RATE", default="400/d")
 NOTE_RATE = env("NOTE_RATE", default="100/h")
 SIGNUP_RATE = env("SIGNUP_RATE", default="5/h")
+# OAuth applications registered (POST /api/v1/apps) per client address; Mastodon allows 300 per 5 minutes.
+APP_REGISTRATION_RATE = env("APP_REGISTRATION_RATE", default="300/5m")
 LOGIN_FAILURE_ACCOUNT_RATE = env("LOGIN_FAILURE_ACCOUNT_RATE", default="10/15m")
 LOGIN_FAILURE_ADDRESS_RATE = env("LOGIN_FAILURE_ADDRESS_RATE", default="30/15m")
 # An import of follows (social.transfer) reads a file of at most this many bytes and lines.

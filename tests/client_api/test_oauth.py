@@ -203,3 +203,13 @@ class TestAuthorizedApps:
 
     def test_needs_sign_in(self, client: Client) -> None:
         assert client.get("/settings/applications/").status_code == 302
+
+
+class TestLimits:
+    def test_registering_apps_is_rate_limited(self, client: Client, settings) -> None:
+        settings.APP_REGISTRATION_RATE = "2/m"
+        data = {"client_name": "App", "redirect_uris": OOB}
+        answers = [client.post("/api/v1/apps", data).status_code for _ in range(3)]
+
+        assert answers == [200, 200, 429]
+        assert Application.objects.count() == 2

@@ -98,9 +98,7 @@ class TestHomeTimeline:
         while url:
             response = api_alice.get(url)
             seen += [status["id"] for status in response.json()]
-            links = dict(
-                (part.split(";")[1].strip()[5:-1], part.split(";")[0].strip()[1:-1]) for part in response.get("Link", "").split(",") if part
-            )
+            links = {part.split(";")[1].strip()[5:-1]: part.split(";")[0].strip()[1:-1] for part in response.get("Link", "").split(",") if part}
             url = links.get("next", "").replace("http://testserver", "")
             if response.json():
                 assert "prev" in links
