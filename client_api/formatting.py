@@ -16,7 +16,7 @@ from django.urls import reverse
 from feed.models import FEED_VISIBILITIES, Note
 from feed.timeline import FeedAuthor, FeedNote
 from notifications.models import Notification
-from social.selectors import follow_counts
+from social.selectors import Counts, follow_counts, follow_counts_many
 from users.models import User
 
 from .selectors import Relation
@@ -39,11 +39,13 @@ def html_text(text: str) -> str:
     return "<p>" + escape(text).replace("\n", "<br />") + "</p>" if text else ""
 
 
-def account_json(request: HttpRequest, user: User | FeedAuthor, *, statuses_count: int | None = None) -> dict[str, Any]:
-    """Mastodon's Account for ``user`` (counts from the graph's mirror)."""
+def account_json(
+    request: HttpRequest, user: User | FeedAuthor, *, statuses_count: int | None = None, counts: Counts | None = None
+) -> dict[str, Any]:
+    """Mastodon's Account for ``user`` (follow counts from the graph's mirror unless given)."""
     model = user.as_user() if isinstance(user, FeedAuthor) else user
     profile = request.build_absolute_uri(reverse("feed:profile", args=[model.username]))
-    counts = follow_counts(user_id=model.pk)
+    counts = counts if counts is not None else follow_counts(user_id=model.pk)
     avatar = request.build_absolute_uri(MISSING_AVATAR)
     joined = model.__dict__.get("date_joined")
     return {
@@ -161,6 +163,14 @@ def status_json(
     }
 
 
+def accounts_json(request: HttpRequest, users: Sequence[User]) -> list[dict[str, Any]]:
+    """Accounts for ``users`` (in order), their counts read together."""
+    ids = [user.pk for user in users]
+    counts = statuses_counts(set(ids))
+    follows = follow_counts_many(user_ids=ids)
+    return [account_json(request, user, statuses_count=counts.get(user.pk, 0), counts=follows.get(user.pk)) for user in users]
+
+
 def statuses_counts(author_ids: set[int]) -> dict[int, int]:
     """``{author id: notes shown to others}`` for a page's authors in one grouped query (direct
     notes left out: a count must not tell that an author keeps notes to itself)."""
@@ -173,11 +183,13 @@ def statuses_counts(author_ids: set[int]) -> dict[int, int]:
 def statuses_json(request: HttpRequest, notes: Sequence[Note | FeedNote], settings: dict[int, tuple[str, str]] | None = None) -> list[dict[str, Any]]:
     """Statuses for ``notes``, each author's Account built once (``settings`` as ``status_json``'s, by note id)."""
     accounts: dict[int, dict[str, Any]] = {}
-    counts = statuses_counts({note.author_id for note in notes})
+    authors = {note.author_id for note in notes}
+    counts = statuses_counts(authors)
+    follows = follow_counts_many(user_ids=sorted(authors))
     shapes = []
     for note in notes:
         if note.author_id not in accounts:
-            accounts[note.author_id] = account_json(request, note.author, statuses_count=counts.get(note.author_id, 0))
+            accounts[note.author_id] = account_json(request, note.author, statuses_count=counts.get(note.author_id, 0), counts=follows.get(note.author_id))
         shapes.append(status_json(request, note, account=accounts[note.author_id], settings=(settings or {}).get(note.pk)))
     return shapes
 

@@ -327,7 +327,7 @@ def _follow_list(call: Call, raw_id: str, *, followers: bool) -> JsonResponse:
     page = read(user_id=user.pk, cursor=cursor, limit=limit)
     hidden = visibility.hidden_ids(viewer_id=call.user.pk) if call.user is not None else set()
     users = [entry.user for entry in page.entries if entry.user.pk not in hidden]
-    response = json_list([formatting.account_json(call.request, shown) for shown in users])
+    response = json_list(formatting.accounts_json(call.request, users))
     if page.next_cursor is not None:
         base = call.request.build_absolute_uri(call.request.path)
         response["Link"] = f'<{base}?max_id={page.next_cursor}&limit={limit}>; rel="next"'
@@ -448,7 +448,7 @@ def _next_link(call: Call, token: str, limit: int) -> str:
 
 
 def _control_response(call: Call, users: list[User], next_cursor: Any, limit: int) -> JsonResponse:
-    response = json_list([formatting.account_json(call.request, user) for user in users])
+    response = json_list(formatting.accounts_json(call.request, users))
     if next_cursor is not None:
         response["Link"] = _next_link(call, str(next_cursor), limit)
     return response
