@@ -71,9 +71,12 @@ def note_create(
         raise NoteInvalidError(exc.message) from None
     if visibility not in dict(VISIBILITIES):
         raise NoteInvalidError(f"Visibility must be one of {', '.join(dict(VISIBILITIES))}.")
-    warning = spoiler_text.strip()
-    if len(warning) > SPOILER_MAX_LENGTH:
-        raise NoteInvalidError(f"A content warning must be at most {SPOILER_MAX_LENGTH} characters.")
+    warning = ""
+    if spoiler_text.strip():
+        try:
+            warning = parse_text(spoiler_text, name="A content warning", max_length=SPOILER_MAX_LENGTH)
+        except InvalidInput as exc:
+            raise NoteInvalidError(exc.message) from None
     if not author.is_active:
         raise NoteForbiddenError("Your account is deactivated.")
     limits.hit("notes", str(author.pk), "NOTE_RATE", message="You published too many notes for now; try again later.")

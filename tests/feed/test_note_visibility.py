@@ -98,3 +98,36 @@ class TestNoteCreate:
             services.note_create(author=bob, body="hi", visibility=visibility, spoiler_text=warning)
 
         assert not Note.objects.exists()
+
+
+class TestWarningsInTheHomeFeed:
+    def test_the_home_page_folds_a_warned_note_from_the_cache_and_the_database(self, alice, bob, follow, synced, django_capture_on_commit_callbacks) -> None:
+        follow(alice, bob)
+        synced(alice)
+        with django_capture_on_commit_callbacks(execute=True):
+            note = services.note_create(author=bob, body="the ending", spoiler_text="spoilers")
+
+        first = signed_in(alice).get("/home")  # fills the note cache
+        second = signed_in(alice).get("/home")  # read from it
+        database = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=20, database_only=True)
+
+        for page in (first, second):
+            assert b"<details class=\"note-warning\"><summary>spoilers</summary>" in page.content
+        assert [(n.pk, n.spoiler_text, n.body) for n in database.notes] == [(note.pk, "spoilers", "the ending")]
+
+    def test_a_cached_value_keeps_the_warning_apart_from_the_body(self, bob) -> None:
+        from feed import timeline
+
+        note = Note(pk=1, author_id=bob.pk, body="body \\x1f text", spoiler_text="cw")
+        note.created_at = timeline.from_ms(1_700_000_000_000)
+
+        author_id, published_ms, text = timeline.parse_note_value(timeline.note_value(note))
+
+        assert timeline.split_warning(text) == ("cw", "body \\x1f text")
+        assert timeline.split_warning("plain") == ("", "plain")
+
+    def test_a_warning_with_a_control_character_is_refused(self, bob) -> None:
+        with pytest.raises(NoteInvalidError):
+            services.note_create(author=bob, body="hi", spoiler_text="a\x1fb")
+
+        assert not Note.objects.exists()
