@@ -121,7 +121,7 @@ class TestWarningsInTheHomeFeed:
         note = Note(pk=1, author_id=bob.pk, body="body \\x1f text", spoiler_text="cw")
         note.created_at = timeline.from_ms(1_700_000_000_000)
 
-        author_id, published_ms, text = timeline.parse_note_value(timeline.note_value(note))
+        _, _, text = timeline.parse_note_value(timeline.note_value(note))
 
         assert timeline.split_warning(text) == ("cw", "body \\x1f text")
         assert timeline.split_warning("plain") == ("", "plain")
