@@ -18,6 +18,7 @@ from feed.timeline import FeedNote
 from notifications.models import Notification
 from social.models import Block, FollowRequest, Mute, live_mutes
 from social.selectors import active_follows
+from social.visibility import hidden_ids
 from users.models import User
 
 from .models import NotificationDismissal
@@ -88,9 +89,12 @@ def active_account(user_id: int) -> User | None:
 
 
 def shown_notifications(*, recipient_id: int) -> QuerySet[Notification]:
-    """``recipient_id``'s notifications a client has not dismissed, from active actors, with the
-    actors loaded (unordered)."""
+    """``recipient_id``'s notifications a client has not dismissed, from active actors that no
+    block hides from the recipient either way, with the actors loaded (unordered)."""
     rows = Notification.objects.filter(recipient_id=recipient_id, actor__is_active=True).select_related("actor")
+    hidden = hidden_ids(viewer_id=recipient_id)
+    if hidden:
+        rows = rows.exclude(actor_id__in=sorted(hidden))
     dismissals = list(NotificationDismissal.objects.filter(recipient_id=recipient_id).values_list("notification_id", "up_to"))
     for notification_id, up_to in dismissals:
         if notification_id is None:

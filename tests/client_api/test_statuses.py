@@ -8,7 +8,7 @@ import pytest
 from client_api.models import NotificationDismissal, StatusIdempotency
 from feed.models import Note
 from notifications.models import Notification
-from social.controls import mute_create
+from social.controls import block_create, mute_create
 from social.services import follow_create
 from tests.client_api.conftest import Api
 
@@ -198,3 +198,16 @@ class TestVisibility:
 
         assert response.status_code == 400
         assert not Note.objects.exists()
+
+
+class TestNotificationsAndBlocks:
+    def test_a_blocked_accounts_notifications_are_not_shown(self, alice, bob, charlie, api_alice, run_commits) -> None:
+        run_commits(lambda: follow_create(actor=bob, followee_id=alice.pk))
+        run_commits(lambda: follow_create(actor=charlie, followee_id=alice.pk))
+        run_commits(lambda: block_create(actor=alice, target_id=bob.pk))
+
+        v1 = api_alice.get("/api/v1/notifications").json()
+        v2 = api_alice.get("/api/v2/notifications").json()
+
+        assert [item["account"]["id"] for item in v1] == [str(charlie.pk)]
+        assert [account["id"] for account in v2["accounts"]] == [str(charlie.pk)]
