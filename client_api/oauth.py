@@ -14,6 +14,7 @@ from django.shortcuts import redirect, render
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST
+from csp.decorators import csp_replace
 from oauth2_provider import views as oauth_views
 from oauth2_provider.models import AccessToken, RefreshToken
 
@@ -23,6 +24,9 @@ from users.models import User
 OOB = "urn:ietf:wg:oauth:2.0:oob"
 
 
+# The consent form's answer redirects to the application's redirect URI (another site, or an app's
+# own scheme): a browser applies form-action to that redirect, so this page leaves it out.
+@method_decorator(csp_replace({"form-action": None}), name="dispatch")
 class AuthorizeView(oauth_views.AuthorizationView):  # type: ignore[misc]
     """The consent page after the site's sign-in; the out-of-band redirect renders the code
     instead of redirecting to it."""

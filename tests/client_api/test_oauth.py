@@ -84,6 +84,7 @@ class TestCodeFlow:
         consent = client.get("/oauth/authorize", query)
         assert consent.status_code == 200
         assert b"Authorise" in consent.content
+        assert "form-action" not in consent["Content-Security-Policy"]  # the answer redirects to the app
         fields = dict(re.findall(rb'name="(\w+)" value="([^"]*)"', consent.content))
         form = {key.decode(): value.decode() for key, value in fields.items()}
         shown = client.post("/oauth/authorize", {**form, "allow": "Authorize"})
@@ -107,15 +108,40 @@ class TestCodeFlow:
         assert revoked.status_code == 200 and revoked.json() == {}
         assert Api(new).get("/api/v1/accounts/verify_credentials").status_code == 401
 
+    def test_a_web_apps_redirect_uri_gets_the_code(self, alice, client: Client) -> None:
+        app = make_app()
+        app.redirect_uris = "https://app.example/callback"
+        app.save()
+        client.force_login(alice)
+        query = {"client_id": app.client_id, "response_type": "code", "redirect_uri": "https://app.example/callback", "scope": "read", "state": "s1"}
+        consent = client.get("/oauth/authorize", query)
+        form = {key.decode(): value.decode() for key, value in re.findall(rb'name="(\w+)" value="([^"]*)"', consent.content)}
+
+        answer = client.post("/oauth/authorize", {**form, "allow": "Authorize"})
+
+        assert answer.status_code == 302
+        assert answer["Location"].startswith("https://app.example/callback?code=")
+        assert "state=s1" in answer["Location"]
+
+    def test_an_unregistered_redirect_uri_is_refused(self, alice, client: Client) -> None:
+        app = make_app()
+        client.force_login(alice)
+
+        response = client.get("/oauth/authorize", {"client_id": app.client_id, "response_type": "code", "redirect_uri": "https://evil.example/", "scope": "read"})
+
+        assert response.status_code == 400
+        assert Grant.objects.count() == 0
+
     def test_a_code_for_scopes_beyond_the_app_is_refused(self, alice, client: Client) -> None:
         app = make_app(scopes="read")
         client.force_login(alice)
 
         response = client.get("/oauth/authorize", {"client_id": app.client_id, "response_type": "code", "redirect_uri": OOB, "scope": "read write"})
 
-        assert response.status_code in (200, 302, 400)
+        assert response.status_code == 200
+        assert b"invalid_scope" in response.content  # the out-of-band page names the refusal
+        assert b"authorization-code" not in response.content
         assert Grant.objects.count() == 0
-        assert b"Authorise" not in response.content or b"invalid_scope" in response.content
 
     def test_client_credentials_give_an_app_token(self) -> None:
         app = make_app(secret="app-secret")
