@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from csp.decorators import csp_replace
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST
-from csp.decorators import csp_replace
 from oauth2_provider import views as oauth_views
 from oauth2_provider.models import AccessToken, RefreshToken
 
