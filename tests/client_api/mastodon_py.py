@@ -22,7 +22,6 @@ import tarfile
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application
@@ -43,10 +42,16 @@ TOKENS = {
 
 
 def sdist_archive(folder: Path) -> Path:
-    """The ``mastodon-py`` sdist: ``MASTODON_PY_SDIST`` when set, else downloaded with pip into ``folder``."""
+    """The ``mastodon-py`` sdist: ``MASTODON_PY_SDIST`` when set, else the copy kept in
+    ``FOLLOWFEED_CACHE_DIR`` (default ``~/.cache/followfeed``) by an earlier run, else downloaded
+    there with pip (so a later run works offline)."""
     given = os.environ.get("MASTODON_PY_SDIST")
     if given:
         return Path(given)
+    cache = Path(os.environ.get("FOLLOWFEED_CACHE_DIR", Path.home() / ".cache" / "followfeed")) / "mastodon-py"
+    kept = cache / f"mastodon_py-{VERSION}.tar.gz"
+    if kept.exists():
+        return kept
     pips = [[sys.executable, "-m", "pip"], ["python3", "-m", "pip"]]
     last = ""
     for pip in pips:
@@ -58,9 +63,11 @@ def sdist_archive(folder: Path) -> Path:
         )
         found = sorted(folder.glob("mastodon_py-*.tar.gz"))
         if done.returncode == 0 and found:
-            return found[0]
+            cache.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(found[0], kept)
+            return kept
         last = done.stderr[-2000:]
-    raise RuntimeError(f"could not download the mastodon-py {VERSION} sdist: {last}")
+    raise RuntimeError(f"could not download the mastodon-py {VERSION} sdist (set MASTODON_PY_SDIST to a local copy): {last}")
 
 
 def unpack_sdist(folder: Path) -> Path:
@@ -172,9 +179,3 @@ def outcomes(junit: Path) -> dict[str, str]:
             found[name] = "passed"
     return found
 
-
-def cleanup(folder: Path) -> None:
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-__all__ = ["Any"]
