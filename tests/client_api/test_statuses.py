@@ -9,6 +9,7 @@ from client_api.models import NotificationDismissal, StatusIdempotency
 from feed.models import Note
 from notifications.models import Notification
 from social.controls import block_create, mute_create
+from feed.services import note_create
 from social.services import follow_create
 from tests.client_api.conftest import Api
 
@@ -211,3 +212,22 @@ class TestNotificationsAndBlocks:
 
         assert [item["account"]["id"] for item in v1] == [str(charlie.pk)]
         assert [account["id"] for account in v2["accounts"]] == [str(charlie.pk)]
+
+
+class TestQueryCounts:
+    def test_the_home_timeline_costs_the_same_queries_whatever_the_authors(self, alice, user_factory, api_alice, run_commits, django_assert_num_queries) -> None:
+        authors = user_factory.create_batch(6)
+        for author in authors:
+            run_commits(lambda author=author: follow_create(actor=alice, followee_id=author.pk))
+        for author in authors[:3]:
+            run_commits(lambda author=author: note_create(author=author, body="first"))
+        api_alice.get("/api/v1/timelines/home")  # fills the note cache
+        # the token, the mutes, the inbox read (database: inbox not synced), own notes, settings, counts
+        with django_assert_num_queries(6) as three:
+            assert len(api_alice.get("/api/v1/timelines/home").json()) == 3
+
+        for author in authors[3:]:
+            run_commits(lambda author=author: note_create(author=author, body="second"))
+        api_alice.get("/api/v1/timelines/home")
+        with django_assert_num_queries(len(three.captured_queries)):
+            assert len(api_alice.get("/api/v1/timelines/home").json()) == 6
