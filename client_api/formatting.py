@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from functools import lru_cache
 from html import escape
 from typing import Any
 from urllib.parse import urlencode
@@ -27,6 +28,34 @@ NOTIFICATION_TYPES = {"follow": "follow", "follow_request": "follow_request", "r
 MISSING_AVATAR = "/static/img/missing.png"
 
 
+_MARKER = 987654321987
+
+
+@lru_cache(maxsize=None)
+def _route(name: str) -> tuple[str, str]:
+    """The path of route ``name`` around its one argument, ``(prefix, suffix)``: reversed once per
+    process, as the site's ``path_of`` filter does (a page of 40 statuses would reverse 80 times)."""
+    path = reverse(name, args=[_MARKER])
+    prefix, _, suffix = path.partition(str(_MARKER))
+    return prefix, suffix
+
+
+def _origin(request: HttpRequest) -> str:
+    """``scheme://host`` of ``request``, worked out once per request."""
+    found = getattr(request, "_client_api_origin", None)
+    if found is None:
+        found = request.build_absolute_uri("/")[:-1]
+        setattr(request, "_client_api_origin", found)
+    return str(found)
+
+
+def url_of(request: HttpRequest, name: str, argument: object) -> str:
+    """The absolute URL of route ``name`` with its one argument (an id, or a username: ASCII
+    letters, digits and ``_``, nothing to escape)."""
+    prefix, suffix = _route(name)
+    return f"{_origin(request)}{prefix}{argument}{suffix}"
+
+
 def iso(moment: datetime | None) -> str | None:
     """``moment`` as Mastodon writes times (ISO 8601, UTC, milliseconds, ``Z``)."""
     if moment is None:
@@ -44,9 +73,9 @@ def account_json(
 ) -> dict[str, Any]:
     """Mastodon's Account for ``user`` (follow counts from the graph's mirror unless given)."""
     model = user.as_user() if isinstance(user, FeedAuthor) else user
-    profile = request.build_absolute_uri(reverse("feed:profile", args=[model.username]))
+    profile = url_of(request, "feed:profile", model.username)
     counts = counts if counts is not None else follow_counts(user_id=model.pk)
-    avatar = request.build_absolute_uri(MISSING_AVATAR)
+    avatar = _origin(request) + MISSING_AVATAR
     joined = model.__dict__.get("date_joined")
     return {
         "id": str(model.pk),
@@ -125,7 +154,7 @@ def status_json(
     """Mastodon's Status for ``note`` (``account``: its author's Account, when already built;
     ``settings``: its ``(visibility, spoiler_text)`` when ``note`` does not carry them)."""
     visibility, spoiler = settings or (getattr(note, "visibility", "public"), getattr(note, "spoiler_text", ""))
-    url = request.build_absolute_uri(reverse("feed:note_detail", args=[note.pk]))
+    url = url_of(request, "feed:note_detail", note.pk)
     author = note.author
     return {
         "id": str(note.pk),
