@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from functools import lru_cache
+from functools import cache
 from html import escape
 from typing import Any
 from urllib.parse import urlencode
@@ -31,7 +31,7 @@ MISSING_AVATAR = "/static/img/missing.png"
 _MARKER = 987654321987
 
 
-@lru_cache(maxsize=None)
+@cache
 def _route(name: str) -> tuple[str, str]:
     """The path of route ``name`` around its one argument, ``(prefix, suffix)``: reversed once per
     process, as the site's ``path_of`` filter does (a page of 40 statuses would reverse 80 times)."""
@@ -42,10 +42,9 @@ def _route(name: str) -> tuple[str, str]:
 
 def _origin(request: HttpRequest) -> str:
     """``scheme://host`` of ``request``, worked out once per request."""
-    found = getattr(request, "_client_api_origin", None)
+    found = request.__dict__.get("_client_api_origin")
     if found is None:
-        found = request.build_absolute_uri("/")[:-1]
-        setattr(request, "_client_api_origin", found)
+        found = request.__dict__["_client_api_origin"] = request.build_absolute_uri("/")[:-1]
     return str(found)
 
 
