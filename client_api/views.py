@@ -283,10 +283,13 @@ def familiar_followers(call: Call) -> JsonResponse:
     follows (blocks hidden)."""
     ids = _ids(call)
     hidden = visibility.hidden_ids(viewer_id=call.me.pk)
-    shapes = []
+    shapes: list[dict[str, Any]] = []
     for user_id in dict.fromkeys(ids):
+        if user_id in hidden:  # a block either way: nothing about its followers
+            shapes.append({"id": str(user_id), "accounts": []})
+            continue
         sample = social_selectors.familiar_followers(viewer_id=call.me.pk, user_id=user_id, limit=ACCOUNT_LIMIT, hidden=hidden)
-        shapes.append({"id": str(user_id), "accounts": [formatting.account_json(call.request, user) for user in sample.users]})
+        shapes.append({"id": str(user_id), "accounts": formatting.accounts_json(call.request, sample.users)})
     return json_list(shapes)
 
 

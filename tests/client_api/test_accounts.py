@@ -89,6 +89,17 @@ class TestRelationships:
         assert [account["id"] for account in body[0]["accounts"]] == [str(bob.pk)]
 
 
+class TestFamiliarFollowersAndBlocks:
+    def test_an_account_in_a_block_shows_no_familiar_followers(self, alice, bob, charlie, api_alice, api_bob, api_charlie, run_commits) -> None:
+        follow(run_commits, api_alice, bob)
+        follow(run_commits, api_bob, charlie)
+        run_commits(lambda: api_charlie.post(f"/api/v1/accounts/{alice.pk}/block"))
+
+        body = api_alice.get("/api/v1/accounts/familiar_followers", {"id[]": [charlie.pk]}).json()
+
+        assert body == [{"id": str(charlie.pk), "accounts": []}]
+
+
 class TestFollows:
     def test_follow_and_unfollow(self, alice, bob, api_alice, run_commits) -> None:
         assert follow(run_commits, api_alice, bob)["following"] is True
