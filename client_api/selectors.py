@@ -21,7 +21,7 @@ from social.selectors import active_follows
 from social.visibility import hidden_ids
 from users.models import User
 
-from .models import NotificationDismissal
+from .models import ClientApp, NotificationDismissal
 
 
 def access_token(raw: str) -> AccessToken | None:
@@ -86,6 +86,26 @@ def relations(*, viewer_id: int, user_ids: Sequence[int]) -> list[Relation]:
 def active_account(user_id: int) -> User | None:
     """The active account ``user_id``, or None."""
     return User.objects.filter(pk=user_id, is_active=True).first()
+
+
+def active_account_named(username: str) -> User | None:
+    """The active account named ``username`` (any case), or None."""
+    return User.objects.filter(username__iexact=username, is_active=True).first()
+
+
+def active_accounts(user_ids: Sequence[int]) -> dict[int, User]:
+    """``{id: User}`` of the active accounts among ``user_ids``."""
+    return {user.pk: user for user in User.objects.filter(pk__in=list(user_ids), is_active=True)}
+
+
+def active_account_count() -> int:
+    """How many accounts are active (the instance's user count)."""
+    return User.objects.filter(is_active=True).count()
+
+
+def app_website(application_id: int) -> str:
+    """The website an application registered with ("" when none)."""
+    return ClientApp.objects.filter(application_id=application_id).values_list("website", flat=True).first() or ""
 
 
 def shown_notifications(*, recipient_id: int) -> QuerySet[Notification]:

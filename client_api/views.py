@@ -60,7 +60,7 @@ def instance_v1(call: Call) -> JsonResponse:
             "email": "",
             "version": _version(),
             "urls": {"streaming_api": f"ws://{host}"},
-            "stats": {"user_count": User.objects.filter(is_active=True).count(), "status_count": 0, "domain_count": 1},
+            "stats": {"user_count": selectors.active_account_count(), "status_count": 0, "domain_count": 1},
             "thumbnail": None,
             "languages": ["en"],
             "registrations": True,
@@ -98,7 +98,7 @@ def instance_v2(call: Call) -> JsonResponse:
             "version": _version(),
             "source_url": "https://github.com/followfeed/followfeed",
             "description": "A follow graph and home feed.",
-            "usage": {"users": {"active_month": User.objects.filter(is_active=True).count()}},
+            "usage": {"users": {"active_month": selectors.active_account_count()}},
             "thumbnail": {"url": call.request.build_absolute_uri(formatting.MISSING_AVATAR)},
             "icon": [],
             "languages": ["en"],
@@ -174,16 +174,12 @@ def apps_create(call: Call) -> JsonResponse:
 @endpoint("GET", user=False)
 def apps_verify_credentials(call: Call) -> JsonResponse:
     """GET /api/v1/apps/verify_credentials: the application of the token."""
-    assert call.token is not None
+    assert call.token is not None  # the endpoint needs a token
     app = call.token.application
     if app is None:
-        raise ApiError(formatting_missing("application"), 404)
-    client = app.client_app if hasattr(app, "client_app") else None
-    return JsonResponse(_application_json(call, app, " ".join(registered_scopes(app)), client.website if client else ""))
-
-
-def formatting_missing(what: str) -> str:
-    return f"Record not found: {what}"
+        raise NotFound("Record not found")
+    website = selectors.app_website(app.pk)
+    return JsonResponse(_application_json(call, app, " ".join(registered_scopes(app)), website))
 
 
 # --- accounts ----------------------------------------------------------------------
@@ -242,7 +238,7 @@ def account_lookup(call: Call) -> JsonResponse:
         username = parse_username(name)
     except InvalidInput:
         raise NotFound("Record not found") from None
-    user = User.objects.filter(username__iexact=username, is_active=True).first()
+    user = selectors.active_account_named(username)
     if user is None:
         raise NotFound("Record not found")
     visibility.require_shown(viewer=call.user, user=user)
@@ -261,7 +257,7 @@ def _ids(call: Call, name: str = "id") -> list[int]:
 def accounts_many(call: Call) -> JsonResponse:
     """GET /api/v1/accounts?id[]=: the accounts among these ids the caller may see."""
     ids = _ids(call)
-    users = {user.pk: user for user in User.objects.filter(pk__in=ids, is_active=True)}
+    users = selectors.active_accounts(ids)
     blocking_me: set[int] = set()
     if call.user is not None:
         blocking_me = {relation.user_id for relation in selectors.relations(viewer_id=call.user.pk, user_ids=list(users)) if relation.blocked_by}
@@ -272,7 +268,7 @@ def accounts_many(call: Call) -> JsonResponse:
 def relationships(call: Call) -> JsonResponse:
     """GET /api/v1/accounts/relationships?id[]=: the caller's Relationship to each account."""
     ids = _ids(call)
-    known = set(User.objects.filter(pk__in=ids, is_active=True).values_list("pk", flat=True))
+    known = set(selectors.active_accounts(ids))
     found = selectors.relations(viewer_id=call.me.pk, user_ids=[i for i in ids if i in known])
     return json_list([formatting.relationship_json(relation) for relation in found])
 
