@@ -17,10 +17,11 @@ from django.views.decorators.http import require_safe
 
 from core import limits
 from core.errors import Forbidden, InvalidInput, NotFound
-from core.paging import follow_cursor, request_cursor
+from core.paging import Cursor, control_cursor, follow_cursor, request_cursor
 from core.parsing import parse_id, parse_username
 from feed import selectors as feed_selectors
 from feed.models import Note
+from feed.services import note_delete
 from notifications.selectors import unread_count
 from social import controls, visibility
 from social import selectors as social_selectors
@@ -436,9 +437,7 @@ def mutes(call: Call) -> JsonResponse:
     return response
 
 
-def _control_cursor(raw: Any) -> Any:
-    from core.paging import control_cursor
-
+def _control_cursor(raw: Any) -> Cursor | None:
     return control_cursor(str(raw)) if raw not in (None, "") else None
 
 
@@ -555,8 +554,6 @@ def status_item(call: Call, raw_id: str) -> JsonResponse:
         note = _note_or_404(call, raw_id)
         if note.author_id != call.user.pk:
             raise NotFound("Record not found")
-        from feed.services import note_delete
-
         note_delete(note=note, actor=call.user)
         shape = formatting.status_json(call.request, note)
         shape["text"] = note.body
