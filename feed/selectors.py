@@ -36,7 +36,7 @@ from core.redis import (
     redis_succeeded,
 )
 from social import redis_keys as social_keys
-from social.selectors import is_following
+from social.selectors import active_follows
 from social.visibility import muted_ids_database
 
 from . import redis_keys
@@ -221,7 +221,8 @@ def shown_visibilities(*, viewer_id: int | None, author_id: int) -> tuple[str, .
     all to the author, followers-only ones to its followers, public and unlisted to anyone."""
     if viewer_id == author_id:
         return (PUBLIC, UNLISTED, PRIVATE, DIRECT)
-    if viewer_id is not None and is_following(follower_id=viewer_id, followee_id=author_id):
+    # The database, not the mirror: a removed follower loses them on its very next request.
+    if viewer_id is not None and active_follows().filter(follower_id=viewer_id, followee_id=author_id).exists():
         return (PUBLIC, UNLISTED, PRIVATE)
     return (PUBLIC, UNLISTED)
 

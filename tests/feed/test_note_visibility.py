@@ -131,3 +131,14 @@ class TestWarningsInTheHomeFeed:
             services.note_create(author=bob, body="hi", spoiler_text="a\x1fb")
 
         assert not Note.objects.exists()
+
+
+class TestTheDatabaseDecides:
+    def test_a_removed_follower_loses_followers_only_notes_before_the_mirror_knows(self, alice, bob, notes, django_capture_on_commit_callbacks) -> None:
+        from social.controls import follower_remove
+
+        with django_capture_on_commit_callbacks(execute=False):  # the mirror still says alice follows bob
+            follower_remove(actor=bob, follower_id=alice.pk)
+
+        assert selectors.note_detail(note_id=notes[PRIVATE].pk, viewer_id=alice.pk) is None
+        assert b"private note" not in signed_in(alice).get(f"/u/{bob.username}/notes/").content
