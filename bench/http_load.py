@@ -333,6 +333,23 @@ def expect_page(*, marker: bytes | None = None, signed_in_as: str | None = None)
     return check
 
 
+def expect_statuses() -> Callable[[int, bytes], str | None]:
+    """A preflight check of a Mastodon list answer: 200 and a JSON array of statuses."""
+
+    def check(status: int, body: bytes) -> str | None:
+        if status != 200:
+            return f"status {status}: {body[:300]!r}"
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return f"not JSON: {body[:200]!r}"
+        if not isinstance(data, list) or not data or "account" not in data[0]:
+            return f"not a list of statuses: {body[:300]!r}"
+        return None
+
+    return check
+
+
 def endpoints(plan: dict[str, Any], deep_cursor: str, depth: int) -> list[Endpoint]:
     """The floor and every endpoint of the table, from the setup's ``plan``; ``specs`` takes a mode
     (``followfeed``, ``database_only``) or, for the write mix, a writer group of the plan.
@@ -370,6 +387,11 @@ def endpoints(plan: dict[str, Any], deep_cursor: str, depth: int) -> list[Endpoi
                  same(("GET", f"/api/users/{followed['id']}/followers", api, None)), expect_json()),
         Endpoint("api_feed", "JSON home feed", f"GET /api/feed signed in as {reader['username']} (page 1, 20)",
                  same(("GET", "/api/feed", api, None)), expect_json(feed=True)),
+        Endpoint("api_feed_40", "JSON home feed, 40", f"GET /api/feed?limit=40 signed in as {reader['username']}",
+                 same(("GET", "/api/feed?limit=40", api, None)), expect_json(feed=True)),
+        Endpoint("mastodon_home", "Mastodon home timeline, 40", f"GET /api/v1/timelines/home?limit=40 with {reader['username']}'s token",
+                 same(("GET", "/api/v1/timelines/home?limit=40", {"Authorization": f"Bearer {reader.get('token', '')}", "Accept": "application/json"}, None)),
+                 expect_statuses()),
         Endpoint("write_mix", "write mix: follow toggles + publishes",
                  f"PUT /api/follow/<id>/true|false by {THREADS * len(plan['writer_groups']['followfeed'][0])} signed-in writers "
                  f"(each follows then unfollows its targets), and one POST /api/notes per {FOLLOWS_PER_PUBLISH} toggles",

@@ -205,6 +205,22 @@ def account(user_id: int, *, session: bool = False) -> dict[str, Any]:
     }
 
 
+def mastodon_token(user_id: int) -> str:
+    """An access token of the Mastodon client API for ``user_id`` (read scope), as an app would hold."""
+    from datetime import timedelta
+
+    from django.utils import timezone as dj_timezone
+    from django.utils.crypto import get_random_string
+    from oauth2_provider.models import AccessToken, Application
+
+    app, _ = Application.objects.get_or_create(
+        name="bench", defaults={"redirect_uris": "urn:ietf:wg:oauth:2.0:oob", "client_type": "confidential", "authorization_grant_type": "authorization-code", "algorithm": ""}
+    )
+    token = get_random_string(40)
+    AccessToken.objects.create(user_id=user_id, application=app, token=token, scope="read", expires=dj_timezone.now() + timedelta(days=1))
+    return token
+
+
 def writer_groups(*, reader: int, followed: int, threads: int, per_thread: int, targets: int) -> dict[str, list[list[dict[str, Any]]]]:
     """Writers for every group of ``WRITER_GROUPS``, ``per_thread`` per load-generator thread, each
     with ``targets`` accounts it does not follow (from the ``TARGET_POOL`` most followed, in an
@@ -345,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         "redis": redis_state,
         "undone": undone,
         "csrf_token": get_random_string(32),
-        "reader": account(reader, session=True),
+        "reader": {**account(reader, session=True), "token": mastodon_token(reader)},
         "followed": account(followed),
         "profiles": [usernames[u] for u in profiles],
         "writer_groups": groups,

@@ -14,6 +14,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema", api_schema, name="api_schema"),
     path("metrics", metrics, name="metrics"),
+    # The Mastodon client API first: its /api/v1 and /api/v2 are its own, /api/<rest> is followfeed's.
+    path("", include("client_api.urls")),
     path("api/", include("feed.api_urls")),
     path("api/", include("social.api_urls")),
     path("api/", include("notifications.api_urls")),

@@ -114,8 +114,9 @@ def note_item(request: HttpRequest, raw_id: str) -> JsonResponse:
             raise NotFound("No such note.")
         services.note_delete(note=deleted, actor=request.user)
         return api_ok({"deleted": True})
-    note = selectors.note_detail(note_id=note_id)
+    viewer = request.user if isinstance(request.user, User) else None
+    note = selectors.note_detail(note_id=note_id, viewer_id=viewer.pk if viewer is not None else None)
     if note is None:
         raise NotFound("No such note.")
-    visibility.require_content(viewer=request.user if isinstance(request.user, User) else None, user=note.author)
+    visibility.require_content(viewer=viewer, user=note.author)
     return api_ok(note_json(note))

@@ -35,6 +35,19 @@ def from_ms(ms: int) -> datetime:
     return EPOCH + timedelta(0, 0, 0, int(ms))
 
 
+# Mastodon's visibilities: public; unlisted (as public here: followfeed has no public
+# timelines to leave it off); private (the author's followers only, whatever the account's
+# setting); direct (the author only: followfeed has no mentions to address it to).
+PUBLIC = "public"
+UNLISTED = "unlisted"
+PRIVATE = "private"
+DIRECT = "direct"
+VISIBILITIES = [(PUBLIC, "Public"), (UNLISTED, "Unlisted"), (PRIVATE, "Followers only"), (DIRECT, "Only me")]
+# What reaches feeds (fan-out, pull, rebuild, the database feed): everything but direct notes.
+FEED_VISIBILITIES = (PUBLIC, UNLISTED, PRIVATE)
+SPOILER_MAX_LENGTH = 500
+
+
 class Note(models.Model):
     """A short post by ``author``; shown in the home feed of every follower.
 
@@ -59,6 +72,9 @@ class Note(models.Model):
     is_hidden = models.BooleanField(default=False)
     deleted_at = models.DateTimeField(null=True, blank=True)
     fanned_out_at = models.DateTimeField(null=True, blank=True)
+    visibility = models.CharField(max_length=10, choices=VISIBILITIES, default=PUBLIC)
+    # A content warning: shown instead of the body until the reader opens the note.
+    spoiler_text = models.CharField(max_length=SPOILER_MAX_LENGTH, blank=True, default="")
 
     class Meta:
         permissions = [("hide_note", "Can hide or unhide notes")]
@@ -80,8 +96,8 @@ class Note(models.Model):
 
     @property
     def is_visible(self) -> bool:
-        """Whether the note may be shown: not hidden, not deleted, author active."""
-        return not self.is_hidden and self.deleted_at is None and bool(self.author.is_active)
+        """Whether the note may be shown in feeds: not hidden, not deleted, author active, not direct."""
+        return not self.is_hidden and self.deleted_at is None and bool(self.author.is_active) and self.visibility != DIRECT
 
     def __str__(self) -> str:
         return f"note {self.pk} by {self.author_id}"

@@ -39,7 +39,7 @@ from users.models import User
 
 from . import redis_keys
 from .delivery import Entry, active_cutoff, queue_add
-from .models import to_ms
+from .models import FEED_VISIBILITIES, to_ms
 from .selectors import forget_pull_authors
 from .timeline import visible_notes
 
@@ -133,6 +133,7 @@ def database_inboxes(reader_ids: Sequence[int], pulled: Collection[int]) -> dict
             followee__is_active=True,
             followee__notes__is_hidden=False,
             followee__notes__deleted_at__isnull=True,
+            followee__notes__visibility__in=FEED_VISIBILITIES,
         )
         .exclude(followee_id__in=sorted(pulled))
         .exclude(

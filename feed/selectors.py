@@ -39,10 +39,11 @@ from core.redis import (
     redis_succeeded,
 )
 from social import redis_keys as social_keys
+from social.selectors import active_follows
 from social.visibility import muted_ids_database
 
 from . import redis_keys
-from .models import Note
+from .models import DIRECT, PRIVATE, PUBLIC, UNLISTED, Note
 from .timeline import (
     Feed,
     FeedNote,
@@ -55,7 +56,6 @@ from .timeline import (
     position_from_scroll,
     read_page,
     scroll_state,
-    visible_notes,
 )
 
 
@@ -219,13 +219,26 @@ def home_timeline_scroll(*, user_id: int, last_id: int | None, offset: int, limi
     return ScrollPage(notes=page.notes, min_time=min_time, offset=next_offset, has_more=page.has_more, catching_up=catching_up)
 
 
-def user_timeline(*, author_id: int, cursor: Cursor | None, limit: int) -> TimelinePage:
-    """``author_id``'s own visible notes, newest first (profile and user timeline page).
+def shown_visibilities(*, viewer_id: int | None, author_id: int) -> tuple[str, ...]:
+    """The visibilities of ``author_id``'s notes that ``viewer_id`` (None: signed out) may see:
+    all to the author, followers-only ones to its followers, public and unlisted to anyone."""
+    if viewer_id == author_id:
+        return (PUBLIC, UNLISTED, PRIVATE, DIRECT)
+    # The database, not the mirror: a removed follower loses them on its very next request.
+    if viewer_id is not None and active_follows().filter(follower_id=viewer_id, followee_id=author_id).exists():
+        return (PUBLIC, UNLISTED, PRIVATE)
+    return (PUBLIC, UNLISTED)
+
+
+def user_timeline(*, author_id: int, cursor: Cursor | None, limit: int, viewer_id: int | None = None) -> TimelinePage:
+    """``author_id``'s own visible notes that ``viewer_id`` may see (``shown_visibilities``; None:
+    signed out), newest first (profile and user timeline page).
 
     From the database through the ``(author, created_at, id)`` index.
 
     """
-    rows = visible_notes().filter(author_id=author_id)
+    visibilities = shown_visibilities(viewer_id=viewer_id, author_id=author_id)
+    rows = Note.objects.filter(is_hidden=False, deleted_at__isnull=True, author__is_active=True, author_id=author_id, visibility__in=visibilities)
     if cursor is not None:
         rows = rows.filter(after_filter(Position(cursor.score, cursor.member)))
     notes = list(rows.select_related("author").order_by("-created_at", "id")[: limit + 1])
@@ -234,9 +247,13 @@ def user_timeline(*, author_id: int, cursor: Cursor | None, limit: int) -> Timel
     return TimelinePage(notes=shown, next_cursor=next_cursor, source="database")
 
 
-def note_detail(*, note_id: int) -> Note | None:
-    """The visible note ``note_id`` with its author, or None (missing, hidden, deleted, author inactive)."""
-    return visible_notes().select_related("author").filter(pk=note_id).first()
+def note_detail(*, note_id: int, viewer_id: int | None = None) -> Note | None:
+    """The note ``note_id`` with its author if ``viewer_id`` (None: signed out) may see it, or None
+    (missing, hidden, deleted, author inactive, or a visibility that leaves the viewer out)."""
+    note = Note.objects.filter(is_hidden=False, deleted_at__isnull=True, author__is_active=True).select_related("author").filter(pk=note_id).first()
+    if note is None or note.visibility not in shown_visibilities(viewer_id=viewer_id, author_id=note.author_id):
+        return None
+    return note
 
 
 def inbox_state(*, user_id: int) -> InboxState:

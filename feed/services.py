@@ -27,7 +27,7 @@ from users.services import user_touch_seen
 
 from . import outbox as feed_outbox
 from . import redis_keys, timeline
-from .models import Note, now_whole_ms
+from .models import PUBLIC, SPOILER_MAX_LENGTH, VISIBILITIES, Note, now_whole_ms
 from .rebuild import synced_until
 
 logger = logging.getLogger(__name__)
@@ -48,10 +48,15 @@ class NoteForbiddenError(NoteError, Forbidden):
 # --- notes ------------------------------------------------------------------
 
 
-def note_create(*, author: User, body: str, created_at: datetime | None = None) -> Note:
+def note_create(
+    *, author: User, body: str, created_at: datetime | None = None, visibility: str = PUBLIC, spoiler_text: str = ""
+) -> Note:
     """Publish a note by ``author`` and schedule its fan-out after commit.
 
     :param body: the text; surrounding whitespace is stripped.
+    :param visibility: ``public``, ``unlisted``, ``private`` (followers only) or ``direct``
+        (the author only: never fanned out).
+    :param spoiler_text: a content warning (empty: none).
     :param created_at: publish time (replays and tests); default now,
         truncated to the millisecond.
     :returns: the saved ``Note``.
@@ -64,13 +69,21 @@ def note_create(*, author: User, body: str, created_at: datetime | None = None) 
         text = parse_text(body, name="A note", max_length=int(settings.NOTE_MAX_LENGTH))
     except InvalidInput as exc:
         raise NoteInvalidError(exc.message) from None
+    if visibility not in dict(VISIBILITIES):
+        raise NoteInvalidError(f"Visibility must be one of {', '.join(dict(VISIBILITIES))}.")
+    warning = ""
+    if spoiler_text.strip():
+        try:
+            warning = parse_text(spoiler_text, name="A content warning", max_length=SPOILER_MAX_LENGTH)
+        except InvalidInput as exc:
+            raise NoteInvalidError(exc.message) from None
     if not author.is_active:
         raise NoteForbiddenError("Your account is deactivated.")
     limits.hit("notes", str(author.pk), "NOTE_RATE", message="You published too many notes for now; try again later.")
     at = created_at or now_whole_ms()
     at = at.replace(microsecond=at.microsecond // 1000 * 1000)
     with transaction.atomic():
-        note = Note.objects.create(author_id=author.pk, body=text, created_at=at)
+        note = Note.objects.create(author_id=author.pk, body=text, created_at=at, visibility=visibility, spoiler_text=warning)
         outbox.record(feed_outbox.NOTE, subject_id=note.pk, object_id=author.pk)
     return note
 

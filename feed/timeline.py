@@ -87,7 +87,7 @@ from social.visibility import hidden_authors, now_ms
 from users.models import User
 
 from . import redis_keys
-from .models import Note, from_ms
+from .models import FEED_VISIBILITIES, Note, from_ms
 
 # The largest note id a position can name: "after every note at this score".
 MAX_NOTE_ID = 2**63 - 1
@@ -327,8 +327,8 @@ def load_notes(note_ids: Collection[int]) -> dict[int, Note]:
 
 
 def visible_notes() -> QuerySet[Note]:
-    """Notes that may be shown: not hidden, not deleted, author active."""
-    return Note.objects.filter(is_hidden=False, deleted_at__isnull=True, author__is_active=True)
+    """Notes that may be shown in feeds: not hidden, not deleted, author active, not direct."""
+    return Note.objects.filter(is_hidden=False, deleted_at__isnull=True, author__is_active=True, visibility__in=FEED_VISIBILITIES)
 
 
 def after_filter(after: Position) -> Q:
@@ -419,6 +419,7 @@ class FeedNote:
     body: str
     created_at: datetime
     published_ms: int
+    spoiler_text: str = ""  # the content warning (empty: none)
 
     @property
     def pk(self) -> int:
@@ -428,17 +429,29 @@ class FeedNote:
     @classmethod
     def of(cls, note: Note) -> FeedNote:
         """The ``FeedNote`` of ``note`` (its author loaded)."""
-        return cls(note.pk, note.author_id, FeedAuthor.of(note.author), note.body, note.created_at, note.published_ms)
+        return cls(note.pk, note.author_id, FeedAuthor.of(note.author), note.body, note.created_at, note.published_ms, note.spoiler_text)
 
 
 # Values are plain UTF-8, not JSON: parsing is most of what a cached page
 # costs per note. A note is "<author id> <publish ms> <body>" (the body is the
 # rest, spaces and all); an author "<username bytes> <username><display name>".
+# A note with a content warning stores "\x1f<warning>\x1f<body>" as its body: a
+# control character neither a body nor a warning may hold (``core.parsing.parse_text``).
+WARNING_MARK = "\x1f"
 
 
 def note_value(note: Note) -> bytes:
     """The note cache's value for ``note``: ``b"<author id> <publish ms> <body>"``."""
-    return b"%d %d %s" % (note.author_id, note.published_ms, note.body.encode())
+    text = f"{WARNING_MARK}{note.spoiler_text}{WARNING_MARK}{note.body}" if note.spoiler_text else note.body
+    return b"%d %d %s" % (note.author_id, note.published_ms, text.encode())
+
+
+def split_warning(text: str) -> tuple[str, str]:
+    """``(content warning, body)`` of a cached note's body text (no warning: ``""``)."""
+    if not text.startswith(WARNING_MARK):
+        return "", text
+    warning, _, body = text[1:].partition(WARNING_MARK)
+    return warning, body
 
 
 def parse_note_value(value: bytes) -> tuple[int, int, str]:
@@ -455,17 +468,18 @@ def parse_note_value(value: bytes) -> tuple[int, int, str]:
 # meets the same note or author, as the pages of its followers do. Bounded:
 # emptied when full.
 PARSED_MAX = 20_000
-_parsed_notes: dict[bytes, tuple[int, datetime, str, int]] = {}
+_parsed_notes: dict[bytes, tuple[int, datetime, str, int, str]] = {}
 _parsed_authors: dict[tuple[int, bytes], FeedAuthor] = {}
 
 
-def _parsed_note(value: bytes) -> tuple[int, datetime, str, int]:
+def _parsed_note(value: bytes) -> tuple[int, datetime, str, int, str]:
     found = _parsed_notes.get(value)
     if found is None:
         if len(_parsed_notes) >= PARSED_MAX:
             _parsed_notes.clear()
-        author_id, published_ms, body = parse_note_value(value)
-        found = _parsed_notes[value] = (author_id, from_ms(published_ms), body, published_ms)
+        author_id, published_ms, text = parse_note_value(value)
+        warning, body = split_warning(text)
+        found = _parsed_notes[value] = (author_id, from_ms(published_ms), body, published_ms, warning)
     return found
 
 
@@ -654,7 +668,7 @@ def resolve_notes(
     shown: dict[int, FeedNote] = {}
     missing: list[int] = []
     tombstoned: set[int] = set()
-    waiting: list[tuple[int, tuple[int, datetime, str, int]]] = []  # cached notes whose author is not known yet
+    waiting: list[tuple[int, tuple[int, datetime, str, int, str]]] = []  # cached notes whose author is not known yet
     parsed_notes = _parsed_notes
     for note_id, value in zip(note_ids, values):
         if value is None or value == tombstone:
@@ -668,7 +682,7 @@ def resolve_notes(
         if author is None:
             waiting.append((note_id, parsed))
         elif author_id in followed:
-            shown[note_id] = FeedNote(note_id, author_id, author, parsed[2], parsed[1], parsed[3])
+            shown[note_id] = FeedNote(note_id, author_id, author, parsed[2], parsed[1], parsed[3], parsed[4])
     stale: set[int] = set()
     if missing or waiting or author_values:
         _resolve_rest(client, following_key, reader_id, set(guessed), missing, tombstoned, waiting, authors, author_values, followed, shown, stale, muted)
@@ -682,7 +696,7 @@ def _resolve_rest(
     asked: set[int],
     missing: list[int],
     tombstoned: set[int],
-    waiting: list[tuple[int, tuple[int, datetime, str, int]]],
+    waiting: list[tuple[int, tuple[int, datetime, str, int, str]]],
     authors: dict[int, FeedAuthor],
     author_values: dict[int, Any],
     followed: set[int],
@@ -732,15 +746,15 @@ def _resolve_rest(
                 authors[user_id] = FeedAuthor.of(user)
                 if author_values[user_id] is None:  # a miss, not a tombstone
                     fill_authors.append(user)
-    for note_id, (author_id, created_at, body, published_ms) in waiting:
+    for note_id, (author_id, created_at, body, published_ms, warning) in waiting:
         author = authors.get(author_id)
         if author is None:
             stale.add(note_id)  # the author is deactivated or gone: so is the note
         elif author_id in followed:
-            shown[note_id] = FeedNote(note_id, author_id, author, body, created_at, published_ms)
+            shown[note_id] = FeedNote(note_id, author_id, author, body, created_at, published_ms, warning)
     for note_id, row in loaded.items():
         if row.author_id in followed:
-            shown[note_id] = FeedNote(row.pk, row.author_id, authors[row.author_id], row.body, row.created_at, row.published_ms)
+            shown[note_id] = FeedNote(row.pk, row.author_id, authors[row.author_id], row.body, row.created_at, row.published_ms, row.spoiler_text)
     if fill or fill_authors:
         pipe = pipeline(client)
         queue_cache_fill(pipe, fill, replace=False)

@@ -29,7 +29,7 @@ from users.selectors import active_user_named
 
 from . import selectors, services
 from .forms import NoteForm
-from .models import Note
+from .models import PUBLIC, Note
 
 
 def _reader(request: HttpRequest) -> User:
@@ -58,7 +58,7 @@ def profile(request: HttpRequest, username: str) -> HttpResponse:
     }
     if seen.content:
         context["mutual"] = social_selectors.mutual_follows(user_id=user.pk, limit=8, hidden=hidden)
-        context["notes"] = selectors.user_timeline(author_id=user.pk, cursor=None, limit=10)
+        context["notes"] = selectors.user_timeline(author_id=user.pk, cursor=None, limit=10, viewer_id=viewer.pk if viewer is not None else None)
     if viewer is not None and viewer.pk != user.pk:
         context["relationship"] = social_selectors.relationship(viewer_id=viewer.pk, user_id=user.pk)
         # Only a private account has requests (turning it public approves them all).
@@ -96,7 +96,12 @@ def note_create(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _home(request, form, status=400)
     try:
-        note = services.note_create(author=_reader(request), body=form.cleaned_data["body"])
+        note = services.note_create(
+            author=_reader(request),
+            body=form.cleaned_data["body"],
+            visibility=form.cleaned_data.get("visibility") or PUBLIC,
+            spoiler_text=form.cleaned_data.get("spoiler_text") or "",
+        )
     except DomainError as exc:
         # Refused or over the limit: shown beside the form the text was typed in.
         form.add_error("body", exc.message)
@@ -109,10 +114,11 @@ def note_create(request: HttpRequest) -> HttpResponse:
 def note_detail(request: HttpRequest, note_id: int) -> HttpResponse:
     """/n/<id>/: one note (404 when hidden, deleted, its author is deactivated or blocks the
     viewer; 403 for a private author's note to a non-follower)."""
-    note = selectors.note_detail(note_id=note_id)
+    viewer = _viewer(request)
+    note = selectors.note_detail(note_id=note_id, viewer_id=viewer.pk if viewer is not None else None)
     if note is None:
         raise NotFound("No such note.")
-    visibility.require_content(viewer=_viewer(request), user=note.author)
+    visibility.require_content(viewer=viewer, user=note.author)
     return render(request, "feed/note_detail.html", {"note": note})
 
 
@@ -135,7 +141,10 @@ def user_notes(request: HttpRequest, username: str) -> HttpResponse:
     if author.username != username:
         visibility.require_shown(viewer=_viewer(request), user=author)
         return redirect_to_canonical(request, "feed:user_notes", username=author.username)
-    visibility.require_content(viewer=_viewer(request), user=author)
-    page = selectors.user_timeline(author_id=author.pk, cursor=feed_cursor(request.GET.get("cursor")), limit=settings.FEED_PAGE_SIZE)
+    viewer = _viewer(request)
+    visibility.require_content(viewer=viewer, user=author)
+    page = selectors.user_timeline(
+        author_id=author.pk, cursor=feed_cursor(request.GET.get("cursor")), limit=settings.FEED_PAGE_SIZE, viewer_id=viewer.pk if viewer is not None else None
+    )
     context = {"profile_user": author, "page": page, "is_first_page": not request.GET.get("cursor")}
     return render(request, "feed/user_notes.html", context)

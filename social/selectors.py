@@ -250,6 +250,37 @@ def follow_counts(*, user_id: int) -> Counts:
     return redis_or_database(from_redis, from_database, keys=[redis_keys.followers_set_key(user_id)])
 
 
+def follow_counts_many(*, user_ids: Sequence[int]) -> dict[int, Counts]:
+    """``follow_counts`` of several accounts: one round trip for them all (a sharded account costs
+    its own ``follow_counts`` after it), or two grouped queries from the database."""
+    ids = list(dict.fromkeys(int(user_id) for user_id in user_ids))
+    if not ids:
+        return {}
+
+    def from_redis(client: redis.Redis) -> dict[int, Counts]:
+        pipe = pipeline(client)
+        for user_id in ids:
+            pipe.get(redis_keys.followers_layout_key(user_id))
+            pipe.scard(redis_keys.followers_set_key(user_id))
+            pipe.scard(redis_keys.following_set_key(user_id))
+        replies = pipe.execute()
+        found = {}
+        for index, user_id in enumerate(ids):
+            marker, followers, following = replies[3 * index : 3 * index + 3]
+            if layout.reads_shards(layout.marker_layout(marker)):
+                found[user_id] = follow_counts(user_id=user_id)
+            else:
+                found[user_id] = Counts(followers=int(followers), following=int(following))
+        return found
+
+    def from_database() -> dict[int, Counts]:
+        followers = dict(active_follows().filter(followee_id__in=ids).values_list("followee_id").annotate(n=Count("id")))
+        following = dict(active_follows().filter(follower_id__in=ids).values_list("follower_id").annotate(n=Count("id")))
+        return {user_id: Counts(followers=followers.get(user_id, 0), following=following.get(user_id, 0)) for user_id in ids}
+
+    return redis_or_database(from_redis, from_database, keys=[redis_keys.followers_set_key(ids[0])])
+
+
 # --- lists ----------------------------------------------------------------
 
 

@@ -172,7 +172,8 @@ def test_every_operation_answers_as_documented(live_server, private_redis, world
 
 class TestTheDocument:
     def test_every_api_route_is_described_with_its_methods(self, client):
-        """Each URL pattern under /api/ is a path of the document, with exactly the methods it takes."""
+        """Each URL pattern under /api/ is a path of the document, with exactly the methods it takes
+        (the Mastodon client API's /api/v1 and /api/v2 are Mastodon's, documented by Mastodon)."""
         from django.urls import URLPattern, URLResolver, get_resolver
 
         def walk(patterns: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -186,7 +187,7 @@ class TestTheDocument:
 
         routes = {}
         for route, _ in walk(get_resolver().url_patterns):
-            if route.startswith("api/"):
+            if route.startswith("api/") and not route.startswith(("api/v1/", "api/v2/")):
                 routes["/" + re.sub(r"<(?:\w+:)?(\w+)>", lambda m: "{id}" if m.group(1) == "raw_id" else "{" + m.group(1) + "}", route)] = route
         document = api_document()
         assert sorted(routes) == sorted(document["paths"])

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-APPS = ["core", "users", "social", "notifications", "feed", "datatools", "config"]
+APPS = ["core", "users", "social", "notifications", "feed", "datatools", "client_api", "config"]
 APP_RANK = {app: rank for rank, app in enumerate(APPS)}
 
 PRIMITIVES, POLICY, MECHANISM, SERVICE, TASK, EDGE = range(6)
@@ -34,17 +34,17 @@ LAYER_OF = {
     "transactions": PRIMITIVES, "metrics": PRIMITIVES,
     # pure policy and reads
     "layout": POLICY, "selectors": POLICY, "admin_tools": POLICY, "formatting": POLICY, "forms": POLICY,
-    "http": POLICY, "timeline": POLICY, "limits": POLICY, "visibility": POLICY, "derived": POLICY,
+    "http": POLICY, "scopes": POLICY, "timeline": POLICY, "limits": POLICY, "visibility": POLICY, "derived": POLICY,
     # mechanisms
     "mirror": MECHANISM, "rebuild": MECHANISM, "reconcile": MECHANISM, "sharding": MECHANISM,
     "delivery": MECHANISM, "edges": MECHANISM, "health": MECHANISM, "embedded": MECHANISM,
     "importer": MECHANISM, "celebrity": MECHANISM, "simulate": MECHANISM, "datasets": MECHANISM,
-    "cache": MECHANISM, "runs": MECHANISM, "control_mirror": MECHANISM, "sender": MECHANISM,
+    "cache": MECHANISM, "runs": MECHANISM, "control_mirror": MECHANISM, "sender": MECHANISM, "validators": MECHANISM,
     # writes and their side effects
     "services": SERVICE, "outbox": SERVICE, "receivers": SERVICE, "controls": SERVICE, "transfer": SERVICE, "suggestions": SERVICE,
     "tasks": TASK,
     # the edge
-    "views": EDGE, "context_processors": EDGE, "arguments": EDGE, "api": EDGE, "admin": EDGE, "urls": EDGE, "api_urls": EDGE, "apps": EDGE,
+    "views": EDGE, "context_processors": EDGE, "arguments": EDGE, "api": EDGE, "admin": EDGE, "urls": EDGE, "api_urls": EDGE, "apps": EDGE, "oauth": EDGE,
     "monitoring": EDGE,
 }
 # Celery needs these: the outbox schedules the task by object, the task calls the outbox.

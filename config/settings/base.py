@@ -47,10 +47,15 @@ INSTALLED_APPS = [
     "notifications",
     "feed",
     "datatools",
+    "oauth2_provider",
+    "corsheaders",
+    "client_api",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Before CommonMiddleware, so a redirect or a preflight carries the CORS headers too.
+    "corsheaders.middleware.CorsMiddleware",
     # Outside CommonMiddleware, so its answers (a 400 for a bad Host) carry the headers too.
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -184,6 +189,8 @@ RATELIMIT_FAIL_OPEN = False
 FOLLOW_RATE = env("FOLLOW_RATE", default="400/d")
 NOTE_RATE = env("NOTE_RATE", default="100/h")
 SIGNUP_RATE = env("SIGNUP_RATE", default="5/h")
+# OAuth applications registered (POST /api/v1/apps) per client address; Mastodon allows 300 per 5 minutes.
+APP_REGISTRATION_RATE = env("APP_REGISTRATION_RATE", default="300/5m")
 LOGIN_FAILURE_ACCOUNT_RATE = env("LOGIN_FAILURE_ACCOUNT_RATE", default="10/15m")
 LOGIN_FAILURE_ADDRESS_RATE = env("LOGIN_FAILURE_ADDRESS_RATE", default="30/15m")
 # An import of follows (social.transfer) reads a file of at most this many bytes and lines.
@@ -355,3 +362,48 @@ CONTENT_SECURITY_POLICY = {
         "frame-ancestors": [csp_constants.NONE],
     },
 }
+
+
+# --- the Mastodon client API (client_api) ------------------------------------
+# django-oauth-toolkit: Mastodon's scopes, its tokens that do not expire, the
+# out-of-band redirect (urn:) and any app scheme a client registers.
+MASTODON_SCOPES = {
+    "read": "read all your account's data",
+    "write": "modify all your account's data",
+    "follow": "modify account relationships",
+    "push": "receive your push notifications",
+    "profile": "read only your account's basic information",
+    **{
+        f"read:{part}": f"read your {part.replace('_', ' ')}"
+        for part in ("accounts", "blocks", "bookmarks", "favourites", "filters", "follows", "lists", "mutes", "notifications", "search", "statuses")
+    },
+    **{
+        f"write:{part}": f"change your {part.replace('_', ' ')}"
+        for part in (
+            "accounts", "blocks", "bookmarks", "conversations", "favourites", "filters", "follows", "lists", "media", "mutes", "notifications",
+            "reports", "statuses",
+        )
+    },
+}
+OAUTH2_PROVIDER = {
+    "SCOPES": MASTODON_SCOPES,
+    "DEFAULT_SCOPES": ["read"],
+    "ALLOWED_REDIRECT_URI_SCHEMES": env.list("OAUTH_REDIRECT_SCHEMES", default=["http", "https", "urn"]),
+    "PKCE_REQUIRED": False,
+    # Mastodon's access tokens do not expire (a client keeps one until revoked): ten years.
+    "ACCESS_TOKEN_EXPIRE_SECONDS": 10 * 365 * 24 * 3600,
+    "REFRESH_TOKEN_EXPIRE_SECONDS": None,
+    "OAUTH2_VALIDATOR_CLASS": "client_api.validators.MastodonValidator",
+}
+# Named here so a migration that points at them loads before django-oauth-toolkit's settings do.
+OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
+OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL = "oauth2_provider.AccessToken"
+OAUTH2_PROVIDER_REFRESH_TOKEN_MODEL = "oauth2_provider.RefreshToken"
+OAUTH2_PROVIDER_ID_TOKEN_MODEL = "oauth2_provider.IDToken"
+OAUTH2_PROVIDER_GRANT_MODEL = "oauth2_provider.Grant"
+CORS_ALLOW_ALL_ORIGINS = True
+CORS_URLS_REGEX = r"^/(api|oauth)/.*$"
+CORS_EXPOSE_HEADERS = ["Link", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-Request-Id", "Idempotency-Key"]
+CORS_ALLOW_HEADERS = ["accept", "authorization", "content-type", "idempotency-key", "user-agent", "x-requested-with"]
+# The version the Mastodon client API reports (GET /api/v1/instance).
+MASTODON_API_VERSION = "4.3.0"

@@ -24,6 +24,7 @@ def answers(alice, bob, charlie, dave):
         "is_following": selectors.is_following(follower_id=alice.pk, followee_id=bob.pk),
         "relationship": selectors.relationship(viewer_id=alice.pk, user_id=bob.pk),
         "counts": selectors.follow_counts(user_id=bob.pk),
+        "counts_many": selectors.follow_counts_many(user_ids=[alice.pk, bob.pk, charlie.pk, dave.pk]),
         "followers": [e.user.pk for e in selectors.followers_page(user_id=bob.pk, cursor=None, limit=10).entries],
         "following": [e.user.pk for e in selectors.following_page(user_id=alice.pk, cursor=None, limit=10).entries],
         "common": {u.pk for u in selectors.common_following(user_id=alice.pk, other_id=charlie.pk).users},
@@ -46,6 +47,12 @@ class TestReadsWithRedisDown:
         assert from_database["common"] == {bob.pk, dave.pk}
         assert from_database["mutual"] == {bob.pk, dave.pk}
         assert from_database["counts"] == selectors.Counts(followers=2, following=1)
+        assert from_database["counts_many"] == {
+            alice.pk: selectors.Counts(followers=2, following=2),
+            bob.pk: selectors.Counts(followers=2, following=1),
+            charlie.pk: selectors.Counts(followers=0, following=2),
+            dave.pk: selectors.Counts(followers=2, following=1),
+        }
 
     def test_follow_succeeds_and_queues_while_redis_is_down(self, alice, bob, settings, django_capture_on_commit_callbacks):
         from core.models import OutboxEntry

@@ -615,3 +615,16 @@ class TestC17RebuildOfABigAccount:
         assert "cmdstat_del" not in stats
         assert max(slowlog_argc(entry) for entry in commands) <= 2 * ADD_CHUNK + 2
         assert lazyfreed >= big_keys
+
+
+class TestCountsOfSeveral:
+    def test_a_sharded_account_counts_beside_a_single_key_one(self, low_threshold, user_factory, redis_client, django_capture_on_commit_callbacks):
+        star = user_factory(username="star")
+        fans = [user_factory() for _ in range(12)]
+        for fan in fans:
+            follow(fan, star, django_capture_on_commit_callbacks)
+
+        counts = selectors.follow_counts_many(user_ids=[star.pk, fans[0].pk])
+
+        assert layout_of(redis_client, star.pk) == SHARDED
+        assert counts == {star.pk: selectors.Counts(followers=12, following=0), fans[0].pk: selectors.Counts(followers=0, following=1)}

@@ -1,0 +1,249 @@
+"""Mastodon's JSON shapes (Account, Relationship, Status, Notification, Application) built from
+followfeed's models, and the ``Link`` header of a list. Ids are strings, as Mastodon sends them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from functools import cache
+from html import escape
+from typing import Any
+from urllib.parse import urlencode
+
+from django.db.models import Count
+from django.http import HttpRequest
+from django.urls import reverse
+
+from feed.models import FEED_VISIBILITIES, Note
+from feed.timeline import FeedAuthor, FeedNote
+from notifications.models import Notification
+from social.selectors import Counts, follow_counts, follow_counts_many
+from users.models import User
+
+from .selectors import Relation
+
+# Mastodon's notification types for followfeed's kinds (a request approved is Mastodon's "follow"
+# from the side of the one who asked, which Mastodon does not notify: shown as "follow").
+NOTIFICATION_TYPES = {"follow": "follow", "follow_request": "follow_request", "request_approved": "follow"}
+MISSING_AVATAR = "/static/img/missing.png"
+
+
+_MARKER = 987654321987
+
+
+@cache
+def _route(name: str) -> tuple[str, str]:
+    """The path of route ``name`` around its one argument, ``(prefix, suffix)``: reversed once per
+    process, as the site's ``path_of`` filter does (a page of 40 statuses would reverse 80 times)."""
+    path = reverse(name, args=[_MARKER])
+    prefix, _, suffix = path.partition(str(_MARKER))
+    return prefix, suffix
+
+
+def _origin(request: HttpRequest) -> str:
+    """``scheme://host`` of ``request``, worked out once per request."""
+    found = request.__dict__.get("_client_api_origin")
+    if found is None:
+        found = request.__dict__["_client_api_origin"] = request.build_absolute_uri("/")[:-1]
+    return str(found)
+
+
+def url_of(request: HttpRequest, name: str, argument: object) -> str:
+    """The absolute URL of route ``name`` with its one argument (an id, or a username: ASCII
+    letters, digits and ``_``, nothing to escape)."""
+    prefix, suffix = _route(name)
+    return f"{_origin(request)}{prefix}{argument}{suffix}"
+
+
+def iso(moment: datetime | None) -> str | None:
+    """``moment`` as Mastodon writes times (ISO 8601, UTC, milliseconds, ``Z``)."""
+    if moment is None:
+        return None
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def html_text(text: str) -> str:
+    """Plain ``text`` as Mastodon's HTML content: escaped, a paragraph, line breaks kept."""
+    return "<p>" + escape(text).replace("\n", "<br />") + "</p>" if text else ""
+
+
+def account_json(
+    request: HttpRequest, user: User | FeedAuthor, *, statuses_count: int | None = None, counts: Counts | None = None
+) -> dict[str, Any]:
+    """Mastodon's Account for ``user`` (follow counts from the graph's mirror unless given)."""
+    model = user.as_user() if isinstance(user, FeedAuthor) else user
+    profile = url_of(request, "feed:profile", model.username)
+    counts = counts if counts is not None else follow_counts(user_id=model.pk)
+    avatar = _origin(request) + MISSING_AVATAR
+    joined = model.__dict__.get("date_joined")
+    return {
+        "id": str(model.pk),
+        "username": model.username,
+        "acct": model.username,
+        "display_name": model.__dict__.get("display_name") or "",
+        "locked": bool(model.__dict__.get("approve_followers", False)),
+        "bot": False,
+        "discoverable": True,
+        "indexable": False,
+        "group": False,
+        "created_at": iso(joined.replace(hour=0, minute=0, second=0, microsecond=0)) if joined else None,
+        "note": html_text(model.__dict__.get("bio") or ""),
+        "url": profile,
+        "uri": profile,
+        "avatar": avatar,
+        "avatar_static": avatar,
+        "header": avatar,
+        "header_static": avatar,
+        "followers_count": counts.followers,
+        "following_count": counts.following,
+        "statuses_count": statuses_count if statuses_count is not None else statuses_counts({model.pk}).get(model.pk, 0),
+        "last_status_at": None,
+        "hide_collections": False,
+        "noindex": False,
+        "emojis": [],
+        "roles": [],
+        "fields": [],
+    }
+
+
+def credential_account_json(request: HttpRequest, user: User, *, follow_requests_count: int) -> dict[str, Any]:
+    """Mastodon's CredentialAccount: the Account with ``source`` (what the owner set)."""
+    shape = account_json(request, user)
+    shape["source"] = {
+        "privacy": "private" if user.approve_followers else "public",
+        "sensitive": False,
+        "language": None,
+        "note": user.bio,
+        "fields": [],
+        "follow_requests_count": follow_requests_count,
+        "hide_collections": False,
+        "discoverable": True,
+        "indexable": False,
+        "attribution_domains": [],
+        "quote_policy": "public",
+    }
+    shape["role"] = {"id": "-99", "name": "", "permissions": "0", "color": "", "highlighted": False}
+    return shape
+
+
+def relationship_json(relation: Relation) -> dict[str, Any]:
+    """Mastodon's Relationship, every field (those followfeed has no counterpart for: false)."""
+    return {
+        "id": str(relation.user_id),
+        "following": relation.following,
+        "showing_reblogs": relation.following,
+        "notifying": False,
+        "languages": None,
+        "followed_by": relation.followed_by,
+        "blocking": relation.blocking,
+        "blocked_by": relation.blocked_by,
+        "muting": relation.muting,
+        "muting_notifications": relation.muting,
+        "requested": relation.requested,
+        "requested_by": relation.requested_by,
+        "domain_blocking": False,
+        "endorsed": False,
+        "note": "",
+    }
+
+
+def status_json(
+    request: HttpRequest, note: Note | FeedNote, *, account: dict[str, Any] | None = None, settings: tuple[str, str] | None = None
+) -> dict[str, Any]:
+    """Mastodon's Status for ``note`` (``account``: its author's Account, when already built;
+    ``settings``: its ``(visibility, spoiler_text)`` when ``note`` does not carry them)."""
+    visibility, spoiler = settings or (getattr(note, "visibility", "public"), getattr(note, "spoiler_text", ""))
+    url = url_of(request, "feed:note_detail", note.pk)
+    author = note.author
+    return {
+        "id": str(note.pk),
+        "uri": url,
+        "url": url,
+        "created_at": iso(note.created_at),
+        "edited_at": None,
+        "account": account if account is not None else account_json(request, author),
+        "content": html_text(note.body),
+        "visibility": visibility,
+        "sensitive": bool(spoiler),
+        "spoiler_text": spoiler,
+        "media_attachments": [],
+        "application": None,
+        "mentions": [],
+        "tags": [],
+        "emojis": [],
+        "reblogs_count": 0,
+        "favourites_count": 0,
+        "replies_count": 0,
+        "quotes_count": 0,
+        "in_reply_to_id": None,
+        "in_reply_to_account_id": None,
+        "reblog": None,
+        "poll": None,
+        "card": None,
+        "language": None,
+        "text": None,
+        "favourited": False,
+        "reblogged": False,
+        "muted": False,
+        "bookmarked": False,
+        "pinned": False,
+        "filtered": [],
+    }
+
+
+def accounts_json(request: HttpRequest, users: Sequence[User]) -> list[dict[str, Any]]:
+    """Accounts for ``users`` (in order), their counts read together."""
+    ids = [user.pk for user in users]
+    counts = statuses_counts(set(ids))
+    follows = follow_counts_many(user_ids=ids)
+    return [account_json(request, user, statuses_count=counts.get(user.pk, 0), counts=follows.get(user.pk)) for user in users]
+
+
+def statuses_counts(author_ids: set[int]) -> dict[int, int]:
+    """``{author id: notes shown to others}`` for a page's authors in one grouped query (direct
+    notes left out: a count must not tell that an author keeps notes to itself)."""
+    if not author_ids:
+        return {}
+    rows = Note.objects.filter(author_id__in=sorted(author_ids), deleted_at__isnull=True, is_hidden=False, visibility__in=FEED_VISIBILITIES).values("author_id").annotate(n=Count("id"))
+    return {row["author_id"]: row["n"] for row in rows}
+
+
+def statuses_json(request: HttpRequest, notes: Sequence[Note | FeedNote], settings: dict[int, tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+    """Statuses for ``notes``, each author's Account built once (``settings`` as ``status_json``'s, by note id)."""
+    accounts: dict[int, dict[str, Any]] = {}
+    authors = {note.author_id for note in notes}
+    counts = statuses_counts(authors)
+    follows = follow_counts_many(user_ids=sorted(authors))
+    shapes = []
+    for note in notes:
+        if note.author_id not in accounts:
+            accounts[note.author_id] = account_json(request, note.author, statuses_count=counts.get(note.author_id, 0), counts=follows.get(note.author_id))
+        shapes.append(status_json(request, note, account=accounts[note.author_id], settings=(settings or {}).get(note.pk)))
+    return shapes
+
+
+def notification_json(request: HttpRequest, notification: Notification) -> dict[str, Any]:
+    """Mastodon's Notification for one of followfeed's (no status: followfeed's are about accounts)."""
+    kind = NOTIFICATION_TYPES.get(notification.kind, notification.kind)
+    return {
+        "id": str(notification.pk),
+        "type": kind,
+        "group_key": f"ungrouped-{notification.pk}",
+        "created_at": iso(notification.created_at),
+        "account": account_json(request, notification.actor),
+        "status": None,
+    }
+
+
+def link_header(request: HttpRequest, *, newest: str | None, oldest: str | None, more: bool) -> str:
+    """Mastodon's ``Link`` header for a list whose items run from id ``newest`` to ``oldest``:
+    ``next`` (older, ``max_id``) first when there may be more, then ``prev`` (newer, ``min_id``)."""
+    if newest is None or oldest is None:
+        return ""
+    base = request.build_absolute_uri(request.path)
+    kept = [(key, value) for key, values in request.GET.lists() if key not in ("max_id", "min_id", "since_id") for value in values]
+    parts = []
+    if more:
+        parts.append(f'<{base}?{urlencode([*kept, ("max_id", oldest)])}>; rel="next"')
+    parts.append(f'<{base}?{urlencode([*kept, ("min_id", newest)])}>; rel="prev"')
+    return ", ".join(parts)

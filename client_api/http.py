@@ -1,0 +1,195 @@
+"""The plumbing of every Mastodon endpoint: the bearer token, the scope it needs, the request's
+parameters from a query, a form or a JSON body, Mastodon's paging parameters, and failures as
+``{"error": "..."}`` with Mastodon's statuses (never the site's envelope or page)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import wraps
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from oauth2_provider.models import AccessToken
+
+from core.errors import DomainError
+from core.parsing import parse_json_object
+from core.transactions import is_retryable
+from users.models import User
+
+from .scopes import allows
+from .selectors import access_token
+
+logger = logging.getLogger(__name__)
+
+INVALID_TOKEN = "The access token is invalid"
+OUT_OF_SCOPE = "This action is outside the authorized scopes"
+NEEDS_USER = "This method requires an authenticated user"
+DISABLED = "Your login is currently disabled"
+
+
+class ApiError(Exception):
+    """A Mastodon error: ``message`` for ``{"error": ...}`` and its HTTP ``status``."""
+
+    def __init__(self, message: str, status: int = 422) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+def error(message: str, status: int) -> JsonResponse:
+    """``{"error": message}`` with ``status``."""
+    return JsonResponse({"error": message}, status=status)
+
+
+@dataclass
+class Call:
+    """One API request: the ``request``, its ``token`` (None: anonymous) and ``user`` (None: an
+    application's own token or anonymous), and its parameters (``params``)."""
+
+    request: HttpRequest
+    token: AccessToken | None
+    user: User | None
+    params: dict[str, Any]
+
+    @property
+    def me(self) -> User:
+        """The signed-in account (the endpoint declared it needs one)."""
+        assert self.user is not None
+        return self.user
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The parameter ``name`` (``name[]`` too), the last value of a repeated one."""
+        value = self.params.get(name, self.params.get(f"{name}[]", default))
+        return value[-1] if isinstance(value, list) and value else value
+
+    def get_list(self, name: str) -> list[str]:
+        """Every value of ``name`` or ``name[]`` (a JSON list, a repeated form/query key)."""
+        value = self.params.get(f"{name}[]", self.params.get(name, []))
+        if value is None:
+            return []
+        return [str(item) for item in (value if isinstance(value, list) else [value])]
+
+    def id_param(self, name: str) -> int | None:
+        """A Mastodon paging id parameter (absent or empty: None); any integer, as Mastodon takes one.
+
+        :raises ApiError: not an integer (400).
+        """
+        raw = self.get(name)
+        if raw in (None, ""):
+            return None
+        text = str(raw).strip()
+        if not text.lstrip("-").isdigit() or len(text) > 20:
+            raise ApiError(f"{name} must be an id", 400)
+        return int(text)
+
+    def limit(self, default: int, maximum: int) -> int:
+        """``limit``: Mastodon clamps it to 1..``maximum``; a non-number is a 400."""
+        raw = self.get("limit")
+        if raw in (None, ""):
+            return default
+        try:
+            value = int(str(raw))
+        except ValueError:
+            raise ApiError("limit must be a number", 400) from None
+        return max(1, min(value, maximum))
+
+    def flag(self, name: str, default: bool = False) -> bool:
+        """A boolean parameter as Mastodon reads one (``true``/``1``/``on``...)."""
+        raw = self.get(name)
+        if raw is None or raw == "":
+            return default
+        if isinstance(raw, bool):
+            return raw
+        return str(raw).lower() in ("1", "true", "t", "on", "yes")
+
+
+def request_params(request: HttpRequest) -> dict[str, Any]:
+    """The query, form and JSON body parameters of ``request`` merged (the body wins); a GET may
+    carry a JSON body too (Mastodon.py's ``familiar_followers`` does)."""
+    params: dict[str, Any] = {key: values if len(values) > 1 or key.endswith("[]") else values[0] for key, values in request.GET.lists()}
+    if request.content_type == "application/json" and request.body:
+        params.update(parse_json_object(request.body))
+    elif request.method not in ("GET", "HEAD") and request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
+        params.update({key: values if len(values) > 1 or key.endswith("[]") else values[0] for key, values in request.POST.lists()})
+    return params
+
+
+def bearer(request: HttpRequest) -> str | None:
+    """The bearer token of ``Authorization`` (or ``access_token`` in the query), or None."""
+    header = request.headers.get("Authorization", "")
+    if header.lower().startswith("bearer "):
+        return header[7:].strip()
+    raw = request.GET.get("access_token")
+    return raw or None
+
+
+Handler = Callable[..., HttpResponse]
+
+
+def endpoint(*methods: str, scope: str | None = None, user: bool = True, token: bool = True) -> Callable[[Handler], Handler]:
+    """Make ``view(call, *args)`` an endpoint: ``methods`` only, a token with ``scope`` (when
+    ``token``), a signed-in and active account (when ``user``), failures as Mastodon's errors.
+
+    Mastodon's answers: no or a bad token 401, a token without the scope 403, an application's
+    token where an account is needed 422, a deactivated account 403, unknown records 404.
+    """
+
+    def decorate(view: Handler) -> Handler:
+        @csrf_exempt
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if request.method not in methods and not (request.method == "HEAD" and "GET" in methods):
+                response = error("Method not allowed", 405)
+                response["Allow"] = ", ".join(methods)
+                return response
+            try:
+                raw = bearer(request)
+                found = access_token(raw) if raw else None
+                if raw and found is None:
+                    return error(INVALID_TOKEN, 401)
+                if token and found is None:
+                    return error(INVALID_TOKEN, 401)
+                account = found.user if found is not None else None
+                if account is not None and not account.is_active:
+                    return error(DISABLED, 403)
+                if user and account is None and token:
+                    return error(NEEDS_USER, 422)
+                if found is not None and scope is not None and not allows(found.scope.split(), scope):
+                    return error(OUT_OF_SCOPE, 403)
+                call = Call(request=request, token=found, user=account, params=request_params(request))
+                return view(call, *args, **kwargs)
+            except ApiError as exc:
+                return error(exc.message, exc.status)
+            except DomainError as exc:
+                response = error(exc.message, exc.status)
+                retry_after = getattr(exc, "retry_after", None)
+                if retry_after is not None:
+                    response["Retry-After"] = str(retry_after)
+                return response
+            except Http404:
+                return error("Record not found", 404)
+            except Exception as exc:
+                if is_retryable(exc):
+                    return error("The site is busy with other changes to the same accounts; try again.", 503)
+                # Unexpected: logged with its traceback; the client gets Mastodon's shape, never the text.
+                logger.exception("unhandled error in %s %s", request.method, request.path)
+                return error("Something went wrong on our side; try again in a moment.", 500)
+
+        return wrapper
+
+    return decorate
+
+
+def with_link(response: JsonResponse, link: str) -> JsonResponse:
+    """``response`` with the ``Link`` header ``link`` (when not empty)."""
+    if link:
+        response["Link"] = link
+    return response
+
+
+def json_list(data: list[Any]) -> JsonResponse:
+    """A JSON array answer."""
+    return JsonResponse(data, safe=False)

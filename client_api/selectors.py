@@ -1,0 +1,285 @@
+"""Reads of the Mastodon client API that followfeed's own selectors do not answer: the token of
+a request, relationships in Mastodon's terms, and notifications with a client's dismissals."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+from oauth2_provider.models import AccessToken
+
+from core.paging import Cursor
+from feed.models import Note, to_ms
+from feed.selectors import TimelinePage, home_timeline, user_timeline
+from feed.timeline import FeedNote
+from notifications.models import Notification
+from social.models import Block, FollowRequest, Mute, live_mutes
+from social.selectors import active_follows
+from social.visibility import hidden_ids
+from users.models import User
+
+from .models import ClientApp, NotificationDismissal
+
+
+def access_token(raw: str) -> AccessToken | None:
+    """The live (unrevoked, unexpired) access token whose value is ``raw``, with its user and
+    application loaded, or None."""
+    checksum = hashlib.sha256(raw.encode("utf-8")).hexdigest()
+    token = AccessToken.objects.select_related("user", "application").filter(token_checksum=checksum).first()
+    if token is None or token.is_expired():
+        return None
+    return token
+
+
+@dataclass(frozen=True)
+class Relation:
+    """Everything Mastodon's Relationship says about ``viewer`` and ``user_id``."""
+
+    user_id: int
+    following: bool
+    followed_by: bool
+    blocking: bool
+    blocked_by: bool
+    muting: bool
+    requested: bool
+    requested_by: bool
+
+
+def relations(*, viewer_id: int, user_ids: Sequence[int]) -> list[Relation]:
+    """``viewer_id``'s relationship to each of ``user_ids`` (in their order): follows, blocks,
+    live mutes and pending requests from the database (four queries for the whole list)."""
+    ids = list(dict.fromkeys(user_ids))
+    blocks = set(Block.objects.filter(Q(blocker_id=viewer_id, blocked_id__in=ids) | Q(blocked_id=viewer_id, blocker_id__in=ids)).values_list("blocker_id", "blocked_id"))
+    muted = set(Mute.objects.filter(live_mutes(), muter_id=viewer_id, muted_id__in=ids).values_list("muted_id", flat=True))
+    requests = set(
+        FollowRequest.objects.filter(Q(requester_id=viewer_id, target_id__in=ids) | Q(target_id=viewer_id, requester_id__in=ids)).values_list(
+            "requester_id", "target_id"
+        )
+    )
+    # The database, not the mirror: a follow this request just made shows at once (its mirror
+    # write runs after commit).
+    follows = set(
+        active_follows()
+        .filter(Q(follower_id=viewer_id, followee_id__in=ids) | Q(followee_id=viewer_id, follower_id__in=ids))
+        .values_list("follower_id", "followee_id")
+    )
+    found = []
+    for user_id in ids:
+        found.append(
+            Relation(
+                user_id=user_id,
+                following=(viewer_id, user_id) in follows,
+                followed_by=(user_id, viewer_id) in follows,
+                blocking=(viewer_id, user_id) in blocks,
+                blocked_by=(user_id, viewer_id) in blocks,
+                muting=user_id in muted,
+                requested=(viewer_id, user_id) in requests,
+                requested_by=(user_id, viewer_id) in requests,
+            )
+        )
+    return found
+
+
+def active_account(user_id: int) -> User | None:
+    """The active account ``user_id``, or None."""
+    return User.objects.filter(pk=user_id, is_active=True).first()
+
+
+def active_account_named(username: str) -> User | None:
+    """The active account named ``username`` (any case), or None."""
+    return User.objects.filter(username__iexact=username, is_active=True).first()
+
+
+def active_accounts(user_ids: Sequence[int]) -> dict[int, User]:
+    """``{id: User}`` of the active accounts among ``user_ids``."""
+    return {user.pk: user for user in User.objects.filter(pk__in=list(user_ids), is_active=True)}
+
+
+def active_account_count() -> int:
+    """How many accounts are active (the instance's user count)."""
+    return User.objects.filter(is_active=True).count()
+
+
+def app_website(application_id: int) -> str:
+    """The website an application registered with ("" when none)."""
+    return ClientApp.objects.filter(application_id=application_id).values_list("website", flat=True).first() or ""
+
+
+def shown_notifications(*, recipient_id: int) -> QuerySet[Notification]:
+    """``recipient_id``'s notifications a client has not dismissed, from active actors that no
+    block hides from the recipient either way, with the actors loaded (unordered)."""
+    rows = Notification.objects.filter(recipient_id=recipient_id, actor__is_active=True).select_related("actor")
+    hidden = hidden_ids(viewer_id=recipient_id)
+    if hidden:
+        rows = rows.exclude(actor_id__in=sorted(hidden))
+    dismissals = list(NotificationDismissal.objects.filter(recipient_id=recipient_id).values_list("notification_id", "up_to"))
+    for notification_id, up_to in dismissals:
+        if notification_id is None:
+            rows = rows.filter(created_at__gt=up_to)
+        else:
+            rows = rows.exclude(pk=notification_id, created_at__lte=up_to)
+    return rows
+
+
+def notifications_page(
+    *, recipient_id: int, kinds: Sequence[str] | None, max_id: int | None, since_id: int | None, min_id: int | None, limit: int
+) -> list[Notification]:
+    """A page of ``recipient_id``'s notifications, newest id first, as Mastodon pages them:
+    ``max_id`` (older than), ``since_id`` (newer than, the newest ``limit``), ``min_id`` (the
+    ``limit`` just newer than), ``kinds`` (None: all)."""
+    rows = shown_notifications(recipient_id=recipient_id)
+    if kinds is not None:
+        rows = rows.filter(kind__in=list(kinds))
+    if max_id is not None:
+        rows = rows.filter(pk__lt=max_id)
+    if since_id is not None:
+        rows = rows.filter(pk__gt=since_id)
+    if min_id is not None:
+        return list(reversed(rows.filter(pk__gt=min_id).order_by("pk")[:limit]))
+    return list(rows.order_by("-pk")[:limit])
+
+
+def notification_of(*, recipient_id: int, notification_id: int) -> Notification | None:
+    """``recipient_id``'s shown notification ``notification_id``, or None."""
+    return shown_notifications(recipient_id=recipient_id).filter(pk=notification_id).first()
+
+
+def now_iso() -> str:
+    """The current time in ISO 8601 (UTC)."""
+    return timezone.now().isoformat()
+
+
+# --- Mastodon's id paging over followfeed's timelines ------------------------
+
+Reader = Callable[[Cursor | None, int], TimelinePage]
+SCAN_BATCH = 100
+SCAN_ROUNDS = 10
+
+
+def _start(max_id: int | None) -> tuple[Cursor | None, bool]:
+    """The timeline position just above ``max_id`` (exclusive), and whether any note lies below."""
+    if max_id is None:
+        return None, True
+    exact = Note.objects.filter(pk=max_id).values_list("created_at", flat=True).first()
+    if exact is not None:
+        return Cursor(score=to_ms(exact), member=max_id), True
+    older = Note.objects.filter(pk__lt=max_id).order_by("-pk").values_list("pk", "created_at").first()
+    if older is None:
+        return None, False
+    return Cursor(score=to_ms(older[1]), member=older[0] - 1), True
+
+
+def home_with_own(*, user_id: int) -> Reader:
+    """The home timeline of ``user_id`` with its own notes, as Mastodon's home shows them: the
+    home page's inbox read (``feed.selectors.home_timeline``) merged with the account's own
+    timeline, both keyset-paged from the same position in the same order (newest first, ties by
+    id), so the merge pages exactly."""
+
+    def read(cursor: Cursor | None, n: int) -> TimelinePage:
+        home = home_timeline(user_id=user_id, cursor=cursor, limit=n)
+        own = user_timeline(author_id=user_id, cursor=cursor, limit=n)
+        merged: dict[int, Note | FeedNote] = {}
+        for note in sorted([*home.notes, *own.notes], key=lambda note: (-note.published_ms, note.pk)):
+            merged.setdefault(note.pk, note)
+        notes = list(merged.values())
+        shown = notes[:n]
+        more = len(notes) > n or home.next_cursor is not None or own.next_cursor is not None
+        last = shown[-1] if shown else None
+        next_cursor = Cursor(score=last.published_ms, member=last.pk) if more and last is not None else None
+        return TimelinePage(notes=shown, next_cursor=next_cursor, catching_up=home.catching_up, source=home.source)
+
+    return read
+
+
+def timeline_window(read: Reader, *, max_id: int | None, since_id: int | None, min_id: int | None, limit: int) -> tuple[list[Note | FeedNote], bool]:
+    """A page of a timeline read by ``read(cursor, limit)`` (newest first) as Mastodon pages by
+    id: older than ``max_id``; newer than ``since_id`` (the newest ``limit``) or ``min_id`` (the
+    ``limit`` just above it). Walks the timeline's own pages (so mutes, blocks and the hybrid
+    pull hold) at most ``SCAN_ROUNDS`` x ``SCAN_BATCH`` notes deep.
+
+    :returns: the notes newest first, and whether older ones may follow.
+    """
+    cursor, any_below = _start(max_id)
+    if not any_below:
+        return [], False
+    lower = max(since_id or 0, min_id or 0)
+    found: list[Note | FeedNote] = []
+    more = False
+    for _ in range(SCAN_ROUNDS):
+        batch = limit + 1 if not lower and not found else SCAN_BATCH
+        page = read(cursor, batch)
+        reached_bottom = False
+        for note in page.notes:
+            if max_id is not None and note.pk >= max_id:
+                continue
+            if note.pk <= lower:
+                reached_bottom = True
+                continue
+            found.append(note)
+        if min_id is None and len(found) > limit:
+            return found[:limit], True
+        if page.next_cursor is None or reached_bottom:
+            more = page.next_cursor is not None and not lower
+            break
+        cursor = page.next_cursor
+    if min_id is not None:
+        return found[-limit:], False
+    return found[:limit], more or len(found) > limit
+
+
+@dataclass
+class NotificationGroupPage:
+    """Mastodon's grouped notifications: ``groups`` newest first, each ``(group_key, rows newest
+    first)``, and whether older ones may follow."""
+
+    groups: list[tuple[str, list[Notification]]]
+    more: bool
+
+
+def group_key(notification: Notification) -> str:
+    """Mastodon's ``group_key``: follows of one day share followfeed's ``NotificationGroup``;
+    follow requests stand alone (``ungrouped-<id>``), as on Mastodon."""
+    if notification.kind != "follow_request" and notification.group_id is not None:
+        return f"follow-{notification.group_id}"
+    return f"ungrouped-{notification.pk}"
+
+
+def grouped_notifications_page(
+    *, recipient_id: int, kinds: Sequence[str] | None, max_id: int | None, since_id: int | None, min_id: int | None, limit: int
+) -> NotificationGroupPage:
+    """Up to ``limit`` groups of ``recipient_id``'s notifications, paged by notification id as
+    ``notifications_page``, each group holding the page's notifications of its key."""
+    groups: dict[str, list[Notification]] = {}
+    rows = notifications_page(recipient_id=recipient_id, kinds=kinds, max_id=max_id, since_id=since_id, min_id=min_id, limit=limit * 4)
+    more = len(rows) == limit * 4
+    for row in rows:
+        key = group_key(row)
+        if key not in groups and len(groups) == limit:
+            more = True
+            break
+        groups.setdefault(key, []).append(row)
+    return NotificationGroupPage(groups=list(groups.items()), more=more)
+
+
+def notification_group(*, recipient_id: int, key: str) -> list[Notification]:
+    """``recipient_id``'s shown notifications of group ``key``, newest first (empty: no such group)."""
+    kind, _, raw = key.partition("-")
+    if not raw.isdigit():
+        return []
+    rows = shown_notifications(recipient_id=recipient_id)
+    if kind == "ungrouped":
+        return list(rows.filter(pk=int(raw)))
+    if kind == "follow":
+        return list(rows.filter(group_id=int(raw)).exclude(kind="follow_request").order_by("-pk")[:80])
+    return []
+
+
+def note_settings(note_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+    """``{note id: (visibility, spoiler_text)}`` in one query: the home timeline's cached notes
+    carry neither."""
+    if not note_ids:
+        return {}
+    return {pk: (visibility, spoiler) for pk, visibility, spoiler in Note.objects.filter(pk__in=list(note_ids)).values_list("pk", "visibility", "spoiler_text")}
