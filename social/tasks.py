@@ -15,6 +15,7 @@ from core.redis import REDIS_ERRORS
 from .controls import mutes_expire
 from .reconcile import reconcile_run
 from .suggestions import suggestions_reconcile_run, suggestions_refresh_active
+from .transfer import imports_drift
 
 
 @task(acks_late=True, soft_time_limit=settings.LONG_TASK_TIME_LIMIT, time_limit=settings.LONG_TASK_TIME_LIMIT + 60)
@@ -59,3 +60,12 @@ def social_suggestions_reconcile() -> dict[str, int]:
     """
     _, drift = suggestions_reconcile_run()
     return drift.as_dict()
+
+
+@task(acks_late=True)
+def social_imports_reconcile() -> int:
+    """Nightly: an unfinished import of an active account with no pending entry gets its entry again.
+
+    :returns: how many imports were stalled.
+    """
+    return imports_drift(repair=True)

@@ -281,6 +281,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "social.tasks.social_suggestions_reconcile",
         "schedule": crontab(hour=5, minute=0),
     },
+    # Unfinished imports whose entry was lost get it again.
+    "reconcile-imports-nightly": {
+        "task": "social.tasks.social_imports_reconcile",
+        "schedule": crontab(hour=5, minute=15),
+    },
     # A mute that ran out gives back the muted author's notes within this long.
     "expire-mutes": {
         "task": "social.tasks.social_mutes_expire",

@@ -569,3 +569,22 @@ class TestADeactivatedImporter:
         assert pending_while_inactive == 0  # settled, not retried every drain
         assert (job.position, job.followed, job.skipped, job.finished_at is not None) == (4, 4, [], True)
         assert followees(alice) == {t.username for t in targets}
+
+
+@pytest.mark.django_db
+class TestImportsReconcile:
+    def test_an_unfinished_import_without_a_pending_entry_gets_it_again(self, settings, django_capture_on_commit_callbacks):
+        from core.models import OutboxEntry
+        from social.tasks import social_imports_reconcile
+
+        actor = UserFactory(username="stalled")
+        job = FollowImport.objects.create(user=actor, usernames=["nobody"], total=1)
+
+        found = transfer.imports_drift(repair=False)
+        with django_capture_on_commit_callbacks(execute=False):
+            repaired = social_imports_reconcile()
+
+        assert (found, repaired) == (1, 1)
+        assert list(OutboxEntry.objects.filter(kind="social.follows_import", applied_at__isnull=True).values_list("subject_id", flat=True)) == [job.pk]
+        assert transfer.imports_drift(repair=False) == 0
+        assert settings.CELERY_BEAT_SCHEDULE["reconcile-imports-nightly"]["task"] == "social.tasks.social_imports_reconcile"
