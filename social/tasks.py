@@ -6,11 +6,9 @@ The outbox's own tasks (apply, drain, rebuild after data loss) are in
 
 from __future__ import annotations
 
-
 from django.conf import settings
 
 from core.celery import task
-from core.redis import REDIS_ERRORS
 
 from .controls import mutes_expire
 from .reconcile import reconcile_run

@@ -222,12 +222,13 @@ class TestQueryCounts:
         for author in authors[:3]:
             run_commits(lambda author=author: note_create(author=author, body="first"))
         api_alice.get("/api/v1/timelines/home")  # fills the note cache
-        # the token, the mutes, the inbox read (database: inbox not synced), own notes, settings, counts
-        with django_assert_num_queries(6):
+        # the token, the mutes, the inbox read (database: inbox not synced), the page's authors followed
+        # now (social.visibility.hidden_authors), own notes, settings, counts
+        with django_assert_num_queries(7):
             assert len(api_alice.get("/api/v1/timelines/home").json()) == 3
 
         for author in authors[3:]:
             run_commits(lambda author=author: note_create(author=author, body="second"))
         api_alice.get("/api/v1/timelines/home")
-        with django_assert_num_queries(6):
+        with django_assert_num_queries(7):
             assert len(api_alice.get("/api/v1/timelines/home").json()) == 6
