@@ -66,7 +66,7 @@ def writer(args: tuple[list[int], int, float, str]) -> tuple[dict[str, int], lis
     from feed import services as feed_services
     from feed.models import Note
     from social import controls, services
-    from social.models import FollowRequest
+    from social.models import Block, Follow, FollowRequest, Mute
     from users.services import user_set_active
 
     connections.close_all()
@@ -108,6 +108,13 @@ def writer(args: tuple[list[int], int, float, str]) -> tuple[dict[str, int], lis
             elif roll < 0.83 and target != actor.pk:
                 # Controls: a block, its end, a mute (some for a minute), its end, a removal.
                 name = rng.choice(["block", "unblock", "mute", "unmute", "remove"])
+                # Undo what stands: an unblock, unmute or removal of a random account is mostly a 404.
+                if name == "unblock":
+                    target = Block.objects.filter(blocker_id=actor.pk).values_list("blocked_id", flat=True).first() or target
+                elif name == "unmute":
+                    target = Mute.objects.filter(muter_id=actor.pk).values_list("muted_id", flat=True).first() or target
+                elif name == "remove":
+                    target = Follow.objects.filter(followee_id=actor.pk).values_list("follower_id", flat=True).first() or target
                 if name == "block":
                     controls.block_create(actor=actor, target_id=target)
                 elif name == "unblock":
