@@ -13,9 +13,11 @@ the table as ``markdown()`` renders it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+from django.utils.module_loading import import_string
 
 
 class Change(StrEnum):
@@ -113,10 +115,23 @@ def declare(name: str, *, app: str, reconcile: str, cells: Mapping[Change, Cell 
 
 def table() -> list[Structure]:
     """Every declared structure, in the order of the apps, after loading each app's ``derived`` module."""
-    from django.utils.module_loading import autodiscover_modules
+    from django.utils.module_loading import autodiscover_modules  # needs the app registry: at call time
 
     autodiscover_modules("derived")
     return list(_structures.values())
+
+
+def drift(*, repair: bool) -> dict[str, int]:
+    """Run the reconcile of every structure.
+
+    :param repair: False for a dry run.
+    :returns: ``{structure name: drift found}``.
+    """
+    found = {}
+    for structure in table():
+        reconcile: Callable[..., int] = import_string(structure.reconcile)
+        found[structure.name] = reconcile(repair=repair)
+    return found
 
 
 def _cell_text(cell: Cell) -> str:

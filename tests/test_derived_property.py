@@ -12,8 +12,6 @@ cluster pass, on the Redis Cluster.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -41,12 +39,6 @@ CHANGES = [
 # Follows and unfollows weigh more: the graph's races need several of them on one pair.
 WEIGHTED = CHANGES + ["follow", "unfollow"] * 3
 steps = st.lists(st.tuples(st.sampled_from(WEIGHTED), st.integers(0, PEOPLE - 1), st.integers(0, PEOPLE - 1)), min_size=1, max_size=14)
-
-
-def reconcile_of(structure: derived.Structure) -> Callable[..., int]:
-    """The reconcile function ``structure`` names (``(*, repair: bool) -> int``)."""
-    module, _, name = structure.reconcile.rpartition(".")
-    return getattr(importlib.import_module(module), name)
 
 
 def _change(change: str, actor: User, other: User) -> None:
@@ -117,5 +109,5 @@ def test_any_order_of_the_after_commit_work_ends_equal_to_a_rebuild(sequence, da
         drain()
         drain()
 
-    drifted = {s.name: reconcile_of(s)(repair=False) for s in derived.table()}
+    drifted = derived.drift(repair=False)
     assert drifted == {name: 0 for name in drifted}

@@ -6,12 +6,12 @@ transaction must record every outbox kind the table names for it.
 
 from __future__ import annotations
 
-import importlib
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from core import derived, outbox
 from core.derived import Change, Kinds, ReadTime
@@ -23,11 +23,6 @@ from users.services import user_set_active
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "architecture.md"
 START, END = "<!-- derived-table:start -->", "<!-- derived-table:end -->"
-
-
-def _dotted(path: str) -> object:
-    module, _, name = path.rpartition(".")
-    return getattr(importlib.import_module(module), name)
 
 
 class TestTheTable:
@@ -48,14 +43,14 @@ class TestTheTable:
 
     def test_every_kind_is_registered_and_every_function_exists(self):
         for structure in derived.table():
-            assert callable(_dotted(structure.reconcile)), structure.name
+            assert callable(import_string(structure.reconcile)), structure.name
             for cells in structure.cells.values():
                 for cell in cells:
                     if isinstance(cell, Kinds):
                         for name in cell.names:
                             assert outbox.kind_named(name).name == name
                     elif isinstance(cell, ReadTime):
-                        assert callable(_dotted(cell.function)), cell.function
+                        assert callable(import_string(cell.function)), cell.function
 
     def test_the_docs_show_the_table_as_the_code_declares_it(self):
         text = DOC.read_text()

@@ -45,7 +45,6 @@ from core.sender import flush_sends
 from tests.feed.consistency import feed_differences
 from tests.social.faults import CeleryWorker, RedisServer, point_at, purge_queue, wait_until
 from tests.social.helpers import assert_mirror_equals_database
-from tests.test_derived_property import reconcile_of
 from users.models import User
 
 pytestmark = [pytest.mark.slow, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -301,7 +300,7 @@ def test_five_writers_through_redis_broker_and_worker_faults_end_with_feeds_equa
         graph_differences.append(str(exc)[:500])
     readers = list(User.objects.filter(is_active=True).values_list("pk", flat=True))
     feeds = feed_differences(readers)
-    derived_drift = {structure.name: reconcile_of(structure)(repair=False) for structure in derived.table()}
+    derived_drift = derived.drift(repair=False)
     with capsys.disabled():
         print(
             f"\nsoak: {sum(v for k, v in operations.items() if k not in ('errors', 'refused'))} operations in {SECONDS:.0f} s {operations}; "
