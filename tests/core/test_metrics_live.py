@@ -21,12 +21,14 @@ from feed import services as feed_services
 from social import services as social_services
 from tests.feed.helpers import make_user
 from tests.feed.test_worker import fanned_out, queue, worker  # noqa: F401 - fixtures
-from tests.social.faults import wait_until
+from tests.social.faults import wait_for_worker, wait_until
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 TOKEN = "live-metrics-token"
 TIMEOUT = 60
+# The worker's drain takes entries this old (str: an environment value), well within TIMEOUT / 4.
+GRACE = "5"
 
 
 def scrape() -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -68,13 +70,13 @@ class TestMetricsOnALiveStack:
     def test_backlog_and_oldest_age_rise_while_the_worker_is_stopped_and_fall_when_it_is_back(
         self, stack: str, worker: Any, queue: str  # noqa: F811 - fixtures
     ) -> None:
-        running = worker(PROMETHEUS_MULTIPROC_DIR=stack)
+        running = worker(PROMETHEUS_MULTIPROC_DIR=stack, OUTBOX_TASK_GRACE_SECONDS=GRACE)
         refused = Client().get("/metrics")
         bob, alice = make_user("bob"), make_user("alice")
         social_services.follow_create(actor=alice, followee_id=bob.pk)
         first = feed_services.note_create(author=bob, body="first")
         flush_sends()
-        wait_until(lambda: fanned_out(first), timeout=TIMEOUT, what="the first fan-out")
+        wait_for_worker(lambda: fanned_out(first), queue=queue, timeout=TIMEOUT, what="the first fan-out")
         delivered = wait_until(drained_scrape, timeout=TIMEOUT, what="the backlog drained")
 
         running.kill()
@@ -83,8 +85,8 @@ class TestMetricsOnALiveStack:
         stopped = scrape()
         time.sleep(2)
         later = scrape()
-        worker(PROMETHEUS_MULTIPROC_DIR=stack)
-        wait_until(lambda: fanned_out(*notes), timeout=TIMEOUT, what="the fan-outs after the restart")
+        worker(PROMETHEUS_MULTIPROC_DIR=stack, OUTBOX_TASK_GRACE_SECONDS=GRACE)
+        wait_for_worker(lambda: fanned_out(*notes), queue=queue, timeout=TIMEOUT, what="the fan-outs after the restart")
         back = wait_until(drained_scrape, timeout=TIMEOUT, what="the backlog drained again")
 
         assert refused.status_code == 401

@@ -160,12 +160,14 @@ class TestRecordedFigures:
     def test_a_fan_out_observes_its_lag(self, run_commits: Any) -> None:
         bob, alice = make_user("bob"), make_user("alice")
         run_commits(lambda: social_services.follow_create(actor=alice, followee_id=bob.pk))
+        # The histogram is the process's own: earlier tests' fan-outs (some held back on purpose) are in it.
         before = recorded("followfeed_fanout_lag_seconds_count", mode="push")
+        within_five_before = recorded("followfeed_fanout_lag_seconds_bucket", mode="push", le="5.0")
 
         run_commits(lambda: feed_services.note_create(author=bob, body="hello"))
 
         assert recorded("followfeed_fanout_lag_seconds_count", mode="push") == before + 1
-        assert recorded("followfeed_fanout_lag_seconds_bucket", mode="push", le="5.0") == recorded("followfeed_fanout_lag_seconds_count", mode="push")
+        assert recorded("followfeed_fanout_lag_seconds_bucket", mode="push", le="5.0") == within_five_before + 1
 
     def test_django_prometheus_counts_requests(self, token: str) -> None:
         Client().get("/login/")

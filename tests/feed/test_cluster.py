@@ -58,18 +58,23 @@ def follow_queries(work: Any) -> tuple[Any, list[str]]:
     """``(work(), SQL statements that read the follow table)`` — none when Redis served the graph.
 
     The visibility checks are left out: ``social.visibility.access`` (the blocks and the one
-    follow row between two accounts) and ``hidden_authors`` (the follow rows of a feed page's
-    authors, by key): the database's word on what a reader may see, not the graph.
+    follow row between two accounts), ``feed.selectors.shown_visibilities`` (whether the reader
+    follows a profile's author now, for its followers-only notes) and ``hidden_authors`` (the
+    follow rows of a feed page's authors, by key): the database's word on what a reader may
+    see, not the graph.
     """
     with CaptureQueriesContext(connection) as queries:
         answer = work()
     return answer, [
         sql
         for query in queries
-        if Follow._meta.db_table in (sql := query["sql"]) and Block._meta.db_table not in sql and not PAGE_AUTHORS_CHECK.fullmatch(sql)
+        if Follow._meta.db_table in (sql := query["sql"]) and Block._meta.db_table not in sql and not PAGE_AUTHORS_CHECK.fullmatch(sql) and not ONE_PAIR_CHECK.fullmatch(sql)
     ]
 
 
+ONE_PAIR_CHECK = re.compile(
+    rf"SELECT 1 AS `a` FROM `{Follow._meta.db_table}` .* `{Follow._meta.db_table}`.`followee_id` = \d+ AND `{Follow._meta.db_table}`.`follower_id` = \d+\) LIMIT 1"
+)
 PAGE_AUTHORS_CHECK = re.compile(rf"SELECT followee_id FROM {Follow._meta.db_table} WHERE follower_id = \d+ AND followee_id IN \([\d, ]+\)")
 
 

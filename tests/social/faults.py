@@ -49,6 +49,17 @@ def wait_until(condition: Callable[[], Any], *, timeout: float, interval: float 
         time.sleep(interval)
 
 
+def wait_for_worker(condition: Callable[[], Any], *, queue: str, timeout: float, what: str) -> Any:
+    """``wait_until(condition)`` on a live worker of ``queue``; if a quarter of ``timeout`` passes
+    first, one ``outbox_drain`` is sent there, as beat would next period (the message that should
+    have woken the worker may have been refused: its entries wait for the drain)."""
+    try:
+        return wait_until(condition, timeout=timeout / 4, what=what)
+    except AssertionError:
+        send_drain(queue)
+        return wait_until(condition, timeout=timeout, what=what)
+
+
 class RedisServer:
     """A real ``redis-server`` on a spare port that a test may kill and restart.
 
