@@ -20,7 +20,7 @@ from notifications.models import Notification
 from social.selectors import Counts, follow_counts, follow_counts_many
 from users.models import User
 
-from .selectors import Relation
+from .selectors import Relation, StatusFacts
 
 # Mastodon's notification types for followfeed's kinds (a request approved is Mastodon's "follow"
 # from the side of the one who asked, which Mastodon does not notify: shown as "follow").
@@ -208,17 +208,18 @@ def statuses_counts(author_ids: set[int]) -> dict[int, int]:
     return {row["author_id"]: row["n"] for row in rows}
 
 
-def statuses_json(request: HttpRequest, notes: Sequence[Note | FeedNote], settings: dict[int, tuple[str, str]] | None = None) -> list[dict[str, Any]]:
-    """Statuses for ``notes``, each author's Account built once (``settings`` as ``status_json``'s, by note id)."""
+def statuses_json(request: HttpRequest, notes: Sequence[Note | FeedNote], facts: StatusFacts) -> list[dict[str, Any]]:
+    """Statuses for ``notes``, each author's Account built once (``facts``: ``status_facts`` of
+    the notes' authors and of those that are not models)."""
     accounts: dict[int, dict[str, Any]] = {}
-    authors = {note.author_id for note in notes}
-    counts = statuses_counts(authors)
-    follows = follow_counts_many(user_ids=sorted(authors))
+    follows = follow_counts_many(user_ids=sorted({note.author_id for note in notes}))
     shapes = []
     for note in notes:
         if note.author_id not in accounts:
-            accounts[note.author_id] = account_json(request, note.author, statuses_count=counts.get(note.author_id, 0), counts=follows.get(note.author_id))
-        shapes.append(status_json(request, note, account=accounts[note.author_id], settings=(settings or {}).get(note.pk)))
+            accounts[note.author_id] = account_json(
+                request, note.author, statuses_count=facts.statuses_counts.get(note.author_id, 0), counts=follows.get(note.author_id)
+            )
+        shapes.append(status_json(request, note, account=accounts[note.author_id], settings=facts.settings.get(note.pk)))
     return shapes
 
 

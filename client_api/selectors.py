@@ -7,13 +7,14 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from django.db import connections, router
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 from oauth2_provider.models import AccessToken
 
 from core.paging import Cursor
-from feed.models import Note, to_ms
-from feed.selectors import TimelinePage, home_timeline, user_timeline
+from feed.models import FEED_VISIBILITIES, Note, to_ms
+from feed.selectors import TimelinePage, home_timeline, own_timeline
 from feed.timeline import FeedNote
 from notifications.models import Notification
 from social.models import Block, FollowRequest, Mute, live_mutes
@@ -172,15 +173,15 @@ def _start(max_id: int | None) -> tuple[Cursor | None, bool]:
     return Cursor(score=to_ms(older[1]), member=older[0] - 1), True
 
 
-def home_with_own(*, user_id: int) -> Reader:
-    """The home timeline of ``user_id`` with its own notes, as Mastodon's home shows them: the
-    home page's inbox read (``feed.selectors.home_timeline``) merged with the account's own
-    timeline, both keyset-paged from the same position in the same order (newest first, ties by
+def home_with_own(*, user: User) -> Reader:
+    """The home timeline of ``user`` with its own notes, as Mastodon's home shows them (every
+    visibility, the direct ones too): the home page's inbox read (``feed.selectors.home_timeline``)
+    merged with the account's own notes (``feed.selectors.own_timeline``), both keyset-paged from the same position in the same order (newest first, ties by
     id), so the merge pages exactly."""
 
     def read(cursor: Cursor | None, n: int) -> TimelinePage:
-        home = home_timeline(user_id=user_id, cursor=cursor, limit=n)
-        own = user_timeline(author_id=user_id, cursor=cursor, limit=n)
+        home = home_timeline(user_id=user.pk, cursor=cursor, limit=n)
+        own = own_timeline(author=user, cursor=cursor, limit=n)
         merged: dict[int, Note | FeedNote] = {}
         for note in sorted([*home.notes, *own.notes], key=lambda note: (-note.published_ms, note.pk)):
             merged.setdefault(note.pk, note)
@@ -277,9 +278,42 @@ def notification_group(*, recipient_id: int, key: str) -> list[Notification]:
     return []
 
 
-def note_settings(note_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
-    """``{note id: (visibility, spoiler_text)}`` in one query: the home timeline's cached notes
-    carry neither."""
-    if not note_ids:
-        return {}
-    return {pk: (visibility, spoiler) for pk, visibility, spoiler in Note.objects.filter(pk__in=list(note_ids)).values_list("pk", "visibility", "spoiler_text")}
+@dataclass(frozen=True)
+class StatusFacts:
+    """What a page of statuses needs beyond its notes: ``statuses_counts`` ``{author id: notes
+    shown to others}`` (direct notes left out: a count must not tell that an author keeps notes to
+    itself) and ``settings`` ``{note id: (visibility, spoiler_text)}``."""
+
+    statuses_counts: dict[int, int]
+    settings: dict[int, tuple[str, str]]
+
+
+def status_facts(*, author_ids: Sequence[int], note_ids: Sequence[int]) -> StatusFacts:
+    """``StatusFacts`` of a page's authors and of its notes (the home timeline's cached notes
+    carry no visibility), in one round trip: the two reads as one UNION ALL."""
+    authors, notes = sorted(set(author_ids)), sorted(set(note_ids))
+    if not authors and not notes:
+        return StatusFacts({}, {})
+    table = Note._meta.db_table
+    # Two selects in one statement, told apart by the first column (0: a count, 1: a note's settings).
+    parts: list[str] = []
+    params: list[int | str] = []
+    if authors:
+        parts.append(
+            f"SELECT 0, author_id, COUNT(*), '', '' FROM {table} WHERE author_id IN ({', '.join(['%s'] * len(authors))})"
+            f" AND deleted_at IS NULL AND is_hidden = 0 AND visibility IN ({', '.join(['%s'] * len(FEED_VISIBILITIES))}) GROUP BY author_id"
+        )
+        params += [*authors, *FEED_VISIBILITIES]
+    if notes:
+        parts.append(f"SELECT 1, id, 0, visibility, spoiler_text FROM {table} WHERE id IN ({', '.join(['%s'] * len(notes))})")
+        params += notes
+    counts: dict[int, int] = {}
+    settings: dict[int, tuple[str, str]] = {}
+    with connections[router.db_for_read(Note)].cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(parts), params)
+        for kind, key, count, visibility, spoiler in cursor.fetchall():
+            if kind == 0:
+                counts[int(key)] = int(count)
+            else:
+                settings[int(key)] = (str(visibility), str(spoiler))
+    return StatusFacts(counts, settings)

@@ -312,8 +312,8 @@ def account_statuses(call: Call, raw_id: str) -> JsonResponse:
 
 def _statuses_response(call: Call, notes: list[Any], more: bool) -> JsonResponse:
     link = formatting.link_header(call.request, newest=str(notes[0].pk) if notes else None, oldest=str(notes[-1].pk) if notes else None, more=more)
-    settings_of = selectors.note_settings([note.pk for note in notes if not isinstance(note, Note)])
-    return with_link(json_list(formatting.statuses_json(call.request, notes, settings_of)), link)
+    facts = selectors.status_facts(author_ids=[note.author_id for note in notes], note_ids=[note.pk for note in notes if not isinstance(note, Note)])
+    return with_link(json_list(formatting.statuses_json(call.request, notes, facts)), link)
 
 
 def _follow_list(call: Call, raw_id: str, *, followers: bool) -> JsonResponse:
@@ -570,7 +570,7 @@ def timeline_home(call: Call) -> JsonResponse:
     me = call.me
     limit = call.limit(STATUS_LIMIT, STATUS_LIMIT_MAX)
     notes, more = selectors.timeline_window(
-        selectors.home_with_own(user_id=me.pk),
+        selectors.home_with_own(user=me),
         max_id=call.id_param("max_id"),
         since_id=call.id_param("since_id"),
         min_id=call.id_param("min_id"),

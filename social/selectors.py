@@ -19,7 +19,7 @@ import redis
 from django.core.cache import cache
 from django.db.models import Count, Q, QuerySet
 
-from core.cluster import pipeline
+from core.cluster import is_cluster, pipeline
 from core.paging import Cursor, Item, db_page, queue_redis_page, redis_page
 from core.redis import REDIS_ERRORS, intersect_sets, redis_or_database
 from users.models import User
@@ -259,14 +259,23 @@ def follow_counts_many(*, user_ids: Sequence[int]) -> dict[int, Counts]:
 
     def from_redis(client: redis.Redis) -> dict[int, Counts]:
         pipe = pipeline(client)
+        marker_keys = [redis_keys.followers_layout_key(user_id) for user_id in ids]
+        spread = is_cluster(client)
+        if spread:
+            for key in marker_keys:
+                pipe.get(key)
+        else:
+            pipe.mget(marker_keys)  # one command for them all (on a cluster their slots differ)
         for user_id in ids:
-            pipe.get(redis_keys.followers_layout_key(user_id))
             pipe.scard(redis_keys.followers_set_key(user_id))
             pipe.scard(redis_keys.following_set_key(user_id))
         replies = pipe.execute()
+        markers = replies[: len(ids)] if spread else replies[0]
+        sizes = replies[len(ids) :] if spread else replies[1:]
         found = {}
         for index, user_id in enumerate(ids):
-            marker, followers, following = replies[3 * index : 3 * index + 3]
+            marker = markers[index]
+            followers, following = sizes[2 * index : 2 * index + 2]
             if layout.reads_shards(layout.marker_layout(marker)):
                 found[user_id] = follow_counts(user_id=user_id)
             else:

@@ -194,6 +194,34 @@ class TestVisibility:
         assert [(s["id"], s["visibility"]) for s in home] == [(private, "private")]
         assert [s["id"] for s in api_alice.get(f"/api/v1/accounts/{alice.pk}/statuses", {"exclude_direct": "true"}).json()] == [private]
 
+    def test_the_home_timeline_shows_each_settings_and_counts_what_others_may_see(self, alice, bob, api_alice, api_bob, run_commits) -> None:
+        run_commits(lambda: follow_create(actor=bob, followee_id=alice.pk))
+        posted = {
+            visibility: run_commits(lambda visibility=visibility: api_alice.post("/api/v1/statuses", {"status": visibility, "visibility": visibility, "spoiler_text": f"cw {visibility}"})).json()["id"]
+            for visibility in ("public", "unlisted", "private", "direct")
+        }
+        gone = run_commits(lambda: api_alice.post("/api/v1/statuses", {"status": "soon gone"})).json()["id"]
+        run_commits(lambda: api_alice.delete(f"/api/v1/statuses/{gone}"))
+        api_bob.get("/api/v1/timelines/home")  # the second read is served by the note cache
+
+        home = api_bob.get("/api/v1/timelines/home").json()
+
+        assert [(s["id"], s["visibility"], s["spoiler_text"]) for s in home] == [
+            (posted[visibility], visibility, f"cw {visibility}") for visibility in ("private", "unlisted", "public")
+        ]
+        # Three notes others may see: the direct one and the deleted one are not counted.
+        assert {s["account"]["statuses_count"] for s in home} == {3}
+
+    def test_the_callers_own_statuses_of_every_visibility_are_in_its_home(self, api_alice, run_commits) -> None:
+        posted = [
+            run_commits(lambda visibility=visibility: api_alice.post("/api/v1/statuses", {"status": visibility, "visibility": visibility})).json()["id"]
+            for visibility in ("public", "unlisted", "private", "direct")
+        ]
+
+        home = api_alice.get("/api/v1/timelines/home").json()
+
+        assert [(s["id"], s["visibility"]) for s in home] == list(zip(reversed(posted), ["direct", "private", "unlisted", "public"], strict=True))
+
     def test_a_bad_visibility_is_a_4xx_and_writes_nothing(self, api_alice) -> None:
         response = api_alice.post("/api/v1/statuses", {"status": "hi", "visibility": "everyone"})
 
@@ -223,12 +251,13 @@ class TestQueryCounts:
             run_commits(lambda author=author: note_create(author=author, body="first"))
         api_alice.get("/api/v1/timelines/home")  # fills the note cache
         # the token, the mutes, the inbox read (database: inbox not synced), the page's authors followed
-        # now (social.visibility.hidden_authors), own notes, settings, counts
-        with django_assert_num_queries(7):
+        # now (social.visibility.hidden_authors), own notes, and the notes' settings with their authors'
+        # counts (client_api.selectors.status_facts)
+        with django_assert_num_queries(6):
             assert len(api_alice.get("/api/v1/timelines/home").json()) == 3
 
         for author in authors[3:]:
             run_commits(lambda author=author: note_create(author=author, body="second"))
         api_alice.get("/api/v1/timelines/home")
-        with django_assert_num_queries(7):
+        with django_assert_num_queries(6):
             assert len(api_alice.get("/api/v1/timelines/home").json()) == 6
