@@ -6,7 +6,7 @@ M. Musolesi, *The Anatomy of a Scientific Rumor*, Sci. Rep. 3:2980, 2013):
 sorted by time, with a burst of 45,861 rows/hour around the 4 July
 announcement and a heavy-tailed activity per user (p50 1, max 656).
 
-Mapping (documented in the README):
+Mapping (documented in docs/operations.md, "Demo data"):
 
 1. Each row is one note by ``userA`` (a retweet, mention or reply is a post).
 2. Higgs users are ranked by their number of rows as ``userA`` (most

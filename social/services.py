@@ -76,11 +76,15 @@ def follow_create(*, actor: User, followee_id: int) -> FollowResult:
     """Make ``actor`` follow the account ``followee_id``; a repeat is a no-op success.
 
     One transaction: a locked read of the actor's row, one read answering
-    every check (target active, already following, following count), the
-    insert, and the outbox entries in one multi-row INSERT; after commit one
-    Redis pipeline and one verifying read (``social.mirror``). A followee
-    that approves its followers (``User.approve_followers``) gets a
-    ``FollowRequest`` instead (``requested=True``), until it approves.
+    every check (target active, already following, following count, blocks,
+    privacy), the insert, and the outbox entries in one multi-row INSERT.
+    After commit the request writes the mirror in one Redis pipeline and
+    reads nothing back: a provisional write, fenced by its outbox entry
+    (``social.mirror``, ``verify=False``). The entry stays pending; the
+    follow's ``feed.pair`` job (or the drain) applies it again, verified
+    against the database. A followee that approves its followers
+    (``User.approve_followers``) gets a ``FollowRequest`` instead
+    (``requested=True``), until it approves.
 
     :param actor: the signed-in user.
     :param followee_id: the followee's id, parsed (``core.parsing.parse_id``).

@@ -1,13 +1,14 @@
 """The house reads top to bottom: every import of the project's code runs one way.
 
-Between apps: ``core`` < ``users`` < ``social`` < ``feed`` < ``datatools``
-(and ``config``, the wiring, above all). Inside the project, by module role:
+Between apps: ``core`` < ``users`` < ``social`` < ``notifications`` < ``feed``
+< ``datatools`` < ``client_api`` (and ``config``, the wiring, above all). Inside the project, by module role:
 views/api/admin/urls/commands/apps -> tasks -> services, outbox, receivers
 -> mechanisms -> policy and selectors -> primitives (models, keys, signals,
 errors, the Redis client, paging, parsing). A module may import its own
-layer or a lower one, in its own app or a lower one. The only circles left
-are the Celery-normal outbox <-> tasks pairs (the outbox schedules the task,
-the task calls the outbox), which import each other inside a function.
+layer or a lower one, in its own app or a lower one. The only cycle left
+is the Celery-normal ``core.outbox`` <-> ``core.tasks`` pair (the outbox
+schedules the task, the task calls the outbox), which import each other
+inside a function.
 
 The check reads the source with ``ast`` (imports inside functions count
 too), so it needs no Django set-up.

@@ -26,7 +26,7 @@ from users.services import user_set_active
 
 pytestmark = pytest.mark.django_db
 
-# The forms a line takes (README, "Notifications"): names, never an empty one, or a count alone.
+# The forms a line takes (docs/behaviours.md, "Notifications"): names, never an empty one, or a count alone.
 LINE = re.compile(
     r"^(@\w+|@\w+ and @\w+|@\w+, @\w+ and @\w+|@\w+(, @\w+){0,2} and [\d,]+ others?|[\d,]+ accounts?) "
     r"(followed you|asked to follow you|approved your follow request)$"
