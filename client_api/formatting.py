@@ -20,7 +20,7 @@ from notifications.models import Notification
 from social.selectors import Counts, follow_counts, follow_counts_many
 from users.models import User
 
-from .selectors import Relation, StatusFacts
+from .selectors import AuthorFacts, Relation, StatusFacts
 
 # Mastodon's notification types for followfeed's kinds (a request approved is Mastodon's "follow"
 # from the side of the one who asked, which Mastodon does not notify: shown as "follow").
@@ -68,26 +68,38 @@ def html_text(text: str) -> str:
 
 
 def account_json(
-    request: HttpRequest, user: User | FeedAuthor, *, statuses_count: int | None = None, counts: Counts | None = None
+    request: HttpRequest,
+    user: User | FeedAuthor,
+    *,
+    statuses_count: int | None = None,
+    counts: Counts | None = None,
+    facts: AuthorFacts | None = None,
 ) -> dict[str, Any]:
-    """Mastodon's Account for ``user`` (follow counts from the graph's mirror unless given)."""
-    model = user.as_user() if isinstance(user, FeedAuthor) else user
-    profile = url_of(request, "feed:profile", model.username)
-    counts = counts if counts is not None else follow_counts(user_id=model.pk)
+    """Mastodon's Account for ``user`` (follow counts from the graph's mirror unless given;
+    ``facts``: its ``status_facts``, for an author a timeline carries with its names only)."""
+    counts = counts if counts is not None else follow_counts(user_id=user.pk)
+    if facts is not None:
+        bio, locked, joined, statuses_count = facts.bio, facts.locked, facts.joined, facts.statuses_count
+    else:
+        fields = user.as_user().__dict__ if isinstance(user, FeedAuthor) else user.__dict__  # what was loaded: no deferred read
+        bio, locked, joined = fields.get("bio") or "", bool(fields.get("approve_followers", False)), fields.get("date_joined")
+    display_name = user.display_name if isinstance(user, FeedAuthor) else user.__dict__.get("display_name")
+    if statuses_count is None:
+        statuses_count = statuses_counts({user.pk}).get(user.pk, 0)
+    profile = url_of(request, "feed:profile", user.username)
     avatar = _origin(request) + MISSING_AVATAR
-    joined = model.__dict__.get("date_joined")
     return {
-        "id": str(model.pk),
-        "username": model.username,
-        "acct": model.username,
-        "display_name": model.__dict__.get("display_name") or "",
-        "locked": bool(model.__dict__.get("approve_followers", False)),
+        "id": str(user.pk),
+        "username": user.username,
+        "acct": user.username,
+        "display_name": display_name or "",
+        "locked": locked,
         "bot": False,
         "discoverable": True,
         "indexable": False,
         "group": False,
         "created_at": iso(joined.replace(hour=0, minute=0, second=0, microsecond=0)) if joined else None,
-        "note": html_text(model.__dict__.get("bio") or ""),
+        "note": html_text(bio),
         "url": profile,
         "uri": profile,
         "avatar": avatar,
@@ -96,7 +108,7 @@ def account_json(
         "header_static": avatar,
         "followers_count": counts.followers,
         "following_count": counts.following,
-        "statuses_count": statuses_count if statuses_count is not None else statuses_counts({model.pk}).get(model.pk, 0),
+        "statuses_count": statuses_count,
         "last_status_at": None,
         "hide_collections": False,
         "noindex": False,
@@ -216,9 +228,7 @@ def statuses_json(request: HttpRequest, notes: Sequence[Note | FeedNote], facts:
     shapes = []
     for note in notes:
         if note.author_id not in accounts:
-            accounts[note.author_id] = account_json(
-                request, note.author, statuses_count=facts.statuses_counts.get(note.author_id, 0), counts=follows.get(note.author_id)
-            )
+            accounts[note.author_id] = account_json(request, note.author, counts=follows.get(note.author_id), facts=facts.authors.get(note.author_id))
         shapes.append(status_json(request, note, account=accounts[note.author_id], settings=facts.settings.get(note.pk)))
     return shapes
 

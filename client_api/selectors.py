@@ -6,10 +6,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from datetime import timezone as dt_timezone
 
 from django.db import connections, router
 from django.db.models import Q, QuerySet
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from oauth2_provider.models import AccessToken
 
 from core.paging import Cursor
@@ -279,41 +282,62 @@ def notification_group(*, recipient_id: int, key: str) -> list[Notification]:
 
 
 @dataclass(frozen=True)
-class StatusFacts:
-    """What a page of statuses needs beyond its notes: ``statuses_counts`` ``{author id: notes
-    shown to others}`` (direct notes left out: a count must not tell that an author keeps notes to
-    itself) and ``settings`` ``{note id: (visibility, spoiler_text)}``."""
+class AuthorFacts:
+    """What an Account needs beyond the names a timeline carries: ``statuses_count`` (notes shown
+    to others: direct ones left out, a count must not tell that an author keeps notes to itself),
+    ``bio``, ``locked`` (approves its followers) and ``joined``."""
 
-    statuses_counts: dict[int, int]
+    statuses_count: int
+    bio: str
+    locked: bool
+    joined: datetime | None
+
+
+@dataclass(frozen=True)
+class StatusFacts:
+    """What a page of statuses needs beyond its notes: ``authors`` ``{author id: AuthorFacts}``
+    and ``settings`` ``{note id: (visibility, spoiler_text)}``."""
+
+    authors: dict[int, AuthorFacts]
     settings: dict[int, tuple[str, str]]
 
 
 def status_facts(*, author_ids: Sequence[int], note_ids: Sequence[int]) -> StatusFacts:
     """``StatusFacts`` of a page's authors and of its notes (the home timeline's cached notes
-    carry no visibility), in one round trip: the two reads as one UNION ALL."""
+    carry no visibility, its authors no bio), in one round trip: two selects as one UNION ALL."""
     authors, notes = sorted(set(author_ids)), sorted(set(note_ids))
     if not authors and not notes:
         return StatusFacts({}, {})
-    table = Note._meta.db_table
-    # Two selects in one statement, told apart by the first column (0: a count, 1: a note's settings).
+    users, table = User._meta.db_table, Note._meta.db_table
+    # Told apart by the first column: 0, an author (its counted notes, bio, locked, joined);
+    # 1, a note's settings.
     parts: list[str] = []
     params: list[int | str] = []
     if authors:
         parts.append(
-            f"SELECT 0, author_id, COUNT(*), '', '' FROM {table} WHERE author_id IN ({', '.join(['%s'] * len(authors))})"
-            f" AND deleted_at IS NULL AND is_hidden = 0 AND visibility IN ({', '.join(['%s'] * len(FEED_VISIBILITIES))}) GROUP BY author_id"
+            f"SELECT 0, u.id, COUNT(n.id), u.bio, '', u.approve_followers, u.date_joined FROM {users} u"
+            f" LEFT JOIN {table} n ON n.author_id = u.id AND n.deleted_at IS NULL AND n.is_hidden = 0"
+            f" AND n.visibility IN ({', '.join(['%s'] * len(FEED_VISIBILITIES))})"
+            f" WHERE u.id IN ({', '.join(['%s'] * len(authors))}) GROUP BY u.id"
         )
-        params += [*authors, *FEED_VISIBILITIES]
+        params += [*FEED_VISIBILITIES, *authors]
     if notes:
-        parts.append(f"SELECT 1, id, 0, visibility, spoiler_text FROM {table} WHERE id IN ({', '.join(['%s'] * len(notes))})")
+        parts.append(f"SELECT 1, id, 0, visibility, spoiler_text, 0, NULL FROM {table} WHERE id IN ({', '.join(['%s'] * len(notes))})")
         params += notes
-    counts: dict[int, int] = {}
+    found: dict[int, AuthorFacts] = {}
     settings: dict[int, tuple[str, str]] = {}
     with connections[router.db_for_read(Note)].cursor() as cursor:
         cursor.execute(" UNION ALL ".join(parts), params)
-        for kind, key, count, visibility, spoiler in cursor.fetchall():
+        for kind, key, count, text, spoiler, locked, joined in cursor.fetchall():
             if kind == 0:
-                counts[int(key)] = int(count)
+                found[int(key)] = AuthorFacts(int(count), str(text), bool(locked), _aware(joined))
             else:
-                settings[int(key)] = (str(visibility), str(spoiler))
-    return StatusFacts(counts, settings)
+                settings[int(key)] = (str(text), str(spoiler))
+    return StatusFacts(found, settings)
+
+
+def _aware(moment: datetime | str | None) -> datetime | None:
+    """A raw cursor's DATETIME (naive, UTC; SQLite may give its text) as the ORM gives it."""
+    if isinstance(moment, str):
+        moment = parse_datetime(moment)
+    return moment.replace(tzinfo=dt_timezone.utc) if moment is not None and moment.tzinfo is None else moment

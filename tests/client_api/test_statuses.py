@@ -212,6 +212,18 @@ class TestVisibility:
         # Three notes others may see: the direct one and the deleted one are not counted.
         assert {s["account"]["statuses_count"] for s in home} == {3}
 
+    def test_an_author_in_the_home_timeline_is_the_same_account_as_its_own_page_shows(self, alice, bob, api_alice, api_bob, run_commits) -> None:
+        run_commits(lambda: follow_create(actor=bob, followee_id=alice.pk))
+        run_commits(lambda: api_alice.post("/api/v1/statuses", {"status": "hello"}))
+        type(alice).objects.filter(pk=alice.pk).update(bio="Writes <short> notes", approve_followers=True)
+        api_bob.get("/api/v1/timelines/home")  # the second read is served by the note cache
+
+        account = api_bob.get("/api/v1/timelines/home").json()[0]["account"]
+
+        assert account == api_bob.get(f"/api/v1/accounts/{alice.pk}").json()
+        assert (account["locked"], account["note"], account["statuses_count"]) == (True, "<p>Writes &lt;short&gt; notes</p>", 1)
+        assert account["created_at"].endswith("T00:00:00.000Z")
+
     def test_the_callers_own_statuses_of_every_visibility_are_in_its_home(self, api_alice, run_commits) -> None:
         posted = [
             run_commits(lambda visibility=visibility: api_alice.post("/api/v1/statuses", {"status": visibility, "visibility": visibility})).json()["id"]
