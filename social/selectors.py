@@ -19,7 +19,7 @@ import redis
 from django.core.cache import cache
 from django.db.models import Count, Q, QuerySet
 
-from core.cluster import is_cluster, pipeline
+from core.cluster import is_cluster, lua, pipeline
 from core.paging import Cursor, Item, db_page, queue_redis_page, redis_page
 from core.redis import REDIS_ERRORS, intersect_sets, redis_or_database
 from users.models import User
@@ -250,6 +250,19 @@ def follow_counts(*, user_id: int) -> Counts:
     return redis_or_database(from_redis, from_database, keys=[redis_keys.followers_set_key(user_id)])
 
 
+# KEYS: (layout marker, followers set, following set) per account; replies the same three per
+# account: the marker (nil when none) and the two set sizes.
+COUNTS_LUA = """
+local replies = {}
+for index = 1, #KEYS, 3 do
+    replies[index] = redis.call('GET', KEYS[index]) or false
+    replies[index + 1] = redis.call('SCARD', KEYS[index + 1])
+    replies[index + 2] = redis.call('SCARD', KEYS[index + 2])
+end
+return replies
+"""
+
+
 def follow_counts_many(*, user_ids: Sequence[int]) -> dict[int, Counts]:
     """``follow_counts`` of several accounts: one round trip for them all (a sharded account costs
     its own ``follow_counts`` after it), or two grouped queries from the database."""
@@ -258,24 +271,24 @@ def follow_counts_many(*, user_ids: Sequence[int]) -> dict[int, Counts]:
         return {}
 
     def from_redis(client: redis.Redis) -> dict[int, Counts]:
-        pipe = pipeline(client)
-        marker_keys = [redis_keys.followers_layout_key(user_id) for user_id in ids]
-        spread = is_cluster(client)
-        if spread:
-            for key in marker_keys:
-                pipe.get(key)
+        keys = [
+            key
+            for user_id in ids
+            for key in (redis_keys.followers_layout_key(user_id), redis_keys.followers_set_key(user_id), redis_keys.following_set_key(user_id))
+        ]
+        if is_cluster(client):
+            pipe = pipeline(client)  # the accounts' keys are in different slots
+            for index in range(0, len(keys), 3):
+                pipe.get(keys[index])
+                pipe.scard(keys[index + 1])
+                pipe.scard(keys[index + 2])
+            replies = pipe.execute()
         else:
-            pipe.mget(marker_keys)  # one command for them all (on a cluster their slots differ)
-        for user_id in ids:
-            pipe.scard(redis_keys.followers_set_key(user_id))
-            pipe.scard(redis_keys.following_set_key(user_id))
-        replies = pipe.execute()
-        markers = replies[: len(ids)] if spread else replies[0]
-        sizes = replies[len(ids) :] if spread else replies[1:]
+            # One command for a page of accounts: three commands each cost more to send and parse.
+            replies = lua(COUNTS_LUA)(keys=keys, client=client)
         found = {}
         for index, user_id in enumerate(ids):
-            marker = markers[index]
-            followers, following = sizes[2 * index : 2 * index + 2]
+            marker, followers, following = replies[3 * index : 3 * index + 3]
             if layout.reads_shards(layout.marker_layout(marker)):
                 found[user_id] = follow_counts(user_id=user_id)
             else:
