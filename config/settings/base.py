@@ -136,7 +136,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis ----------------------------------------------------------------
 # Empty REDIS_URL means the embedded Valkey server on a Unix socket in
-# FOLLOWFEED_VAR_DIR, started on demand (core.embedded).
+# FOLLOWFEED_VAR_DIR, started by a process's first Redis connection (core.embedded).
 # Redis Cluster: REDIS_URL=redis+cluster://host:port[,host:port...] or
 # REDIS_CLUSTER_NODES=host:port,host:port (seed nodes; the rest is
 # discovered). The cache then hands out redis-py's RedisCluster (core.cluster).
@@ -170,6 +170,9 @@ if REDIS_CLUSTER:
     _redis_options["CONNECTION_FACTORY"] = "core.cluster.ClusterConnectionFactory"
     _redis_options["CLUSTER_NODES"] = cluster_nodes(REDIS_URL)
     _redis_location = REDIS_URL.split(",")[0]
+elif REDIS_EMBEDDED:
+    # The first connection of a process starts the embedded server (core.embedded).
+    _redis_options["CONNECTION_FACTORY"] = "core.embedded.EmbeddedConnectionFactory"
 CACHES = {
     "default": {
         "BACKEND": "django_redis.cache.RedisCache",
