@@ -264,11 +264,13 @@ OUTBOX_TASK_GRACE_SECONDS = env.float("OUTBOX_TASK_GRACE_SECONDS", default=30.0)
 OUTBOX_SEND_COALESCE_SECONDS = env.float("OUTBOX_SEND_COALESCE_SECONDS", default=0.02)
 # Applied outbox entries are kept this long (seconds), then purged.
 OUTBOX_RETENTION_SECONDS = env.int("OUTBOX_RETENTION_SECONDS", default=86_400)
+# How often beat drains the outbox (seconds); run_demo, with no beat, drains in a thread this often.
+SOCIAL_OUTBOX_DRAIN_SECONDS = env.float("SOCIAL_OUTBOX_DRAIN_SECONDS", default=10.0)
 CELERY_BEAT_SCHEDULE = {
     # Every side effect not applied yet (Redis down, a refused broker message, a killed worker).
     "drain-outbox": {
         "task": "core.tasks.outbox_drain",
-        "schedule": env.float("SOCIAL_OUTBOX_DRAIN_SECONDS", default=10.0),
+        "schedule": SOCIAL_OUTBOX_DRAIN_SECONDS,
     },
     "reconcile-social-cache-nightly": {
         "task": "social.tasks.social_cache_reconcile",
