@@ -278,6 +278,8 @@ def test_a_sigterm_stops_the_site_and_its_embedded_server_as_ctrl_c_does(tmp_pat
         running = (var / "valkey.sock").exists()
 
         site.terminate()  # SIGTERM, as kill or a service manager sends it
+        time.sleep(0.2)
+        site.terminate()  # again, as `timeout` passes a signal to its process group on: the clean-up still runs to its end
         output, _ = site.communicate(timeout=60)
     finally:
         if site.poll() is None:

@@ -75,6 +75,10 @@ class Command(BaseCommand):
         except REDIS_ERRORS as exc:
             raise unavailable("Redis", exc) from exc
         finally:
+            # The clean-up runs to its end: a second SIGTERM (a signal to the whole process group,
+            # which `timeout` passes on to the group again) must not cut it short and leave the
+            # embedded server or the warm-up running.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             if drainer is not None:
                 drainer.stop()
             if warmer is not None:
