@@ -13,8 +13,8 @@ from oauth2_provider.models import AccessToken
 
 from core.paging import Cursor
 from feed.models import Note, to_ms
-from feed.selectors import TimelinePage, home_timeline, user_timeline
 from feed.paging import FeedNote
+from feed.selectors import TimelinePage, home_timeline, user_timeline
 from notifications.models import Notification
 from social.models import Block, FollowRequest, Mute, live_mutes
 from social.selectors import active_follows
