@@ -15,7 +15,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 
 from feed.models import FEED_VISIBILITIES, Note
-from feed.timeline import FeedAuthor, FeedNote
+from feed.paging import FeedAuthor, FeedNote
 from notifications.models import Notification
 from social.selectors import Counts, follow_counts, follow_counts_many
 from users.models import User

@@ -17,8 +17,8 @@ from oauth2_provider.models import AccessToken
 
 from core.paging import Cursor
 from feed.models import FEED_VISIBILITIES, Note, to_ms
+from feed.paging import FeedNote
 from feed.selectors import TimelinePage, home_timeline, own_timeline
-from feed.timeline import FeedNote
 from notifications.models import Notification
 from social.models import Block, FollowRequest, Mute, live_mutes
 from social.selectors import active_follows

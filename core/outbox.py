@@ -6,8 +6,8 @@ committed. After commit the entry is applied: in the committing process
 for kinds registered ``inline`` (the follow mirror, so a follower sees the
 follow at once), else by the ``core.tasks.outbox_apply`` Celery task. When
 that fails (Redis down, a refused broker message, a killed worker) the
-entry stays pending and ``drain`` (beat, every ``SOCIAL_OUTBOX_DRAIN_SECONDS``)
-applies it, until it succeeds. Nothing is fire-and-forget.
+entry stays pending and ``drain`` (beat, every ``SOCIAL_OUTBOX_DRAIN_SECONDS``;
+without beat, ``BackgroundDrain`` in ``run_demo``'s process) applies it, until it succeeds. Nothing is fire-and-forget.
 
 Apps register the kinds they handle (``register``) when they load; a kind
 is referred to by its ``Kind`` object, so a misspelt kind fails at import,
@@ -40,7 +40,7 @@ from typing import Any
 import redis
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import InterfaceError, connection, transaction
+from django.db import InterfaceError, close_old_connections, connection, transaction
 from django.db import OperationalError as DatabaseOperationalError
 from django.db.models import F, Q
 from django.db.models.functions import Greatest
@@ -609,6 +609,57 @@ def drain(
     if result.applied or result.stuck:
         logger.info("outbox drain: %s", result.as_dict())
     return result
+
+
+class BackgroundDrain:
+    """``drain`` every ``interval`` seconds (default ``SOCIAL_OUTBOX_DRAIN_SECONDS``) in a daemon
+    thread of this process: what beat does, for a process that serves without beat (``run_demo``,
+    tasks run eagerly), so the entries an eager request leaves pending (the inline entries of a
+    batch it applied without marking them: a mute's, a block's) are applied and marked without a
+    restart.
+
+    :param paused: called before each round; True skips it (``run_demo``: while its warm-up,
+        which drains at its end, competes for the database).
+    :param start_rebuild: passed to ``drain``; False leaves a lost mirror to whatever rebuilds
+        it (``run_demo``'s warm-up), not to a rebuild in a server's process.
+
+    A round that fails is logged and the next one tries again; ``stop`` ends the thread after
+    its current round.
+    """
+
+    def __init__(self, *, interval: float | None = None, paused: Callable[[], bool] = lambda: False, start_rebuild: bool = True) -> None:
+        self.interval = float(settings.SOCIAL_OUTBOX_DRAIN_SECONDS) if interval is None else interval
+        self.paused = paused
+        self.start_rebuild = start_rebuild
+        self.rounds = 0
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="outbox-drain", daemon=True)
+
+    def start(self) -> BackgroundDrain:
+        """Start the thread (its first round comes after one interval); returns ``self``."""
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Ask the thread to end and wait up to ``timeout`` seconds for its current round."""
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            while not self._stopping.wait(self.interval):
+                if self.paused():
+                    continue
+                try:
+                    drain(start_rebuild=self.start_rebuild)
+                except Exception:  # noqa: BLE001 - a locked database, a bug: the next round tries again
+                    logger.exception("background outbox drain failed; the next round tries again")
+                finally:
+                    self.rounds += 1
+                    close_old_connections()
+        finally:
+            connection.close()
 
 
 def purge(*, older_than_seconds: int | None = None) -> int:

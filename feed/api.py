@@ -28,7 +28,7 @@ from users.serializers import user_json
 
 from . import selectors, services
 from .models import Note
-from .timeline import FeedAuthor, FeedNote
+from .paging import FeedAuthor, FeedNote
 
 MAX_LIMIT = 100
 

@@ -26,7 +26,7 @@ so a job that runs twice, late or out of order is harmless:
   entries recorded with it (the follow rows are gone after the delete).
 - ``feed.author_cache`` (``AUTHOR_CACHE``, user id; applied inline after
   commit): an account was renamed, deactivated, reactivated or deleted; its
-  entry in the note cache is forgotten (``feed.timeline``, "Note cache").
+  entry in the note cache is forgotten (``feed.note_cache``).
 
 ``feed.note`` also keeps the note cache: a fan-out writes the note's entry
 before any inbox gets the id, a retraction forgets it.
@@ -60,7 +60,7 @@ from social.models import OUTBOX_PAIR, OUTBOX_USER, Follow, Mute, live_mutes
 from social.selectors import follow_counts
 from users.models import User
 
-from . import delivery, redis_keys, timeline
+from . import delivery, note_cache, redis_keys
 from .models import Note
 from .rebuild import inbox_rebuild, outbox_rebuild, pull_authors_rebuild, rebuild_all_outboxes, recent_entries
 from .selectors import forget_pull_authors
@@ -116,7 +116,7 @@ def note_fan_out(*, note_id: int) -> FanOut:
     entry = [(note.pk, note.published_ms)]
     pipe = pipeline(client)
     # The note cache first: every inbox that gets the id finds the note there.
-    timeline.queue_cache_fill(pipe, [note], replace=True)
+    note_cache.queue_cache_fill(pipe, [note], replace=True)
     delivery.queue_add(pipe, redis_keys.outbox_key(note.author_id), entry)
     pipe.execute()
     if delivery.is_pull_author(client, note.author_id):
@@ -188,7 +188,7 @@ def note_retract(*, note_id: int, author_id: int | None = None) -> int:
     if note is not None and note.is_visible:
         return 0
     client = get_redis()
-    timeline.cache_forget(client, note_ids=[note_id])
+    note_cache.cache_forget(client, note_ids=[note_id])
     author = note.author_id if note is not None else author_id
     if author is None:
         return 0
@@ -359,7 +359,7 @@ def author_cache_forget(*, user_ids: Sequence[int]) -> int:
     :returns: the number of accounts forgotten.
     :raises: ``REDIS_ERRORS`` (the entries stay pending).
     """
-    return timeline.cache_forget(get_redis(), author_ids=sorted(set(user_ids)))
+    return note_cache.cache_forget(get_redis(), author_ids=sorted(set(user_ids)))
 
 
 def _apply_author_cache(entries: Sequence[OutboxEntry]) -> None:

@@ -39,9 +39,9 @@ from users.models import User
 
 from . import redis_keys
 from .delivery import Entry, active_cutoff, queue_add
+from .fallback import visible_notes
 from .models import FEED_VISIBILITIES, to_ms
 from .selectors import forget_pull_authors
-from .timeline import visible_notes
 
 logger = logging.getLogger(__name__)
 

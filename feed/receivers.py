@@ -13,7 +13,7 @@ Connected in ``FeedConfig.ready`` with ``dispatch_uid``s:
   catch up, after commit
 
 Connected here with ``@receiver`` (this module is imported by
-``FeedConfig.ready``), for the note cache (``feed.timeline``, "Note cache"):
+``FeedConfig.ready``), for the note cache (``feed.note_cache``):
 
 - ``post_save`` of ``users.User`` that may change what a note shows of its
   author (a save of every field, or of the username, display name or active
@@ -40,8 +40,8 @@ from django.http import HttpRequest
 from core import outbox
 from users.models import User
 
+from . import note_cache, services
 from . import outbox as feed_outbox
-from . import services, timeline
 from .models import Note
 
 # The fields of an account a page shows of a note's author, or that hide its notes.
@@ -83,4 +83,4 @@ def on_user_saved(sender: Any, *, instance: User, created: bool, raw: bool = Fal
 def on_note_deleted(sender: Any, *, instance: Note, origin: Any = None, **kwargs: Any) -> None:
     # ``origin``: what was deleted (an account, accounts, or notes themselves).
     if not (isinstance(origin, User) or (isinstance(origin, QuerySet) and issubclass(origin.model, User))):
-        transaction.on_commit(partial(timeline.cache_forget_now, note_ids=[instance.pk]))
+        transaction.on_commit(partial(note_cache.cache_forget_now, note_ids=[instance.pk]))

@@ -127,7 +127,7 @@ def all_user_keys(user_id: int) -> list[str]:
 # --- the note cache -------------------------------------------------------------
 #
 # What a home feed page shows of a note and of its author, so a page reads no
-# database row in the common case (``feed.timeline``, "Note cache"):
+# database row in the common case (``feed.note_cache``):
 #
 # - ``ff:feed:note:42``  STRING note 42's author id, publish time (ms) and body
 #   (``b"<author id> <ms> <body>"``); only visible notes. No hash tag: only

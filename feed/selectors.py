@@ -5,16 +5,16 @@ outboxes of followed pull authors) while the reader's inbox is known to be
 complete, and from the database otherwise: while Redis is down (circuit
 breaker open), while the follow mirror is not built, and while the inbox is
 missing or being rebuilt (the page then says it is catching up). Both paths
-give the same notes in the same order (``feed.timeline``).
+give the same notes in the same order (``feed.paging``, ``feed.page_reader``).
 
 On the Redis path a page is two round trips and one query in the common
 case: the inbox's markers with its first window, then the notes, their
 authors and the following check; the notes and authors come from the note
-cache (``feed.timeline``, "Note cache"), which the database fills on a miss.
+cache (``feed.note_cache``), which the database fills on a miss.
 The query decides, against the database, which of the page's authors the
-reader may see now (``feed.timeline``, "Visibility"): Redis may lag a block
+reader may see now (``feed.page_reader``, "Visibility"): Redis may lag a block
 or a removal.
-A home timeline's notes are ``feed.timeline.FeedNote``s (not model
+A home timeline's notes are ``feed.paging.FeedNote``s (not model
 instances) carrying their authors: rendering them makes no query.
 """
 
@@ -44,21 +44,10 @@ from social.visibility import muted_ids_database
 from users.models import User
 
 from . import redis_keys
+from .fallback import after_filter
 from .models import DIRECT, PRIVATE, PUBLIC, UNLISTED, Note, to_ms
-from .timeline import (
-    Feed,
-    FeedAuthor,
-    FeedNote,
-    Page,
-    Position,
-    Prefetch,
-    after_filter,
-    first_window,
-    inbox_round,
-    position_from_scroll,
-    read_page,
-    scroll_state,
-)
+from .page_reader import Feed, Prefetch, first_window, inbox_round, position_from_scroll, read_page
+from .paging import FeedAuthor, FeedNote, Page, Position, scroll_state
 
 
 @dataclass(frozen=True)
@@ -131,7 +120,7 @@ def _database_feed(user_id: int) -> Feed:
 def _redis_feed(client: redis.Redis, user_id: int, start: Start | None) -> tuple[Feed | None, bool]:
     """The Redis feed of ``user_id`` and whether it is catching up; None when Redis can't serve it.
 
-    One round trip (``feed.timeline.inbox_round``): the inbox's markers,
+    One round trip (``feed.page_reader.inbox_round``): the inbox's markers,
     which pull authors the reader follows and, for a page that starts at a
     known position (``start``), the inbox's first window.
     """

@@ -25,8 +25,8 @@ from core.redis import REDIS_ERRORS, get_redis, redis_failed
 from users.models import User
 from users.services import user_touch_seen
 
+from . import note_cache, redis_keys
 from . import outbox as feed_outbox
-from . import redis_keys, timeline
 from .models import PUBLIC, SPOILER_MAX_LENGTH, VISIBILITIES, Note, now_whole_ms
 from .rebuild import synced_until
 
@@ -130,7 +130,7 @@ def _forget_after_commit(note_id: int) -> None:
     # job forgets it again, retried until it succeeds. Registered before the
     # entry's own after-commit work, so an unhide's fan-out (which caches the
     # note again) runs after this tombstone, not before it.
-    transaction.on_commit(partial(timeline.cache_forget_now, note_ids=[note_id]))
+    transaction.on_commit(partial(note_cache.cache_forget_now, note_ids=[note_id]))
 
 
 # --- readers coming back ----------------------------------------------------------

@@ -71,7 +71,7 @@ def test_embedded_default_serves_a_real_slice(tmp_path):
     assert data["after"] == data["before"] + 1
     assert data["changed"] is True
     assert data["in_redis"] is True
-    assert data["redis_class"] == "UnixDomainSocketConnection"  # the embedded server in FOLLOWFEED_VAR_DIR
+    assert data["redis_class"] == "EmbeddedConnection"  # the embedded server in FOLLOWFEED_VAR_DIR, started by this connection
     assert data["server"] == "valkey" and data["lua"] == 2  # a real server: scripts run
     assert (tmp_path / "db.sqlite3").exists() and (tmp_path / "valkey" / "appendonlydir").is_dir()
     assert stopped.returncode == 0 and "stopped" in stopped.stdout
@@ -137,6 +137,67 @@ class TestEmbeddedServer:
 
         assert "Invalid AOF manifest file format" in str(raised.value)
         assert embedded.started_here is False
+
+
+# --- only commands that use Redis start the server -------------------------------------
+
+
+def embedded_env(var_dir: Path) -> dict[str, str]:
+    """The environment of a command on the embedded default: REDIS_URL empty, SQLite and the server in ``var_dir``."""
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_CLUSTER_NODES", "CELERY_BROKER_URL", "CELERY_TASK_ALWAYS_EAGER"}}
+    env.update(DJANGO_SETTINGS_MODULE="config.settings.local", FOLLOWFEED_VAR_DIR=str(var_dir), REDIS_URL="")
+    return env
+
+
+def valkey_processes(var_dir: Path) -> list[int]:
+    """The processes whose command line names ``var_dir`` (a Valkey server kept there)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if str(var_dir) in cmdline and "manage.py" not in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("arguments", [["--help"], ["check"]])
+def test_a_command_that_does_not_use_redis_starts_no_server(tmp_path, arguments):
+    var = tmp_path / "var"
+
+    try:
+        done = subprocess.run([sys.executable, "manage.py", *arguments], cwd=ROOT, env=embedded_env(var), capture_output=True, text=True, timeout=120)
+        started = (var / "valkey.sock").exists() or (var / "valkey.pid").exists()
+        processes = valkey_processes(var)
+    finally:
+        EmbeddedRedis(var).stop()  # one it should not have started
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not started
+    assert processes == []
+    assert "Valkey" not in done.stderr
+
+
+def test_a_command_that_starts_the_server_and_leaves_it_running_says_so(tmp_path):
+    var = tmp_path / "var"
+    env = embedded_env(var)
+    uses_redis = ["shell", "-c", "from core.redis import get_redis; print(get_redis().ping())"]
+
+    try:
+        first = subprocess.run([sys.executable, "manage.py", *uses_redis], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        again = subprocess.run([sys.executable, "manage.py", *uses_redis], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        running = EmbeddedRedis(var).answers()
+    finally:
+        EmbeddedRedis(var).stop()
+
+    assert first.returncode == 0 and again.returncode == 0, first.stderr[-3000:] + again.stderr[-3000:]
+    assert first.stdout.strip().endswith("True") and running
+    said = [line for line in first.stderr.splitlines() if "embedded Valkey server" in line]
+    assert said == [f"The embedded Valkey server this command started keeps running on {var / 'valkey.sock'} (python manage.py embedded_redis stop stops it)."]
+    assert "embedded Valkey server" not in again.stderr  # it used the running server: nothing to say
 
 
 # --- run_demo across restarts: the mirror is kept, and rebuilt only for other data ------
@@ -217,6 +278,8 @@ def test_a_sigterm_stops_the_site_and_its_embedded_server_as_ctrl_c_does(tmp_pat
         running = (var / "valkey.sock").exists()
 
         site.terminate()  # SIGTERM, as kill or a service manager sends it
+        time.sleep(0.2)
+        site.terminate()  # again, as `timeout` passes a signal to its process group on: the clean-up still runs to its end
         output, _ = site.communicate(timeout=60)
     finally:
         if site.poll() is None:

@@ -136,7 +136,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis ----------------------------------------------------------------
 # Empty REDIS_URL means the embedded Valkey server on a Unix socket in
-# FOLLOWFEED_VAR_DIR, started on demand (core.embedded).
+# FOLLOWFEED_VAR_DIR, started by a process's first Redis connection (core.embedded).
 # Redis Cluster: REDIS_URL=redis+cluster://host:port[,host:port...] or
 # REDIS_CLUSTER_NODES=host:port,host:port (seed nodes; the rest is
 # discovered). The cache then hands out redis-py's RedisCluster (core.cluster).
@@ -170,6 +170,9 @@ if REDIS_CLUSTER:
     _redis_options["CONNECTION_FACTORY"] = "core.cluster.ClusterConnectionFactory"
     _redis_options["CLUSTER_NODES"] = cluster_nodes(REDIS_URL)
     _redis_location = REDIS_URL.split(",")[0]
+elif REDIS_EMBEDDED:
+    # The first connection of a process starts the embedded server (core.embedded).
+    _redis_options["CONNECTION_FACTORY"] = "core.embedded.EmbeddedConnectionFactory"
 CACHES = {
     "default": {
         "BACKEND": "django_redis.cache.RedisCache",
@@ -261,11 +264,13 @@ OUTBOX_TASK_GRACE_SECONDS = env.float("OUTBOX_TASK_GRACE_SECONDS", default=30.0)
 OUTBOX_SEND_COALESCE_SECONDS = env.float("OUTBOX_SEND_COALESCE_SECONDS", default=0.02)
 # Applied outbox entries are kept this long (seconds), then purged.
 OUTBOX_RETENTION_SECONDS = env.int("OUTBOX_RETENTION_SECONDS", default=86_400)
+# How often beat drains the outbox (seconds); run_demo, with no beat, drains in a thread this often.
+SOCIAL_OUTBOX_DRAIN_SECONDS = env.float("SOCIAL_OUTBOX_DRAIN_SECONDS", default=10.0)
 CELERY_BEAT_SCHEDULE = {
     # Every side effect not applied yet (Redis down, a refused broker message, a killed worker).
     "drain-outbox": {
         "task": "core.tasks.outbox_drain",
-        "schedule": env.float("SOCIAL_OUTBOX_DRAIN_SECONDS", default=10.0),
+        "schedule": SOCIAL_OUTBOX_DRAIN_SECONDS,
     },
     "reconcile-social-cache-nightly": {
         "task": "social.tasks.social_cache_reconcile",

@@ -1,11 +1,12 @@
-"""run_demo's warm-up banner: every HTML page says a warm-up is running (or failed), nothing else changes."""
+"""run_demo's warm-up banner: every HTML page says a warm-up is running (or failed), nothing else changes;
+and its outbox drain: what a request leaves pending is applied without a restart, as beat would."""
 
 from __future__ import annotations
 
 import pytest
 
 from datatools import redis_keys
-from datatools.management.commands.run_demo import WarmupBanner, banner_html, with_banner
+from datatools.management.commands.run_demo import WarmupBanner, banner_html, start_drain, with_banner
 from datatools.selectors import WarmupProgress
 from datatools.services import STAGE_FAILED, STAGE_GRAPH
 
@@ -82,3 +83,72 @@ class TestWarmupBanner:
 
         assert middleware.progress() == WarmupProgress(stage=STAGE_GRAPH, done=3, total=4)
         assert b"follow graph in Redis, 75% done" in call(middleware)[2]
+
+
+# --- the outbox drain in the server's process -------------------------------------
+
+
+def wait_for(condition, seconds: float = 20.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+class FinishedWarmUp:
+    """A warm-up process that has exited (``subprocess.Popen.poll``)."""
+
+    def poll(self) -> int:
+        return 0
+
+
+class RunningWarmUp:
+    def poll(self) -> None:
+        return None
+
+
+@pytest.mark.django_db(transaction=True)
+class TestOutboxDrain:
+    def block_with_pending_entries(self, user_factory):
+        from core.models import OutboxEntry
+        from social import controls
+        from social.outbox import CONTROL
+
+        alice, bob = user_factory(username="alice"), user_factory(username="bob")
+        controls.block_create(actor=alice, target_id=bob.pk)  # eager tasks, as make run has them
+        pending = OutboxEntry.objects.filter(kind=CONTROL.name, applied_at__isnull=True)
+        return alice, bob, pending
+
+    def test_a_blocks_entries_are_applied_without_a_restart(self, user_factory, redis_client, settings):
+        from social import redis_keys as social_keys
+
+        settings.SOCIAL_OUTBOX_DRAIN_SECONDS = 0.1
+        alice, bob, pending = self.block_with_pending_entries(user_factory)
+        assert pending.exists()  # no beat: before the drain they waited for the next start
+
+        drainer = start_drain(FinishedWarmUp())  # type: ignore[arg-type]
+        try:
+            applied = wait_for(lambda: not pending.exists())
+        finally:
+            drainer.stop()
+
+        assert applied and drainer.rounds >= 1
+        assert redis_client.smembers(social_keys.blocks_key(alice.pk)) == {str(bob.pk).encode()}
+
+    def test_it_waits_for_the_warm_up(self, user_factory, settings):
+        import time
+
+        settings.SOCIAL_OUTBOX_DRAIN_SECONDS = 0.05
+        _, _, pending = self.block_with_pending_entries(user_factory)
+
+        drainer = start_drain(RunningWarmUp())  # type: ignore[arg-type]
+        try:
+            time.sleep(0.5)
+        finally:
+            drainer.stop()
+
+        assert pending.exists() and drainer.rounds == 0

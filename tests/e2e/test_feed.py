@@ -115,7 +115,7 @@ class TestLoadMore:
         assert clicks == 4  # 5 + 5 + 5 + 5 + 3
         assert len(ids) == len(set(ids)) == 23
         assert set(ids) == set(published)
-        # The feed's order: publish time descending, ties by note id ascending (feed.timeline).
+        # The feed's order: publish time descending, ties by note id ascending (feed.paging).
         published_ms = dict(Note.objects.filter(pk__in=ids).values_list("pk", "created_at"))
         assert ids == sorted(ids, key=lambda pk: (-published_ms[pk].timestamp(), pk))
         assert page.locator(".end-of-feed").is_visible()

@@ -13,8 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from core.models import OutboxEntry
+from feed import note_cache, redis_keys, selectors, services
 from feed import outbox as feed_outbox
-from feed import redis_keys, selectors, services, timeline
 from feed.models import Note, now_whole_ms
 from tests.feed.helpers import inbox_ids
 from users.models import User
@@ -55,16 +55,16 @@ class TestFilling:
 
         note = publish(bob, "words with  spaces and ünïcode")
 
-        assert redis_client.get(redis_keys.note_cache_key(note.pk)) == timeline.note_value(note)
-        assert timeline.parse_note_value(redis_client.get(redis_keys.note_cache_key(note.pk))) == (
+        assert redis_client.get(redis_keys.note_cache_key(note.pk)) == note_cache.note_value(note)
+        assert note_cache.parse_note_value(redis_client.get(redis_keys.note_cache_key(note.pk))) == (
             bob.pk,
             note.published_ms,
             "words with  spaces and ünïcode",
         )
-        assert timeline.parse_author_value(redis_client.get(redis_keys.author_cache_key(bob.pk))) == (bob.username, bob.display_name)
+        assert note_cache.parse_author_value(redis_client.get(redis_keys.author_cache_key(bob.pk))) == (bob.username, bob.display_name)
 
     def test_a_page_of_cached_notes_makes_one_query_and_carries_bodies_and_authors(self, alice, bob, charlie, feed):
-        timeline.forget_note_authors()  # a process that never met these ids
+        note_cache.forget_note_authors()  # a process that never met these ids
         with CaptureQueriesContext(connection) as first:
             page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=4)
         with CaptureQueriesContext(connection) as again:
@@ -72,7 +72,7 @@ class TestFilling:
         with CaptureQueriesContext(connection) as shown:
             seen = [(note.pk, note.body, note.author.username, note.author.shown_name, note.published_ms) for note in page.notes]
 
-        # The one query: which of the page's authors alice may see now (feed.timeline, "Visibility").
+        # The one query: which of the page's authors alice may see now (feed.page_reader, "Visibility").
         assert (len(first.captured_queries), len(again.captured_queries), len(shown.captured_queries)) == (1, 1, 0)
         assert page.source == "redis"
         expected = sorted(feed, key=lambda n: -n.published_ms)[:4]
@@ -107,23 +107,23 @@ class TestFilling:
 
     def test_a_stale_author_table_entry_is_corrected(self, alice, bob, charlie, feed, monkeypatch):
         note = feed[1]  # bob's
-        monkeypatch.setitem(timeline._note_authors, note.pk, charlie.pk)  # a wrong guess
+        monkeypatch.setitem(note_cache._note_authors, note.pk, charlie.pk)  # a wrong guess
 
         page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)
 
         assert {n.pk: n.author.username for n in page.notes}[note.pk] == "bob"
-        assert timeline._note_authors[note.pk] == bob.pk
+        assert note_cache._note_authors[note.pk] == bob.pk
 
     def test_the_per_process_tables_empty_themselves_when_full(self, alice, feed, monkeypatch):
-        monkeypatch.setattr(timeline, "NOTE_AUTHORS_MAX", 2)
-        monkeypatch.setattr(timeline, "PARSED_MAX", 2)
+        monkeypatch.setattr(note_cache, "NOTE_AUTHORS_MAX", 2)
+        monkeypatch.setattr(note_cache, "PARSED_MAX", 2)
 
         first = page_ids(alice)
         second = page_ids(alice)
 
         assert first == second == [n.pk for n in sorted(feed, key=lambda n: -n.published_ms)]
-        assert len(timeline._parsed_notes) <= 2
-        assert len(timeline._note_authors) <= 2 + 6
+        assert len(note_cache._parsed_notes) <= 2
+        assert len(note_cache._note_authors) <= 2 + 6
 
 
 class TestForgetting:
@@ -138,7 +138,7 @@ class TestForgetting:
 
     def test_the_task_forgets_it_again_when_the_commit_could_not(self, alice, feed, redis_client, monkeypatch, django_capture_on_commit_callbacks):
         hidden = feed[5]
-        monkeypatch.setattr(timeline, "cache_forget_now", lambda **kw: False)  # Redis failed at commit
+        monkeypatch.setattr(note_cache, "cache_forget_now", lambda **kw: False)  # Redis failed at commit
 
         with django_capture_on_commit_callbacks(execute=True):
             services.note_hide(note=hidden, hidden=True)  # eager: the feed.note task retracts
@@ -153,7 +153,7 @@ class TestForgetting:
         with django_capture_on_commit_callbacks(execute=True):
             services.note_hide(note=note, hidden=False)
 
-        assert redis_client.get(redis_keys.note_cache_key(note.pk)) == timeline.note_value(note)
+        assert redis_client.get(redis_keys.note_cache_key(note.pk)) == note_cache.note_value(note)
         assert page_ids(alice)[0] == note.pk
 
     def test_a_deleted_note_leaves_the_page_at_commit(self, alice, bob, feed, no_tasks, django_capture_on_commit_callbacks):
@@ -174,7 +174,7 @@ class TestForgetting:
 
     def test_an_author_whose_entry_is_forgotten_is_read_from_the_database(self, alice, bob, feed, redis_client):
         User.objects.filter(pk=bob.pk).update(is_active=False)  # no signal: the forget done by hand below
-        timeline.cache_forget(redis_client, author_ids=[bob.pk])
+        note_cache.cache_forget(redis_client, author_ids=[bob.pk])
 
         shown = page_ids(alice)
 
@@ -202,10 +202,10 @@ class TestForgetting:
 
     def test_a_tombstone_refuses_a_fill_read_before_the_change(self, alice, feed, redis_client):
         note = Note.objects.select_related("author").get(pk=feed[5].pk)  # read while visible...
-        timeline.cache_forget(redis_client, note_ids=[note.pk])  # ...then the change committed
+        note_cache.cache_forget(redis_client, note_ids=[note.pk])  # ...then the change committed
 
         pipe = redis_client.pipeline(transaction=False)
-        timeline.queue_cache_fill(pipe, [note], replace=False)  # the reader's late fill
+        note_cache.queue_cache_fill(pipe, [note], replace=False)  # the reader's late fill
         pipe.execute()
 
         assert redis_client.get(redis_keys.note_cache_key(note.pk)) == redis_keys.CACHE_TOMBSTONE
@@ -213,7 +213,7 @@ class TestForgetting:
 
     def test_while_tombstoned_pages_read_the_database_and_write_nothing(self, alice, feed, redis_client):
         note = feed[5]
-        timeline.cache_forget(redis_client, note_ids=[note.pk])
+        note_cache.cache_forget(redis_client, note_ids=[note.pk])
 
         with CaptureQueriesContext(connection) as queries:
             shown = page_ids(alice, limit=3)
@@ -256,14 +256,14 @@ class TestFollowing:
 
     def test_only_the_pages_authors_are_asked_about(self, alice, feed, monkeypatch):
         asked: list[int] = []
-        real = timeline.lookup
+        real = note_cache.lookup
 
         def spy(client, keys, set_key, members):
             asked.append(len(members))
             return real(client, keys, set_key, members)
 
-        monkeypatch.setattr(timeline, "lookup", spy)
-        timeline.forget_note_authors()
+        monkeypatch.setattr(note_cache, "lookup", spy)
+        note_cache.forget_note_authors()
 
         page_ids(alice, limit=2)
 
@@ -275,7 +275,7 @@ class TestRedisDown:
         def fail(*args, **kwargs):
             raise ConnectionError("redis is gone")
 
-        monkeypatch.setattr(timeline, "resolve_notes", fail)
+        monkeypatch.setattr(note_cache, "resolve_notes", fail)
 
         page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)
 
@@ -291,7 +291,7 @@ class TestRedisDown:
 
 
 def test_a_cached_author_becomes_a_user_with_its_own_fields(user_factory: Any) -> None:
-    from feed.timeline import FeedAuthor
+    from feed.paging import FeedAuthor
 
     user = user_factory(username="zoe", display_name="Zoë Z")
 

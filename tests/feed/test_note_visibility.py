@@ -116,15 +116,16 @@ class TestWarningsInTheHomeFeed:
         assert [(n.pk, n.spoiler_text, n.body) for n in database.notes] == [(note.pk, "spoilers", "the ending")]
 
     def test_a_cached_value_keeps_the_warning_apart_from_the_body(self, bob) -> None:
-        from feed import timeline
+        from feed import note_cache
+        from feed.models import from_ms
 
         note = Note(pk=1, author_id=bob.pk, body="body \\x1f text", spoiler_text="cw")
-        note.created_at = timeline.from_ms(1_700_000_000_000)
+        note.created_at = from_ms(1_700_000_000_000)
 
-        _, _, text = timeline.parse_note_value(timeline.note_value(note))
+        _, _, text = note_cache.parse_note_value(note_cache.note_value(note))
 
-        assert timeline.split_warning(text) == ("cw", "body \\x1f text")
-        assert timeline.split_warning("plain") == ("", "plain")
+        assert note_cache.split_warning(text) == ("cw", "body \\x1f text")
+        assert note_cache.split_warning("plain") == ("", "plain")
 
     def test_a_warning_with_a_control_character_is_refused(self, bob) -> None:
         with pytest.raises(NoteInvalidError):

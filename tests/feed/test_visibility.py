@@ -20,7 +20,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from core.models import OutboxEntry
-from feed import redis_keys, selectors, timeline
+from feed import note_cache, redis_keys, selectors
 from social import controls
 from social import redis_keys as social_keys
 from social import services as social_services
@@ -87,7 +87,7 @@ def the_same(expected):
 def cache_cold(redis_client, notes):
     """Forget what Redis and this process know of the notes (a cold process, a cache emptied)."""
     redis_client.delete(*redis_keys.note_cache_keys([note.pk for note in notes.values()]))
-    timeline.forget_note_authors()
+    note_cache.forget_note_authors()
 
 
 # The changes after which alice may no longer see bob's notes (bob is private).
@@ -192,7 +192,7 @@ class TestHiddenAuthors:
 class TestTheCheckCosts:
     def test_one_query_per_page_whatever_number_of_rounds_its_hidden_notes_take(self, alice, bob, cast, lagging):
         lagging(lambda: controls.block_create(actor=bob, target_id=alice.pk))
-        timeline.forget_note_authors()  # the first round meets bob's notes without knowing their author
+        note_cache.forget_note_authors()  # the first round meets bob's notes without knowing their author
 
         with CaptureQueriesContext(connection) as queries:
             page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=2)

@@ -20,6 +20,7 @@ from django.utils.html import escape
 
 from core import embedded
 from core.exit_codes import EXIT_CODES_HELP, unavailable
+from core.outbox import BackgroundDrain
 from core.redis import REDIS_ERRORS, get_redis, redis_available, redis_failed
 from datatools import redis_keys
 from datatools.selectors import WarmupProgress, mirror_state, warmup_progress, warmup_reason
@@ -42,7 +43,8 @@ class Command(BaseCommand):
         "the development server at once. The notes (the Higgs activity replayed, on the first run) and the "
         "Redis mirror, when it is not current for the database (sentinel, watermark, pending outbox entries; "
         "the embedded server keeps it across restarts), are warmed up in a background process (manage.py "
-        "warm_mirror --replay-notes) while pages read the database and say so. "
+        "warm_mirror --replay-notes) while pages read the database and say so. Pending outbox entries are "
+        "applied every SOCIAL_OUTBOX_DRAIN_SECONDS in the server's process, as beat would. "
         "--dry-run prints the plan. " + EXIT_CODES_HELP
     )
 
@@ -58,6 +60,7 @@ class Command(BaseCommand):
             self._plan(options)
             return
         warmer: subprocess.Popen[bytes] | None = None
+        drainer: BackgroundDrain | None = None
         # A SIGTERM (kill, a service manager) stops the site as Ctrl-C does: the clean-up below runs.
         signal.signal(signal.SIGTERM, _terminate)
         try:
@@ -66,11 +69,18 @@ class Command(BaseCommand):
                 self._warm_up_here()
                 return
             warmer = self._start_warm_up(options)
+            drainer = start_drain(warmer)
             self.stdout.write(f"Sign in as any imported user, e.g. u2494, password '{DEMO_PASSWORD}'.")
             call_command(_DemoServer(), f"{options['host']}:{options['port']}", use_reloader=False, skip_checks=True)
         except REDIS_ERRORS as exc:
             raise unavailable("Redis", exc) from exc
         finally:
+            # The clean-up runs to its end: a second SIGTERM (a signal to the whole process group,
+            # which `timeout` passes on to the group again) must not cut it short and leave the
+            # embedded server or the warm-up running.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            if drainer is not None:
+                drainer.stop()
             if warmer is not None:
                 _stop(warmer)
             self._stop_embedded_server()
@@ -158,6 +168,18 @@ class Command(BaseCommand):
         else:
             self.stdout.write("would warm up the Redis mirror after the import")
         self.stdout.write("would serve" if not options["no_serve"] else "would not serve (--no-serve)")
+
+
+def start_drain(warmer: subprocess.Popen[bytes] | None) -> BackgroundDrain:
+    """Beat's outbox drain in a thread of the server's process (``core.outbox.BackgroundDrain``,
+    every ``SOCIAL_OUTBOX_DRAIN_SECONDS``): with no beat, the entries a request leaves pending (a
+    mute's, a block's) would wait for the next start, and the health page's backlog would grow.
+
+    Paused while ``warmer`` (the warm-up process) runs: it drains at its end itself, and the two
+    would compete for the SQLite database. A mirror lost meanwhile is left to the next start's
+    warm-up, not rebuilt in the server's process.
+    """
+    return BackgroundDrain(paused=lambda: warmer is not None and warmer.poll() is None, start_rebuild=False).start()
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

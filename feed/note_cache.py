@@ -1,0 +1,376 @@
+"""The note cache: what a page shows of a note and of its author, in Redis, filled on a miss.
+
+What a page shows of a note (author id, publish time, body)
+and of its author (username, display name) is read from the note cache
+(``feed.redis_keys.note_cache_key``, ``author_cache_key``), so a page reads
+no note or account row in the common case: one round trip for the inbox
+(with its markers), one for the notes, their authors and the following
+check (the authors of ids this process met before are known: a note's
+author never changes), and a page shows ``FeedNote``s built from it, not
+model instances; its one query is the visibility check of its authors
+(``feed.page_reader``, "Visibility"). Only visible notes and active accounts are cached, so a
+cached note of a cached author is shown without reading its rows. An
+entry is written by the fan-out (``SET``, fresh from the primary after
+commit, before any inbox holds the id) and by a reader that missed it
+(``SET NX``, from a primary read: a lagging replica must not write an older
+state). It is *forgotten* when the note is hidden, unhidden or deleted or
+the account is deactivated, renamed or deleted: at commit (``feed.receivers``)
+and again by that change's outbox job, which is retried until it succeeds.
+Forgetting writes a tombstone that refuses ``NX`` fills for
+``CACHE_TOMBSTONE_SECONDS``, so a reader whose database read came before
+the change cannot write the old state back after it. A miss or a tombstone
+reads the database (the note and its author, on the primary), as a page
+did before the cache.
+
+Its keys are ``feed.redis_keys``' (``note_cache_key``, ``author_cache_key``); a miss reads the
+database through ``feed.fallback.load_notes``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import redis
+
+from core.cluster import Pipe, is_cluster, pipeline
+from core.redis import REDIS_ERRORS, breaker_node, get_redis, redis_available, redis_failed
+from core.replica import primary_reads
+from users.models import User
+
+from . import redis_keys
+from .fallback import load_notes
+from .models import Note, from_ms
+from .paging import FeedAuthor, FeedNote
+
+# Values are plain UTF-8, not JSON: parsing is most of what a cached page
+# costs per note. A note is "<author id> <publish ms> <body>" (the body is the
+# rest, spaces and all); an author "<username bytes> <username><display name>".
+# A note with a content warning stores "\x1f<warning>\x1f<body>" as its body: a
+# control character neither a body nor a warning may hold (``core.parsing.parse_text``).
+WARNING_MARK = "\x1f"
+
+
+def note_value(note: Note) -> bytes:
+    """The note cache's value for ``note``: ``b"<author id> <publish ms> <body>"``."""
+    text = f"{WARNING_MARK}{note.spoiler_text}{WARNING_MARK}{note.body}" if note.spoiler_text else note.body
+    return b"%d %d %s" % (note.author_id, note.published_ms, text.encode())
+
+
+def split_warning(text: str) -> tuple[str, str]:
+    """``(content warning, body)`` of a cached note's body text (no warning: ``""``)."""
+    if not text.startswith(WARNING_MARK):
+        return "", text
+    warning, _, body = text[1:].partition(WARNING_MARK)
+    return warning, body
+
+
+def parse_note_value(value: bytes) -> tuple[int, int, str]:
+    """``(author_id, published_ms, body)`` of a ``note_value``.
+
+    :raises ValueError: not a note value.
+    """
+    author_id, published_ms, body = value.split(b" ", 2)
+    return int(author_id), int(published_ms), body.decode()
+
+
+# Parsed values by their bytes, per process: a value's bytes are its content,
+# so one parse (and one datetime, one FeedAuthor) serves every page that
+# meets the same note or author, as the pages of its followers do. Bounded:
+# emptied when full.
+PARSED_MAX = 20_000
+_parsed_notes: dict[bytes, tuple[int, datetime, str, int, str]] = {}
+_parsed_authors: dict[tuple[int, bytes], FeedAuthor] = {}
+
+
+def _parsed_note(value: bytes) -> tuple[int, datetime, str, int, str]:
+    found = _parsed_notes.get(value)
+    if found is None:
+        if len(_parsed_notes) >= PARSED_MAX:
+            _parsed_notes.clear()
+        author_id, published_ms, text = parse_note_value(value)
+        warning, body = split_warning(text)
+        found = _parsed_notes[value] = (author_id, from_ms(published_ms), body, published_ms, warning)
+    return found
+
+
+def _parsed_author(user_id: int, value: bytes) -> FeedAuthor:
+    found = _parsed_authors.get((user_id, value))
+    if found is None:
+        if len(_parsed_authors) >= PARSED_MAX:
+            _parsed_authors.clear()
+        found = _parsed_authors[(user_id, value)] = FeedAuthor(user_id, *parse_author_value(value))
+    return found
+
+
+def author_value(user: User | FeedAuthor) -> bytes:
+    """The note cache's value for author ``user``: the username's length in bytes, a space, the
+    username and the display name."""
+    username = user.username.encode()
+    return b"%d %s%s" % (len(username), username, user.display_name.encode())
+
+
+def parse_author_value(value: bytes) -> tuple[str, str]:
+    """``(username, display_name)`` of an ``author_value``.
+
+    :raises ValueError: not an author value.
+    """
+    length, _, rest = value.partition(b" ")
+    size = int(length)
+    return rest[:size].decode(), rest[size:].decode()
+
+
+def queue_cache_fill(pipe: Pipe, notes: Iterable[Note], *, replace: bool) -> int:
+    """Queue writes of the cache entries of ``notes`` and their authors (loaded) on ``pipe``.
+
+    Notes that are not visible and inactive authors are left out.
+
+    :param replace: overwrite the notes' entries and tombstones (``SET``:
+        the fan-out, which read the note on the primary after its commit and
+        checks it again afterwards); False writes only where no entry and no
+        tombstone is (``SET NX``: a reader's fill). Authors are always ``NX``.
+    :returns: the number of commands queued.
+    """
+    queued = 0
+    authors: dict[int, User] = {}
+    for note in notes:
+        if not note.is_visible:
+            continue
+        key = redis_keys.note_cache_key(note.pk)
+        pipe.set(key, note_value(note), ex=redis_keys.NOTE_CACHE_TTL_SECONDS, nx=not replace)
+        authors[note.author_id] = note.author
+        queued += 1
+    for author in authors.values():
+        pipe.set(redis_keys.author_cache_key(author.pk), author_value(author), ex=redis_keys.AUTHOR_CACHE_TTL_SECONDS, nx=True)
+        queued += 1
+    return queued
+
+
+def queue_cache_forget(pipe: Pipe, *, note_ids: Iterable[int] = (), author_ids: Iterable[int] = ()) -> int:
+    """Queue the tombstones of notes ``note_ids`` and accounts ``author_ids`` on ``pipe`` (see the
+    module docstring); returns the number of commands queued."""
+    keys = [redis_keys.note_cache_key(note_id) for note_id in note_ids]
+    keys += [redis_keys.author_cache_key(user_id) for user_id in author_ids]
+    for key in keys:
+        pipe.set(key, redis_keys.CACHE_TOMBSTONE, ex=redis_keys.CACHE_TOMBSTONE_SECONDS)
+    return len(keys)
+
+
+def cache_forget(client: redis.Redis, *, note_ids: Iterable[int] = (), author_ids: Iterable[int] = ()) -> int:
+    """Forget the cached notes ``note_ids`` and accounts ``author_ids`` (tombstones, one round trip).
+
+    :returns: the number of entries forgotten.
+    :raises: Redis errors (``REDIS_ERRORS``).
+    """
+    pipe = pipeline(client)
+    count = queue_cache_forget(pipe, note_ids=note_ids, author_ids=author_ids)
+    if count:
+        pipe.execute()
+    return count
+
+
+def cache_forget_now(*, note_ids: Sequence[int]) -> bool:
+    """Forget the cached notes ``note_ids`` right after a commit, best effort: nothing is tried
+    while the breaker is open (a write never waits for a dead Redis), a Redis failure opens it
+    (readers use the database meanwhile), and either way the note's ``feed.note`` job forgets
+    again.
+
+    :returns: True when the tombstones were written.
+    """
+    if not note_ids:
+        return True
+    node = breaker_node(redis_keys.note_cache_key(note_ids[0]))
+    if not redis_available(node):
+        return False
+    try:
+        cache_forget(get_redis(), note_ids=note_ids)
+    except REDIS_ERRORS as exc:
+        redis_failed(exc, node)
+        return False
+    return True
+
+
+def lookup(client: redis.Redis, keys: Sequence[str], set_key: str, members: Sequence[int]) -> tuple[list[Any], list[bool]]:
+    """The values of the string ``keys`` (None where missing) and whether each of ``members`` is in
+    the set ``set_key``, in one round trip.
+
+    On one server one raw ``MGET`` and one raw ``SMISMEMBER`` (see ``inbox_round``); on a
+    cluster the keys live on many slots, so one ``GET`` each through the routed pipeline.
+
+    :raises: Redis errors (``REDIS_ERRORS``).
+    """
+    if not keys and not members:
+        return [], []
+    if is_cluster(client):
+        pipe = pipeline(client)
+        for key in keys:
+            pipe.get(key)
+        if members:
+            pipe.smismember(set_key, list(members))
+        replies = pipe.execute()
+        values = replies[: len(keys)]
+    else:
+        raw: Pipe = client.pipeline(transaction=False)
+        if keys:
+            raw.execute_command("MGET", *keys)
+        if members:
+            raw.execute_command("SMISMEMBER", set_key, *members)
+        replies = raw.execute()
+        values = list(replies[0]) if keys else []
+    return values, [bool(member) for member in replies[-1]] if members else []
+
+
+@dataclass
+class Resolved:
+    """The notes behind some ids for one reader: ``shown`` the ones the reader's feed shows
+    (visible, by an author the reader follows, not the reader's own) with their authors,
+    ``stale`` the ids whose note is gone or not visible (confirmed on the primary)."""
+
+    shown: dict[int, FeedNote]
+    stale: set[int]
+
+
+# Note id -> author id, per process: a note's author never changes, so a
+# round can ask for the authors' entries and the following check together
+# with the notes' entries (one round trip instead of two) for every id this
+# process has met. Bounded: emptied when full.
+NOTE_AUTHORS_MAX = 200_000
+_note_authors: dict[int, int] = {}
+
+
+def forget_note_authors() -> None:
+    """Empty this process's note -> author table (tests)."""
+    _note_authors.clear()
+
+
+def resolve_notes(
+    client: redis.Redis, note_ids: Sequence[int], *, reader_id: int, following_key: str, muted: Collection[int] = ()
+) -> Resolved:
+    """Look up ``note_ids`` in the note cache, their authors too, and whether reader
+    ``reader_id`` (whose following set is ``following_key``) follows those authors.
+
+    One round trip when this process met every id before (the notes' and
+    their authors' entries and one ``SMISMEMBER``), else two (the authors
+    after the notes); on misses one query for the missing notes and one for
+    the missing authors, on the primary, and a round trip filling the cache
+    (``SET NX``).
+
+    :raises: Redis errors (``REDIS_ERRORS``).
+    """
+    if not note_ids:
+        return Resolved(shown={}, stale=set())
+    known = _note_authors
+    if len(known) > NOTE_AUTHORS_MAX:
+        known.clear()
+    guessed = [author_id for author_id in dict.fromkeys(map(known.get, note_ids)) if author_id is not None]
+    values, flags = lookup(client, redis_keys.note_cache_keys(note_ids) + redis_keys.author_cache_keys(guessed), following_key, guessed)
+    tombstone = redis_keys.CACHE_TOMBSTONE
+    followed = {user_id for user_id, member in zip(guessed, flags) if member}
+    followed.discard(reader_id)  # a reader's own notes are not in its feed
+    followed.difference_update(muted)  # nor the notes of accounts it mutes
+    authors: dict[int, FeedAuthor] = {}
+    author_values: dict[int, Any] = {}  # the entries found missing or tombstoned
+    parsed_authors = _parsed_authors
+    for user_id, value in zip(guessed, values[len(note_ids) :]):
+        if value is None or value == tombstone:
+            author_values[user_id] = value
+        else:
+            authors[user_id] = parsed_authors.get((user_id, value)) or _parsed_author(user_id, value)
+    shown: dict[int, FeedNote] = {}
+    missing: list[int] = []
+    tombstoned: set[int] = set()
+    waiting: list[tuple[int, tuple[int, datetime, str, int, str]]] = []  # cached notes whose author is not known yet
+    parsed_notes = _parsed_notes
+    for note_id, value in zip(note_ids, values):
+        if value is None or value == tombstone:
+            missing.append(note_id)
+            if value is not None:
+                tombstoned.add(note_id)
+            continue
+        parsed = parsed_notes.get(value) or _parsed_note(value)
+        author_id = known[note_id] = parsed[0]
+        author = authors.get(author_id)
+        if author is None:
+            waiting.append((note_id, parsed))
+        elif author_id in followed:
+            shown[note_id] = FeedNote(note_id, author_id, author, parsed[2], parsed[1], parsed[3], parsed[4])
+    stale: set[int] = set()
+    if missing or waiting or author_values:
+        _resolve_rest(client, following_key, reader_id, set(guessed), missing, tombstoned, waiting, authors, author_values, followed, shown, stale, muted)
+    return Resolved(shown=shown, stale=stale)
+
+
+def _resolve_rest(
+    client: redis.Redis,
+    following_key: str,
+    reader_id: int,
+    asked: set[int],
+    missing: list[int],
+    tombstoned: set[int],
+    waiting: list[tuple[int, tuple[int, datetime, str, int, str]]],
+    authors: dict[int, FeedAuthor],
+    author_values: dict[int, Any],
+    followed: set[int],
+    shown: dict[int, FeedNote],
+    stale: set[int],
+    muted: Collection[int],
+) -> None:
+    # What the first round trip left open: notes not cached, authors not
+    # guessed (``asked``: those whose membership is known) or not cached.
+    # Fills ``shown`` and ``stale`` in place.
+    loaded: dict[int, Note] = {}
+    fill: list[Note] = []
+    if missing:
+        # The primary: a fill must not write a lagging replica's older state,
+        # and removing an id (a write) needs the note confirmed gone there.
+        with primary_reads():
+            rows = load_notes(missing)
+        for note_id in missing:
+            row = rows.get(note_id)
+            if row is None or not row.is_visible:
+                stale.add(note_id)
+                continue
+            loaded[note_id] = row
+            _note_authors[note_id] = row.author_id
+            if row.author_id not in authors:
+                authors[row.author_id] = FeedAuthor.of(row.author)
+            if note_id not in tombstoned:
+                fill.append(row)
+    waiting_authors = {parsed[0] for _, parsed in waiting}
+    entries = sorted(waiting_authors - authors.keys() - author_values.keys())
+    members = sorted((waiting_authors | {row.author_id for row in loaded.values()}) - asked)
+    if entries or members:
+        values, flags = lookup(client, redis_keys.author_cache_keys(entries), following_key, members)
+        followed.update(user_id for user_id, member in zip(members, flags) if member and user_id != reader_id and user_id not in muted)
+        for user_id, value in zip(entries, values):
+            if value is None or value == redis_keys.CACHE_TOMBSTONE:
+                author_values[user_id] = value
+            else:
+                authors[user_id] = _parsed_author(user_id, value)
+    fill_authors: list[User] = []
+    unknown = [user_id for user_id in author_values if user_id not in authors]
+    if unknown:
+        with primary_reads():
+            found = User.objects.only("id", "username", "display_name", "is_active").in_bulk(unknown)
+        for user_id, user in found.items():
+            if user.is_active:
+                authors[user_id] = FeedAuthor.of(user)
+                if author_values[user_id] is None:  # a miss, not a tombstone
+                    fill_authors.append(user)
+    for note_id, (author_id, created_at, body, published_ms, warning) in waiting:
+        author = authors.get(author_id)
+        if author is None:
+            stale.add(note_id)  # the author is deactivated or gone: so is the note
+        elif author_id in followed:
+            shown[note_id] = FeedNote(note_id, author_id, author, body, created_at, published_ms, warning)
+    for note_id, row in loaded.items():
+        if row.author_id in followed:
+            shown[note_id] = FeedNote(row.pk, row.author_id, authors[row.author_id], row.body, row.created_at, row.published_ms, row.spoiler_text)
+    if fill or fill_authors:
+        pipe = pipeline(client)
+        queue_cache_fill(pipe, fill, replace=False)
+        for user in fill_authors:
+            pipe.set(redis_keys.author_cache_key(user.pk), author_value(user), ex=redis_keys.AUTHOR_CACHE_TTL_SECONDS, nx=True)
+        pipe.execute()

@@ -1,0 +1,487 @@
+"""Reading a page of the home timeline: merge the inbox and pulled outboxes, fill from the database past the horizon.
+
+The order, positions and pages are ``feed.paging``'s; the notes behind the ids come from the note
+cache (``feed.note_cache``); the database part is ``feed.fallback``'s.
+
+**Sources.** The reader's inbox plus the outbox of every followee in the
+pull set (hybrid). Each sorted set is trusted only above its *horizon*, the
+lowest score it holds: below that it may have been trimmed at the cap, or
+never filled. Items with a score at or below the highest horizon come from
+the database, which is the truth, in the same order: scrolling past the cap
+continues from the database, and a reader whose inbox is missing or
+being rebuilt reads the database only.
+
+**Stale ids.** Ids whose note is gone, hidden, deleted or whose author is
+deactivated are skipped, the page is filled from older ids (no short page
+in the middle of a feed) and the stale ids are removed from the sorted sets
+that hold them, so the next page does not scan them again. Ids of
+authors the reader no longer follows are skipped but left for the unfollow
+task, so a follow mirror that lags cannot delete a live entry.
+
+**Visibility.** The Redis mirrors (the following set, the inbox, the note
+cache) may lag a committed block, a removed follower, an unfollow of a
+private account or an account turning private, by a frozen moment or an
+after-commit job not applied yet. So every page, on every path, passes its
+notes through ``Feed.visible``: one query for the page's authors
+(``social.visibility.hidden_authors``: whether the reader follows each of
+them in the database now, on the primary; a block either way and a removal
+delete the follow rows in their own transaction). Notes it drops are
+replaced from further down as stale ids are (no short page that stops the
+client) but left in Redis for their own jobs; the authors it found hidden
+are skipped for the rest of the page (its later rounds and database part).
+
+**Following.** On the Redis path the reader's following set is asked only
+about the authors of the ids a round read (``SMISMEMBER``, O(page)); only
+a page that goes past the horizon reads the whole set, for its database
+part (a page from Redis reads no follow row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from django.db.models import QuerySet
+
+from core.cluster import Pipe, is_cluster, node_client, pipeline
+from social import redis_keys as social_keys
+from social.selectors import active_follows
+from social.visibility import hidden_authors, now_ms
+
+from . import note_cache, redis_keys
+from .fallback import database_after, database_run
+from .paging import MAX_NOTE_ID, FeedNote, Page, Position, feed_order
+
+# Ids read per sorted set per round at least (stale ids make rounds repeat).
+MIN_WINDOW = 10
+# Ids read per sorted set beyond what a round needs: the lowest score a full
+# read returns may continue past it (ids at one millisecond), so the run at
+# that score is left to the next round instead of re-read in this one.
+WINDOW_SLACK = 3
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A note id read from Redis: its score and the keys that hold it."""
+
+    note_id: int
+    score: int
+    keys: tuple[str, ...] = ()
+
+
+@dataclass
+class Window:
+    """One round of Redis reads: complete ``items`` in feed order, whether ``more`` follow
+    above the horizon, and the ``horizon`` as far as the round saw it (None: no read reached
+    a set's lowest entry, or every set is empty)."""
+
+    items: list[Candidate]
+    more: bool
+    horizon: int | None
+
+
+@dataclass(slots=True)
+class KeyRead:
+    """What one round read of one sorted set: ``items`` ``[(note_id, score_ms)]`` strictly
+    after the round's position; ``cut``, the lowest score read when the read was full (the run
+    at that score may go on unread); ``tail``, the lowest score the set holds when the read
+    reached it (None: the read was full, so the tail lies at or below ``cut``, or found nothing
+    at all below the position).
+
+    A horizon at or below ``cut`` changes nothing above it, so a full read needs no tail
+    (``redis_window`` asks for it only when it keeps the run at ``cut``), and a short read
+    ends at the set's lowest entry.
+    """
+
+    items: list[tuple[int, int]]
+    cut: int | None
+    tail: int | None
+
+
+def _parse(reply: Sequence[tuple[Any, float]]) -> list[tuple[int, int]]:
+    return [(int(member), int(score)) for member, score in reply]
+
+
+def queue_key_read(pipe: Pipe, key: str, after: Position | None, n: int) -> int:
+    """Queue one round's read of sorted set ``key`` on ``pipe``: up to ``n`` ids from ``after``'s
+    score down (that score included: its run is split by id here); returns how many replies it
+    takes (``parse_key_read``)."""
+    if after is None:
+        pipe.zrevrange(key, 0, n - 1, withscores=True)
+    else:
+        pipe.zrevrangebyscore(key, after.score, "-inf", start=0, num=n, withscores=True)
+    return 1
+
+
+def key_read(read: list[tuple[int, int]], after: Position | None, n: int) -> KeyRead:
+    """The ``KeyRead`` of up to ``n`` entries of a sorted set read from ``after``'s score down
+    (``read``, newest first): the ones strictly after ``after``."""
+    items = read
+    if after is not None:
+        # Only the run at the position's own score comes first and needs its ids compared.
+        ties = 0
+        while ties < len(read) and read[ties][1] >= after.score:
+            ties += 1
+        items = [(m, s) for m, s in read[:ties] if after.precedes(s, m)] + read[ties:]
+    full = len(read) == n
+    return KeyRead(items=items, cut=read[-1][1] if full else None, tail=read[-1][1] if read and not full else None)
+
+
+def parse_key_read(replies: Sequence[Any], after: Position | None, n: int) -> KeyRead:
+    """The ``KeyRead`` of the replies of ``queue_key_read(pipe, key, after, n)``."""
+    return key_read(_parse(replies[0]), after, n)
+
+
+def redis_window(
+    client: redis.Redis,
+    keys: Sequence[str],
+    after: Position | None,
+    n: int,
+    *,
+    need: int | None = None,
+    reads: dict[str, KeyRead] | None = None,
+) -> Window:
+    """Read up to ``n`` ids per key strictly after ``after`` and merge them.
+
+    One round trip for the keys not in ``reads`` (reads already made, e.g.
+    in the pipeline that checked the inbox's markers). The merged list is
+    cut where it stops being complete: above the horizon, and above the
+    highest score at which a key's read was cut. When fewer than ``need``
+    (default ``n``) ids are left above that score, the runs at the cut
+    scores are re-read whole (one more round trip, because Redis orders a
+    run by member bytes and the feed by id) and kept.
+    """
+    found = dict(reads or {})
+    todo = [key for key in keys if key not in found]
+    if todo:
+        pipe = pipeline(client)
+        counts = [queue_key_read(pipe, key, after, n) for key in todo]
+        replies = pipe.execute()
+        start = 0
+        for key, count in zip(todo, counts):
+            found[key] = parse_key_read(replies[start : start + count], after, n)
+            start += count
+    per_key = {key: found[key].items for key in keys}
+    cuts = {key: cut for key in keys if (cut := found[key].cut) is not None}
+    tails = [tail for key in keys if (tail := found[key].tail) is not None]
+    horizon = max(tails) if tails else None
+    floor = max(cuts.values()) if cuts else None
+    whole_runs = False
+    if floor is not None:
+        above = {m for items in per_key.values() for m, s in items if s > floor and (horizon is None or s > horizon)}
+        if len(above) < (need or n):
+            # The runs at the cuts are kept whole: their sets' tails are needed now (a run at a
+            # set's tail may have been trimmed in part).
+            whole_runs = True
+            pipe = pipeline(client)
+            for key, cut in cuts.items():
+                pipe.zrangebyscore(key, cut, cut, withscores=True)
+                pipe.zrange(key, 0, 0, withscores=True)
+            replies = pipe.execute()
+            for (key, cut), run, tail in zip(cuts.items(), replies[0::2], replies[1::2]):
+                whole = [(m, s) for m, s in _parse(run) if after is None or after.precedes(s, m)]
+                per_key[key] = [(m, s) for m, s in per_key[key] if s != cut] + whole
+                tails += [score for _, score in _parse(tail)]
+            horizon = max(tails) if tails else None
+    # Left to the next round: below the floor, or the floor's own run when it was not re-read.
+    left = None if floor is None else floor - 1 if whole_runs else floor
+    # Kept: strictly above the horizon and above what is left (scores are integers).
+    minimum = max(bound for bound in (horizon, left) if bound is not None) if horizon is not None or left is not None else None
+    if len(keys) == 1:
+        shared = (keys[0],)
+        picked = [item for item in per_key[keys[0]] if minimum is None or item[1] > minimum]
+        # Nearly sorted already (Redis orders by score too), so this is about one pass.
+        picked.sort(key=feed_order)
+        ordered = [Candidate(member, score, shared) for member, score in picked]
+    else:
+        holders: dict[tuple[int, int], list[str]] = {}
+        for key, items in per_key.items():
+            for member, score in items:
+                if minimum is None or score > minimum:
+                    holders.setdefault((member, score), []).append(key)
+        ordered = [Candidate(member, score, tuple(holders[(member, score)])) for member, score in sorted(holders, key=feed_order)]
+    more = left is not None and (horizon is None or left > horizon)
+    return Window(items=ordered, more=more, horizon=horizon)
+
+
+@dataclass(slots=True)
+class InboxRound:
+    """The first round of a page (``inbox_round``): ``synced`` and ``rebuilding`` (the inbox's
+    markers), ``pulled`` (the pull authors the reader follows) and ``read``, the inbox's first
+    window (None when not asked for)."""
+
+    synced: bool
+    rebuilding: bool
+    pulled: list[int]
+    read: KeyRead | None
+    muted: frozenset[int] = frozenset()
+
+
+def _scored(reply: Sequence[Any]) -> list[tuple[int, int]]:
+    # A raw WITHSCORES reply: [[member, score], ...] on RESP3, flat
+    # [member, score, ...] on RESP2.
+    if reply and isinstance(reply[0], (list, tuple)):
+        return [(int(member), int(score)) for member, score in reply]
+    members = iter(reply)
+    return [(int(member), int(score)) for member, score in zip(members, members)]
+
+
+def inbox_round(client: redis.Redis, *, reader_id: int, pull: Sequence[int], after: Position | None, n: int) -> InboxRound:
+    """The inbox's markers, which of ``pull`` (the pull set) the reader follows, and the inbox's
+    first window (``queue_key_read`` of ``n`` ids after ``after``; 0: none): one pipeline to the
+    master of the reader's slot (the inbox, its markers and the following set all carry the
+    reader's hash tag).
+
+    The commands go raw (``execute_command``), their replies as the server sends them: on a
+    cached page redis-py's reply callbacks (scores re-encoded, then parsed) cost more than the
+    commands. ``SMISMEMBER`` asks about the pull set only, never for the whole following set.
+
+    :raises: Redis errors (``REDIS_ERRORS``); a slot that moved is one (the page reads the
+        database and the next finds the new master).
+    """
+    inbox = redis_keys.inbox_key(reader_id)
+    pipe: Pipe = (node_client(client, inbox) if is_cluster(client) else client).pipeline(transaction=False)
+    pipe.execute_command("MGET", redis_keys.inbox_synced_key(reader_id), redis_keys.inbox_rebuilding_key(reader_id))
+    # The accounts the reader mutes now (O(mutes)): their notes are skipped.
+    pipe.execute_command("ZRANGEBYSCORE", social_keys.mutes_key(reader_id), f"({now_ms()}", "+inf")
+    if pull:
+        pipe.execute_command("SMISMEMBER", social_keys.following_set_key(reader_id), *pull)
+    if n:
+        if after is None:
+            pipe.execute_command("ZREVRANGE", inbox, 0, n - 1, "WITHSCORES")
+        else:
+            pipe.execute_command("ZREVRANGEBYSCORE", inbox, after.score, "-inf", "WITHSCORES", "LIMIT", 0, n)
+    replies = pipe.execute()
+    synced, rebuilding = replies[0]
+    muted = frozenset(int(member) for member in replies[1])
+    pulled = [author for author, member in zip(pull, replies[2]) if member and author not in muted] if pull else []
+    read = key_read(_scored(replies[-1]), after, n) if n else None
+    return InboxRound(synced=synced is not None, rebuilding=rebuilding is not None, pulled=pulled, read=read, muted=muted)
+
+
+# --- pages ------------------------------------------------------------------------
+
+
+@dataclass
+class Feed:
+    """Where one reader's feed comes from.
+
+    ``keys``: the inbox and the pulled outboxes (empty on the database
+    path). ``client``: redis-py, or None. ``following_key``: the reader's
+    following set in Redis (asked about each round's authors). ``first``:
+    reads of the first round made already (``Prefetch``). ``followees``:
+    author ids the database reads are limited to; None (the default) means
+    the following set, or the follow rows (``database_followees``).
+    ``checked`` and ``hidden``: the authors this feed asked the database
+    about (``visible``) and those of them the reader may not see now.
+    """
+
+    reader_id: int
+    keys: list[str]
+    client: redis.Redis | None = None
+    following_key: str = ""
+    first: Prefetch | None = None
+    followees: Collection[int] | None = None
+    muted: Collection[int] = frozenset()
+    checked: set[int] = field(default_factory=set)
+    hidden: set[int] = field(default_factory=set)
+
+    def skipped(self) -> Collection[int]:
+        """The authors whose notes this feed skips: muted, or found hidden by ``visible``."""
+        return self.muted if not self.hidden else self.hidden.union(self.muted)
+
+    def check(self, author_ids: Collection[int]) -> set[int]:
+        """Ask the database (``social.visibility.hidden_authors``) about the authors among
+        ``author_ids`` this feed has not checked yet; returns every author found hidden so far.
+
+        One query when some author is new (a page is one ``Feed``, so its authors cost one
+        query however many rounds found them), none otherwise.
+        """
+        todo = set(author_ids) - self.checked
+        if todo:
+            self.hidden |= hidden_authors(reader_id=self.reader_id, author_ids=todo)
+            self.checked |= todo
+        return self.hidden
+
+    def visible(self, notes: list[FeedNote]) -> list[FeedNote]:
+        """``notes`` without those the reader may not see now, decided by the database
+        (``check``), whatever the follow, block and note-cache mirrors in Redis still hold."""
+        hidden = self.check({note.author_id for note in notes})
+        if not hidden:
+            return notes
+        return [note for note in notes if note.author_id not in hidden]
+
+    def database_followees(self) -> Collection[int] | QuerySet[Any]:
+        """The authors of the database's part of the feed: ``followees``; on the Redis path the
+        reader's following set (read here, once, only when the page goes past the horizon: a
+        page from Redis reads no follow row, and a page within the inbox never the whole set);
+        else the reader's active follow rows as a ``values("followee_id")`` queryset. Muted
+        authors and those ``visible`` found hidden are left out.
+
+        :raises: Redis errors (``REDIS_ERRORS``) on the Redis path.
+        """
+        if self.followees is None and self.client is not None and self.following_key:
+            self.followees = {int(member) for member in self.client.smembers(self.following_key)} - set(self.muted)
+        if self.followees is not None:
+            return self.followees if not self.hidden else set(self.followees) - self.hidden
+        rows = active_follows().filter(follower_id=self.reader_id)
+        if skipped := self.skipped():
+            rows = rows.exclude(followee_id__in=sorted(skipped))
+        return rows.values("followee_id")
+
+    def take_reads(self, after: Position | None, n: int) -> dict[str, KeyRead] | None:
+        """The prefetched reads when they are for exactly ``(after, n)``, once."""
+        first, self.first = self.first, None
+        if first is None or first.after != after or first.n != n:
+            return None
+        return first.reads
+
+
+@dataclass(slots=True)
+class Prefetch:
+    """Reads of the first round (``KeyRead`` per key) made for ``after`` and ``n``."""
+
+    after: Position | None
+    n: int
+    reads: dict[str, KeyRead]
+
+
+def _remove_stale(client: redis.Redis, stale: list[Candidate]) -> int:
+    if not stale:
+        return 0
+    pipe = pipeline(client)
+    for candidate in stale:
+        for key in candidate.keys:
+            pipe.zrem(key, redis_keys.note_member(candidate.note_id))
+    return int(sum(pipe.execute()))
+
+
+def first_window(limit: int) -> int:
+    """Ids the first round of a page of ``limit`` notes reads per sorted set."""
+    return max(limit + 1 + WINDOW_SLACK, MIN_WINDOW)
+
+
+def read_page(feed: Feed, after: Position | None, limit: int) -> Page:
+    """The ``limit`` notes of ``feed`` strictly after ``after`` (None: from the top).
+
+    Reads Redis rounds until ``limit + 1`` notes are found or the sources
+    are exhausted down to their horizon, then the database. A round is one
+    window read (``redis_window``) and the note cache (``note_cache.resolve_notes``:
+    no query when every note and author is cached); at most one database
+    page query follows. The page's notes pass ``Feed.visible`` (one query
+    for the page's authors: the reader's follow rows in the database, which a
+    block either way or a removal has ended even where Redis lags); the notes
+    it drops are replaced from further down, as stale ids are, so the page is
+    as full as the feed allows.
+    """
+    want = limit + 1
+    shown: list[FeedNote] = []
+    raw = after
+    redis_notes = removed = 0
+    if feed.client is not None and feed.keys:
+        n = first_window(limit)
+        while len(shown) < want:
+            need = want - len(shown)
+            window = redis_window(feed.client, feed.keys, raw, n, need=need, reads=feed.take_reads(raw, n))
+            if not window.items:
+                break
+            items = window.items
+            if skipped := feed.skipped():
+                # Ids whose author this process knows to be muted (or found hidden) are skipped
+                # before the note cache is asked, so such a note costs no second round.
+                known = note_cache._note_authors
+                items = [c for c in items if known.get(c.note_id) not in skipped]
+                if not items:
+                    raw = Position(window.items[-1].score, window.items[-1].note_id)
+                    if not window.more:
+                        break
+                    continue
+            # The ids the page still needs first; the rest of the window only
+            # when some of those are not shown (stale, not followed, or hidden).
+            start = 0
+            while start < len(items) and len(shown) < want:
+                end = len(items) if start else want - len(shown)
+                chunk = items[start:end]
+                resolved = note_cache.resolve_notes(
+                    feed.client, [c.note_id for c in chunk], reader_id=feed.reader_id, following_key=feed.following_key, muted=feed.skipped()
+                )
+                stale: list[Candidate] = []
+                for candidate in chunk:
+                    start += 1
+                    if (note := resolved.shown.get(candidate.note_id)) is not None:
+                        shown.append(note)
+                        if len(shown) == want:
+                            break
+                    elif candidate.note_id in resolved.stale:
+                        stale.append(candidate)
+                raw = Position(items[start - 1].score, items[start - 1].note_id)
+                removed += _remove_stale(feed.client, stale)
+                if len(shown) == want:
+                    # A full page: the Redis mirrors may lag a block or a removal, the database
+                    # decides. The ids of hidden authors stay for their unfollow job, as ids of
+                    # unfollowed authors do; the page goes on after them, in this window first.
+                    shown = feed.visible(shown)
+            if len(shown) == want or not window.more:
+                break
+            n = max(want - len(shown) + WINDOW_SLACK, MIN_WINDOW)
+        shown = feed.visible(shown)
+        redis_notes = len(shown)
+    while len(shown) < want:
+        n = want - len(shown)
+        rows = database_after(feed.database_followees(), raw, n)
+        kept = feed.visible([FeedNote.of(note) for note in rows])
+        shown.extend(kept)
+        if len(kept) == len(rows) or len(rows) < n:
+            break
+        # Some authors were hidden (the follow set this read came from lags): the next read
+        # leaves them out (``database_followees``) and goes on after the last row read.
+        raw = Position(rows[-1].published_ms, rows[-1].pk)
+    return Page(notes=shown[:limit], has_more=len(shown) > limit, redis_notes=min(redis_notes, limit), stale_removed=removed)
+
+
+def visible_run(feed: Feed, score: int) -> list[int]:
+    """Ids of the notes ``feed`` shows at exactly ``score`` (ms), ascending.
+
+    From the sorted sets when ``score`` is above their horizon (one round
+    trip and the note cache), else from the database; either way through
+    ``Feed.visible``, as a page is, so an offset counts what pages showed.
+    """
+    if feed.client is None or not feed.keys:
+        return _visible_ids(feed, database_run(feed.database_followees(), score))
+    pipe = pipeline(feed.client)
+    for key in feed.keys:
+        pipe.zrange(key, 0, 0, withscores=True)
+        pipe.zrangebyscore(key, score, score)
+    replies = pipe.execute()
+    tails = [int(reply[0][1]) for reply in replies[0::2] if reply]
+    if not tails or score <= max(tails):
+        return _visible_ids(feed, database_run(feed.database_followees(), score))
+    ids = sorted({int(member) for reply in replies[1::2] for member in reply})
+    resolved = note_cache.resolve_notes(feed.client, ids, reader_id=feed.reader_id, following_key=feed.following_key, muted=feed.skipped())
+    return [note.pk for note in feed.visible([resolved.shown[note_id] for note_id in ids if note_id in resolved.shown])]
+
+
+def _visible_ids(feed: Feed, run: list[tuple[int, int]]) -> list[int]:
+    # ``run``: (note id, author id) pairs; the ids of the ones ``Feed.visible`` would keep.
+    hidden = feed.check({author_id for _, author_id in run})
+    return [note_id for note_id, author_id in run if author_id not in hidden]
+
+
+def position_from_scroll(feed: Feed, last_id: int, offset: int) -> tuple[Position, int]:
+    """Translate the scroll contract ``(lastId, offset)`` to a position.
+
+    ``offset`` counts the notes at score ``last_id`` the client has already
+    seen, in feed order; 0 means none (the first page passes the current
+    time and 0).
+
+    :returns: ``(position, seen)`` where ``seen`` is ``offset`` capped at
+        the length of that run.
+    """
+    if offset == 0:
+        return Position(last_id, 0), 0
+    run = visible_run(feed, last_id)
+    if offset >= len(run):
+        return Position(last_id, MAX_NOTE_ID), len(run)
+    return Position(last_id, run[offset - 1]), offset

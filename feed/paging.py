@@ -1,0 +1,153 @@
+"""The home timeline's order, positions and pages: pure rules, no Redis and no query.
+
+**Order.** Publish time (ms) descending, then note id *ascending*. Within one
+millisecond a note published later has a larger id, so it sorts after the
+ones already there: a note that arrives in a run of equal times while a
+client is paging through that run lands after the client's position and is
+returned once, instead of shifting the run under the client (the failure of
+plain "skip ``offset`` items at this score" paging).
+
+**Position.** A page continues strictly after a ``Position(score, note_id)``
+(keyset paging, as ``core.paging`` does for follow lists). The opaque
+cursor is that position (``core.paging.Cursor.token``); the scroll
+contract ``(lastId, offset)`` is translated to one: the ``offset``-th
+visible note at score ``lastId`` (``feed.page_reader.position_from_scroll``),
+and back after a page (``scroll_state``).
+
+**Pages.** A ``Page`` holds ``FeedNote``s, what a page shows of a note and
+its author (``FeedAuthor``), built from the note cache (``feed.note_cache``)
+or from the database (``feed.fallback``) by ``feed.page_reader``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import ClassVar
+
+from users.models import User
+
+from .models import Note
+
+# The largest note id a position can name: "after every note at this score".
+MAX_NOTE_ID = 2**63 - 1
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    """A place in the feed order; a page holds the notes strictly after it.
+
+    ``score`` is a publish time in unix ms; ``note_id`` 0 means "before
+    every note of that millisecond", ``MAX_NOTE_ID`` "after all of them".
+    """
+
+    score: int
+    note_id: int
+
+    def precedes(self, score: int, note_id: int) -> bool:
+        """Whether the note ``(score, note_id)`` comes strictly after this position."""
+        return score < self.score or (score == self.score and note_id > self.note_id)
+
+
+def feed_order(item: tuple[int, int]) -> tuple[int, int]:
+    """Sort key of the feed order for ``(note_id, score)``: newest first, ties by id ascending."""
+    return (-item[1], item[0])
+
+
+@dataclass(frozen=True, slots=True)
+class FeedAuthor:
+    """A note's author as a page shows it: ``id`` (also ``pk``), ``username``, ``display_name``
+    and ``shown_name``; an active account (``is_active``). Immutable, so one instance serves
+    every page of a process that shows this author with these names."""
+
+    id: int
+    username: str
+    display_name: str
+    is_active: ClassVar[bool] = True
+
+    @property
+    def pk(self) -> int:
+        """The account's id (as on a model)."""
+        return self.id
+
+    @property
+    def shown_name(self) -> str:
+        """The display name, or the username when there is none (``User.shown_name``)."""
+        return self.display_name or self.username
+
+    @classmethod
+    def of(cls, user: User) -> FeedAuthor:
+        """The ``FeedAuthor`` of ``user``."""
+        return cls(user.pk, user.username, user.display_name)
+
+    def as_user(self) -> User:
+        """A ``User`` with these fields loaded, the others deferred (for code that takes a model,
+        e.g. ``users.serializers``)."""
+        known = {"id": self.id, "username": self.username, "display_name": self.display_name, "is_active": True}
+        # from_db takes the values in the model's field order, whatever order the names are in.
+        names = [field.attname for field in User._meta.concrete_fields if field.attname in known]
+        return User.from_db(None, names, [known[name] for name in names])
+
+
+@dataclass(slots=True, eq=False)
+class FeedNote:
+    """A note as the home timeline shows it: ``id`` (also ``pk``), ``author_id``, ``author``
+    (a ``FeedAuthor``), ``body``, ``created_at`` and ``published_ms`` (its score).
+
+    Not a model instance: a page builds twenty of them and the templates read each field
+    several times, which through a model's descriptors cost more than reading the cache. It
+    holds everything ``feed/_note.html`` and ``feed.api.note_json`` use, so rendering a page
+    makes no query (there is nothing to load lazily).
+    """
+
+    id: int
+    author_id: int
+    author: FeedAuthor
+    body: str
+    created_at: datetime
+    published_ms: int
+    spoiler_text: str = ""  # the content warning (empty: none)
+
+    @property
+    def pk(self) -> int:
+        """The note's id (as on a model)."""
+        return self.id
+
+    @classmethod
+    def of(cls, note: Note) -> FeedNote:
+        """The ``FeedNote`` of ``note`` (its author loaded)."""
+        return cls(note.pk, note.author_id, FeedAuthor.of(note.author), note.body, note.created_at, note.published_ms, note.spoiler_text)
+
+
+@dataclass
+class Page:
+    """A page in feed order; ``has_more`` when another note follows the last one."""
+
+    notes: list[FeedNote]
+    has_more: bool
+    redis_notes: int = 0
+    stale_removed: int = 0
+
+    @property
+    def last(self) -> Position | None:
+        """Position of the last note shown (the next page continues after it)."""
+        if not self.notes:
+            return None
+        return Position(self.notes[-1].published_ms, self.notes[-1].pk)
+
+
+def scroll_state(page: Page, last_id: int | None, seen: int) -> tuple[int | None, int]:
+    """``(minTime, offset)`` to send back after ``page`` (the scroll contract).
+
+    The offset is the number of notes at ``minTime`` the client has now
+    seen. When the whole page shares the previous page's minimum, the notes
+    seen before are added (resetting the count to the ones
+    on this page would repeat notes).
+    """
+    if not page.notes:
+        return last_id, seen
+    min_time = page.notes[-1].published_ms
+    here = sum(1 for note in page.notes if note.published_ms == min_time)
+    if min_time == last_id:
+        here += seen
+    return min_time, here
