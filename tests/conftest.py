@@ -34,7 +34,7 @@ def pytest_addoption(parser: Any) -> None:
 def cluster_caches(base: dict[str, Any], url: str) -> dict[str, Any]:
     """``base`` (the CACHES setting) with the default cache on the cluster at ``url``."""
     options = {**base["default"]["OPTIONS"], "CONNECTION_FACTORY": "core.cluster.ClusterConnectionFactory", "CLUSTER_NODES": cluster_nodes(url)}
-    return {**base, "default": {**base["default"], "LOCATION": url.split(",")[0], "OPTIONS": options}}
+    return {**base, "default": {**base["default"], "LOCATION": url.split(",", maxsplit=1)[0], "OPTIONS": options}}
 
 
 @pytest.fixture(scope="session", autouse=True)

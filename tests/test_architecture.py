@@ -148,7 +148,7 @@ class TestImportDirection:
         ],
     )
     def test_the_rule_itself(self, module: str, target: str, expected: bool) -> None:
-        app, target_app = module.split(".")[0], target.split(".")[0]
+        app, target_app = module.split(".", maxsplit=1)[0], target.split(".", maxsplit=1)[0]
         allowed = (module, target) in ALLOWED_UPWARD or (
             APP_RANK[target_app] <= APP_RANK[app] and layer(target) <= layer(module)
         )

@@ -32,7 +32,7 @@ def production_block() -> str:
     """The shell block of the README's "Processes in production" section."""
     text = (ROOT / "README.md").read_text()
     section = text[text.index("## Processes in production") :]
-    match = re.search(r"```sh\n(.*?)```", section, flags=re.S)
+    match = re.search(r"```sh\n(.*?)```", section, flags=re.DOTALL)
     assert match is not None, "the production section has no sh block"
     return match.group(1)
 

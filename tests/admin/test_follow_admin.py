@@ -9,6 +9,7 @@ cannot mirror (``QuerySet.delete``) is repaired entirely by reconcile.
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Any
 
 import pytest
@@ -192,9 +193,9 @@ class TestListSearchAndFilters:
 
     def test_filters_by_date(self, star: Any, superuser_client: Any) -> None:
         b, fans = star
-        from datetime import datetime, timezone
+        from datetime import datetime
 
-        Follow.objects.filter(followee=b, follower=fans[3]).update(created_at=datetime(2009, 2, 14, 12, tzinfo=timezone.utc))
+        Follow.objects.filter(followee=b, follower=fans[3]).update(created_at=datetime(2009, 2, 14, 12, tzinfo=UTC))
 
         response = superuser_client.get(
             "/admin/social/follow/", {"created_at__gte": "2009-02-14 00:00:00+00:00", "created_at__lt": "2009-02-15 00:00:00+00:00"}

@@ -199,9 +199,8 @@ class TestTheRouterSendsPageReadsToTheReplica:
         pair.wait_caught_up()
 
         with page_reads(), by_alias() as reads:
-            with primary_reads():
-                with page_reads():  # nested inside primary_reads: no effect
-                    Follow.objects.filter(follower=alice).exists()
+            with primary_reads(), page_reads():  # nested inside primary_reads: no effect
+                Follow.objects.filter(follower=alice).exists()
             with transaction.atomic():
                 Follow.objects.filter(follower=alice).exists()
             Follow.objects.filter(follower=alice).exists()

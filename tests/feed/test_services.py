@@ -45,11 +45,10 @@ class TestNoteCreate:
         sent = []
         monkeypatch.setattr(core_tasks.outbox_apply, "apply_async", lambda kwargs, **options: sent.append(kwargs))
 
-        with django_capture_on_commit_callbacks(execute=True) as callbacks:
-            with pytest.raises(RuntimeError):
-                with transaction.atomic():
-                    services.note_create(author=bob, body="never committed")
-                    raise RuntimeError("the request failed after the insert")
+        with django_capture_on_commit_callbacks(execute=True) as callbacks, pytest.raises(RuntimeError):
+            with transaction.atomic():
+                services.note_create(author=bob, body="never committed")
+                raise RuntimeError("the request failed after the insert")
 
         assert callbacks == []
         assert sent == []
@@ -70,9 +69,8 @@ class TestNoteCreate:
 
     @pytest.mark.parametrize("body", ["", "   ", "\n\t"])
     def test_an_empty_body_is_rejected(self, bob, body, django_capture_on_commit_callbacks):
-        with django_capture_on_commit_callbacks(execute=True) as callbacks:
-            with pytest.raises(services.NoteInvalidError):
-                services.note_create(author=bob, body=body)
+        with django_capture_on_commit_callbacks(execute=True) as callbacks, pytest.raises(services.NoteInvalidError):
+            services.note_create(author=bob, body=body)
 
         assert Note.objects.count() == 0
         assert callbacks == []

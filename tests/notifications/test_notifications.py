@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from core.models import OutboxEntry
 from notifications import redis_keys, selectors, services
-from notifications.selectors import counter_publish
 from notifications.models import APPROVED, FOLLOW, REQUEST, Notification, NotificationGroup, UnreadCounter
+from notifications.selectors import counter_publish
 from social import controls
 from social import services as social_services
 from tests.conftest import UserFactory, signed_in

@@ -1,8 +1,7 @@
 """Cursor paging of followers/following lists: ties, both paths, mutation while paging (C07)."""
 
 import base64
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import HealthCheck, given
@@ -18,7 +17,7 @@ from social.rebuild import rebuild_range
 
 pytestmark = pytest.mark.django_db
 
-BASE = datetime(2024, 5, 1, 12, 0, 0, tzinfo=dt_timezone.utc)
+BASE = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def make_followers(user_factory, target, times):
