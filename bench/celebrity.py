@@ -232,27 +232,27 @@ def main() -> int:
         holder: dict[str, Any] = {}
         results[name] = {
             "follow (fresh account)": timed(
-                lambda: services.follow_create(actor=holder["actor"], followee_id=user_id),
+                lambda holder=holder, user_id=user_id: services.follow_create(actor=holder["actor"], followee_id=user_id),
                 args.repeat,
-                before=lambda i: holder.update(actor=probers[i]),
+                before=lambda i, holder=holder: holder.update(actor=probers[i]),
             ),
             "unfollow": timed(
-                lambda: services.follow_delete(actor=holder["actor"], followee_id=user_id),
+                lambda holder=holder, user_id=user_id: services.follow_delete(actor=holder["actor"], followee_id=user_id),
                 args.repeat,
-                before=lambda i: holder.update(actor=probers[i]),
+                before=lambda i, holder=holder: holder.update(actor=probers[i]),
             ),
             "is_following (follower's set)": timed(
-                lambda: selectors.is_following(follower_id=fan, followee_id=user_id), args.repeat
+                lambda fan=fan, user_id=user_id: selectors.is_following(follower_id=fan, followee_id=user_id), args.repeat
             ),
             "followers-side membership (shard)": timed(
-                lambda: selectors._followers_among(client, user_id, {fan, stranger}), args.repeat
+                lambda user_id=user_id, fan=fan, stranger=stranger: selectors._followers_among(client, user_id, {fan, stranger}), args.repeat
             ),
-            "follow_counts": timed(lambda: selectors.follow_counts(user_id=user_id), args.repeat),
+            "follow_counts": timed(lambda user_id=user_id: selectors.follow_counts(user_id=user_id), args.repeat),
             "followers page 1": timed(
-                lambda: selectors.followers_page(user_id=user_id, cursor=None, limit=size), args.repeat
+                lambda user_id=user_id: selectors.followers_page(user_id=user_id, cursor=None, limit=size), args.repeat
             ),
             "followers deep page": timed(
-                lambda: selectors.followers_page(user_id=user_id, cursor=cursor, limit=size), args.repeat
+                lambda user_id=user_id, cursor=cursor: selectors.followers_page(user_id=user_id, cursor=cursor, limit=size), args.repeat
             ),
         }
     names = list(accounts)

@@ -474,7 +474,7 @@ def wrk(port: int, script: Path, seconds: float) -> dict[str, Any]:
     """
     command = ["wrk", "-t", str(THREADS), "-c", str(CONNECTIONS), "-d", f"{max(1, round(seconds))}s", "--timeout", WRK_TIMEOUT,
                "-s", str(script), f"http://127.0.0.1:{port}/"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60, check=False)
     for line in done.stdout.splitlines():
         if line.startswith(MARKER):
             figures: dict[str, Any] = json.loads(line[len(MARKER) :])
@@ -512,7 +512,7 @@ def base_environment(redis_url: str, database_url: str, static_root: Path) -> di
 def ensure_vhost() -> None:
     """Create the RabbitMQ vhost ``VHOST`` and give guest every permission on it, unless guest
     already has them there (idempotent)."""
-    listed = subprocess.run(["rabbitmqctl", "-q", "list_permissions", "-p", VHOST], capture_output=True, text=True)
+    listed = subprocess.run(["rabbitmqctl", "-q", "list_permissions", "-p", VHOST], capture_output=True, text=True, check=False)
     if listed.returncode == 0 and any(line.split() == ["guest", ".*", ".*", ".*"] for line in listed.stdout.splitlines()):
         return
     vhosts = subprocess.run(["rabbitmqctl", "-q", "list_vhosts"], capture_output=True, text=True, check=True).stdout.split()
@@ -566,7 +566,7 @@ def run_setup(env: dict[str, str], scale: Scale, plan_path: Path, log: Path, sna
     if scale.limit is not None:
         command += ["--limit", str(scale.limit)]
     with log.open("wb") as out:
-        done = subprocess.run(command, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        done = subprocess.run(command, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, check=False)
     if done.returncode != 0:
         raise SystemExit(f"bench/http_setup.py failed ({done.returncode}):\n{log.read_text()[-3000:]}")
     plan: dict[str, Any] = json.loads(plan_path.read_text())
@@ -837,6 +837,7 @@ def profile(endpoint: Endpoint, server: Server, directory: Path, *, seconds: flo
         [py_spy, "record", "--pid", str(server.process.pid), "--subprocesses", "--format", "raw", "--rate", "100", "--idle",
          "--nonblocking", "--duration", str(round(seconds)), "--output", str(raw)],
         capture_output=True, text=True,
+        check=False,
     )
     out, _ = load.communicate(timeout=seconds + warmup + 60)
     figures = next((json.loads(line[len(MARKER) :]) for line in out.splitlines() if line.startswith(MARKER)), None)
@@ -1181,8 +1182,8 @@ def measure_all(
 
 def code_state() -> dict[str, Any]:
     """The commit the servers ran and the tracked files that differed from it (the working tree is what gunicorn loads)."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    status = subprocess.run(["git", "status", "--short", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True).stdout
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
+    status = subprocess.run(["git", "status", "--short", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True, check=False).stdout
     return {"commit": commit, "uncommitted": [line[3:] for line in status.splitlines() if line.strip()]}
 
 
@@ -1191,7 +1192,7 @@ def _public(account: dict[str, Any]) -> dict[str, Any]:
 
 
 def _version(command: list[str]) -> str:
-    done = subprocess.run(command, capture_output=True, text=True)
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
     return (done.stdout or done.stderr).strip()
 
 

@@ -46,7 +46,7 @@ def _own_redis() -> str:
     )
     atexit.register(server.kill)
     for _ in range(100):
-        if subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True).stdout.strip() == b"PONG":
+        if subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, check=False).stdout.strip() == b"PONG":
             break
         time.sleep(0.05)
     return f"redis://127.0.0.1:{port}/0"

@@ -76,7 +76,7 @@ def markdown(results: dict[str, Any]) -> str:
     for op in results["operations"]:
         ways = op["ways"]
 
-        def cell(way: str) -> str:
+        def cell(way: str, ways: dict[str, Any] = ways) -> str:
             data = ways.get(way)
             return f"{fmt_us(data['p50_us'])} / {fmt_us(data['p99_us'])}" if data else "–"
 

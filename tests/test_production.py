@@ -124,7 +124,7 @@ class TestReadmeProductionCommands:
         del variables[missing]
 
         result = subprocess.run(
-            [sys.executable, "manage.py", "check"], cwd=ROOT, env=fresh_environment(**variables), capture_output=True, text=True, timeout=60
+            [sys.executable, "manage.py", "check"], cwd=ROOT, env=fresh_environment(**variables), capture_output=True, text=True, timeout=60, check=False
         )
 
         assert result.returncode != 0
@@ -146,6 +146,7 @@ class TestDeployCheck:
         result = subprocess.run(
             [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
             cwd=ROOT, env=fresh_environment(**variables), capture_output=True, text=True, timeout=60,
+            check=False,
         )
 
         assert result.returncode == 0, result.stdout + result.stderr
@@ -163,7 +164,7 @@ class TestDotEnv:
         def settings_seen(**extra: str) -> str:
             code = f"import django; django.setup(); {show}"
             result = subprocess.run(
-                [sys.executable, "-c", code], cwd=ROOT, env=fresh_environment(**base, **extra), capture_output=True, text=True, timeout=60
+                [sys.executable, "-c", code], cwd=ROOT, env=fresh_environment(**base, **extra), capture_output=True, text=True, timeout=60, check=False
             )
             assert result.returncode == 0, result.stderr[-2000:]
             return result.stdout.strip().splitlines()[-1]
@@ -171,7 +172,7 @@ class TestDotEnv:
         try:
             ignored = settings_seen()
         finally:
-            subprocess.run([sys.executable, "manage.py", "embedded_redis", "stop"], cwd=ROOT, env=fresh_environment(**base), timeout=60)
+            subprocess.run([sys.executable, "manage.py", "embedded_redis", "stop"], cwd=ROOT, env=fresh_environment(**base), timeout=60, check=False)
         read = settings_seen(DJANGO_READ_DOT_ENV_FILE="true")
 
         assert ignored == "True django_prometheus.db.backends.sqlite3"  # the embedded default, whatever .env says

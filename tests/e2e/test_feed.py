@@ -104,7 +104,7 @@ class TestLoadMore:
             page.locator("a.load-more").click()
             # Polled from here: a string predicate would be eval'd in the page, which its CSP forbids.
             wait_until(
-                lambda: page.locator("li.note").count() > shown or not page.locator("a.load-more").count(),
+                lambda shown=shown: page.locator("li.note").count() > shown or not page.locator("a.load-more").count(),
                 timeout=10,
                 what="the next page of notes",
             )

@@ -267,7 +267,7 @@ def test_five_writers_through_redis_broker_and_worker_faults_end_with_feeds_equa
         chaos.stop.set()
         chaos_thread.join(timeout=180)
         # Every service is back; every reader visits (a catch-up where its inbox was lost).
-        subprocess.run(["rabbitmqctl", "start_app"], capture_output=True, timeout=120)
+        subprocess.run(["rabbitmqctl", "start_app"], capture_output=True, timeout=120, check=False)
         redis_reset_breaker()
         forget_sentinel()
         wait_until(lambda: server.client().exists(core_keys.sentinel_key()), timeout=180, interval=0.5, what="the mirror rebuilt")
@@ -283,7 +283,7 @@ def test_five_writers_through_redis_broker_and_worker_faults_end_with_feeds_equa
     finally:
         stop_beat.set()
         chaos.stop.set()
-        subprocess.run(["rabbitmqctl", "start_app"], capture_output=True, timeout=120)
+        subprocess.run(["rabbitmqctl", "start_app"], capture_output=True, timeout=120, check=False)
         box["worker"].stop()
         purge_queue(queue)
 
