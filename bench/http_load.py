@@ -530,7 +530,7 @@ def delete_queues(*names: str) -> None:
             channel = conn.channel()
             try:
                 channel.queue_delete(name)
-            except Exception:  # noqa: BLE001 - never declared: nothing to delete
+            except Exception:  # noqa: BLE001, S110 - never declared: nothing to delete
                 pass
             finally:
                 channel.close()
@@ -549,7 +549,7 @@ def queued_messages(name: str) -> int:
         finally:
             try:
                 channel.close()
-            except Exception:  # noqa: BLE001 - closed by the failed declare
+            except Exception:  # noqa: BLE001, S110 - closed by the failed declare
                 pass
 
 
@@ -929,7 +929,7 @@ def summarize_profile(raw: str, *, header: str = "", top: int = 25) -> str:
         phases[IN_DJANGO] += count
         names = [f"{function} ({path})" for function, path in parsed]
         own[names[-1]] += count
-        for (function, path), name in set(zip(parsed, names)):
+        for (_function, path), name in set(zip(parsed, names)):
             if path.startswith(WRAPPERS):
                 continue
             cumulative[name] += count
@@ -1061,7 +1061,7 @@ def run(
                 results["database_only_breaker_warnings"] = servers["database_only"].error_log.read_text().count("Redis unavailable")
             if profile_page:
                 print(f"profile of {profile_page} under load ({profile_seconds:.0f} s, py-spy) ...", flush=True)
-                summary, raw = profile(by_key[profile_page], servers["followfeed"], directory, seconds=profile_seconds, warmup=warmup)
+                summary, _raw = profile(by_key[profile_page], servers["followfeed"], directory, seconds=profile_seconds, warmup=warmup)
                 title = (
                     f"py-spy profile of the followfeed server's {workers} {worker_class} gunicorn workers, page '{by_key[profile_page].title}' "
                     f"({by_key[profile_page].describe}) under {CONNECTIONS} connections, {datetime.now(UTC):%Y-%m-%d %H:%M UTC}, "
@@ -1232,12 +1232,12 @@ def markdown(results: dict[str, Any]) -> str:
         f"{data['maintained_inboxes']:,} maintained inboxes (the reader, the writers and their followers); Redis: {server['redis']}. Reader {data['reader']['username']} "
         f"(follows {data['reader']['following']:,}); followed account {data['followed']['username']} ({data['followed']['followers']:,} followers).",
         "",
-        "Each cell: requests/s · p50 · p99 · errors (wrk: answers >= 400 and socket errors). Database-only: the same gunicorn with "
+        ("Each cell: requests/s · p50 · p99 · errors (wrk: answers >= 400 and socket errors). Database-only: the same gunicorn with "
         f"Redis unreachable (every read takes its database fallback; the breaker's warning is in its log "
         f"{results.get('database_only_breaker_warnings', '?')} times, once per worker process). Floor: `GET /bench/floor`, a two-byte HttpResponse through the "
         f"same middleware, measured for {floor['seconds']:.0f} s before the first endpoint and after each one: "
         f"{floor['min']:,.0f} to {floor['max']:,.0f} requests/s over the run (mean {floor['requests_per_s']:,.0f}); each row's floor "
-        "is the mean of the runs just before and after it.",
+        "is the mean of the runs just before and after it."),
         "",
         "| endpoint | followfeed | database-only | floor req/s | % of floor | goal >= 50%, 0 errors |",
         "|---|---|---|---|---|---|",

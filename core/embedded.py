@@ -216,7 +216,7 @@ class EmbeddedRedis:
             try:
                 # What it says before its log is open (a bad option) goes to the log too.
                 with open(self.logfile, "ab") as log:
-                    process = subprocess.Popen(
+                    process = subprocess.Popen(  # noqa: S603 - our own redis-server binary and options
                         command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True
                     )
             except OSError as exc:

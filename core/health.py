@@ -294,7 +294,7 @@ def _probe_queues(url: str, names: list[str], timeout: float) -> list[QueueHealt
             finally:
                 try:
                     channel.close()
-                except Exception:  # noqa: BLE001 - already closed by the broker
+                except Exception:  # noqa: BLE001, S110 - already closed by the broker
                     pass
     return found
 

@@ -26,7 +26,7 @@ from users.models import User
 # Rows per INSERT; 5000 users of ~12 columns stay well under max_allowed_packet.
 BATCH = 5000
 # An unusable password (Django's "!" prefix): fan accounts cannot sign in.
-UNUSABLE_PASSWORD = "!celebrity-fan"
+UNUSABLE_PASSWORD = "!celebrity-fan"  # noqa: S105 - an unusable hash marker, not a password
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,7 @@ class TestAdminBulkDelete:
         self, star: Any, superuser_client: Any, monkeypatch: Any
     ) -> None:
         monkeypatch.setattr("social.admin.BULK_DELETE_MAX", 3)
-        b, fans = star
+        b, _fans = star
         chosen = list(Follow.objects.filter(followee=b).values_list("pk", flat=True)[:4])
 
         response = superuser_client.post(
@@ -165,7 +165,7 @@ class TestAdd:
 
 class TestListSearchAndFilters:
     def test_search_matches_a_username_prefix_on_either_side(self, star: Any, superuser_client: Any) -> None:
-        b, fans = star
+        _b, _fans = star
 
         by_follower = superuser_client.get("/admin/social/follow/", {"q": "fan1"})  # fan1 and fan10
         by_followee = superuser_client.get("/admin/social/follow/", {"q": "B"})
@@ -174,14 +174,14 @@ class TestListSearchAndFilters:
         assert len(by_followee.context["cl"].result_list) == 10
 
     def test_search_matches_an_id(self, star: Any, superuser_client: Any) -> None:
-        b, fans = star
+        _b, fans = star
 
         response = superuser_client.get("/admin/social/follow/", {"q": str(fans[2].pk)})
 
         assert [f.follower_id for f in response.context["cl"].result_list] == [fans[2].pk]
 
     def test_filters_by_account_state(self, star: Any, superuser_client: Any) -> None:
-        b, fans = star
+        _b, fans = star
         fans[0].is_active = False
         fans[0].save()
 
@@ -204,7 +204,7 @@ class TestListSearchAndFilters:
         assert [f.follower_id for f in response.context["cl"].result_list] == [fans[3].pk]
 
     def test_links_from_the_user_page_filter_one_side(self, star: Any, superuser_client: Any) -> None:
-        b, fans = star
+        b, _fans = star
 
         response = superuser_client.get("/admin/social/follow/", {"followee__id__exact": b.pk})
 

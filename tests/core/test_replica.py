@@ -178,10 +178,10 @@ class TestTheRouterSendsPageReadsToTheReplica:
         run = {
             "outbox drain": lambda: outbox.drain(task_grace_seconds=0),
             "mirror apply": lambda: mirror_apply_pairs([(alice.pk, bob.pk)]),
-            "follow reconcile": lambda: reconcile_run(),
+            "follow reconcile": reconcile_run,
             "follow rebuild": lambda: rebuild_user(alice.pk),
             "inbox rebuild": lambda: inbox_rebuild(user_id=alice.pk),
-            "inbox reconcile": lambda: reconcile_inboxes_run(),
+            "inbox reconcile": reconcile_inboxes_run,
         }[mechanism]
 
         # As a GET would run it (an eager task, a catch-up): inside page reads.

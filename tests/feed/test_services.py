@@ -45,10 +45,9 @@ class TestNoteCreate:
         sent = []
         monkeypatch.setattr(core_tasks.outbox_apply, "apply_async", lambda kwargs, **options: sent.append(kwargs))
 
-        with django_capture_on_commit_callbacks(execute=True) as callbacks, pytest.raises(RuntimeError):
-            with transaction.atomic():
-                services.note_create(author=bob, body="never committed")
-                raise RuntimeError("the request failed after the insert")
+        with django_capture_on_commit_callbacks(execute=True) as callbacks, pytest.raises(RuntimeError), transaction.atomic():
+            services.note_create(author=bob, body="never committed")
+            raise RuntimeError("the request failed after the insert")
 
         assert callbacks == []
         assert sent == []

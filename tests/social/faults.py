@@ -221,5 +221,5 @@ def purge_queue(queue: str) -> None:
         try:
             channel.queue_purge(queue)
             channel.queue_delete(queue)
-        except Exception:  # noqa: BLE001 - the queue may not exist
+        except Exception:  # noqa: BLE001, S110 - the queue may not exist
             pass

@@ -239,7 +239,7 @@ class TestMute:
 
         assert visibility.muted_ids(user_id=alice.pk) == set()
         assert visibility.muted_ids_database(user_id=alice.pk) == set()
-        assert run_commits(lambda: controls.mutes_expire()) == 1
+        assert run_commits(controls.mutes_expire) == 1
         assert not Mute.objects.exists()
 
     def test_muting_again_sets_the_new_duration(self, alice, bob, redis_client, run_commits):

@@ -340,7 +340,7 @@ class TestManyWritersThroughFaults:
                 wait_until(lambda: outbox()[0] >= killed_at + 2000, timeout=300, what="2,000 changes with Redis down")
                 server.start()
                 results = running.get(timeout=600)
-            total, pending_before = outbox()
+            _total, pending_before = outbox()
             # One drain, killed once it has applied some entries but not all.
             drain()
             wait_until(lambda: 0 < outbox()[1] < pending_before - 40, timeout=120, interval=0.01, what="drain under way")

@@ -64,7 +64,7 @@ class TestFollowersPaging:
         flat = [pk for page in pages for pk in page]
         assert [len(p) for p in pages] == [10, 10, 10]
         assert sorted(flat) == sorted(f.pk for f in followers)
-        tied = sorted((f.pk for f in followers[:25]), key=lambda pk: str(pk), reverse=True)
+        tied = sorted((f.pk for f in followers[:25]), key=str, reverse=True)
         older = [f.pk for f in reversed(followers[25:])]
         assert flat == tied + older  # stable order: time desc, then id as string desc
 

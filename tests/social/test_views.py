@@ -28,7 +28,7 @@ def graph(alice, bob, charlie, user_factory, django_capture_on_commit_callbacks)
 
 class TestProfile:
     def test_shows_counts_badges_and_both_follow(self, graph):
-        alice, bob, charlie, dave = graph
+        _alice, _bob, charlie, _dave = graph
 
         html = signed_in(charlie).get("/u/alice/").content.decode()
 
@@ -39,7 +39,7 @@ class TestProfile:
         assert "Follows you" not in html
 
     def test_mutual_badge_and_familiar_followers(self, graph):
-        alice, bob, charlie, dave = graph
+        alice, bob, _charlie, _dave = graph
 
         html = signed_in(bob).get("/u/alice/").content.decode()
         familiar = signed_in(alice).get("/u/charlie/").content.decode()
