@@ -225,7 +225,7 @@ def send_pending_import(import_id: int, attempts: int = 5) -> None:
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 class TestImportThroughTheWorker:
-    def test_an_import_interrupted_by_a_worker_kill_resumes_without_following_anyone_twice(self, queue, worker):  # noqa: F811
+    def test_an_import_interrupted_by_a_worker_kill_resumes_without_following_anyone_twice(self, queue, worker):
         from tests.social.faults import wait_until
 
         alice = UserFactory(username="alice")
