@@ -18,6 +18,7 @@ from typing import Any
 import factory
 import pytest
 from django.test import Client, override_settings
+from factory.declarations import LazyAttribute, Sequence
 
 from core.cluster import cluster_nodes
 from core.outbox import now_ms
@@ -55,13 +56,13 @@ def redis_backend(request: Any) -> Iterator[RedisClusterNodes | None]:
         nodes.stop()
 
 
-class UserFactory(factory.django.DjangoModelFactory):  # type: ignore[misc]
+class UserFactory(factory.django.DjangoModelFactory[User]):
     class Meta:
         model = User
         skip_postgeneration_save = True
 
-    username = factory.Sequence(lambda n: f"user{n}")
-    display_name = factory.LazyAttribute(lambda o: o.username.title())
+    username = Sequence(lambda n: f"user{n}")
+    display_name = LazyAttribute(lambda o: o.username.title())
     password = factory.django.Password("pw")
     is_active = True
 
@@ -106,19 +107,19 @@ def user_factory() -> type[UserFactory]:
 @pytest.fixture
 def alice(db: Any) -> User:
     """The follower persona."""
-    return UserFactory(username="alice")
+    return UserFactory.create(username="alice")
 
 
 @pytest.fixture
 def bob(db: Any) -> User:
     """The followee persona."""
-    return UserFactory(username="bob")
+    return UserFactory.create(username="bob")
 
 
 @pytest.fixture
 def charlie(db: Any) -> User:
     """The stranger persona (for permission tests)."""
-    return UserFactory(username="charlie")
+    return UserFactory.create(username="charlie")
 
 
 @pytest.fixture

@@ -27,8 +27,8 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def star(follow: Any) -> tuple[Any, list[Any]]:
     """B and its ten followers U1..U10 (through the service, mirrored)."""
-    b = UserFactory(username="b")
-    fans = [UserFactory(username=f"fan{i}") for i in range(1, 11)]
+    b = UserFactory.create(username="b")
+    fans = [UserFactory.create(username=f"fan{i}") for i in range(1, 11)]
     for fan in fans:
         follow(fan, b)
     return b, fans
@@ -79,7 +79,7 @@ class TestAdminBulkDelete:
         self, star: Any, follow: Any, superuser_client: Any, django_capture_on_commit_callbacks: Any
     ) -> None:
         b, fans = star
-        other = UserFactory(username="other")
+        other = UserFactory.create(username="other")
         follow(fans[0], other)
         follow(fans[5], other)
         chosen = list(Follow.objects.filter(followee=b, follower=fans[0]).values_list("pk", flat=True))
@@ -217,8 +217,8 @@ class TestQueryCounts:
     def test_changelist_queries_do_not_grow_with_rows(
         self, followers: int, superuser_client: Any, django_assert_max_num_queries: Any
     ) -> None:
-        b = UserFactory(username="b")
-        Follow.objects.bulk_create([Follow(follower=UserFactory(), followee=b) for _ in range(followers)])
+        b = UserFactory.create(username="b")
+        Follow.objects.bulk_create([Follow(follower=UserFactory.create(), followee=b) for _ in range(followers)])
         superuser_client.get("/admin/social/follow/")  # session and content types warm
 
         with django_assert_max_num_queries(8):

@@ -18,7 +18,7 @@ def make_user(username: str | None = None, *, active: bool = True, **fields: Any
         fields["username"] = username
     if active:
         fields.setdefault("last_seen_at", timezone.now())
-    user = UserFactory(**fields)
+    user = UserFactory.create(**fields)
     if active and synced_until(user.last_seen_at) is not None:
         inbox_rebuild(user_id=user.pk)
     return user

@@ -105,7 +105,7 @@ class TestFollowNotification:
 
 class TestGrouping:
     def test_many_follows_of_one_account_are_one_line(self, alice, run_commits):
-        fans = [UserFactory(username=f"fan{n:02d}") for n in range(44)]
+        fans = [UserFactory.create(username=f"fan{n:02d}") for n in range(44)]
         for fan in fans:
             follow(fan, alice, run_commits)
 
@@ -117,7 +117,7 @@ class TestGrouping:
         assert selectors.unread_count(user_id=alice.pk) == 44
 
     def test_the_line_is_read_in_three_queries_whatever_its_size(self, alice, run_commits, django_assert_num_queries):
-        for fan in [UserFactory() for _ in range(30)]:
+        for fan in [UserFactory.create() for _ in range(30)]:
             follow(fan, alice, run_commits)
 
         with django_assert_num_queries(3):  # the groups, the reader's blocks, the actors

@@ -80,7 +80,7 @@ class TestBlock:
         ],
     )
     def test_bad_blocks_are_4xx_and_change_nothing(self, alice, bob, run_commits, target, status, message):
-        ids = {"self": alice.pk, "unknown": 999_999, "deactivated": UserFactory(is_active=False).pk, "twice": bob.pk}
+        ids = {"self": alice.pk, "unknown": 999_999, "deactivated": UserFactory.create(is_active=False).pk, "twice": bob.pk}
         if target == "twice":
             run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
         blocks, entries = Block.objects.count(), OutboxEntry.objects.count()
@@ -603,8 +603,8 @@ class TestARequestRacingApprovalOff:
 
         from django.db import connections
 
-        owner = UserFactory(username="owner", approve_followers=True)
-        bob = UserFactory(username="bob")
+        owner = UserFactory.create(username="owner", approve_followers=True)
+        bob = UserFactory.create(username="bob")
         other = connections.create_connection("default")
         with other.cursor() as cursor:
             # The owner's change is in flight: its row locked, the flag written, not committed.
@@ -699,7 +699,7 @@ class TestC26ControlsOfADeletedAccount:
     def test_a_stale_id_left_in_a_set_is_drift_the_reconcile_repairs(self, alice, bob, redis_client, run_commits):
         from social.reconcile import reconcile_all
 
-        ghost = UserFactory(username="ghost")
+        ghost = UserFactory.create(username="ghost")
         run_commits(lambda: controls.block_create(actor=alice, target_id=ghost.pk))
         ghost_id = ghost.pk
         ghost.delete()  # its after-commit work never ran (no run_commits): A's set keeps the id

@@ -28,7 +28,7 @@ def followees(user):
 
 class TestExport:
     def test_the_csv_lists_every_followee_in_mastodons_layout(self, alice, bob, charlie, run_commits):
-        gone = UserFactory(username="gone")
+        gone = UserFactory.create(username="gone")
         for target in (bob, charlie, gone):
             run_commits(lambda target=target: services.follow_create(actor=alice, followee_id=target.pk))
         gone.is_active = False
@@ -228,8 +228,8 @@ class TestImportThroughTheWorker:
     def test_an_import_interrupted_by_a_worker_kill_resumes_without_following_anyone_twice(self, queue, worker):
         from tests.social.faults import wait_until
 
-        alice = UserFactory(username="alice")
-        targets = [UserFactory(username=f"target{n:02d}") for n in range(30)]
+        alice = UserFactory.create(username="alice")
+        targets = [UserFactory.create(username=f"target{n:02d}") for n in range(30)]
         first = worker(FOLLOWS_IMPORT_PAUSE_SECONDS="0.1")
         job = transfer.follows_import_start(actor=alice, raw="\n".join(t.username for t in targets).encode())
         send_pending_import(job.pk)
@@ -417,8 +417,8 @@ class TestConcurrentImports:
         monkeypatch.setattr(transfer, "_skip_reason", both_checked)
 
         for round_ in range(self.ROUNDS):
-            actor = UserFactory(username=f"importer{round_}")
-            targets = [UserFactory(username=f"r{round_}t{n:02d}") for n in range(20)]
+            actor = UserFactory.create(username=f"importer{round_}")
+            targets = [UserFactory.create(username=f"r{round_}t{n:02d}") for n in range(20)]
             raw = "\n".join(t.username for t in targets).encode()
             first, second = (unstarted_import(actor, raw) for _ in range(2))
 
@@ -438,8 +438,8 @@ class TestConcurrentImports:
             assert_mirror_equals_database(redis_client, [actor.pk, *(t.pk for t in targets)])
 
     def test_two_runs_of_one_import_handle_each_line_once(self):
-        actor = UserFactory(username="importer")
-        targets = [UserFactory(username=f"t{n:02d}") for n in range(20)]
+        actor = UserFactory.create(username="importer")
+        targets = [UserFactory.create(username=f"t{n:02d}") for n in range(20)]
         job = unstarted_import(actor, "\n".join(t.username for t in targets).encode())
 
         errors = run_at_once(partial_run(job.pk), partial_run(job.pk))
@@ -522,8 +522,8 @@ class TestImportRacingDeletion:
         from tests.social.faults import wait_until
 
         settings.FOLLOWS_IMPORT_PAUSE_SECONDS = 0.02
-        actor = UserFactory(username="importer")
-        targets = [UserFactory(username=f"t{n:02d}") for n in range(40)]
+        actor = UserFactory.create(username="importer")
+        targets = [UserFactory.create(username=f"t{n:02d}") for n in range(40)]
         job = unstarted_import(actor, "\n".join(t.username for t in targets).encode())
         outcome: dict[str, object] = {}
 
@@ -577,7 +577,7 @@ class TestImportsReconcile:
         from core.models import OutboxEntry
         from social.tasks import social_imports_reconcile
 
-        actor = UserFactory(username="stalled")
+        actor = UserFactory.create(username="stalled")
         job = FollowImport.objects.create(user=actor, usernames=["nobody"], total=1)
 
         found = transfer.imports_drift(repair=False)
