@@ -67,6 +67,7 @@ class TestFollowNotification:
             social_services.follow_create(actor=alice, followee_id=bob.pk)
         social_services.follow_delete_pair(follower_id=alice.pk, followee_id=bob.pk)
         entry = OutboxEntry.objects.get(kind="notifications.follow")
+        assert entry.object_id is not None
 
         assert services.notification_add(FOLLOW, recipient_id=entry.subject_id, actor_id=entry.object_id) is False
         assert not Notification.objects.exists()
@@ -85,6 +86,7 @@ class TestFollowNotification:
         with django_capture_on_commit_callbacks(execute=False):
             social_services.follow_create(actor=alice, followee_id=bob.pk)  # its job has not run yet
         entry = OutboxEntry.objects.get(kind="notifications.follow")
+        assert entry.object_id is not None
         run_commits(lambda: controls.block_create(actor=bob, target_id=alice.pk))  # ends the follow before the job
 
         made = services.notification_add(FOLLOW, recipient_id=entry.subject_id, actor_id=entry.object_id)

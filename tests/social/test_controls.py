@@ -136,7 +136,7 @@ class TestTheSettingsLists:
             model.objects.filter(**{field: others[4:]}).update(created_at=now)
         client = signed_in(alice)
 
-        seen = {"blocked": [], "muted": []}
+        seen: dict[str, list[str]] = {"blocked": [], "muted": []}
         for name in seen:
             query = ""
             while True:
@@ -226,6 +226,7 @@ class TestMute:
 
         score = redis_client.zscore(redis_keys.mutes_key(alice.pk), str(bob.pk))
         expires = Mute.objects.get(muter=alice).expires_at
+        assert expires is not None
 
         assert score == int(expires.timestamp() * 1000)
         assert redis_client.zcard(redis_keys.mutes_key(bob.pk)) == 0
@@ -279,7 +280,9 @@ class TestMute:
     def test_the_api_mutes_for_a_duration(self, alice, bob, run_commits):
         response = run_commits(lambda: signed_in(alice).put(f"/api/mute/{bob.pk}/true", data='{"duration": "7d"}', content_type="application/json"))
 
-        left = Mute.objects.get(muter=alice).expires_at - timezone.now()
+        expires_at = Mute.objects.get(muter=alice).expires_at
+        assert expires_at is not None
+        left = expires_at - timezone.now()
         assert response.status_code == 200
         assert timedelta(days=6, hours=23) < left <= timedelta(days=7)
 
@@ -580,7 +583,9 @@ class TestControlsReconcile:
         assert after.controls_drifted == 0
         assert redis_client.smembers(redis_keys.blocks_key(bob.pk)) == {str(alice.pk).encode()}
         assert redis_client.smembers(redis_keys.blocks_key(charlie.pk)) == set()
-        assert redis_client.zscore(redis_keys.mutes_key(charlie.pk), str(alice.pk)) == int(Mute.objects.get(muter=charlie).expires_at.timestamp() * 1000)
+        expires_at = Mute.objects.get(muter=charlie).expires_at
+        assert expires_at is not None
+        assert redis_client.zscore(redis_keys.mutes_key(charlie.pk), str(alice.pk)) == int(expires_at.timestamp() * 1000)
 
 
 class TestListControls:

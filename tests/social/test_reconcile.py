@@ -205,6 +205,7 @@ class TestReconcileCommand:
         assert "users_checked=30" in text and "edges_missing=1" in text and "pairs_repaired=1" in text
         assert redis_client.sismember(set_key, member)
         run = ReconcileRun.objects.order_by("-id").first()
+        assert run is not None
         assert (run.users_checked, run.edges_missing, run.pairs_repaired, run.dry_run) == (30, 1, 1, False)
 
     def test_user_option_checks_one_account(self, graph, redis_client):
