@@ -47,7 +47,7 @@ def fetch(url: str, **headers: str) -> tuple[int, str, bytes]:
         return refused.code, refused.headers.get("Content-Type", ""), refused.read()
 
 
-def wait_for(condition, *, timeout: float, what: str):  # type: ignore[no-untyped-def]
+def wait_for(condition, *, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:

@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from social import controls, services
-from tests.admin.conftest import signed_in
-from tests.conftest import UserFactory
+from tests.conftest import UserFactory, signed_in
 
 pytestmark = pytest.mark.django_db
 

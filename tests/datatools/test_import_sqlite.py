@@ -162,7 +162,9 @@ class TestSqliteReplay:
         assert killed.returncode == -signal.SIGKILL
         assert after_kill["notes"] == 0
         assert simulate.returncode == 0, simulate.stderr[-3000:]
-        created = int(re.search(r"created (\d+) notes", simulate.stdout).group(1))
+        found = re.search(r"created (\d+) notes", simulate.stdout)
+        assert found is not None
+        created = int(found.group(1))
         assert 2000 < created <= 3000
         assert final["notes"] == created
 

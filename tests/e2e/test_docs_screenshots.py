@@ -61,7 +61,7 @@ NOTES = [
 ]
 
 
-def _top(sql: str, params: list[object]) -> list[int]:
+def _top(sql: str, params: list[Any]) -> list[int]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [int(row[0]) for row in cursor.fetchall()]

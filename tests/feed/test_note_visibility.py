@@ -117,9 +117,10 @@ class TestWarningsInTheHomeFeed:
 
     def test_a_cached_value_keeps_the_warning_apart_from_the_body(self, bob) -> None:
         from feed import timeline
+        from feed.models import from_ms
 
         note = Note(pk=1, author_id=bob.pk, body="body \\x1f text", spoiler_text="cw")
-        note.created_at = timeline.from_ms(1_700_000_000_000)
+        note.created_at = from_ms(1_700_000_000_000)
 
         _, _, text = timeline.parse_note_value(timeline.note_value(note))
 

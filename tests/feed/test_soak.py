@@ -182,6 +182,7 @@ class Chaos:
     def redis_restarted_empty(self) -> None:
         self.redis.kill()
         time.sleep(3)
+        assert self.redis.data_dir is not None
         (self.redis.data_dir / "dump.rdb").unlink(missing_ok=True)  # nothing to load: empty
         self.redis.start()
         self.injected.append("redis killed, restarted empty")

@@ -154,7 +154,11 @@ class TestBreaker:
         from core import redis as core_redis
 
         real_get_redis = core_redis.get_redis
-        monkeypatch.setattr(core_redis, "get_redis", lambda: attempts.append("redis") or real_get_redis())
+        def counted_get_redis():
+            attempts.append("redis")
+            return real_get_redis()
+
+        monkeypatch.setattr(core_redis, "get_redis", counted_get_redis)
         point_at(settings, private_redis)  # rebuild the client with the shorter timeout
         private_redis.pause()
         try:

@@ -109,7 +109,8 @@ class TestFollowersPaging:
             services.follow_delete(actor=shown[-1], followee_id=bob.pk)
             services.follow_delete(actor=shown[0], followee_id=bob.pk)
 
-        rest, cursor = [], first.next_cursor
+        rest: list[int] = []
+        cursor = first.next_cursor
         while cursor:
             page = selectors.followers_page(user_id=bob.pk, cursor=cursor, limit=8)
             rest.extend(e.user.pk for e in page.entries)

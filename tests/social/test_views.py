@@ -122,7 +122,9 @@ class TestLists:
                 services.follow_create(actor=fan, followee_id=bob.pk)
 
         first = Client().get("/u/bob/followers/").content.decode()
-        cursor = re.search(r'href="\?cursor=([^"]+)"', first).group(1)
+        found = re.search(r'href="\?cursor=([^"]+)"', first)
+        assert found is not None
+        cursor = found.group(1)
         second = Client().get(f"/u/bob/followers/?cursor={cursor}").content.decode()
 
         names = lambda html: re.findall(r'<a href="/u/(user\d+)/">', html)  # noqa: E731
