@@ -14,11 +14,10 @@ brief allows it: the follow path is not what is measured here).
 
 Measured, in the same run and process:
 
-1. fan-out: ``feed.services.note_fan_out`` of a note by the 100k account
-   (followers read by SSCAN, activity filtered in MariaDB per batch of
-   ``FEED_FANOUT_BATCH_SIZE``, one pipeline of ZADD + ZREMRANGEBYRANK per
-   batch): inbox writes per second, with the time split between the
-   activity queries and the Redis pipelines;
+1. fan-out: ``feed.outbox.note_fan_out`` of a note by the 100k account
+   (followers read in batches of ``FEED_FANOUT_BATCH_SIZE``, each delivered
+   by ``feed.delivery.deliver``'s script, which checks the readers' activity
+   itself): inbox writes per second, and the time spent in those scripts;
 2. raw redis-py: the same number of ZADDs to 100k keys in pipelines of the
    same size, without and with the trim, on the same connection pool;
 3. home feed: ``feed.selectors.home_timeline`` first pages and 4th pages
