@@ -55,8 +55,8 @@ os.environ.setdefault("REDIS_KEY_PREFIX", "benchceleb:")
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "true")
 os.environ.setdefault("LOG_LEVEL", "WARNING")  # eager tasks log every run at INFO
 
-import django  # noqa: E402
-import environ  # noqa: E402
+import django
+import environ
 
 
 def ensure_database() -> None:
@@ -144,7 +144,7 @@ def key_sizes(client: Any, prefix: str) -> tuple[int, str, int, dict[str, int]]:
 def follower_keys(client: Any, user_id: int) -> list[str]:
     live = client.get(redis_keys.followers_layout_key(user_id)) or layout.LAYOUT_SINGLE
     keys = [key for pair in layout.read_keys(user_id, live) for key in pair]
-    return keys + ([redis_keys.followers_layout_key(user_id)] if layout != layout.LAYOUT_SINGLE else [])
+    return keys + ([redis_keys.followers_layout_key(user_id)] if live != layout.LAYOUT_SINGLE else [])
 
 
 def memory_of(client: Any, keys: list[str]) -> int:
@@ -218,8 +218,9 @@ def main() -> int:
 
     size = settings.FOLLOW_PAGE_SIZE
     print(f"\nlatencies in ms over {args.repeat} runs (page size {size}):")
-    results: dict[str, dict[str, list[float]]] = {}
-    for name, user_id in accounts.items():
+
+    def measure(name: str, user_id: int) -> dict[str, list[float]]:
+        """The latencies of one account (a function, so the timed closures see its own locals)."""
         count = Follow.objects.filter(followee_id=user_id).count()
         fan = Follow.objects.filter(followee_id=user_id).order_by("created_at").values_list("follower_id", flat=True)[0]
         stranger = probers[0].pk
@@ -230,7 +231,7 @@ def main() -> int:
         assert len(first.entries) == min(size, count)
         print(f"  {name}: deep page = page {deep:,} of {(count + size - 1) // size:,}")
         holder: dict[str, Any] = {}
-        results[name] = {
+        return {
             "follow (fresh account)": timed(
                 lambda: services.follow_create(actor=holder["actor"], followee_id=user_id),
                 args.repeat,
@@ -255,6 +256,10 @@ def main() -> int:
                 lambda: selectors.followers_page(user_id=user_id, cursor=cursor, limit=size), args.repeat
             ),
         }
+
+    results: dict[str, dict[str, list[float]]] = {}
+    for name, user_id in accounts.items():
+        results[name] = measure(name, user_id)
     names = list(accounts)
     print(f"  {'operation':36s}" + "".join(f"{n:>26s}" for n in names))
     for operation in results[names[0]]:

@@ -145,10 +145,11 @@ def memory_per_control(pairs: int) -> dict[str, Any]:
 
     clear()
     figures: dict[str, Any] = {"pairs": len(chosen), "accounts": len(ids)}
-    for kind, rows in (
+    batches: list[tuple[str, list[Any]]] = [  # rows of two models: Block, then Mute
         ("block", [Block(blocker_id=a, blocked_id=b) for a, b in chosen]),
         ("mute", [Mute(muter_id=a, muted_id=b) for a, b in chosen]),
-    ):
+    ]
+    for kind, rows in batches:
         before = used()
         type(rows[0]).objects.bulk_create(rows, batch_size=1000)
         for start in range(0, len(chosen), 1000):

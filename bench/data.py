@@ -137,9 +137,8 @@ def ensure_graph(scale: Scale, setup: Setup) -> None:
 def ensure_big_account(username: str, followers: int, setup: Setup) -> int:
     """Make ``username`` have exactly ``followers`` fan accounts; returns its user id."""
     user = User.objects.filter(username=username).first()
-    if user is not None and Follow.objects.filter(followee_id=user.pk).count() == followers:
-        if _mirror_followers(user.pk) == followers:
-            return int(user.pk)
+    if user is not None and Follow.objects.filter(followee_id=user.pk).count() == followers and _mirror_followers(user.pk) == followers:
+        return int(user.pk)
     started = time.perf_counter()
     result = celebrity_make(username=username, followers=followers)
     _timed(setup, f"make {username}", started)

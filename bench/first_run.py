@@ -65,7 +65,7 @@ def first_page(url: str, *, started: float, timeout: float, process: subprocess.
         if process.poll() is not None:
             raise RuntimeError(f"make run exited with {process.returncode} before serving")
         try:
-            with urllib.request.urlopen(url, timeout=5) as response:
+            with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - the local http:// URL of make run
                 body = response.read()
                 if response.status == 200:
                     return time.monotonic() - started, b"Warming up" in body
@@ -84,7 +84,7 @@ def start(clone: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     # SIGINT ignored to its children, and an ignored signal stays ignored across exec.
     return subprocess.Popen(
         ["make", "run"], cwd=clone, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509 - only restores SIGINT; no lock is taken
     )
 
 
@@ -97,7 +97,7 @@ def stop(process: subprocess.Popen[bytes], clone: Path, timeout: float = 60.0) -
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         code = process.wait()
-        subprocess.run([str(clone / ".venv" / "bin" / "python"), "manage.py", "embedded_redis", "stop"], cwd=clone, capture_output=True)
+        subprocess.run([str(clone / ".venv" / "bin" / "python"), "manage.py", "embedded_redis", "stop"], cwd=clone, capture_output=True, check=False)
         return code
     except ProcessLookupError:
         return process.wait()
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"port": args.port, "load_average_start": [round(x, 2) for x in load_start]}
     try:
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-        results["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True, text=True).stdout.strip()
+        results["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True, text=True, check=False).stdout.strip()
         print(f"first run: fresh clone of {results['commit']} in {clone}; make run on port {args.port}", flush=True)
         for name, goal in (("first_run", 60), ("restart", 5)):
             started = time.monotonic()

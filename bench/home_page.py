@@ -72,9 +72,12 @@ def ensure_data(followees: int, notes_per_author: int) -> int:
 
     reader = User.objects.filter(username=READER).first()
     wanted = followees * notes_per_author
-    if reader is not None and Follow.objects.filter(follower_id=reader.pk).count() == followees:
-        if Note.objects.filter(author__username__startswith=AUTHOR_PREFIX).count() == wanted:
-            return int(reader.pk)
+    if (
+        reader is not None
+        and Follow.objects.filter(follower_id=reader.pk).count() == followees
+        and Note.objects.filter(author__username__startswith=AUTHOR_PREFIX).count() == wanted
+    ):
+        return int(reader.pk)
     Note.objects.filter(author__username__startswith=AUTHOR_PREFIX).delete()
     Follow.objects.filter(follower__username=READER).delete()
     User.objects.filter(username__startswith=AUTHOR_PREFIX).delete()

@@ -74,7 +74,7 @@ from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -474,7 +474,7 @@ def wrk(port: int, script: Path, seconds: float) -> dict[str, Any]:
     """
     command = ["wrk", "-t", str(THREADS), "-c", str(CONNECTIONS), "-d", f"{max(1, round(seconds))}s", "--timeout", WRK_TIMEOUT,
                "-s", str(script), f"http://127.0.0.1:{port}/"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60, check=False)
     for line in done.stdout.splitlines():
         if line.startswith(MARKER):
             figures: dict[str, Any] = json.loads(line[len(MARKER) :])
@@ -512,7 +512,7 @@ def base_environment(redis_url: str, database_url: str, static_root: Path) -> di
 def ensure_vhost() -> None:
     """Create the RabbitMQ vhost ``VHOST`` and give guest every permission on it, unless guest
     already has them there (idempotent)."""
-    listed = subprocess.run(["rabbitmqctl", "-q", "list_permissions", "-p", VHOST], capture_output=True, text=True)
+    listed = subprocess.run(["rabbitmqctl", "-q", "list_permissions", "-p", VHOST], capture_output=True, text=True, check=False)
     if listed.returncode == 0 and any(line.split() == ["guest", ".*", ".*", ".*"] for line in listed.stdout.splitlines()):
         return
     vhosts = subprocess.run(["rabbitmqctl", "-q", "list_vhosts"], capture_output=True, text=True, check=True).stdout.split()
@@ -530,7 +530,7 @@ def delete_queues(*names: str) -> None:
             channel = conn.channel()
             try:
                 channel.queue_delete(name)
-            except Exception:  # noqa: BLE001 - never declared: nothing to delete
+            except Exception:  # noqa: BLE001, S110 - never declared: nothing to delete
                 pass
             finally:
                 channel.close()
@@ -549,7 +549,7 @@ def queued_messages(name: str) -> int:
         finally:
             try:
                 channel.close()
-            except Exception:  # noqa: BLE001 - closed by the failed declare
+            except Exception:  # noqa: BLE001, S110 - closed by the failed declare
                 pass
 
 
@@ -566,7 +566,7 @@ def run_setup(env: dict[str, str], scale: Scale, plan_path: Path, log: Path, sna
     if scale.limit is not None:
         command += ["--limit", str(scale.limit)]
     with log.open("wb") as out:
-        done = subprocess.run(command, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        done = subprocess.run(command, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, check=False)
     if done.returncode != 0:
         raise SystemExit(f"bench/http_setup.py failed ({done.returncode}):\n{log.read_text()[-3000:]}")
     plan: dict[str, Any] = json.loads(plan_path.read_text())
@@ -837,6 +837,7 @@ def profile(endpoint: Endpoint, server: Server, directory: Path, *, seconds: flo
         [py_spy, "record", "--pid", str(server.process.pid), "--subprocesses", "--format", "raw", "--rate", "100", "--idle",
          "--nonblocking", "--duration", str(round(seconds)), "--output", str(raw)],
         capture_output=True, text=True,
+        check=False,
     )
     out, _ = load.communicate(timeout=seconds + warmup + 60)
     figures = next((json.loads(line[len(MARKER) :]) for line in out.splitlines() if line.startswith(MARKER)), None)
@@ -920,7 +921,7 @@ def summarize_profile(raw: str, *, header: str = "", top: int = 25) -> str:
         if "WSGIHandler.__call__" not in functions:
             if "close_graceful" in functions:
                 phases[CLOSING] += count
-            elif "SyncWorker.wait" in functions or "SyncWorker.run_for_one" == (functions[-1] if functions else ""):
+            elif "SyncWorker.wait" in functions or (functions[-1] if functions else "") == "SyncWorker.run_for_one":
                 phases[WAITING] += count
             else:
                 phases[GUNICORN] += count
@@ -928,7 +929,7 @@ def summarize_profile(raw: str, *, header: str = "", top: int = 25) -> str:
         phases[IN_DJANGO] += count
         names = [f"{function} ({path})" for function, path in parsed]
         own[names[-1]] += count
-        for (function, path), name in set(zip(parsed, names)):
+        for (_function, path), name in set(zip(parsed, names)):
             if path.startswith(WRAPPERS):
                 continue
             cumulative[name] += count
@@ -1060,10 +1061,10 @@ def run(
                 results["database_only_breaker_warnings"] = servers["database_only"].error_log.read_text().count("Redis unavailable")
             if profile_page:
                 print(f"profile of {profile_page} under load ({profile_seconds:.0f} s, py-spy) ...", flush=True)
-                summary, raw = profile(by_key[profile_page], servers["followfeed"], directory, seconds=profile_seconds, warmup=warmup)
+                summary, _raw = profile(by_key[profile_page], servers["followfeed"], directory, seconds=profile_seconds, warmup=warmup)
                 title = (
                     f"py-spy profile of the followfeed server's {workers} {worker_class} gunicorn workers, page '{by_key[profile_page].title}' "
-                    f"({by_key[profile_page].describe}) under {CONNECTIONS} connections, {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}, "
+                    f"({by_key[profile_page].describe}) under {CONNECTIONS} connections, {datetime.now(UTC):%Y-%m-%d %H:%M UTC}, "
                     f"label '{profile_label}', {os.cpu_count()} cores, load average {loadavg()[0]}\n"
                 )
                 path = out_dir / f"http_profile_{profile_label}.txt"
@@ -1075,7 +1076,7 @@ def run(
                 return results
             results.update(
                 {
-                    "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                    "generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
                     "command": command,
                     "code": code_state(),
                     "machine": {"cpus": os.cpu_count(), "loadavg_start": load_start, "loadavg_end": loadavg(),
@@ -1181,8 +1182,8 @@ def measure_all(
 
 def code_state() -> dict[str, Any]:
     """The commit the servers ran and the tracked files that differed from it (the working tree is what gunicorn loads)."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    status = subprocess.run(["git", "status", "--short", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True).stdout
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
+    status = subprocess.run(["git", "status", "--short", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True, check=False).stdout
     return {"commit": commit, "uncommitted": [line[3:] for line in status.splitlines() if line.strip()]}
 
 
@@ -1191,7 +1192,7 @@ def _public(account: dict[str, Any]) -> dict[str, Any]:
 
 
 def _version(command: list[str]) -> str:
-    done = subprocess.run(command, capture_output=True, text=True)
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
     return (done.stdout or done.stderr).strip()
 
 
@@ -1231,12 +1232,12 @@ def markdown(results: dict[str, Any]) -> str:
         f"{data['maintained_inboxes']:,} maintained inboxes (the reader, the writers and their followers); Redis: {server['redis']}. Reader {data['reader']['username']} "
         f"(follows {data['reader']['following']:,}); followed account {data['followed']['username']} ({data['followed']['followers']:,} followers).",
         "",
-        "Each cell: requests/s · p50 · p99 · errors (wrk: answers >= 400 and socket errors). Database-only: the same gunicorn with "
+        ("Each cell: requests/s · p50 · p99 · errors (wrk: answers >= 400 and socket errors). Database-only: the same gunicorn with "
         f"Redis unreachable (every read takes its database fallback; the breaker's warning is in its log "
         f"{results.get('database_only_breaker_warnings', '?')} times, once per worker process). Floor: `GET /bench/floor`, a two-byte HttpResponse through the "
         f"same middleware, measured for {floor['seconds']:.0f} s before the first endpoint and after each one: "
         f"{floor['min']:,.0f} to {floor['max']:,.0f} requests/s over the run (mean {floor['requests_per_s']:,.0f}); each row's floor "
-        "is the mean of the runs just before and after it.",
+        "is the mean of the runs just before and after it."),
         "",
         "| endpoint | followfeed | database-only | floor req/s | % of floor | goal >= 50%, 0 errors |",
         "|---|---|---|---|---|---|",

@@ -28,7 +28,7 @@ origin check run as in production.
 import os
 from pathlib import Path
 
-from config.settings.production import *  # noqa: F401,F403
+from config.settings.production import *  # noqa: F403
 
 ROOT_URLCONF = "bench.http_urls"
 STATIC_ROOT = Path(os.environ.get("BENCH_STATIC_ROOT", "/tmp/followfeed-http-static"))

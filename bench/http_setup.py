@@ -62,7 +62,7 @@ import os
 import random
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +71,7 @@ sys.path.insert(0, str(ROOT))
 
 # The import dates follows from 2009-02-01, one second per edge: anything
 # later was written by a benchmark run.
-BENCH_WRITES_AFTER = datetime(2015, 1, 1, tzinfo=timezone.utc)
+BENCH_WRITES_AFTER = datetime(2015, 1, 1, tzinfo=UTC)
 WRITE_NOTE_PREFIX = "http bench note"
 WRITER_GROUPS = ("preflight", "warmup_followfeed", "followfeed", "warmup_database_only", "database_only")
 # Writers ranked this far down the most-followed list: accounts with an

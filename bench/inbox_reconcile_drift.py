@@ -24,6 +24,7 @@ import random
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 BASE_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(BASE_DIR))
@@ -140,7 +141,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     setup = ensure_data(args.force_import)
     print(f"graph {Follow.objects.count():,} follows, {Note.objects.count():,} notes; setup {setup}", flush=True)
-    runs = {}
+    runs: dict[str, dict[str, Any]] = {}
     figures, seconds = timed(repair=True)
     print(line("clean inboxes", figures, seconds), flush=True)
     assert figures["readers_drifted"] == 0, figures

@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,10 +76,13 @@ def measure(reader_id: int, *, limit: int, budget: float, rounds: int, profile: 
     statuses = {"mastodon_home": len(shapes["mastodon_home"]), "json_feed": len(shapes["json_feed"]["data"]["list"])}
     counted = {name: calls_of(call) for name, call in endpoints.items()}
     durations: dict[str, list[int]] = {name: [] for name in endpoints}
+    def timed(call: Callable[[], Any]) -> list[int]:
+        taken, _paired = collect(lambda _index: call(), budget_seconds=budget)
+        return taken
+
     for _ in range(rounds):
         for name, call in endpoints.items():
-            taken, _paired = collect(lambda _index, call=call: call(), budget_seconds=budget)
-            durations[name].extend(taken)
+            durations[name].extend(timed(call))
     summaries = {name: summarize(taken).as_dict() for name, taken in durations.items()}
     if profile:
         import cProfile

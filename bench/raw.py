@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth import get_user_model
 from django.db import connection
@@ -69,7 +69,8 @@ def redis_zrevrange_page(key: str, count: int = 51, **budget: Any) -> timing.Sum
     client = get_redis()
 
     def one(_: int) -> list[tuple[int, int]]:
-        return [(int(member), int(score)) for member, score in client.zrevrange(key, 0, count - 1, withscores=True)]
+        page = cast("list[tuple[bytes, float]]", client.zrevrange(key, 0, count - 1, withscores=True))
+        return [(int(member), int(score)) for member, score in page]
 
     return timing.run(one, **budget)
 

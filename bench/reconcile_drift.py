@@ -46,7 +46,7 @@ def _own_redis() -> str:
     )
     atexit.register(server.kill)
     for _ in range(100):
-        if subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True).stdout.strip() == b"PONG":
+        if subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, check=False).stdout.strip() == b"PONG":
             break
         time.sleep(0.05)
     return f"redis://127.0.0.1:{port}/0"
@@ -71,9 +71,9 @@ from django.db.models import Max, Min  # noqa: E402
 
 from core.redis import get_redis  # noqa: E402
 from social import redis_keys  # noqa: E402
-from social.models import (
-    Follow,  # noqa: E402
-    follow_score,  # noqa: E402
+from social.models import (  # noqa: E402
+    Follow,
+    follow_score,
 )
 from social.rebuild import rebuild_all  # noqa: E402
 from social.reconcile import reconcile_all  # noqa: E402

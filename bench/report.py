@@ -59,12 +59,12 @@ def markdown(results: dict[str, Any]) -> str:
     """The Markdown tables of ``results`` (operations, raw limits, fan-out, scaling, goals)."""
     raw = results["raw"]
     lines = [
-        f"Run {results['generated_at']} on {results['machine']['cpus']} cores "
+        (f"Run {results['generated_at']} on {results['machine']['cpus']} cores "
         f"(load average {results['machine']['loadavg_start'][0]:.1f} at the start, "
         f"{results['machine']['loadavg_end'][0]:.1f} at the end), {results['servers']['redis_version'] and 'Redis ' + results['servers']['redis_version']}, "
         f"MariaDB {results['servers']['mariadb_version']}; graph {results['scale']['dataset']} "
         f"({results['setup']['edges']:,} follows, {results['setup']['users']:,} accounts) plus a "
-        f"{results['scale']['star_followers']:,}-follower and a {results['scale']['celebrity_followers']:,}-follower account.",
+        f"{results['scale']['star_followers']:,}-follower and a {results['scale']['celebrity_followers']:,}-follower account."),
         "",
         accounts_line(results),
         "",
@@ -76,7 +76,7 @@ def markdown(results: dict[str, Any]) -> str:
     for op in results["operations"]:
         ways = op["ways"]
 
-        def cell(way: str) -> str:
+        def cell(way: str, ways: dict[str, Any] = ways) -> str:
             data = ways.get(way)
             return f"{fmt_us(data['p50_us'])} / {fmt_us(data['p99_us'])}" if data else "–"
 
@@ -106,19 +106,19 @@ def markdown(results: dict[str, Any]) -> str:
     if fan_out:
         lines += [
             "",
-            f"Fan-out of one note to {fan_out['followers']:,} followers, every one an active reader (the fan-out task's body, "
+            (f"Fan-out of one note to {fan_out['followers']:,} followers, every one an active reader (the fan-out task's body, "
             f"{fan_out['runs']} runs): {fan_out['seconds_p50']:.2f} s p50, "
             f"{fmt_rate(fan_out.get('inbox_writes_per_s', fan_out['followers_per_s']))} inbox writes/s "
             f"= {fan_out['ratio_to_raw_zadd']:.0%} of the raw pipelined ZADD rate measured right before "
             f"({fmt_rate(fan_out.get('raw_zadd_per_s', 0))}/s). "
-            "The database-only way and django-activity-stream deliver at read time instead (the home feed rows).",
+            "The database-only way and django-activity-stream deliver at read time instead (the home feed rows)."),
         ]
     scaling = results.get("scaling") or {}
     if scaling.get("series"):
         lines += [
             "",
-            "Scaling series (uniform samples of the graph, fresh tables and an empty private Redis for each; "
-            f"encodings {', '.join(f'{k} {v}' for k, v in scaling['redis_tuned'].items())}):",
+            ("Scaling series (uniform samples of the graph, fresh tables and an empty private Redis for each; "
+            f"encodings {', '.join(f'{k} {v}' for k, v in scaling['redis_tuned'].items())}):"),
             "",
             "| share of graph | follows | import | rebuild | reconcile (digest) | Redis bytes per edge |",
             "|---|---|---|---|---|---|",

@@ -45,7 +45,7 @@ import platform
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +138,7 @@ def drop_bench_queue() -> None:
     try:
         with app.connection_for_write() as conn:
             conn.default_channel.queue_delete(settings.CELERY_TASK_DEFAULT_QUEUE)
-    except Exception:  # noqa: BLE001 - queue never declared, or broker gone: nothing to delete
+    except Exception:  # noqa: BLE001, S110 - queue never declared, or broker gone: nothing to delete
         pass
 
 
@@ -442,7 +442,7 @@ def measure(args: argparse.Namespace, argv: list[str] | None, url: str, started:
     print(f"followfeed benchmark: database {settings.DATABASES['default']['NAME']}, Redis prefix {settings.REDIS_KEY_PREFIX!r}", flush=True)
     tuning = tune_servers(not args.no_tune)
     results: dict[str, Any] = {
-        "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": "make bench" if not argv else "bench/run.py " + " ".join(argv),
         "machine": {"cpus": os.cpu_count(), "loadavg_start": load_start, "platform": platform.platform(), "python": platform.python_version()},
         "tuning": tuning,

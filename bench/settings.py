@@ -44,8 +44,8 @@ os.environ.setdefault("CELERY_TASK_DEFAULT_QUEUE", "bench")
 os.environ.setdefault("FOLLOW_RATE", "1000000000/d")
 os.environ.setdefault("NOTE_RATE", "1000000000/d")
 
-from config.settings.base import *  # noqa: E402,F401,F403
-from config.settings.base import INSTALLED_APPS  # noqa: E402
+from config.settings.base import *  # noqa: F403
+from config.settings.base import INSTALLED_APPS
 
 DEBUG = False  # no query log: it would grow without bound and slow every query
 INSTALLED_APPS = [*INSTALLED_APPS, "actstream"]

@@ -111,8 +111,8 @@ def quality(readers: int, rng: random.Random) -> dict[str, Any]:
         hidden[reader] = set(rng.sample(theirs, max(1, len(theirs) // 10)))
         following[reader] -= hidden[reader]
     followers: dict[int, int] = defaultdict(int)
-    for theirs in following.values():
-        for followee in theirs:
+    for followed in following.values():
+        for followee in followed:
             followers[followee] += 1
     popular = sorted(followers, key=lambda user: (-followers[user], user))
     everyone = sorted(set(following) | set(followers))

@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     buffer = io.StringIO()
     stats = pstats.Stats(profiler, stream=buffer)
     stats.sort_stats("cumulative").print_stats(30)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     section = (
         f"== after ({commit}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {load}) ==\n"

@@ -24,7 +24,7 @@ from .selectors import access_token
 
 logger = logging.getLogger(__name__)
 
-INVALID_TOKEN = "The access token is invalid"
+INVALID_TOKEN = "The access token is invalid"  # noqa: S105 - an error message, not a secret
 OUT_OF_SCOPE = "This action is outside the authorized scopes"
 NEEDS_USER = "This method requires an authenticated user"
 DISABLED = "Your login is currently disabled"

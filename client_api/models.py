@@ -40,7 +40,7 @@ class StatusIdempotency(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["user", "key"], name="status_idempotency_unique")]  # noqa: RUF012
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="status_idempotency_unique")]
 
     def __str__(self) -> str:
         return f"{self.user_id} {self.key} -> {self.note_id}"
@@ -55,7 +55,7 @@ class NotificationDismissal(models.Model):
     up_to = models.DateTimeField()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["recipient", "notification_id"], name="notification_dismissal_unique")]  # noqa: RUF012
+        constraints = [models.UniqueConstraint(fields=["recipient", "notification_id"], name="notification_dismissal_unique")]
 
     def __str__(self) -> str:
         return f"{self.recipient_id} dismissed {self.notification_id or 'all'} up to {self.up_to}"

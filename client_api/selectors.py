@@ -6,8 +6,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime
 
 from django.db import connections, router
 from django.db.models import Q, QuerySet
@@ -340,4 +339,4 @@ def _aware(moment: datetime | str | None) -> datetime | None:
     """A raw cursor's DATETIME (naive, UTC; SQLite may give its text) as the ORM gives it."""
     if isinstance(moment, str):
         moment = parse_datetime(moment)
-    return moment.replace(tzinfo=dt_timezone.utc) if moment is not None and moment.tzinfo is None else moment
+    return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment

@@ -61,7 +61,7 @@ class CountingDatabaseCache(DatabaseCache):
             row = cursor.fetchone()
             if row is None or _as_aware(row[1]) < timezone.now():
                 raise ValueError(f"Key '{key}' not found")
-            value = pickle.loads(base64.b64decode(connection.ops.process_clob(row[0]).encode())) + delta
+            value = pickle.loads(base64.b64decode(connection.ops.process_clob(row[0]).encode())) + delta  # noqa: S301 - a value this cache pickled, as Django's DatabaseCache does
             stored = base64.b64encode(pickle.dumps(value, self.pickle_protocol)).decode("latin1")
             cursor.execute(f"UPDATE {table} SET {value_column} = %s WHERE {key_column} = %s", [stored, cache_key])
         return int(value)

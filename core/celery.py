@@ -15,15 +15,15 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar, cast
 from celery import shared_task
 
 P = ParamSpec("P")
-R = TypeVar("R", covariant=True)
+R_co = TypeVar("R_co", covariant=True)
 
 
-class Task(Protocol, Generic[P, R]):
+class Task(Protocol, Generic[P, R_co]):
     """What a Celery task offers: a call runs it here, ``delay`` sends it to the broker."""
 
     name: str
 
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R_co: ...
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> Any: ...
 
@@ -32,10 +32,10 @@ class Task(Protocol, Generic[P, R]):
     def apply(self, args: Any = None, kwargs: Any = None, **options: Any) -> Any: ...
 
 
-def task(**options: Any) -> Callable[[Callable[P, R]], Task[P, R]]:
+def task(**options: Any) -> Callable[[Callable[P, R_co]], Task[P, R_co]]:
     """``shared_task(**options)``, typed."""
 
-    def decorate(function: Callable[P, R]) -> Task[P, R]:
-        return cast(Task[P, R], shared_task(**options)(function))
+    def decorate(function: Callable[P, R_co]) -> Task[P, R_co]:
+        return cast(Task[P, R_co], shared_task(**options)(function))
 
     return decorate

@@ -29,7 +29,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlparse
 
 import redis
@@ -71,7 +71,7 @@ class ClusterConnectionFactory(ConnectionFactory):  # type: ignore[misc]
     per node and follows the cluster's slot map.
     """
 
-    _clusters: dict[str, RedisCluster] = {}
+    _clusters: ClassVar[dict[str, RedisCluster]] = {}
 
     def connect(self, url: str) -> RedisCluster:
         client = self._clusters.get(url)
@@ -226,7 +226,7 @@ def tag_template(build: Callable[[int], str]) -> tuple[str, str]:
     :raises ValueError: ``build``'s keys carry no ``{id}`` hash tag.
     """
     key = build(_PROBE_ID)
-    head, tag, tail = key.partition("{%d}" % _PROBE_ID)
+    head, tag, tail = key.partition(f"{{{_PROBE_ID}}}")
     if not tag:
         raise ValueError(f"{build.__qualname__} makes keys without an id hash tag: {key!r}")
     return head, tail

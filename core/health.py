@@ -12,8 +12,7 @@ from __future__ import annotations
 import concurrent.futures
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import redis
@@ -129,7 +128,7 @@ def watch_health(node: str) -> WatchHealth:
         return WatchHealth(seen=False, node=node)
 
     def moment(ms: int | None) -> datetime | None:
-        return datetime.fromtimestamp(ms / 1000, tz=dt_timezone.utc) if ms else None
+        return datetime.fromtimestamp(ms / 1000, tz=UTC) if ms else None
 
     return WatchHealth(
         seen=True,
@@ -295,7 +294,7 @@ def _probe_queues(url: str, names: list[str], timeout: float) -> list[QueueHealt
             finally:
                 try:
                     channel.close()
-                except Exception:  # noqa: BLE001 - already closed by the broker
+                except Exception:  # noqa: BLE001, S110 - already closed by the broker
                     pass
     return found
 

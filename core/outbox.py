@@ -32,8 +32,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -234,7 +233,7 @@ def record(
     subject_id: int,
     object_id: int | None = None,
     inline: bool | None = None,
-    hint: int | None | NoHint = NO_HINT,
+    hint: int | NoHint | None = NO_HINT,
 ) -> OutboxEntry:
     """Record an entry of ``kind`` in the current transaction; apply it after commit.
 
@@ -365,7 +364,7 @@ def _apply_kind(kind: Kind, entries: list[OutboxEntry], result: ApplyResult, mar
         handler(entries)
     except _SERVICE_ERRORS:
         raise
-    except Exception as exc:  # noqa: BLE001 - EntryNotApplied, or a handler that fails on one entry
+    except Exception as exc:  # EntryNotApplied, or a handler that fails on one entry
         if len(entries) > 1:
             for entry in entries:
                 _apply_kind(kind, [entry], result, mark)
@@ -512,7 +511,7 @@ def _watch_server(node: str, client: redis.Redis, sentinel: str) -> Rollback | N
         elif watch.run_id != run_id and stored is not None:
             # A sentinel without a heartbeat: as old as can be.
             restored = id_or_none(stored if isinstance(stored, bytes) else str(stored)) or 0
-            since = datetime.fromtimestamp(restored / 1000, tz=dt_timezone.utc) - timedelta(seconds=ROLLBACK_MARGIN_SECONDS)
+            since = datetime.fromtimestamp(restored / 1000, tz=UTC) - timedelta(seconds=ROLLBACK_MARGIN_SECONDS)
             again = OutboxEntry.objects.filter(applied_at__gte=since)
             reapplied = again.update(applied_at=None, attempts=F("attempts") + 1, last_error="applied again after a Redis rollback")
             retention = timedelta(seconds=int(settings.OUTBOX_RETENTION_SECONDS))
@@ -653,7 +652,7 @@ class BackgroundDrain:
                     continue
                 try:
                     drain(start_rebuild=self.start_rebuild)
-                except Exception:  # noqa: BLE001 - a locked database, a bug: the next round tries again
+                except Exception:
                     logger.exception("background outbox drain failed; the next round tries again")
                 finally:
                     self.rounds += 1

@@ -18,8 +18,7 @@ import binascii
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import redis
@@ -215,7 +214,7 @@ def _walk_long_tie(client: redis.Redis, key: str, *, cursor: Cursor, limit: int)
 
 
 def _second(score: int) -> datetime:
-    return datetime.fromtimestamp(int(score), tz=dt_timezone.utc)
+    return datetime.fromtimestamp(int(score), tz=UTC)
 
 
 def _within_second(time_field: str, score: int) -> dict[str, datetime]:
@@ -223,7 +222,7 @@ def _within_second(time_field: str, score: int) -> dict[str, datetime]:
     no next second to bound it, so it is bounded by its own last microsecond instead."""
     start = _second(score)
     if score >= MAX_SECONDS:
-        return {f"{time_field}__gte": start, f"{time_field}__lte": datetime.max.replace(tzinfo=dt_timezone.utc)}
+        return {f"{time_field}__gte": start, f"{time_field}__lte": datetime.max.replace(tzinfo=UTC)}
     return {f"{time_field}__gte": start, f"{time_field}__lt": start + timedelta(seconds=1)}
 
 

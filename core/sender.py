@@ -78,7 +78,7 @@ class Sender:
             for start in range(0, len(ids), SEND_BATCH):
                 try:
                     self.publish(ids[start : start + SEND_BATCH])
-                except Exception:  # noqa: BLE001 - the thread must live on; the drain applies the entries
+                except Exception:  # the thread must live on; the drain applies the entries
                     logger.exception("sending outbox entries %s failed (the drain applies them)", ids[start : start + SEND_BATCH])
             for event in flushed:
                 event.set()

@@ -40,4 +40,4 @@ def retry_on_deadlock(write: Callable[[], Result]) -> Result:
             attempt += 1
             if not is_retryable(exc) or attempt == WRITE_ATTEMPTS or transaction.get_connection().in_atomic_block:
                 raise
-            time.sleep(random.uniform(0, 0.005 * 2**attempt))
+            time.sleep(random.uniform(0, 0.005 * 2**attempt))  # noqa: S311 - retry jitter, not a secret

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 from django.db import connection
 from django.utils import timezone
@@ -27,7 +26,7 @@ from users.models import User
 # Rows per INSERT; 5000 users of ~12 columns stay well under max_allowed_packet.
 BATCH = 5000
 # An unusable password (Django's "!" prefix): fan accounts cannot sign in.
-UNUSABLE_PASSWORD = "!celebrity-fan"
+UNUSABLE_PASSWORD = "!celebrity-fan"  # noqa: S105 - an unusable hash marker, not a password
 
 
 @dataclass(frozen=True)
@@ -84,7 +83,7 @@ def _insert_follows(rows: list[tuple[int, int, datetime]]) -> None:
         return
     # Every value is an int or a datetime we computed (stored as naive UTC,
     # as Django does with USE_TZ), so the statement is built directly.
-    utc = [(a, b, at.astimezone(dt_timezone.utc).strftime("%Y-%m-%d %H:%M:%S")) for a, b, at in rows]
+    utc = [(a, b, at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")) for a, b, at in rows]
     values = ",".join(f"({int(a)},{int(b)},'{at}')" for a, b, at in utc)
     with connection.cursor() as cursor:
         cursor.execute(f"INSERT IGNORE INTO {Follow._meta.db_table} (follower_id, followee_id, created_at) VALUES {values}")

@@ -60,8 +60,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +73,7 @@ from users.models import User
 from .datasets import read_edges
 
 # Slashdot Zoo was crawled in February 2009: imported follows start there.
-IMPORT_EPOCH = datetime(2009, 2, 1, tzinfo=dt_timezone.utc)
+IMPORT_EPOCH = datetime(2009, 2, 1, tzinfo=UTC)
 # Rows per INSERT statement (about 2 MB of SQL; max_allowed_packet is 16 MB by default).
 BATCH = 50_000
 # Exactly two unsigned integer columns per line, "#" comments and blank lines allowed.

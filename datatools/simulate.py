@@ -33,8 +33,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +125,7 @@ def plan_replay(path: Path, *, notes: int, accounts: list[tuple[int, str]], end:
 
 def _body(row: Row, mapping: dict[int, tuple[int, str]]) -> str:
     a, b, ts, kind = row
-    when = datetime.fromtimestamp(ts, tz=dt_timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    when = datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
     verb = VERBS.get(kind, "Posted about")
     if a == b:
         target = "my own post"
@@ -156,7 +155,7 @@ def replay(plan: ReplayPlan, *, on_progress: Callable[[int], None] | None = None
         for start in range(0, len(plan.rows), INSERT_BATCH):
             chunk = plan.rows[start : start + INSERT_BATCH]
             rows = [
-                (plan.mapping[row[0]][0], _body(row, plan.mapping), datetime.fromtimestamp(row[2] + plan.shift, tz=dt_timezone.utc))
+                (plan.mapping[row[0]][0], _body(row, plan.mapping), datetime.fromtimestamp(row[2] + plan.shift, tz=UTC))
                 for row in chunk
             ]
             if connection.vendor == "sqlite":

@@ -87,7 +87,7 @@ class NoteAdmin(CanonicalIdsAdmin, admin.ModelAdmin[Note]):
     show_full_result_count = False
     paginator = EstimatedCountPaginator
     change_form_template = "admin/feed/note/change_form.html"
-    actions = ["hide_notes", "unhide_notes", "delete_selected"]
+    actions = ("hide_notes", "unhide_notes", "delete_selected")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         authors = User.objects.only("id", "username", "is_active")

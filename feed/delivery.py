@@ -194,7 +194,7 @@ def is_pull_author(client: redis.Redis, author_id: int) -> bool:
 
 
 def _redis_follower_ids(client: redis.Redis, author_id: int) -> Iterator[list[int]]:
-    cursors = {key: 0 for key in layout.every_set_key(author_id)}
+    cursors = dict.fromkeys(layout.every_set_key(author_id), 0)
     while cursors:
         pipe = pipeline(client)
         keys = list(cursors)

@@ -1,13 +1,12 @@
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-EPOCH = datetime(1970, 1, 1, tzinfo=dt_timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ONE_MS = timedelta(milliseconds=1)
 
 
@@ -89,6 +88,9 @@ class Note(models.Model):
             models.Index(fields=["fanned_out_at", "created_at"], name="note_fan_out_pending"),
         ]
 
+    def __str__(self) -> str:
+        return f"note {self.pk} by {self.author_id}"
+
     @property
     def published_ms(self) -> int:
         """The publish time in unix milliseconds (the note's inbox score)."""
@@ -98,9 +100,6 @@ class Note(models.Model):
     def is_visible(self) -> bool:
         """Whether the note may be shown in feeds: not hidden, not deleted, author active, not direct."""
         return not self.is_hidden and self.deleted_at is None and bool(self.author.is_active) and self.visibility != DIRECT
-
-    def __str__(self) -> str:
-        return f"note {self.pk} by {self.author_id}"
 
 
 class InboxReconcileRun(models.Model):

@@ -81,7 +81,7 @@ def redis_inboxes(client: redis.Redis, reader_ids: Sequence[int]) -> dict[int, d
     found: dict[int, dict[bytes, float] | None] = {}
     for index, reader_id in enumerate(reader_ids):
         synced, building, rows = replies[3 * index : 3 * index + 3]
-        found[reader_id] = {member: score for member, score in rows} if synced and not building else None
+        found[reader_id] = dict(rows) if synced and not building else None
     return found
 
 
@@ -127,7 +127,7 @@ def reconcile_inboxes(
     if not 0 < sample <= 1:
         raise ValueError("sample must be in (0, 1]")
     client = get_redis()
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311 - a seeded sample of readers, not a secret
     report = InboxReport(last_user_id=start_after)
     pulled = pull_authors(client)
     readers = User.objects.filter(is_active=True, last_seen_at__gte=active_cutoff()).order_by("pk")

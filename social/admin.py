@@ -88,7 +88,7 @@ class FollowAddForm(forms.ModelForm[Follow]):
 
     class Meta:
         model = Follow
-        fields = ["follower", "followee"]
+        fields = ("follower", "followee")
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -125,7 +125,7 @@ class FollowAdmin(CanonicalIdsAdmin, admin.ModelAdmin[Follow]):
     show_full_result_count = False
     paginator = EstimatedCountPaginator
     form = FollowAddForm
-    actions = ["delete_selected"]
+    actions = ("delete_selected",)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         accounts = User.objects.only("id", "username", "is_active")

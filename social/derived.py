@@ -122,7 +122,7 @@ declare(
     app="social",
     reconcile="social.transfer.imports_drift",
     cells={
-        **{change: HANDLED for change in Change},
+        **dict.fromkeys(Change, HANDLED),
         Change.MUTE: Unaffected("a mute does not stop a follow"),
         Change.UNMUTE: Unaffected("a mute does not stop a follow"),
         Change.REACTIVATION: (kinds("social.follows_import"), HANDLED),

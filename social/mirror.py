@@ -23,8 +23,7 @@ import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime
 
 from django.db import connection
 from django.utils import timezone
@@ -151,7 +150,7 @@ def _score_of(value: datetime | str) -> int:
     if at is None:
         raise ValueError(f"not a datetime: {value!r}")
     if timezone.is_naive(at):
-        at = at.replace(tzinfo=dt_timezone.utc)
+        at = at.replace(tzinfo=UTC)
     return follow_score(at)
 
 

@@ -490,7 +490,7 @@ def reconcile_all(
     if not 0 < sample <= 1:
         raise ValueError("sample must be in (0, 1]")
     client = get_redis()
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311 - a seeded sample of accounts, not a secret
     report = ReconcileReport(last_user_id=start_after)
     if user_id is not None:
         ranges: Iterable[tuple[int, int]] = [(user_id - 1, user_id)]

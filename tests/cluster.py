@@ -183,7 +183,7 @@ class RedisClusterNodes:
             return ""
 
     @staticmethod
-    def _wait(condition, *, timeout: float = 30, what: str) -> None:  # type: ignore[no-untyped-def]
+    def _wait(condition, *, timeout: float = 30, what: str) -> None:
         deadline = time.monotonic() + timeout
         while not condition():
             if time.monotonic() > deadline:

@@ -18,6 +18,7 @@ from typing import Any
 import factory
 import pytest
 from django.test import Client, override_settings
+from factory.declarations import LazyAttribute, Sequence
 
 from core.cluster import cluster_nodes
 from core.outbox import now_ms
@@ -34,7 +35,7 @@ def pytest_addoption(parser: Any) -> None:
 def cluster_caches(base: dict[str, Any], url: str) -> dict[str, Any]:
     """``base`` (the CACHES setting) with the default cache on the cluster at ``url``."""
     options = {**base["default"]["OPTIONS"], "CONNECTION_FACTORY": "core.cluster.ClusterConnectionFactory", "CLUSTER_NODES": cluster_nodes(url)}
-    return {**base, "default": {**base["default"], "LOCATION": url.split(",")[0], "OPTIONS": options}}
+    return {**base, "default": {**base["default"], "LOCATION": url.split(",", maxsplit=1)[0], "OPTIONS": options}}
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -55,13 +56,13 @@ def redis_backend(request: Any) -> Iterator[RedisClusterNodes | None]:
         nodes.stop()
 
 
-class UserFactory(factory.django.DjangoModelFactory):  # type: ignore[misc]
+class UserFactory(factory.django.DjangoModelFactory[User]):
     class Meta:
         model = User
         skip_postgeneration_save = True
 
-    username = factory.Sequence(lambda n: f"user{n}")
-    display_name = factory.LazyAttribute(lambda o: o.username.title())
+    username = Sequence(lambda n: f"user{n}")
+    display_name = LazyAttribute(lambda o: o.username.title())
     password = factory.django.Password("pw")
     is_active = True
 
@@ -106,19 +107,19 @@ def user_factory() -> type[UserFactory]:
 @pytest.fixture
 def alice(db: Any) -> User:
     """The follower persona."""
-    return UserFactory(username="alice")
+    return UserFactory.create(username="alice")
 
 
 @pytest.fixture
 def bob(db: Any) -> User:
     """The followee persona."""
-    return UserFactory(username="bob")
+    return UserFactory.create(username="bob")
 
 
 @pytest.fixture
 def charlie(db: Any) -> User:
     """The stranger persona (for permission tests)."""
-    return UserFactory(username="charlie")
+    return UserFactory.create(username="charlie")
 
 
 @pytest.fixture

@@ -100,12 +100,12 @@ def allowed(module: str, target: str) -> bool:
     and its layer is ``module``'s or a lower one, or when the pair is one of ``ALLOWED_UPWARD``."""
     if (module, target) in ALLOWED_UPWARD:
         return True
-    return APP_RANK[target.split(".")[0]] <= APP_RANK[module.split(".")[0]] and layer(target) <= layer(module)
+    return APP_RANK[target.split(".", maxsplit=1)[0]] <= APP_RANK[module.split(".", maxsplit=1)[0]] and layer(target) <= layer(module)
 
 
 def why_not(module: str, target: str) -> str:
     """Why ``allowed(module, target)`` is False, for the failure message."""
-    app, target_app = module.split(".")[0], target.split(".")[0]
+    app, target_app = module.split(".", maxsplit=1)[0], target.split(".", maxsplit=1)[0]
     if APP_RANK[target_app] > APP_RANK[app]:
         return f"app {app} is below {target_app}"
     return f"{layer_name(module)} imports {layer_name(target)}"

@@ -110,4 +110,4 @@ def test_any_order_of_the_after_commit_work_ends_equal_to_a_rebuild(sequence, da
         drain()
 
     drifted = derived.drift(repair=False)
-    assert drifted == {name: 0 for name in drifted}
+    assert drifted == dict.fromkeys(drifted, 0)

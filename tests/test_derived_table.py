@@ -18,6 +18,7 @@ from core.derived import Change, Kinds, ReadTime
 from core.models import OutboxEntry
 from social import controls, services
 from social.models import FollowImport, Mute
+from users.models import User
 from users.services import user_set_active
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +60,7 @@ class TestTheTable:
         assert shown == derived.markdown().strip(), "run: manage.py derived_table --write"
 
 
-def _make(change: Change, people: dict[str, object]) -> None:
+def _make(change: Change, people: dict[str, User]) -> None:
     """Make ``change`` between ``a`` (the actor) and ``b``; the set-up before it is done already."""
     a, b = people["a"], people["b"]
     if change in (Change.FOLLOW, Change.REQUEST_MADE):
@@ -93,7 +94,7 @@ def _make(change: Change, people: dict[str, object]) -> None:
         raise AssertionError(change)
 
 
-def _set_up(change: Change, people: dict[str, object]) -> None:
+def _set_up(change: Change, people: dict[str, User]) -> None:
     """What must stand before ``change``: a follows b (or asked to), a mute, a block, b private..."""
     a, b = people["a"], people["b"]
     private = change in (Change.REQUEST_MADE, Change.REQUEST_APPROVED, Change.REQUEST_REJECTED, Change.REQUEST_WITHDRAWN, Change.PRIVACY_OFF)

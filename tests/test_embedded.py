@@ -58,10 +58,10 @@ def test_embedded_default_serves_a_real_slice(tmp_path):
     env["DJANGO_ALLOWED_HOSTS"] = "testserver,localhost"
 
     try:
-        result = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        result = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     finally:
         stop = [sys.executable, "manage.py", "embedded_redis", "stop"]
-        stopped = subprocess.run(stop, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        stopped = subprocess.run(stop, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
 
     assert result.returncode == 0, result.stderr[-3000:]
     import json
@@ -169,7 +169,7 @@ def test_a_command_that_does_not_use_redis_starts_no_server(tmp_path, arguments)
     var = tmp_path / "var"
 
     try:
-        done = subprocess.run([sys.executable, "manage.py", *arguments], cwd=ROOT, env=embedded_env(var), capture_output=True, text=True, timeout=120)
+        done = subprocess.run([sys.executable, "manage.py", *arguments], check=False, cwd=ROOT, env=embedded_env(var), capture_output=True, text=True, timeout=120)
         started = (var / "valkey.sock").exists() or (var / "valkey.pid").exists()
         processes = valkey_processes(var)
     finally:
@@ -187,8 +187,8 @@ def test_a_command_that_starts_the_server_and_leaves_it_running_says_so(tmp_path
     uses_redis = ["shell", "-c", "from core.redis import get_redis; print(get_redis().ping())"]
 
     try:
-        first = subprocess.run([sys.executable, "manage.py", *uses_redis], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-        again = subprocess.run([sys.executable, "manage.py", *uses_redis], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        first = subprocess.run([sys.executable, "manage.py", *uses_redis], check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        again = subprocess.run([sys.executable, "manage.py", *uses_redis], check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
         running = EmbeddedRedis(var).answers()
     finally:
         EmbeddedRedis(var).stop()
@@ -209,7 +209,7 @@ def run_demo(var_dir: Path, dataset: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ENV_EMBEDDED}
     env.update(DJANGO_SETTINGS_MODULE="config.settings.local", FOLLOWFEED_VAR_DIR=str(var_dir))
     command = [sys.executable, "manage.py", "run_demo", "--no-serve", "--dataset", str(dataset)]
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
 def test_run_demo_keeps_the_mirror_across_restarts_and_rebuilds_it_for_other_data(tmp_path, monkeypatch):
@@ -333,7 +333,7 @@ def test_the_embedded_database_takes_concurrent_writers_without_locked_errors(tm
     env.update(DJANGO_SETTINGS_MODULE="config.settings.local", FOLLOWFEED_VAR_DIR=str(tmp_path / "var"))
 
     try:
-        done = subprocess.run([sys.executable, "-c", CONCURRENT_WRITES], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        done = subprocess.run([sys.executable, "-c", CONCURRENT_WRITES], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     finally:
         EmbeddedRedis(tmp_path / "var").stop()  # the script's server (started by its first Redis call)
 

@@ -268,7 +268,7 @@ class UserAdmin(CanonicalIdsAdmin, DjangoUserAdmin):  # type: ignore[type-arg]
                 with transaction.atomic():
                     text = function(user)
                     self.log_change(request, user, text)
-            except Exception as exc:  # noqa: BLE001 - reported to the moderator, logged with traceback
+            except Exception as exc:  # reported to the moderator, logged with traceback
                 logger.exception("admin operation %s failed for user %s", function.__name__, user.pk)
                 self.message_user(request, f"{user.username}: failed ({type(exc).__name__}: {exc}).", messages.ERROR)
             else:

@@ -420,9 +420,9 @@ OAUTH2_PROVIDER = {
 SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W006", "oauth2_provider.W008", "oauth2_provider.W010"]
 # Named here so a migration that points at them loads before django-oauth-toolkit's settings do.
 OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
-OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL = "oauth2_provider.AccessToken"
-OAUTH2_PROVIDER_REFRESH_TOKEN_MODEL = "oauth2_provider.RefreshToken"
-OAUTH2_PROVIDER_ID_TOKEN_MODEL = "oauth2_provider.IDToken"
+OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL = "oauth2_provider.AccessToken"  # noqa: S105 - model names, not secrets
+OAUTH2_PROVIDER_REFRESH_TOKEN_MODEL = "oauth2_provider.RefreshToken"  # noqa: S105
+OAUTH2_PROVIDER_ID_TOKEN_MODEL = "oauth2_provider.IDToken"  # noqa: S105
 OAUTH2_PROVIDER_GRANT_MODEL = "oauth2_provider.Grant"
 CORS_ALLOW_ALL_ORIGINS = True
 CORS_URLS_REGEX = r"^/(api|oauth)/.*$"

@@ -13,7 +13,7 @@ served by WhiteNoise from ``STATIC_ROOT`` (``manage.py collectstatic``).
 
 from django.core.exceptions import ImproperlyConfigured
 
-from .base import *  # noqa: F401,F403
+from .base import *  # noqa: F403
 from .base import MIDDLEWARE, env
 
 

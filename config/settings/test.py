@@ -11,8 +11,8 @@ os.environ.setdefault("DATABASE_URL", "mysql://root:@127.0.0.1:3306/followfeed")
 # per-test SCAN clean-up.
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/9")
 
-from .base import *  # noqa: E402,F401,F403
-from .base import env  # noqa: E402
+from .base import *  # noqa: F403
+from .base import env
 
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -23,10 +23,8 @@ implements the same two formats (``followfeed.compactCount`` and
 
 from __future__ import annotations
 
-from datetime import datetime
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime
 from typing import Any
-
 from urllib.parse import quote
 
 from django import template
@@ -101,7 +99,7 @@ def relative_time(value: datetime | None, *, now: datetime) -> str:
     if value is None:
         return ""
     if timezone.is_naive(value):
-        value = value.replace(tzinfo=dt_timezone.utc)
+        value = value.replace(tzinfo=UTC)
     seconds = int((now - value).total_seconds())
     if seconds < 10:
         return "just now"
@@ -113,8 +111,8 @@ def relative_time(value: datetime | None, *, now: datetime) -> str:
         return f"{seconds // 3600} h ago"
     if seconds < 7 * 86400:
         return f"{seconds // 86400} d ago"
-    utc_value = value.astimezone(dt_timezone.utc)
-    utc_now = now.astimezone(dt_timezone.utc)
+    utc_value = value.astimezone(UTC)
+    utc_now = now.astimezone(UTC)
     day = f"{_MONTHS[utc_value.month - 1]} {utc_value.day}"
     return day if utc_value.year == utc_now.year else f"{day}, {utc_value.year}"
 
@@ -136,7 +134,7 @@ def utc_title_filter(value: datetime | None) -> str:
     """``{{ dt|utc_title }}``: the exact moment for a ``title``: ``"2024-03-04 12:05:09 UTC"``."""
     if value is None:
         return ""
-    return value.astimezone(dt_timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 @register.filter(name="avatar_hue")

@@ -34,19 +34,19 @@ def moderators_group(db: Any) -> Group:
 
 @pytest.fixture
 def moderator(moderators_group: Group) -> Any:
-    user = UserFactory(username="mod", is_staff=True)
+    user = UserFactory.create(username="mod", is_staff=True)
     user.groups.add(moderators_group)
     return user
 
 
 @pytest.fixture
 def plain_staff(db: Any) -> Any:
-    return UserFactory(username="staffer", is_staff=True)
+    return UserFactory.create(username="staffer", is_staff=True)
 
 
 @pytest.fixture
 def superuser(db: Any) -> Any:
-    return UserFactory(username="root", is_staff=True, is_superuser=True)
+    return UserFactory.create(username="root", is_staff=True, is_superuser=True)
 
 
 @pytest.fixture

@@ -28,8 +28,8 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def five_follows() -> Any:
-    star = UserFactory(username="star")
-    Follow.objects.bulk_create([Follow(follower=UserFactory(), followee=star) for _ in range(5)])
+    star = UserFactory.create(username="star")
+    Follow.objects.bulk_create([Follow(follower=UserFactory.create(), followee=star) for _ in range(5)])
     return star
 
 
@@ -111,7 +111,7 @@ class TestChangelistNeverCountsTheWholeTable:
 
 class TestUserSearch:
     def test_matches_username_prefixes_case_insensitively_and_ids(self) -> None:
-        ann, anna, bob = UserFactory(username="ann"), UserFactory(username="Anna"), UserFactory(username="bob")
+        ann, anna, bob = UserFactory.create(username="ann"), UserFactory.create(username="Anna"), UserFactory.create(username="bob")
 
         assert set(user_ids_matching("AN")) == {ann.pk, anna.pk}
         assert user_ids_matching(str(bob.pk)) == [bob.pk]

@@ -191,6 +191,7 @@ class TestExitCodesOfTheRealProcess:
             capture_output=True,
             text=True,
             timeout=120,
+            check=False,
         )
 
     def test_usage_error_is_2(self) -> None:

@@ -8,15 +8,14 @@ from typing import Any
 import pytest
 
 from social import controls, services
-from tests.admin.conftest import signed_in
-from tests.conftest import UserFactory
+from tests.conftest import UserFactory, signed_in
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def controlled(django_capture_on_commit_callbacks: Any) -> dict[str, Any]:
-    users = {name: UserFactory(username=name) for name in ("ann", "ben", "cat", "dan")}
+    users = {name: UserFactory.create(username=name) for name in ("ann", "ben", "cat", "dan")}
     users["ann"].approve_followers = True
     users["ann"].save(update_fields=["approve_followers"])
     with django_capture_on_commit_callbacks(execute=True):
@@ -49,7 +48,7 @@ class TestControlsAdmin:
         from social.models import Mute
 
         ann = controlled["ann"]
-        eve = UserFactory(username="eve")
+        eve = UserFactory.create(username="eve")
         services.follow_create(actor=eve, followee_id=ann.pk)  # a second request...
         eve.is_active = False
         eve.save(update_fields=["is_active"])  # ...of an account deactivated since

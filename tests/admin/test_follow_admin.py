@@ -9,6 +9,7 @@ cannot mirror (``QuerySet.delete``) is repaired entirely by reconcile.
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Any
 
 import pytest
@@ -26,8 +27,8 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def star(follow: Any) -> tuple[Any, list[Any]]:
     """B and its ten followers U1..U10 (through the service, mirrored)."""
-    b = UserFactory(username="b")
-    fans = [UserFactory(username=f"fan{i}") for i in range(1, 11)]
+    b = UserFactory.create(username="b")
+    fans = [UserFactory.create(username=f"fan{i}") for i in range(1, 11)]
     for fan in fans:
         follow(fan, b)
     return b, fans
@@ -78,7 +79,7 @@ class TestAdminBulkDelete:
         self, star: Any, follow: Any, superuser_client: Any, django_capture_on_commit_callbacks: Any
     ) -> None:
         b, fans = star
-        other = UserFactory(username="other")
+        other = UserFactory.create(username="other")
         follow(fans[0], other)
         follow(fans[5], other)
         chosen = list(Follow.objects.filter(followee=b, follower=fans[0]).values_list("pk", flat=True))
@@ -96,7 +97,7 @@ class TestAdminBulkDelete:
         self, star: Any, superuser_client: Any, monkeypatch: Any
     ) -> None:
         monkeypatch.setattr("social.admin.BULK_DELETE_MAX", 3)
-        b, fans = star
+        b, _fans = star
         chosen = list(Follow.objects.filter(followee=b).values_list("pk", flat=True)[:4])
 
         response = superuser_client.post(
@@ -164,7 +165,7 @@ class TestAdd:
 
 class TestListSearchAndFilters:
     def test_search_matches_a_username_prefix_on_either_side(self, star: Any, superuser_client: Any) -> None:
-        b, fans = star
+        _b, _fans = star
 
         by_follower = superuser_client.get("/admin/social/follow/", {"q": "fan1"})  # fan1 and fan10
         by_followee = superuser_client.get("/admin/social/follow/", {"q": "B"})
@@ -173,14 +174,14 @@ class TestListSearchAndFilters:
         assert len(by_followee.context["cl"].result_list) == 10
 
     def test_search_matches_an_id(self, star: Any, superuser_client: Any) -> None:
-        b, fans = star
+        _b, fans = star
 
         response = superuser_client.get("/admin/social/follow/", {"q": str(fans[2].pk)})
 
         assert [f.follower_id for f in response.context["cl"].result_list] == [fans[2].pk]
 
     def test_filters_by_account_state(self, star: Any, superuser_client: Any) -> None:
-        b, fans = star
+        _b, fans = star
         fans[0].is_active = False
         fans[0].save()
 
@@ -192,9 +193,9 @@ class TestListSearchAndFilters:
 
     def test_filters_by_date(self, star: Any, superuser_client: Any) -> None:
         b, fans = star
-        from datetime import datetime, timezone
+        from datetime import datetime
 
-        Follow.objects.filter(followee=b, follower=fans[3]).update(created_at=datetime(2009, 2, 14, 12, tzinfo=timezone.utc))
+        Follow.objects.filter(followee=b, follower=fans[3]).update(created_at=datetime(2009, 2, 14, 12, tzinfo=UTC))
 
         response = superuser_client.get(
             "/admin/social/follow/", {"created_at__gte": "2009-02-14 00:00:00+00:00", "created_at__lt": "2009-02-15 00:00:00+00:00"}
@@ -203,7 +204,7 @@ class TestListSearchAndFilters:
         assert [f.follower_id for f in response.context["cl"].result_list] == [fans[3].pk]
 
     def test_links_from_the_user_page_filter_one_side(self, star: Any, superuser_client: Any) -> None:
-        b, fans = star
+        b, _fans = star
 
         response = superuser_client.get("/admin/social/follow/", {"followee__id__exact": b.pk})
 
@@ -216,8 +217,8 @@ class TestQueryCounts:
     def test_changelist_queries_do_not_grow_with_rows(
         self, followers: int, superuser_client: Any, django_assert_max_num_queries: Any
     ) -> None:
-        b = UserFactory(username="b")
-        Follow.objects.bulk_create([Follow(follower=UserFactory(), followee=b) for _ in range(followers)])
+        b = UserFactory.create(username="b")
+        Follow.objects.bulk_create([Follow(follower=UserFactory.create(), followee=b) for _ in range(followers)])
         superuser_client.get("/admin/social/follow/")  # session and content types warm
 
         with django_assert_max_num_queries(8):

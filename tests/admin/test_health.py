@@ -126,7 +126,7 @@ class TestBrokerFigures:
     def test_reads_queue_lengths_from_the_real_broker(self, superuser_client: Any, settings: Any) -> None:
         settings.CELERY_TASK_ALWAYS_EAGER = False
         settings.CELERY_BROKER_URL = "amqp://guest:guest@127.0.0.1:5672//"
-        from kombu import Connection
+        from kombu.connection import Connection
 
         with Connection(settings.CELERY_BROKER_URL, connect_timeout=2) as connection:
             channel = connection.channel()

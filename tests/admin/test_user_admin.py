@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def quartet(follow: Any) -> dict[str, Any]:
     """A follows B, C, D; X follows C and D (so A and X have C, D in common); D follows A."""
-    users = {name: UserFactory(username=name.lower()) for name in "ABCDX"}
+    users = {name: UserFactory.create(username=name.lower()) for name in "ABCDX"}
     for followee in "BCD":
         follow(users["A"], users[followee])
     for followee in "CD":
@@ -223,8 +223,8 @@ class TestQueryCounts:
     def test_change_page_queries_do_not_grow_with_followers(
         self, followers: int, superuser_client: Any, django_assert_max_num_queries: Any
     ) -> None:
-        star = UserFactory(username="star")
-        Follow.objects.bulk_create([Follow(follower=UserFactory(), followee=star) for _ in range(followers)])
+        star = UserFactory.create(username="star")
+        Follow.objects.bulk_create([Follow(follower=UserFactory.create(), followee=star) for _ in range(followers)])
         superuser_client.get(f"/admin/users/user/{star.pk}/change/")
 
         # 15: the controls panel's counts are one query of their own.
@@ -235,7 +235,7 @@ class TestQueryCounts:
 
     def test_user_list_queries_are_bounded(self, superuser_client: Any, django_assert_max_num_queries: Any) -> None:
         for _ in range(30):
-            UserFactory()
+            UserFactory.create()
         superuser_client.get("/admin/users/user/")
 
         with django_assert_max_num_queries(8):

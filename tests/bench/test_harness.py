@@ -76,6 +76,7 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[subpro
             capture_output=True,
             text=True,
             timeout=600,
+            check=False,
         )
         yield done, out
     finally:

@@ -35,7 +35,9 @@ def test_mastodon_py_signs_in_through_the_site_and_revokes(live_server, user_fac
     consent = browser.post(sign_in.url, data={**hidden_fields(sign_in.text), "username": "reader", "password": "correct horse"}, headers={"Referer": sign_in.url})
     assert "Authorise followfeed test" in consent.text
     shown = browser.post(consent.url, data={**hidden_fields(consent.text), "allow": "Authorize"}, headers={"Referer": consent.url})
-    code = re.search(r'id="authorization-code" value="([^"]+)"', shown.text).group(1)
+    found = re.search(r'id="authorization-code" value="([^"]+)"', shown.text)
+    assert found is not None
+    code = found.group(1)
     token = api.log_in(code=code, redirect_uri=OOB, scopes=SCOPES, allow_http=True)
 
     assert token

@@ -89,7 +89,9 @@ class TestCodeFlow:
         form = {key.decode(): value.decode() for key, value in fields.items()}
         shown = client.post("/oauth/authorize", {**form, "allow": "Authorize"})
         assert shown.status_code == 200
-        code = re.search(rb'id="authorization-code" value="([^"]+)"', shown.content).group(1).decode()
+        found = re.search(rb'id="authorization-code" value="([^"]+)"', shown.content)
+        assert found is not None
+        code = found.group(1).decode()
 
         token = Client().post("/oauth/token", {"grant_type": "authorization_code", "code": code, "client_id": app.client_id, "client_secret": "app-secret", "redirect_uri": OOB, "code_verifier": verifier})
         assert token.status_code == 200, token.content

@@ -105,7 +105,7 @@ class TestAWriteThatOutlivesItsRetries:
         from social.models import Mute
         from tests.conftest import UserFactory, signed_in
 
-        alice, bob = UserFactory(username="alice"), UserFactory(username="bob")
+        alice, bob = UserFactory.create(username="alice"), UserFactory.create(username="bob")
         monkeypatch.setattr(transactions, "WRITE_ATTEMPTS", 2)
         locked, release = threading.Event(), threading.Event()
 

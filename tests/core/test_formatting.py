@@ -1,6 +1,6 @@
 """Display filters: compact counts (12.3k, rounded toward zero) and relative times (3 min ago)."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from django.template import Context, Template
@@ -12,7 +12,7 @@ from core.templatetags.formatting import (
     utc_title_filter,
 )
 
-NOW = datetime(2024, 3, 4, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2024, 3, 4, 12, 0, 0, tzinfo=UTC)
 
 # (count, shown): the table the browser test also checks site.js against.
 COMPACT_CASES = [
@@ -91,13 +91,13 @@ class TestRelativeTime:
         assert relative_time(NOW - timedelta(seconds=seconds), now=NOW) == shown
 
     def test_a_naive_datetime_is_taken_as_utc(self):
-        assert relative_time(datetime(2024, 3, 4, 11, 57, 0), now=NOW) == "3 min ago"
+        assert relative_time(datetime(2024, 3, 4, 11, 57, 0), now=NOW) == "3 min ago"  # noqa: DTZ001 - naive on purpose
 
     def test_none_gives_an_empty_string(self):
         assert relative_time(None, now=NOW) == ""
 
     def test_the_date_form_uses_the_utc_date(self):
-        late_evening_utc = datetime(2024, 2, 1, 23, 30, tzinfo=timezone.utc)
+        late_evening_utc = datetime(2024, 2, 1, 23, 30, tzinfo=UTC)
         eastern = late_evening_utc.astimezone(timezone(timedelta(hours=9)))  # Feb 2 in Tokyo
 
         assert relative_time(eastern, now=NOW) == "Feb 1"

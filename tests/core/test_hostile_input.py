@@ -59,7 +59,7 @@ def url_segment(raw: str) -> str:
 class TestIds:
     """C23: every URL or body field that takes an id."""
 
-    API_READS = ["/api/users/{}", "/api/users/{}/followers", "/api/users/{}/following", "/api/follow/or/not/{}", "/api/follow/common/{}", "/api/notes/{}"]
+    API_READS = ("/api/users/{}", "/api/users/{}/followers", "/api/users/{}/following", "/api/follow/or/not/{}", "/api/follow/common/{}", "/api/notes/{}")
 
     @pytest.mark.parametrize("raw", HOSTILE_IDS)
     @pytest.mark.parametrize("route", API_READS)
@@ -125,7 +125,7 @@ class TestIds:
 
 
 class TestCursors:
-    HOSTILE = [
+    HOSTILE = (
         forged("v1:-5:2"),
         forged("v1:99999999999999999999999:2"),
         forged(f"v1:{MAX_MILLISECONDS + 1}:2"),
@@ -135,7 +135,7 @@ class TestCursors:
         "not-a-cursor",
         "%00",
         "x" * 5000,
-    ]
+    )
 
     @pytest.mark.parametrize("cursor", HOSTILE)
     def test_pages_answer_400_with_the_reason(self, cursor: str, alice: Any, bob: Any, redis_state: str) -> None:
@@ -345,7 +345,7 @@ class TestNames:
 
 
 class TestMethods:
-    READ_PAGES = ["/", "/u/bob/", "/u/bob/followers/", "/u/bob/following/", "/u/bob/notes/", "/home"]
+    READ_PAGES = ("/", "/u/bob/", "/u/bob/followers/", "/u/bob/following/", "/u/bob/notes/", "/home")
 
     @pytest.mark.parametrize("method", ["post", "put", "delete", "patch"])
     def test_read_only_pages_answer_405(self, method: str, alice: Any, bob: Any) -> None:

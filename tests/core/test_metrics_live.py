@@ -57,7 +57,7 @@ def oldest(figures: dict[str, list[tuple[dict[str, str], float]]]) -> float:
 
 
 @pytest.fixture
-def stack(settings: Any, queue: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:  # noqa: F811 - the fixture
+def stack(settings: Any, queue: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
     """Scrapes see the broker's queue of this test and the worker's metrics files; returns the files' directory."""
     settings.METRICS_TOKEN = TOKEN
     settings.CELERY_TASK_ALWAYS_EAGER = False
@@ -68,7 +68,7 @@ def stack(settings: Any, queue: str, monkeypatch: pytest.MonkeyPatch, tmp_path: 
 
 class TestMetricsOnALiveStack:
     def test_backlog_and_oldest_age_rise_while_the_worker_is_stopped_and_fall_when_it_is_back(
-        self, stack: str, worker: Any, queue: str  # noqa: F811 - fixtures
+        self, stack: str, worker: Any, queue: str
     ) -> None:
         running = worker(PROMETHEUS_MULTIPROC_DIR=stack, OUTBOX_TASK_GRACE_SECONDS=GRACE)
         refused = Client().get("/metrics")

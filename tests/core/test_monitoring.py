@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db
 TOKEN = "s3cret-metrics-token"
 
 
-def scrape(client: Client | None = None, **headers: str) -> Any:
+def scrape(client: Client | None = None, /, **headers: Any) -> Any:
     return (client or Client()).get("/metrics", **headers)
 
 

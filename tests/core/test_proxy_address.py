@@ -24,7 +24,7 @@ PROXY = "10.0.0.1"
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def address(settings: Any, *, count: int, header: str = "", **meta: str) -> str:
+def address(settings: Any, *, count: int, header: str = "", **meta: Any) -> str:
     settings.TRUSTED_PROXY_COUNT = count
     settings.CLIENT_ADDRESS_HEADER = header
     return client_address(RequestFactory().get("/", **meta))

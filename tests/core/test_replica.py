@@ -108,7 +108,7 @@ def followee_ids(response: Any) -> list[int]:
 
 class TestTheRouterSendsPageReadsToTheReplica:
     def test_a_followers_page_reads_the_replica(self, pair, settings):
-        alice, bob = UserFactory(username="alice"), UserFactory(username="bob")
+        alice, bob = UserFactory.create(username="alice"), UserFactory.create(username="bob")
         social_services.follow_create(actor=alice, followee_id=bob.pk)
         pair.wait_caught_up()
 
@@ -138,8 +138,8 @@ class TestTheRouterSendsPageReadsToTheReplica:
         assert any("feed_note" in sql for sql in reads.replica)
 
     def test_an_admin_list_reads_the_replica(self, pair):
-        moderator = UserFactory(username="moderator", is_staff=True, is_superuser=True)
-        alice, bob = UserFactory(username="alice"), UserFactory(username="bob")
+        moderator = UserFactory.create(username="moderator", is_staff=True, is_superuser=True)
+        alice, bob = UserFactory.create(username="alice"), UserFactory.create(username="bob")
         social_services.follow_create(actor=alice, followee_id=bob.pk)
         pair.wait_caught_up()
         client = signed_in(moderator)
@@ -153,7 +153,7 @@ class TestTheRouterSendsPageReadsToTheReplica:
         assert any("social_follow" in sql for sql in reads.replica)
 
     def test_a_follow_and_the_reads_of_its_service_use_the_primary(self, pair):
-        alice, bob = UserFactory(username="alice"), UserFactory(username="bob")
+        alice, bob = UserFactory.create(username="alice"), UserFactory.create(username="bob")
         pair.wait_caught_up()
         client = signed_in(alice)
 
@@ -178,10 +178,10 @@ class TestTheRouterSendsPageReadsToTheReplica:
         run = {
             "outbox drain": lambda: outbox.drain(task_grace_seconds=0),
             "mirror apply": lambda: mirror_apply_pairs([(alice.pk, bob.pk)]),
-            "follow reconcile": lambda: reconcile_run(),
+            "follow reconcile": reconcile_run,
             "follow rebuild": lambda: rebuild_user(alice.pk),
             "inbox rebuild": lambda: inbox_rebuild(user_id=alice.pk),
-            "inbox reconcile": lambda: reconcile_inboxes_run(),
+            "inbox reconcile": reconcile_inboxes_run,
         }[mechanism]
 
         # As a GET would run it (an eager task, a catch-up): inside page reads.
@@ -195,13 +195,12 @@ class TestTheRouterSendsPageReadsToTheReplica:
         assert any(sql.startswith("SELECT") for sql in reads.primary)
 
     def test_primary_reads_and_transactions_win_over_page_reads(self, pair):
-        alice = UserFactory(username="alice")
+        alice = UserFactory.create(username="alice")
         pair.wait_caught_up()
 
         with page_reads(), by_alias() as reads:
-            with primary_reads():
-                with page_reads():  # nested inside primary_reads: no effect
-                    Follow.objects.filter(follower=alice).exists()
+            with primary_reads(), page_reads():  # nested inside primary_reads: no effect
+                Follow.objects.filter(follower=alice).exists()
             with transaction.atomic():
                 Follow.objects.filter(follower=alice).exists()
             Follow.objects.filter(follower=alice).exists()
@@ -211,7 +210,7 @@ class TestTheRouterSendsPageReadsToTheReplica:
 
     def test_the_actor_reads_the_primary_right_after_a_write_then_the_replica(self, pair, settings):
         settings.REPLICA_READ_YOUR_WRITES_SECONDS = 1.0
-        alice, bob = UserFactory(username="alice"), UserFactory(username="bob")
+        alice, bob = UserFactory.create(username="alice"), UserFactory.create(username="bob")
         pair.wait_caught_up()
         client = signed_in(alice)
         client.put(f"/api/follow/{bob.pk}/true")

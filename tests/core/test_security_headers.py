@@ -16,9 +16,9 @@ from feed.models import Note
 
 pytestmark = pytest.mark.django_db
 
-INLINE_SCRIPT = re.compile(r"<script(?![^>]*\bsrc=)[^>]*>", re.I)
-INLINE_STYLE = re.compile(r"<style\b|\sstyle=", re.I)
-EVENT_HANDLER = re.compile(r"\son[a-z]+=", re.I)
+INLINE_SCRIPT = re.compile(r"<script(?![^>]*\bsrc=)[^>]*>", re.IGNORECASE)
+INLINE_STYLE = re.compile(r"<style\b|\sstyle=", re.IGNORECASE)
+EVENT_HANDLER = re.compile(r"\son[a-z]+=", re.IGNORECASE)
 
 
 def policy(response: Any) -> dict[str, list[str]]:

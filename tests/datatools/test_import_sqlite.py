@@ -104,7 +104,7 @@ def run_local(script: str, var_dir: Path, *args: str) -> subprocess.CompletedPro
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CELERY_BROKER_URL"}}
     env.update(DJANGO_SETTINGS_MODULE="config.settings.local", FOLLOWFEED_VAR_DIR=str(var_dir))
     # REDIS_URL stays that of the tests: nothing here needs the embedded server.
-    return subprocess.run([sys.executable, "-c", script, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-c", script, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
 def result_of(done: subprocess.CompletedProcess[str]) -> dict:
@@ -162,7 +162,9 @@ class TestSqliteReplay:
         assert killed.returncode == -signal.SIGKILL
         assert after_kill["notes"] == 0
         assert simulate.returncode == 0, simulate.stderr[-3000:]
-        created = int(re.search(r"created (\d+) notes", simulate.stdout).group(1))
+        found = re.search(r"created (\d+) notes", simulate.stdout)
+        assert found is not None
+        created = int(found.group(1))
         assert 2000 < created <= 3000
         assert final["notes"] == created
 

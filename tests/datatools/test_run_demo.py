@@ -3,6 +3,8 @@ and its outbox drain: what a request leaves pending is applied without a restart
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from datatools import redis_keys
@@ -22,14 +24,14 @@ def app_answering(status: str, content_type: str, body: bytes):
 
 
 def call(middleware: WarmupBanner) -> tuple[str, dict[str, str], bytes]:
-    seen: dict[str, object] = {}
+    seen: dict[str, Any] = {}
 
     def start_response(status, headers, exc_info=None):
         seen["status"], seen["headers"] = status, dict(headers)
         return lambda data: None
 
     body = b"".join(middleware({"PATH_INFO": "/"}, start_response))
-    return str(seen["status"]), dict(seen["headers"]), body  # type: ignore[arg-type]
+    return str(seen["status"]), dict(seen["headers"]), body
 
 
 class TestBannerHtml:

@@ -62,6 +62,7 @@ class TestCommand:
         assert "nothing to simulate" in out.getvalue()
         newest = Note.objects.order_by("-created_at").first()
         oldest = Note.objects.order_by("created_at").first()
+        assert newest is not None and oldest is not None
         assert timezone.now() - timedelta(minutes=5) < newest.created_at < timezone.now()
         assert timedelta(days=6) < newest.created_at - oldest.created_at < timedelta(days=7)
         per_author = Counter(Note.objects.values_list("author_id", flat=True))

@@ -11,7 +11,7 @@ from core.redis import RedisLock
 from datatools import redis_keys, services
 from datatools.datasets import dataset_path
 from datatools.importer import graph_import
-from datatools.selectors import database_fingerprint, mirror_state, warmup_progress, warmup_reason
+from datatools.selectors import WarmupProgress, database_fingerprint, mirror_state, warmup_progress, warmup_reason
 from datatools.services import (
     STAGE_FAILED,
     STAGE_GRAPH,
@@ -57,6 +57,7 @@ class TestMirrorState:
 
     def test_the_fingerprint_is_the_first_account_and_its_creation(self, imported):
         first = User.objects.order_by("pk").first()
+        assert first is not None
 
         assert database_fingerprint() == f"{first.pk}:{first.date_joined.isoformat()}"
 
@@ -67,7 +68,7 @@ class TestMirrorState:
 
 class TestWarmUp:
     def test_builds_the_whole_mirror_then_the_state_is_current(self, imported, redis_client):
-        seen = []
+        seen: list[WarmupProgress] = []
 
         result = mirror_warm_up(on_progress=seen.append)
 
@@ -84,7 +85,7 @@ class TestWarmUp:
 
     def test_replays_the_notes_first_when_there_are_none(self, imported, redis_client):
         assert warmup_reason(mirror_state(redis_client), replay_notes=True) == "the notes are not replayed yet"
-        seen = []
+        seen: list[WarmupProgress] = []
 
         result = mirror_warm_up(replay_notes=True, on_progress=seen.append)
 
@@ -98,14 +99,16 @@ class TestWarmUp:
     def test_pending_outbox_entries_are_applied_without_a_rebuild(self, imported, redis_client):
         mirror_warm_up()
         alice = User.objects.order_by("pk").first()
+        assert alice is not None
         bob = User.objects.exclude(pk=alice.pk).exclude(follower_edges__follower=alice).order_by("pk").first()
+        assert bob is not None
         # Not run: on_commit callbacks do not run in a test transaction, so the entry stays pending.
         follow_create(actor=alice, followee_id=bob.pk)
         state = mirror_state(redis_client)
         assert (state.needs_rebuild, state.current, state.pending_entries) == (False, False, OutboxEntry.objects.filter(applied_at__isnull=True).count())
         assert state.pending_entries >= 1
 
-        seen = []
+        seen: list[WarmupProgress] = []
         result = mirror_warm_up(on_progress=seen.append)
 
         assert not result.rebuilt and result.applied >= 1
@@ -117,7 +120,7 @@ class TestWarmUp:
         monkeypatch.setattr(services, "LOCK_POLL_SECONDS", 0.05)
         other = RedisLock(client=redis_client, key=core_keys.rebuild_lock_key(), milliseconds=300)
         assert other.acquire()
-        seen = []
+        seen: list[WarmupProgress] = []
 
         result = mirror_warm_up(on_progress=seen.append)
 
@@ -135,6 +138,7 @@ class TestWarmUp:
             mirror_warm_up()
 
         progress = warmup_progress(redis_client)
+        assert progress is not None
         assert (progress.stage, progress.error) == (STAGE_FAILED, "RuntimeError: the disk is on fire")
         assert redis_client.ttl(redis_keys.warmup_key()) == -1  # kept until the next warm-up
         assert not redis_client.exists(core_keys.rebuild_lock_key())

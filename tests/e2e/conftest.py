@@ -30,7 +30,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +71,7 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: Any, call: Any) -> Iterator[None]:
+def pytest_runtest_makereport(item: Any, call: Any) -> Generator[None, Any, None]:
     """Keep each phase's report on the item, so fixtures know at teardown whether the test failed."""
     outcome = yield
     report = outcome.get_result()

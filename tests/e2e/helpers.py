@@ -7,7 +7,7 @@ from typing import Any
 
 from tests.social.faults import wait_until
 
-__all__ = ["wait_until", "note_ids", "people_on_page", "unlabelled_controls", "follow_state", "count_of"]
+__all__ = ["count_of", "follow_state", "note_ids", "people_on_page", "unlabelled_controls", "wait_until"]
 
 
 def note_ids(page: Any) -> list[int]:

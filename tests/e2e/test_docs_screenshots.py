@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -60,7 +61,7 @@ NOTES = [
 ]
 
 
-def _top(sql: str, params: list[object]) -> list[int]:
+def _top(sql: str, params: list[Any]) -> list[int]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [int(row[0]) for row in cursor.fetchall()]
@@ -117,7 +118,7 @@ def test_write_the_readme_screenshots(stack, open_session):
         page.goto("/home")
         wait_for_synced_inbox(viewer)
 
-        def home_filled() -> bool:
+        def home_filled(page: Any = page) -> bool:
             page.reload()
             return page.locator("li.note").count() >= len(NOTES)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from django.utils import timezone
@@ -30,7 +30,8 @@ WORKER_TIMEOUT = 30.0  # seconds; a task normally lands in well under one
 
 def inbox_ids(user: Any) -> set[int]:
     """Note ids in ``user``'s Redis inbox (what fan-out wrote)."""
-    return {int(member) for member in get_redis().zrange(redis_keys.inbox_key(user.pk), 0, -1)}
+    members = cast("list[bytes]", get_redis().zrange(redis_keys.inbox_key(user.pk), 0, -1))
+    return {int(member) for member in members}
 
 
 def wait_for_synced_inbox(user: Any) -> None:
@@ -103,8 +104,11 @@ class TestLoadMore:
             shown = page.locator("li.note").count()
             page.locator("a.load-more").click()
             # Polled from here: a string predicate would be eval'd in the page, which its CSP forbids.
+            def next_page_shown(shown: int = shown) -> bool:
+                return page.locator("li.note").count() > shown or not page.locator("a.load-more").count()
+
             wait_until(
-                lambda: page.locator("li.note").count() > shown or not page.locator("a.load-more").count(),
+                next_page_shown,
                 timeout=10,
                 what="the next page of notes",
             )

@@ -50,10 +50,10 @@ def popular(tmp_path: Path) -> Any:
 
 class TestFindSomeone:
     def test_a_reader_searches_an_account_and_opens_its_profile(self, open_session, shot):
-        reader = UserFactory(username="alice")
-        UserFactory(username="bob", display_name="Bob Stone")
-        UserFactory(username="bobby", display_name="Bobby Tables")
-        UserFactory(username="carol")
+        reader = UserFactory.create(username="alice")
+        UserFactory.create(username="bob", display_name="Bob Stone")
+        UserFactory.create(username="bobby", display_name="Bobby Tables")
+        UserFactory.create(username="carol")
         person = open_session(reader, viewport=MOBILE)
         page = person.page
 
@@ -72,7 +72,7 @@ class TestFindSomeone:
         shot(person, "profile")
 
     def test_a_search_without_results_says_what_to_do(self, open_session):
-        person = open_session(UserFactory(username="alice"))
+        person = open_session(UserFactory.create(username="alice"))
 
         person.page.goto("/?q=zzz")
 
@@ -81,7 +81,7 @@ class TestFindSomeone:
 
 class TestFollowButton:
     def test_with_javascript_the_button_and_count_change_in_place(self, open_session, shot, popular):
-        reader = UserFactory(username="alice")
+        reader = UserFactory.create(username="alice")
         person = open_session(reader)
         page = person.page
         page.goto(f"/u/{popular.username}/")
@@ -112,7 +112,7 @@ class TestFollowButton:
         assert count_of(page, "followers-count") == ("1.2k", "1,299")
 
     def test_with_javascript_off_the_form_posts_and_the_page_reloads(self, open_session, shot, popular):
-        reader = UserFactory(username="erin")
+        reader = UserFactory.create(username="erin")
         person = open_session(reader, js=False)
         page = person.page
         page.goto(f"/u/{popular.username}/")
@@ -132,7 +132,7 @@ class TestFollowButton:
         assert count_of(page, "followers-count") == ("1.2k", "1,299")
 
     def test_following_someone_who_follows_you_shows_mutual_without_reload(self, open_session):
-        reader, author = UserFactory(username="alice"), UserFactory(username="bob")
+        reader, author = UserFactory.create(username="alice"), UserFactory.create(username="bob")
         follow(author, reader)
         page = open_session(reader).page
         page.goto("/u/bob/")
@@ -146,7 +146,7 @@ class TestFollowButton:
         assert page.locator(".count-label").first.inner_text() == "follower"
 
     def test_the_follow_button_is_reachable_by_keyboard_and_shows_focus(self, open_session):
-        reader, author = UserFactory(username="alice"), UserFactory(username="bob")
+        reader, author = UserFactory.create(username="alice"), UserFactory.create(username="bob")
         page = open_session(reader).page
         page.goto("/u/bob/")
 
@@ -165,14 +165,14 @@ class TestFollowButton:
 class TestLists:
     def test_followers_and_following_page_with_older_to_the_end(self, open_session, shot, settings):
         settings.FOLLOW_PAGE_SIZE = 4
-        hub = UserFactory(username="hub", display_name="Hub Central")
-        fans = [UserFactory(username=f"fan{n}") for n in range(10)]
-        idols = [UserFactory(username=f"idol{n}") for n in range(6)]
+        hub = UserFactory.create(username="hub", display_name="Hub Central")
+        fans = [UserFactory.create(username=f"fan{n}") for n in range(10)]
+        idols = [UserFactory.create(username=f"idol{n}") for n in range(6)]
         for fan in fans:
             follow(fan, hub)
         for idol in idols:
             follow(hub, idol)
-        person = open_session(UserFactory(username="alice"), viewport=MOBILE)
+        person = open_session(UserFactory.create(username="alice"), viewport=MOBILE)
         page = person.page
         page.goto("/u/hub/")
 
@@ -203,7 +203,7 @@ class TestLists:
         assert page.locator(".follow-list time").first.inner_text() == "just now"
 
     def test_an_empty_list_says_what_to_do(self, open_session, shot):
-        loner = UserFactory(username="loner")
+        loner = UserFactory.create(username="loner")
         person = open_session(loner)
 
         person.page.goto("/u/loner/following/")
@@ -214,7 +214,7 @@ class TestLists:
 
 class TestSocialContext:
     def test_you_both_follow_and_followed_by_people_you_follow(self, open_session, shot):
-        alice, bob, charlie, dave, erin = (UserFactory(username=name, display_name=name.title()) for name in ["alice", "bob", "charlie", "dave", "erin"])
+        alice, bob, charlie, dave, erin = (UserFactory.create(username=name, display_name=name.title()) for name in ["alice", "bob", "charlie", "dave", "erin"])
         for a, b in [(alice, bob), (alice, dave), (alice, erin), (charlie, dave), (charlie, erin), (bob, charlie), (dave, charlie)]:
             follow(a, b)
         person = open_session(alice)

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from core.paging import Cursor
 from feed import redis_keys, selectors
 from feed.rebuild import inbox_rebuild, synced_until
 from tests.conftest import UserFactory
@@ -18,7 +19,7 @@ def make_user(username: str | None = None, *, active: bool = True, **fields: Any
         fields["username"] = username
     if active:
         fields.setdefault("last_seen_at", timezone.now())
-    user = UserFactory(**fields)
+    user = UserFactory.create(**fields)
     if active and synced_until(user.last_seen_at) is not None:
         inbox_rebuild(user_id=user.pk)
     return user
@@ -36,7 +37,9 @@ def inbox_ids(client: Any, user: Any) -> list[int]:
 
 def scroll_all(user, limit, *, between_pages=None, max_pages=50):
     """Page with the scroll contract until the end: ``(ids, [(minTime, offset)], pages)``."""
-    seen, states, pages = [], [], 0
+    seen: list[int] = []
+    states: list[tuple[int | None, int]] = []
+    pages = 0
     last_id, offset = None, 0
     while pages < max_pages:
         page = selectors.home_timeline_scroll(user_id=user.pk, last_id=last_id, offset=offset, limit=limit)
@@ -53,7 +56,9 @@ def scroll_all(user, limit, *, between_pages=None, max_pages=50):
 
 def cursor_all(user, limit, *, between_pages=None, max_pages=50):
     """Page with the opaque cursor until the end: ``(ids, pages)``."""
-    seen, cursor, pages = [], None, 0
+    seen: list[int] = []
+    cursor: Cursor | None = None
+    pages = 0
     while pages < max_pages:
         page = selectors.home_timeline(user_id=user.pk, cursor=cursor, limit=limit)
         pages += 1

@@ -76,7 +76,7 @@ class TestMuteInTheFeed:
         Mute.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
         redis_client.zadd(social_keys.mutes_key(alice.pk), {str(bob.pk): int(timezone.now().timestamp() * 1000) - 1000})
 
-        run_commits(lambda: social_mutes_expire.delay())  # beat, within MUTE_EXPIRY_SECONDS
+        run_commits(social_mutes_expire.delay)  # beat, within MUTE_EXPIRY_SECONDS
 
         assert not Mute.objects.exists()
         assert inbox_ids(redis_client, alice) == [during.pk, other.pk, before.pk]

@@ -9,6 +9,7 @@ from django.test import Client
 from django.utils import timezone
 
 from core.outbox import drain
+from core.paging import Cursor
 from core.redis import redis_reset_breaker
 from feed import selectors
 from feed.models import Note
@@ -36,7 +37,8 @@ def redis_switch(settings):
 
 
 def all_pages(user, limit=2):
-    ids, cursor = [], None
+    ids: list[int] = []
+    cursor: Cursor | None = None
     while True:
         page = selectors.home_timeline(user_id=user.pk, cursor=cursor, limit=limit)
         ids.extend(n.pk for n in page.notes)

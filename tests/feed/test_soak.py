@@ -182,6 +182,7 @@ class Chaos:
     def redis_restarted_empty(self) -> None:
         self.redis.kill()
         time.sleep(3)
+        assert self.redis.data_dir is not None
         (self.redis.data_dir / "dump.rdb").unlink(missing_ok=True)  # nothing to load: empty
         self.redis.start()
         self.injected.append("redis killed, restarted empty")
@@ -267,7 +268,7 @@ def test_five_writers_through_redis_broker_and_worker_faults_end_with_feeds_equa
         chaos.stop.set()
         chaos_thread.join(timeout=180)
         # Every service is back; every reader visits (a catch-up where its inbox was lost).
-        subprocess.run(["rabbitmqctl", "start_app"], capture_output=True, timeout=120)
+        subprocess.run(["rabbitmqctl", "start_app"], capture_output=True, timeout=120, check=False)
         redis_reset_breaker()
         forget_sentinel()
         wait_until(lambda: server.client().exists(core_keys.sentinel_key()), timeout=180, interval=0.5, what="the mirror rebuilt")
@@ -283,7 +284,7 @@ def test_five_writers_through_redis_broker_and_worker_faults_end_with_feeds_equa
     finally:
         stop_beat.set()
         chaos.stop.set()
-        subprocess.run(["rabbitmqctl", "start_app"], capture_output=True, timeout=120)
+        subprocess.run(["rabbitmqctl", "start_app"], capture_output=True, timeout=120, check=False)
         box["worker"].stop()
         purge_queue(queue)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.utils import timezone
@@ -306,7 +307,8 @@ def test_paging_returns_every_note_once_newest_first(
     must = {n.pk for n in start} - gone
     may: set[int] = set()
     seen: list[int] = []
-    state = {"cursor": None, "last": None, "offset": 0}
+    state: dict[str, Any] = {"cursor": None, "last": None, "offset": 0}
+    page: selectors.TimelinePage | selectors.ScrollPage
 
     for page_number in range(1, 100):
         if contract == "cursor":

@@ -13,9 +13,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-
-from core.sender import flush_sends
-from tests.conftest import celery_conf
 from django.conf import settings as django_settings
 from django.db import transaction
 from django.utils import timezone
@@ -24,12 +21,14 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from config.celery_app import app
+from core.sender import flush_sends
 from feed import redis_keys, selectors, services
 from feed.models import Note, from_ms
 from feed.rebuild import inbox_rebuild
 from social import services as social_services
 from social.mirror import mirror_apply_pairs
 from social.models import Follow
+from tests.conftest import celery_conf
 from tests.feed.helpers import inbox, inbox_ids, make_user
 from tests.social.faults import CeleryWorker, purge_queue, wait_until
 
@@ -108,10 +107,9 @@ class TestRollbackAndCommitC16:
         wait_until(lambda: queued_messages(queue) == 1, timeout=10, what="the backfill task queued")
         empty_queue(queue)
 
-        with pytest.raises(RuntimeError):
-            with transaction.atomic():
-                services.note_create(author=bob, body="rolled back")
-                raise RuntimeError("failed after the insert")
+        with pytest.raises(RuntimeError), transaction.atomic():
+            services.note_create(author=bob, body="rolled back")
+            raise RuntimeError("failed after the insert")
         flush_sends()  # what this process would send, sent
         after_rollback = queued_messages(queue)
         note = services.note_create(author=bob, body="committed")

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from core.models import OutboxEntry
 from notifications import redis_keys, selectors, services
-from notifications.selectors import counter_publish
 from notifications.models import APPROVED, FOLLOW, REQUEST, Notification, NotificationGroup, UnreadCounter
+from notifications.selectors import counter_publish
 from social import controls
 from social import services as social_services
 from tests.conftest import UserFactory, signed_in
@@ -67,6 +67,7 @@ class TestFollowNotification:
             social_services.follow_create(actor=alice, followee_id=bob.pk)
         social_services.follow_delete_pair(follower_id=alice.pk, followee_id=bob.pk)
         entry = OutboxEntry.objects.get(kind="notifications.follow")
+        assert entry.object_id is not None
 
         assert services.notification_add(FOLLOW, recipient_id=entry.subject_id, actor_id=entry.object_id) is False
         assert not Notification.objects.exists()
@@ -85,6 +86,7 @@ class TestFollowNotification:
         with django_capture_on_commit_callbacks(execute=False):
             social_services.follow_create(actor=alice, followee_id=bob.pk)  # its job has not run yet
         entry = OutboxEntry.objects.get(kind="notifications.follow")
+        assert entry.object_id is not None
         run_commits(lambda: controls.block_create(actor=bob, target_id=alice.pk))  # ends the follow before the job
 
         made = services.notification_add(FOLLOW, recipient_id=entry.subject_id, actor_id=entry.object_id)
@@ -105,7 +107,7 @@ class TestFollowNotification:
 
 class TestGrouping:
     def test_many_follows_of_one_account_are_one_line(self, alice, run_commits):
-        fans = [UserFactory(username=f"fan{n:02d}") for n in range(44)]
+        fans = [UserFactory.create(username=f"fan{n:02d}") for n in range(44)]
         for fan in fans:
             follow(fan, alice, run_commits)
 
@@ -117,7 +119,7 @@ class TestGrouping:
         assert selectors.unread_count(user_id=alice.pk) == 44
 
     def test_the_line_is_read_in_three_queries_whatever_its_size(self, alice, run_commits, django_assert_num_queries):
-        for fan in [UserFactory() for _ in range(30)]:
+        for fan in [UserFactory.create() for _ in range(30)]:
             follow(fan, alice, run_commits)
 
         with django_assert_num_queries(3):  # the groups, the reader's blocks, the actors

@@ -47,7 +47,7 @@ def storm(args: tuple[int, list[int], str]) -> int:
 
 
 class TestFollowStorm:
-    def test_five_writers_and_five_workers_make_one_notification_per_follower(self, queue, worker, redis_client):  # noqa: F811
+    def test_five_writers_and_five_workers_make_one_notification_per_follower(self, queue, worker, redis_client):
         star = make_user("star")
         fans = [make_user(f"fan{n:02d}") for n in range(40)]
         before = selectors.unread_count(user_id=star.pk)  # the counter exists before the storm

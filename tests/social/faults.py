@@ -163,7 +163,7 @@ class CeleryWorker:
             **self.extra_env,
         }
         self.log.write_bytes(b"")
-        self.process = subprocess.Popen(
+        self.process = process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "config.celery_app", "worker", "--pool=solo", "-Q", self.queue,
              "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{self.queue}-{id(self):x}@%h", "--loglevel=INFO"],
             cwd=BASE_DIR,
@@ -171,7 +171,7 @@ class CeleryWorker:
             stdout=self.log.open("ab"),
             stderr=subprocess.STDOUT,
         )
-        wait_until(lambda: b"ready." in self.log.read_bytes() or self.process.poll() is not None, timeout=60, what="worker ready")
+        wait_until(lambda: b"ready." in self.log.read_bytes() or process.poll() is not None, timeout=60, what="worker ready")
         assert self.process.poll() is None, self.log.read_text()[-3000:]
 
     def kill(self) -> None:
@@ -221,5 +221,5 @@ def purge_queue(queue: str) -> None:
         try:
             channel.queue_purge(queue)
             channel.queue_delete(queue)
-        except Exception:  # noqa: BLE001 - the queue may not exist
+        except Exception:  # noqa: BLE001, S110 - the queue may not exist
             pass

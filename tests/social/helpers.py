@@ -52,5 +52,5 @@ def assert_mirror_equals_database(client: Any, user_ids: list[int]) -> None:
         "followers_set": {(a, b) for a, b in truth if b in users},
         "followers_zset": {(a, b) for a, b in truth if b in users},
     }
-    for name in expected:
-        assert found[name] == expected[name], name
+    for name, want in expected.items():
+        assert found[name] == want, name

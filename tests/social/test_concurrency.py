@@ -27,7 +27,7 @@ class TestDuplicateFollow:
             first_time = redis_client.zscore(redis_keys.followers_zset_key(bob.pk), alice.pk)
             services.follow_delete(actor=alice, followee_id=bob.pk)
 
-            results: list[object] = []
+            results: list[services.FollowResult] = []
             errors: list[BaseException] = []
             barrier = threading.Barrier(5)
 

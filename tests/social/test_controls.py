@@ -80,7 +80,7 @@ class TestBlock:
         ],
     )
     def test_bad_blocks_are_4xx_and_change_nothing(self, alice, bob, run_commits, target, status, message):
-        ids = {"self": alice.pk, "unknown": 999_999, "deactivated": UserFactory(is_active=False).pk, "twice": bob.pk}
+        ids = {"self": alice.pk, "unknown": 999_999, "deactivated": UserFactory.create(is_active=False).pk, "twice": bob.pk}
         if target == "twice":
             run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
         blocks, entries = Block.objects.count(), OutboxEntry.objects.count()
@@ -136,7 +136,7 @@ class TestTheSettingsLists:
             model.objects.filter(**{field: others[4:]}).update(created_at=now)
         client = signed_in(alice)
 
-        seen = {"blocked": [], "muted": []}
+        seen: dict[str, list[str]] = {"blocked": [], "muted": []}
         for name in seen:
             query = ""
             while True:
@@ -226,6 +226,7 @@ class TestMute:
 
         score = redis_client.zscore(redis_keys.mutes_key(alice.pk), str(bob.pk))
         expires = Mute.objects.get(muter=alice).expires_at
+        assert expires is not None
 
         assert score == int(expires.timestamp() * 1000)
         assert redis_client.zcard(redis_keys.mutes_key(bob.pk)) == 0
@@ -239,7 +240,7 @@ class TestMute:
 
         assert visibility.muted_ids(user_id=alice.pk) == set()
         assert visibility.muted_ids_database(user_id=alice.pk) == set()
-        assert run_commits(lambda: controls.mutes_expire()) == 1
+        assert run_commits(controls.mutes_expire) == 1
         assert not Mute.objects.exists()
 
     def test_muting_again_sets_the_new_duration(self, alice, bob, redis_client, run_commits):
@@ -279,7 +280,9 @@ class TestMute:
     def test_the_api_mutes_for_a_duration(self, alice, bob, run_commits):
         response = run_commits(lambda: signed_in(alice).put(f"/api/mute/{bob.pk}/true", data='{"duration": "7d"}', content_type="application/json"))
 
-        left = Mute.objects.get(muter=alice).expires_at - timezone.now()
+        expires_at = Mute.objects.get(muter=alice).expires_at
+        assert expires_at is not None
+        left = expires_at - timezone.now()
         assert response.status_code == 200
         assert timedelta(days=6, hours=23) < left <= timedelta(days=7)
 
@@ -580,7 +583,9 @@ class TestControlsReconcile:
         assert after.controls_drifted == 0
         assert redis_client.smembers(redis_keys.blocks_key(bob.pk)) == {str(alice.pk).encode()}
         assert redis_client.smembers(redis_keys.blocks_key(charlie.pk)) == set()
-        assert redis_client.zscore(redis_keys.mutes_key(charlie.pk), str(alice.pk)) == int(Mute.objects.get(muter=charlie).expires_at.timestamp() * 1000)
+        expires_at = Mute.objects.get(muter=charlie).expires_at
+        assert expires_at is not None
+        assert redis_client.zscore(redis_keys.mutes_key(charlie.pk), str(alice.pk)) == int(expires_at.timestamp() * 1000)
 
 
 class TestListControls:
@@ -603,8 +608,8 @@ class TestARequestRacingApprovalOff:
 
         from django.db import connections
 
-        owner = UserFactory(username="owner", approve_followers=True)
-        bob = UserFactory(username="bob")
+        owner = UserFactory.create(username="owner", approve_followers=True)
+        bob = UserFactory.create(username="bob")
         other = connections.create_connection("default")
         with other.cursor() as cursor:
             # The owner's change is in flight: its row locked, the flag written, not committed.
@@ -699,7 +704,7 @@ class TestC26ControlsOfADeletedAccount:
     def test_a_stale_id_left_in_a_set_is_drift_the_reconcile_repairs(self, alice, bob, redis_client, run_commits):
         from social.reconcile import reconcile_all
 
-        ghost = UserFactory(username="ghost")
+        ghost = UserFactory.create(username="ghost")
         run_commits(lambda: controls.block_create(actor=alice, target_id=ghost.pk))
         ghost_id = ghost.pk
         ghost.delete()  # its after-commit work never ran (no run_commits): A's set keeps the id

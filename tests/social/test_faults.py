@@ -154,7 +154,11 @@ class TestBreaker:
         from core import redis as core_redis
 
         real_get_redis = core_redis.get_redis
-        monkeypatch.setattr(core_redis, "get_redis", lambda: attempts.append("redis") or real_get_redis())
+        def counted_get_redis():
+            attempts.append("redis")
+            return real_get_redis()
+
+        monkeypatch.setattr(core_redis, "get_redis", counted_get_redis)
         point_at(settings, private_redis)  # rebuild the client with the shorter timeout
         private_redis.pause()
         try:
@@ -340,7 +344,7 @@ class TestManyWritersThroughFaults:
                 wait_until(lambda: outbox()[0] >= killed_at + 2000, timeout=300, what="2,000 changes with Redis down")
                 server.start()
                 results = running.get(timeout=600)
-            total, pending_before = outbox()
+            _total, pending_before = outbox()
             # One drain, killed once it has applied some entries but not all.
             drain()
             wait_until(lambda: 0 < outbox()[1] < pending_before - 40, timeout=120, interval=0.01, what="drain under way")

@@ -68,5 +68,11 @@ class TestKeyLayout:
         assert redis_keys.following_set_key(42) == "ff:follow:{42}"
         assert redis_keys.followers_zset_key(42) == "ff:followers:z:{42}"
         assert redis_keys.followers_set_shard_key(42, 3) == "ff:followers:{42.s3}"
-        tags = {re.search(r"\{([^}]*)\}", k).group(1) for k in redis_keys.all_user_keys(42)}
+
+        def hash_tag(key: str) -> str:
+            found = re.search(r"\{([^}]*)\}", key)
+            assert found is not None, key  # every key of an account carries a hash tag
+            return found.group(1)
+
+        tags = {hash_tag(k) for k in redis_keys.all_user_keys(42)}
         assert tags == {"42"} | {f"42.s{s}" for s in range(settings.FOLLOWERS_SHARDS)}

@@ -35,10 +35,9 @@ def graph_entries() -> Any:
 
 class TestWrittenWithTheFollow:
     def test_a_rolled_back_follow_leaves_no_row_no_entry_and_no_redis_change(self, alice, bob, redis_client):
-        with pytest.raises(RuntimeError):
-            with transaction.atomic():
-                services.follow_create(actor=alice, followee_id=bob.pk)
-                raise RuntimeError("the request failed after the follow")
+        with pytest.raises(RuntimeError), transaction.atomic():
+            services.follow_create(actor=alice, followee_id=bob.pk)
+            raise RuntimeError("the request failed after the follow")
 
         assert not Follow.objects.exists()
         assert not OutboxEntry.objects.exists()

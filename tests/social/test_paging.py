@@ -1,8 +1,7 @@
 """Cursor paging of followers/following lists: ties, both paths, mutation while paging (C07)."""
 
 import base64
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import HealthCheck, given
@@ -18,7 +17,7 @@ from social.rebuild import rebuild_range
 
 pytestmark = pytest.mark.django_db
 
-BASE = datetime(2024, 5, 1, 12, 0, 0, tzinfo=dt_timezone.utc)
+BASE = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def make_followers(user_factory, target, times):
@@ -65,7 +64,7 @@ class TestFollowersPaging:
         flat = [pk for page in pages for pk in page]
         assert [len(p) for p in pages] == [10, 10, 10]
         assert sorted(flat) == sorted(f.pk for f in followers)
-        tied = sorted((f.pk for f in followers[:25]), key=lambda pk: str(pk), reverse=True)
+        tied = sorted((f.pk for f in followers[:25]), key=str, reverse=True)
         older = [f.pk for f in reversed(followers[25:])]
         assert flat == tied + older  # stable order: time desc, then id as string desc
 
@@ -110,7 +109,8 @@ class TestFollowersPaging:
             services.follow_delete(actor=shown[-1], followee_id=bob.pk)
             services.follow_delete(actor=shown[0], followee_id=bob.pk)
 
-        rest, cursor = [], first.next_cursor
+        rest: list[int] = []
+        cursor = first.next_cursor
         while cursor:
             page = selectors.followers_page(user_id=bob.pk, cursor=cursor, limit=8)
             rest.extend(e.user.pk for e in page.entries)

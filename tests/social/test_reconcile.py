@@ -74,7 +74,7 @@ class TestBehindTheBackDrift:
 
     @pytest.mark.parametrize("check", ["digest", "full"])
     def test_every_exact_check_finds_a_lone_altered_score(self, graph, redis_client, check):
-        pair = sorted(db_edges())[0]
+        pair = min(db_edges())
         _, zset_key, member = side_keys(pair, "followers")
         redis_client.zincrby(zset_key, 1, str(member))
 
@@ -178,7 +178,7 @@ class TestCountDriftedLow:
 
 class TestReconcileCommand:
     def test_dry_run_exits_3_and_repairs_nothing(self, graph, redis_client):
-        pair = sorted(db_edges())[0]
+        pair = min(db_edges())
         set_key, _, member = side_keys(pair, "following")
         redis_client.srem(set_key, member)
         out = StringIO()
@@ -194,7 +194,7 @@ class TestReconcileCommand:
         assert run.finished_at is not None and run.edges_missing == 1 and run.dry_run
 
     def test_repair_run_exits_0_and_records_the_figures(self, graph, redis_client):
-        pair = sorted(db_edges())[0]
+        pair = min(db_edges())
         set_key, _, member = side_keys(pair, "followers")
         redis_client.srem(set_key, member)
         out = StringIO()
@@ -205,10 +205,11 @@ class TestReconcileCommand:
         assert "users_checked=30" in text and "edges_missing=1" in text and "pairs_repaired=1" in text
         assert redis_client.sismember(set_key, member)
         run = ReconcileRun.objects.order_by("-id").first()
+        assert run is not None
         assert (run.users_checked, run.edges_missing, run.pairs_repaired, run.dry_run) == (30, 1, 1, False)
 
     def test_user_option_checks_one_account(self, graph, redis_client):
-        pair = sorted(db_edges())[0]
+        pair = min(db_edges())
         redis_client.srem(side_keys(pair, "following")[0], pair[1])
         out = StringIO()
 

@@ -73,11 +73,9 @@ class TestFollowCreate:
     def test_rolled_back_follow_leaves_no_trace(self, alice, bob, redis_client, django_capture_on_commit_callbacks):
         from django.db import transaction
 
-        with django_capture_on_commit_callbacks(execute=True) as callbacks:
-            with pytest.raises(RuntimeError):
-                with transaction.atomic():
-                    services.follow_create(actor=alice, followee_id=bob.pk)
-                    raise RuntimeError("boom")
+        with django_capture_on_commit_callbacks(execute=True) as callbacks, pytest.raises(RuntimeError), transaction.atomic():
+            services.follow_create(actor=alice, followee_id=bob.pk)
+            raise RuntimeError("boom")
 
         assert callbacks == []
         assert Follow.objects.count() == 0

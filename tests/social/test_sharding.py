@@ -21,6 +21,7 @@ from django.db import connections
 from django.utils import timezone
 
 from core import redis_keys as core_keys
+from core.models import OutboxEntry
 from core.outbox import now_ms
 from core.paging import sort_key
 from core.redis import forget_sentinel, redis_reset_breaker
@@ -28,7 +29,6 @@ from datatools.celebrity import celebrity_make
 from social import layout, mirror, redis_keys, selectors, services, sharding
 from social.mirror import LayoutObservation
 from social.models import Follow
-from core.models import OutboxEntry
 from social.outbox import layout_migrations_enqueue
 from social.rebuild import ADD_CHUNK, rebuild_user
 from tests.social.faults import RedisServer, point_at

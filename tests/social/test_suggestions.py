@@ -576,7 +576,7 @@ class TestRankingsAndTheFallback:
     def test_deletion(self, star, run_commits):
         assert self.ranked() == [("star", 3), ("second", 2)]
 
-        run_commits(lambda: star[0].delete())
+        run_commits(star[0].delete)
 
         assert self.ranked()[0] == ("second", 2)
 

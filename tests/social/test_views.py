@@ -28,7 +28,7 @@ def graph(alice, bob, charlie, user_factory, django_capture_on_commit_callbacks)
 
 class TestProfile:
     def test_shows_counts_badges_and_both_follow(self, graph):
-        alice, bob, charlie, dave = graph
+        _alice, _bob, charlie, _dave = graph
 
         html = signed_in(charlie).get("/u/alice/").content.decode()
 
@@ -39,7 +39,7 @@ class TestProfile:
         assert "Follows you" not in html
 
     def test_mutual_badge_and_familiar_followers(self, graph):
-        alice, bob, charlie, dave = graph
+        alice, bob, _charlie, _dave = graph
 
         html = signed_in(bob).get("/u/alice/").content.decode()
         familiar = signed_in(alice).get("/u/charlie/").content.decode()
@@ -122,7 +122,9 @@ class TestLists:
                 services.follow_create(actor=fan, followee_id=bob.pk)
 
         first = Client().get("/u/bob/followers/").content.decode()
-        cursor = re.search(r'href="\?cursor=([^"]+)"', first).group(1)
+        found = re.search(r'href="\?cursor=([^"]+)"', first)
+        assert found is not None
+        cursor = found.group(1)
         second = Client().get(f"/u/bob/followers/?cursor={cursor}").content.decode()
 
         names = lambda html: re.findall(r'<a href="/u/(user\d+)/">', html)  # noqa: E731

@@ -65,7 +65,7 @@ class Command(BaseCommand):
 
     def _plan(self, username: str, followers: int) -> None:
         """--dry-run: how many of the wanted followers already follow ``username`` (one COUNT)."""
-        
+
         from social.models import Follow
 
         account = User.objects.filter(username=username).first()

@@ -29,7 +29,7 @@ from social.models import Follow
 
 logger = logging.getLogger(__name__)
 
-DEMO_PASSWORD = "followfeed"
+DEMO_PASSWORD = "followfeed"  # noqa: S105 - the local demo's published password
 # How long (seconds) a stopped warm-up may take to unwind before it is killed.
 WARMER_STOP_SECONDS = 10.0
 # How long (seconds) one server thread trusts its last look at the warm-up's progress.
@@ -117,7 +117,7 @@ class Command(BaseCommand):
         self._render_first_page(options)
         self.stdout.write(f"Warming up in the background ({reason}); pages read the database meanwhile and say so.")
         command = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "warm_mirror", "--replay-notes"]
-        return subprocess.Popen(command, cwd=settings.BASE_DIR, env=os.environ.copy())
+        return subprocess.Popen(command, cwd=settings.BASE_DIR, env=os.environ.copy())  # noqa: S603 - this manage.py, fixed argv
 
     def _render_first_page(self, options: dict[str, Any]) -> None:
         """Render ``/`` once in this process before the warm-up starts beside it: the views,
@@ -127,7 +127,7 @@ class Command(BaseCommand):
 
         try:
             Client(HTTP_HOST=options["host"]).get("/")
-        except Exception:  # noqa: BLE001 - a visitor's request would fail the same way, and say why
+        except Exception:  # a visitor's request would fail the same way, and say why
             logger.exception("rendering the first page failed")
 
     def _warm_up_here(self) -> None:
