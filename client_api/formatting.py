@@ -59,7 +59,16 @@ def iso(moment: datetime | None) -> str | None:
     """``moment`` as Mastodon writes times (ISO 8601, UTC, milliseconds, ``Z``)."""
     if moment is None:
         return None
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    # The fields, not strftime: a page of 40 statuses writes 80 of them.
+    return (
+        f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T"
+        f"{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}.{moment.microsecond // 1000:03d}Z"
+    )
+
+
+def iso_day(moment: datetime | None) -> str | None:
+    """The day of ``moment`` as Mastodon writes an account's ``created_at`` (midnight UTC)."""
+    return None if moment is None else f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T00:00:00.000Z"
 
 
 def html_text(text: str) -> str:
@@ -98,7 +107,7 @@ def account_json(
         "discoverable": True,
         "indexable": False,
         "group": False,
-        "created_at": iso(joined.replace(hour=0, minute=0, second=0, microsecond=0)) if joined else None,
+        "created_at": iso_day(joined),
         "note": html_text(bio),
         "url": profile,
         "uri": profile,

@@ -273,3 +273,14 @@ class TestQueryCounts:
         api_alice.get("/api/v1/timelines/home")
         with django_assert_num_queries(6):
             assert len(api_alice.get("/api/v1/timelines/home").json()) == 6
+
+
+class TestTimes:
+    def test_times_are_written_as_mastodon_writes_them(self) -> None:
+        from datetime import UTC, datetime
+
+        from client_api.formatting import iso, iso_day
+
+        moment = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+
+        assert (iso(moment), iso_day(moment), iso(None), iso_day(None)) == ("2026-01-02T03:04:05.678Z", "2026-01-02T00:00:00.000Z", None, None)
