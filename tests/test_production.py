@@ -38,9 +38,6 @@ from tests.social.faults import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytestmark = pytest.mark.worker
-
-
 def production_block() -> str:
     """The shell block of the README's "Processes in production" section."""
     text = (ROOT / "README.md").read_text()
@@ -229,6 +226,7 @@ class TestIsolatedBlock:
 
 
 class TestReadmeProductionCommands:
+    @pytest.mark.worker
     def test_web_worker_and_beat_come_up_and_a_page_loads_with_its_css(self, tmp_path: Path, own_names: OwnNames) -> None:
         port = free_port()
         log = tmp_path / "processes.log"
