@@ -15,6 +15,7 @@ without a service's URL refuses to start, naming it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -67,7 +68,7 @@ def isolated_block(block: str, names: OwnNames) -> tuple[str, str]:
     """
     for variable in ("REDIS_KEY_PREFIX", "CELERY_TASK_DEFAULT_QUEUE", "CELERY_WORKER_HOSTNAME", "DJANGO_STATIC_ROOT", "XDG_RUNTIME_DIR"):
         assert variable not in block, f"the README now sets {variable}; the test sets it to its own value"
-    database = re.search(r"^export DATABASE_URL=(\S+)/(\w+)$", block, flags=re.M)
+    database = re.search(r"^export DATABASE_URL=(\S+)/(\w+)$", block, flags=re.MULTILINE)
     assert database is not None, "the production block exports no DATABASE_URL=.../<name>"
     shared = database.group(2)
     database_url = f"{database.group(1)}/{names.database}"
@@ -78,10 +79,10 @@ def isolated_block(block: str, names: OwnNames) -> tuple[str, str]:
         (r"(?<=\s)/tmp/", f"{names.directory}/"),
     ]
     for pattern, replacement in swaps:
-        block, count = re.subn(pattern, replacement, block, flags=re.M)
+        block, count = re.subn(pattern, replacement, block, flags=re.MULTILINE)
         assert count >= 1, f"the production block no longer has {pattern!r}"
     left = block.replace(f"{names.directory}/", "")
-    assert not re.search(rf"/{shared}$|EXISTS {shared}\b|(?<=\s)/tmp/", left, flags=re.M), block
+    assert not re.search(rf"/{shared}$|EXISTS {shared}\b|(?<=\s)/tmp/", left, flags=re.MULTILINE), block
     # Names the block leaves to their defaults: the ``ff:`` prefix, the ``celery`` queue, the
     # worker's node name ``celery@<host>`` (its pidbox queue is exclusive: a second worker of that
     # name on the broker stops), ./staticfiles and gunicorn's control socket in ~/.gunicorn.
@@ -117,19 +118,15 @@ def delete_queue(broker_url: str, queue: str) -> None:
     with Connection(broker_url, connect_timeout=10) as connection:
         for delete in ("queue_delete", "exchange_delete"):
             channel = connection.channel()
-            try:
+            # Not declared (the worker never came up) is no error; nor is a channel the broker closed.
+            with contextlib.suppress(Exception):
                 getattr(channel, delete)(queue)
-            except Exception:  # noqa: BLE001 - not declared (the worker never came up)
-                pass
-            finally:
-                try:
-                    channel.close()
-                except Exception:  # noqa: BLE001 - already closed by the broker
-                    pass
+            with contextlib.suppress(Exception):
+                channel.close()
 
 
 def block_variable(block: str, name: str) -> str:
-    match = re.search(rf"^export {name}=(\S+)$", block, flags=re.M)
+    match = re.search(rf"^export {name}=(\S+)$", block, flags=re.MULTILINE)
     assert match is not None, f"the production block exports no {name}"
     return match.group(1)
 
