@@ -221,7 +221,7 @@ def send_drain(queue: str, *, timeout: float = 30.0) -> None:
 
 
 def purge_queue(queue: str) -> None:
-    """Drop the messages left in ``queue`` and delete it (teardown)."""
+    """Drop the messages left in ``queue`` and delete it and the exchange Celery named after it (teardown)."""
     from config.celery_app import app
 
     with app.connection_for_write() as conn:
@@ -230,4 +230,9 @@ def purge_queue(queue: str) -> None:
             channel.queue_purge(queue)
             channel.queue_delete(queue)
         except Exception:  # noqa: BLE001 - the queue may not exist
+            pass
+    with app.connection_for_write() as conn:
+        try:
+            conn.default_channel.exchange_delete(queue)
+        except Exception:  # noqa: BLE001 - nor its exchange
             pass
