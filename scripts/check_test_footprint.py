@@ -17,7 +17,7 @@ fails when
 - db 0 has a key it did not have;
 - a service could not be read (the check would be blind).
 
-New test databases and new empty queues are listed, not failed. Only the
+New test databases, new empty queues and new exchanges are listed, not failed. Only the
 standard library and the services' own command-line clients are used. The
 state is kept in ``$FOOTPRINT_STATE`` (default ``artifacts/test-footprint.json``).
 Another run on the same services at the same time shows up here too: the
@@ -61,6 +61,12 @@ def queues() -> dict[str, int]:
     return found
 
 
+def exchanges() -> list[str]:
+    """The exchanges of the default vhost (a Celery queue's is named after it)."""
+    lines = [line.strip() for line in run(["rabbitmqctl", "-q", "list_exchanges", "name"]).splitlines()]
+    return sorted(line for line in lines[1 if lines[:1] == ["name"] else 0 :] if line)  # after the header
+
+
 def redis_keys() -> list[str]:
     """The key names of db 0 (SCAN, never KEYS)."""
     return sorted(set(run([*REDIS, "--scan"]).splitlines()))
@@ -69,7 +75,7 @@ def redis_keys() -> list[str]:
 def snapshot() -> dict[str, object]:
     """Each service's figures, or the reason it could not be read (that service is then not checked)."""
     state: dict[str, object] = {}
-    for name, read in (("databases", databases), ("queues", queues), ("redis_db0", redis_keys)):
+    for name, read in (("databases", databases), ("queues", queues), ("exchanges", exchanges), ("redis_db0", redis_keys)):
         try:
             state[name] = read()
         except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:
@@ -112,6 +118,11 @@ def compare(before: dict[str, object], after: dict[str, object]) -> tuple[list[s
         empty = [name for name, count in created.items() if count == 0]
         if empty:
             notes.append(f"new empty queues: {listed(empty)}")
+
+    if before.get("exchanges") and after.get("exchanges"):
+        made = sorted(set(after["exchanges"]) - set(before["exchanges"]))  # type: ignore[arg-type]
+        if made:
+            notes.append(f"new exchanges (hold nothing; a test that deletes its queue deletes its exchange too): {listed(made)}")
 
     if before.get("redis_db0") is not None and after.get("redis_db0") is not None:
         added = sorted(set(after["redis_db0"]) - set(before["redis_db0"]))  # type: ignore[arg-type]
