@@ -1,8 +1,16 @@
 """Shared fixtures: factories, an isolated Redis prefix per test, personas.
 
-Every test gets its own REDIS_KEY_PREFIX (``redis_isolated``, autouse), so
-tests never see each other's keys, and the prefix's keys are unlinked
-afterwards. The mirror's sentinel key is set so reads use Redis.
+Every test that uses a service is marked ``services`` at collection
+(``pytest_collection_modifyitems``): one that uses the database (the
+``django_db`` marker or a database fixture), Redis (``redis_client``) or a
+broker and worker (the ``worker``, ``replica`` and ``browser`` markers).
+``-m "not services"`` runs the rest with no MariaDB, Redis or RabbitMQ.
+
+Every ``services`` test gets its own REDIS_KEY_PREFIX (``redis_isolated``,
+autouse; a test with the database reaches Redis through the application),
+so tests never see each other's keys, and the prefix's keys are unlinked
+afterwards. The mirror's sentinel key is set so reads use Redis. The other
+tests never connect to Redis.
 
 ``--redis-cluster`` runs the session against a private 6-node Redis Cluster
 (``tests.cluster``) instead of the Redis of the test settings.
@@ -32,6 +40,30 @@ def pytest_addoption(parser: Any) -> None:
     parser.addoption("--redis-cluster", action="store_true", help="run against a private 6-node Redis Cluster")
 
 
+# A test with one of these markers or fixtures uses MariaDB, Redis or RabbitMQ (and a worker).
+SERVICE_MARKERS = frozenset({"django_db", "worker", "replica", "browser"})
+SERVICE_FIXTURES = frozenset(
+    {
+        "db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback", "django_db_setup",
+        "live_server", "admin_user", "admin_client", "redis_client",
+    }
+)
+
+
+def uses_services(item: Any) -> bool:
+    """Whether ``item`` uses the database, Redis or a broker (its markers and fixture closure)."""
+    if any(item.get_closest_marker(name) for name in SERVICE_MARKERS):
+        return True
+    return bool(SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    """Mark every test that uses a service ``services`` (see the module docstring)."""
+    for item in items:
+        if item.get_closest_marker("services") is None and uses_services(item):
+            item.add_marker(pytest.mark.services)
+
+
 def cluster_caches(base: dict[str, Any], url: str) -> dict[str, Any]:
     """``base`` (the CACHES setting) with the default cache on the cluster at ``url``."""
     options = {**base["default"]["OPTIONS"], "CONNECTION_FACTORY": "core.cluster.ClusterConnectionFactory", "CLUSTER_NODES": cluster_nodes(url)}
@@ -54,6 +86,14 @@ def redis_backend(request: Any) -> Iterator[RedisClusterNodes | None]:
             yield nodes
     finally:
         nodes.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def process_logs(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The logs of the workers and servers tests start go to this session's temporary directory."""
+    from tests.social import faults
+
+    faults.LOG_DIR = tmp_path_factory.mktemp("process-logs")
 
 
 class UserFactory(factory.django.DjangoModelFactory[User]):
@@ -82,8 +122,15 @@ def unlink_prefix(client: Any, prefix: str) -> int:
 
 
 @pytest.fixture(autouse=True)
-def redis_isolated(settings: Any) -> Iterator[str]:
-    """A fresh key prefix for this test; its keys are removed afterwards."""
+def redis_isolated(request: Any) -> Iterator[str | None]:
+    """A fresh key prefix for this ``services`` test; its keys are removed afterwards.
+
+    A test without services gets none (``None``) and no connection to Redis.
+    """
+    if request.node.get_closest_marker("services") is None:
+        yield None
+        return
+    settings = request.getfixturevalue("settings")
     prefix = f"test:{uuid.uuid4().hex[:12]}:"
     settings.REDIS_KEY_PREFIX = prefix
     # The Django caches (the abuse limits count in them) under the same prefix.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -126,19 +127,25 @@ class TestBrokerFigures:
     def test_reads_queue_lengths_from_the_real_broker(self, superuser_client: Any, settings: Any) -> None:
         settings.CELERY_TASK_ALWAYS_EAGER = False
         settings.CELERY_BROKER_URL = "amqp://guest:guest@127.0.0.1:5672//"
+        # A queue of this test's own (not the shared "celery"), deleted afterwards.
+        settings.CELERY_TASK_DEFAULT_QUEUE = queue = f"test-health-{uuid.uuid4().hex[:10]}"
         from kombu.connection import Connection
 
         with Connection(settings.CELERY_BROKER_URL, connect_timeout=2) as connection:
             channel = connection.channel()
-            channel.queue_declare(queue="celery", durable=True, auto_delete=False)
+            channel.queue_declare(queue=queue, durable=True, auto_delete=False)
             channel.close()
-
-        broker = superuser_client.get(HEALTH).context["health"].broker
+            try:
+                broker = superuser_client.get(HEALTH).context["health"].broker
+            finally:
+                channel = connection.channel()
+                channel.queue_delete(queue)
+                channel.close()
 
         assert broker.error == ""
         assert broker.url == "amqp://guest:**@127.0.0.1:5672//"
-        assert [q.name for q in broker.queues] == ["celery"]
-        assert broker.queues[0].error == "" and broker.queues[0].messages >= 0
+        assert [q.name for q in broker.queues] == [queue]
+        assert broker.queues[0].error == "" and broker.queues[0].messages == 0
 
     def test_a_broker_that_refuses_connections_is_an_error_line(self, superuser_client: Any, settings: Any) -> None:
         settings.CELERY_TASK_ALWAYS_EAGER = False

@@ -21,6 +21,9 @@ from typing import Any
 import pytest
 from django.conf import settings
 
+# bench/run.py's child process uses MariaDB and RabbitMQ (no fixture of this module says so).
+pytestmark = pytest.mark.services
+
 ROOT = Path(__file__).resolve().parents[2]
 OPERATIONS = {
     "follow_unfollow": {"redis", "database", "actstream"},

@@ -27,6 +27,7 @@ from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application
 
 from client_api.models import ClientApp
+from tests.social.faults import log_dir
 from users.models import User
 
 BASE_DIR = Path(__file__).resolve().parents[2]
@@ -117,7 +118,7 @@ class Gunicorn:
         self.env = env
         self.port = port
         self.process: subprocess.Popen[bytes] | None = None
-        self.log = Path(f"/tmp/followfeed-gunicorn-{port}-{os.getpid()}.log")
+        self.log = log_dir() / f"followfeed-gunicorn-{port}-{os.getpid()}.log"
 
     def start(self) -> None:
         if not port_free(self.port):

@@ -22,7 +22,7 @@ from core import redis_keys as core_keys
 from core.outbox import now_ms
 from core.redis import get_redis
 from tests.conftest import unlink_prefix
-from tests.social.faults import CeleryWorker, purge_queue
+from tests.social.faults import CeleryWorker, log_dir, purge_queue
 
 from .mastodon_py import Gunicorn, create_setup_sql_data, outcomes, run_suite, unpack_sdist
 
@@ -102,7 +102,6 @@ def live_followfeed(transactional_db: Any, redis_isolated: str) -> Iterator[str]
         "FOLLOW_RATE": "1000000/m",
     }
     worker = CeleryWorker(queue=queue, redis_url=redis_url, extra_env=shared)
-    worker.start()
     server_env = {
         **{key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")},
         **shared,
@@ -118,9 +117,12 @@ def live_followfeed(transactional_db: Any, redis_isolated: str) -> Iterator[str]
         "DJANGO_SECURE_COOKIES": "false",
         "DJANGO_SECURE_HSTS_SECONDS": "0",
         "CONN_MAX_AGE": "0",
+        # gunicorn's control socket beside its log, not in the shared ~/.gunicorn.
+        "XDG_RUNTIME_DIR": str(log_dir()),
     }
     server = Gunicorn(env=server_env)
     try:
+        worker.start()
         server.start()
         yield f"http://localhost:{server.port}"
     finally:

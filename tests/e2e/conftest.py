@@ -134,7 +134,7 @@ def celery_worker(django_db_setup: Any, django_db_blocker: Any, e2e_names: dict[
     with django_db_blocker.unblock():
         worker = CeleryWorker(
             queue=e2e_names["queue"],
-            redis_url=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
+            redis_url=str(settings.REDIS_URL),  # the session's Redis (never the system's db 0)
             extra_env={"REDIS_KEY_PREFIX": e2e_names["prefix"], "DJANGO_ALLOW_ASYNC_UNSAFE": ""},
         )
         worker.start()

@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,13 @@ from django.conf import settings
 from django.db import connection
 
 BASE_DIR = Path(__file__).resolve().parents[2]
+# Where the logs of the processes tests start go: the session's pytest temporary directory
+# (tests/conftest.py sets it), never files of their own in /tmp.
+LOG_DIR: Path | None = None
+
+
+def log_dir() -> Path:
+    return LOG_DIR or Path(tempfile.gettempdir())
 
 
 def free_port() -> int:
@@ -146,7 +154,7 @@ class CeleryWorker:
         self.redis_url = redis_url
         self.extra_env = extra_env or {}
         self.process: subprocess.Popen[bytes] | None = None
-        self.log = Path(f"/tmp/{queue}-{id(self):x}.worker.log")  # one per worker: tests read whose log has what
+        self.log = log_dir() / f"{queue}-{id(self):x}.worker.log"  # one per worker: tests read whose log has what
 
     def start(self) -> None:
         """Start the worker (solo pool, prefetch 1, acks late) and wait until it is ready."""
@@ -213,7 +221,7 @@ def send_drain(queue: str, *, timeout: float = 30.0) -> None:
 
 
 def purge_queue(queue: str) -> None:
-    """Drop the messages left in ``queue`` and delete it (teardown)."""
+    """Drop the messages left in ``queue`` and delete it and the exchange Celery named after it (teardown)."""
     from config.celery_app import app
 
     with app.connection_for_write() as conn:
@@ -222,4 +230,9 @@ def purge_queue(queue: str) -> None:
             channel.queue_purge(queue)
             channel.queue_delete(queue)
         except Exception:  # noqa: BLE001, S110 - the queue may not exist
+            pass
+    with app.connection_for_write() as conn:
+        try:
+            conn.default_channel.exchange_delete(queue)
+        except Exception:  # noqa: BLE001, S110 - nor its exchange
             pass
