@@ -27,3 +27,4 @@ bench:
 	$(PY) bench/http_load.py --out bench/results --profile home --profile-label latest
 	$(PY) bench/first_run.py --out bench/results/first_run.json
 	$(PY) bench/metrics_cost.py --out bench/results/metrics_cost.json
+	$(PY) bench/mastodon_home.py --out bench/results/mastodon_home.json

@@ -93,7 +93,7 @@ def measure(reader_id: int, *, limit: int, budget: float, rounds: int, profile: 
         for _ in range(200):
             endpoints["mastodon_home"]()
         profiler.disable()
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(45)
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
     return {
         "statuses": statuses,
         "calls": counted,
