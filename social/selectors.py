@@ -1,11 +1,7 @@
 """Every read of the follow graph: from Redis, or from the database when Redis can't answer.
 
-Each selector has a Redis path and a database path with the same answer.
-The database path is used while the circuit breaker is open (Redis down or
-slow), while the mirror is known to be empty (sentinel key missing after a
-Redis restart without persistence), and when a Redis call fails
-(``core.redis.redis_or_database``). Only edges whose two accounts are
-active count.
+Each selector's two paths give the same answer (``core.redis.redis_or_database``); only edges
+whose two accounts are active count.
 """
 
 from __future__ import annotations
@@ -221,11 +217,7 @@ class Counts:
 
 
 def follow_counts(*, user_id: int) -> Counts:
-    """Followers and following of ``user_id``: SCARD, one round trip for a single-key account.
-
-    A sharded account sums its FOLLOWERS_SHARDS shard cardinalities (a
-    second round trip, still O(1) per shard).
-    """
+    """Followers and following of ``user_id``: SCARD, one round trip (a sharded account: a second, summing its shards)."""
 
     def from_redis(client: redis.Redis) -> Counts:
         pipe = pipeline(client)
@@ -525,10 +517,7 @@ def most_followed_cache_key(*, limit: int) -> str:
 
 def users_most_followed(*, limit: int = 12) -> list[tuple[User, int]]:
     """The accounts with the most followers, ``[(user, followers)]``, cached for
-    ``MOST_FOLLOWED_CACHE_SECONDS``; an account deactivated since the ranking was cached is
-    left out on read (the database says so), so it leaves the ranking on the very next request.
-
-    The cache falls back to computing when Redis is down.
+        ``MOST_FOLLOWED_CACHE_SECONDS`` (computed when Redis is down); accounts deactivated since are left out on read.
     """
     try:
         key = most_followed_cache_key(limit=limit)
@@ -585,13 +574,11 @@ class Suggestions:
 
 def suggestions_for(*, user_id: int, limit: int = 10) -> Suggestions:
     """``user_id``'s stored suggestions, best first; while nothing is stored (or Redis is down) the
-    most followed accounts the reader may see and does not follow (``computed`` False).
+        most followed accounts the reader may see and does not follow (``computed`` False).
 
-    Redis gives the order (``limit * 3`` candidates, one round trip); whether each is shown, and
-    its reason, are decided against the database now (``suggestion_links``): a candidate the
-    reader follows, asked to follow, mutes, or that a block separates from it is left out, and so
-    is one whose every link the reader may no longer see; the others name and count only the
-    links it may see."""
+        Redis gives the order (``limit * 3`` candidates); whether each is shown and its reason are
+        decided against the database now (``suggestion_links``).
+    """
 
     def from_redis(client: redis.Redis) -> tuple[list[int], dict[int, int]] | None:
         key = redis_keys.suggestions_key(user_id)
@@ -639,12 +626,10 @@ WHY_NAMES = 2
 
 
 def suggestion_links(*, reader_id: int, candidate_ids: Collection[int]) -> dict[int, list[int]]:
-    """For each candidate, the accounts linking it to ``reader_id`` that the reader may see now,
-    from the database: active accounts the reader follows (a follow of a private account is
-    an approved one, so the reader may read its following list), no block between them and
-    the reader either way, that follow the candidate (an active account).
+    """For each candidate, the accounts linking it to ``reader_id`` that the reader may see now
+        (database): active followees with no block either way that follow the candidate.
 
-    :returns: ``{candidate: [link ids ascending]}``; a candidate without links is absent.
+        :returns: ``{candidate: [link ids ascending]}``; a candidate without links is absent.
     """
     if not candidate_ids:
         return {}

@@ -1,37 +1,9 @@
 """Who to follow: accounts followed by many of the accounts a reader follows (friends of friends).
 
-**Score.** For reader ``r`` following ``F``, a candidate ``c`` scores the
-sum over the followees ``f`` in ``F`` that follow ``c`` of ``1 / log2(2 +
-|following(f)|)``: a followee who follows few accounts says more about each
-of them than one who follows thousands (Adamic-Adar's idea, on the follow
-direction). Excluded: the reader, accounts it follows or asked to follow,
-accounts hidden by a block either way, accounts it mutes, and deactivated
-ones. A reader who follows nobody gets the most followed accounts.
-
-**Storage.** The best ``SUGGESTIONS_MAX`` are kept in Redis
-(``social.redis_keys.suggestions_key``, a sorted set by score, and
-``suggestions_why_key``, a hash of each candidate's link count and first
-links as they were at the computation). The stored set only orders the
-candidates: whether one is shown and its reason are decided when it is read,
-against the database (``social.selectors.suggestions_for``), so a follow
-removed, a block or a deactivation hides a link on the reader's very next
-request.
-
-**Re-derived, never patched.** Every change that can alter a reader's set
-records an outbox entry in its own transaction (``social.outbox``), and
-the handler recomputes the whole set from the rows (``suggestions_rederive``):
-the reader's follows, unfollows, removals, requests made or withdrawn or
-rejected, blocks and mutes either way (``social.suggest``); an account's
-deactivation or reactivation re-derives the sets of its followers
-(``social.suggest_account``); a page that finds nothing stored asks for a
-computation (``social.suggest_compute``). Changes two hops away (an account
-the reader follows follows someone new) wait for the nightly reconcile
-(``suggestions_reconcile``), which compares every stored set with a rebuild
-from the database, repairs drift and reports it; it checks the cached
-most-followed rankings too (``rankings_reconcile``).
-
-``rank`` is the pure function (adjacency in, ranking out) that both the
-Redis path and the quality benchmark (``bench/suggestions.py``) use.
+``rank`` is the pure scoring (adjacency in, ranking out; also used by ``bench/suggestions.py``);
+the best ``SUGGESTIONS_MAX`` are stored in Redis for their order only, re-derived from the rows
+by the outbox handlers here and checked nightly by ``suggestions_reconcile``.
+Design: docs/behaviours.md (Who to follow).
 """
 
 from __future__ import annotations
@@ -138,14 +110,13 @@ def _database_following_of(ids: Sequence[int]) -> Iterable[tuple[int, Collection
 def compute(
     reader_id: int, *, client: redis.Redis | None = None, limit: int | None = None, followees: Collection[int] | None = None
 ) -> list[Ranked]:
-    """Rank ``reader_id``'s candidates: its followees (the database's, unless given) less those a
-    block separates from it are the links; what they follow is read from the follow mirror
-    (``client``) or from the database (``client`` None). Deactivated candidates are dropped; a
-    reader who follows nobody gets the most followed accounts.
+    """Rank ``reader_id``'s candidates: links are its followees less those a block separates from
+        it; what they follow comes from the follow mirror (``client``) or the database (None).
+        Deactivated candidates are dropped; a reader following nobody gets the most followed.
 
-    :param limit: how many to keep (None: ``SUGGESTIONS_MAX``).
-    :param followees: the reader's followees when the caller read them already (None: read here).
-    :raises: ``REDIS_ERRORS`` on the Redis path.
+        :param limit: how many to keep (None: ``SUGGESTIONS_MAX``).
+        :param followees: the reader's followees when the caller read them already (None: read here).
+        :raises: ``REDIS_ERRORS`` on the Redis path.
     """
     limit = SUGGESTIONS_MAX if limit is None else limit
     if followees is None:
@@ -202,12 +173,11 @@ def _stored(client: redis.Redis, user_ids: Sequence[int]) -> list[int]:
 
 
 def suggestions_rederive(*, user_ids: Iterable[int]) -> int:
-    """Recompute the stored suggestions of each of ``user_ids`` that has some stored (the others
-    are computed when their page asks), from the rows as they are now: the handler of every
-    change that can alter them (``social.outbox``). Idempotent, in any order.
+    """Recompute, from the rows, the stored suggestions of each of ``user_ids`` that has some (the
+        handler of every change that can alter them). Idempotent, in any order.
 
-    :returns: how many readers were recomputed.
-    :raises: ``REDIS_ERRORS``.
+        :returns: how many readers were recomputed.
+        :raises: ``REDIS_ERRORS``.
     """
     client = get_redis()
     ids = sorted({int(user_id) for user_id in user_ids})
@@ -220,22 +190,20 @@ def suggestions_rederive(*, user_ids: Iterable[int]) -> int:
 
 
 def suggestions_rederive_account(*, account_id: int) -> int:
-    """Re-derive the stored suggestions of every reader that follows ``account_id`` (its
-    deactivation or reactivation adds or takes away its links): the rows are kept while an
-    account is deactivated, so its followers are read from the database.
+    """Re-derive the stored suggestions of every reader following ``account_id`` (read from the
+        database) after its (de)activation.
 
-    :returns: how many readers were recomputed.
-    :raises: ``REDIS_ERRORS``.
+        :returns: how many readers were recomputed.
+        :raises: ``REDIS_ERRORS``.
     """
     readers = Follow.objects.filter(followee_id=account_id, follower__is_active=True).order_by("follower_id").values_list("follower_id", flat=True)
     return suggestions_rederive(user_ids=readers.iterator(chunk_size=FOLLOWEE_BATCH))
 
 
 def rankings_invalidate() -> None:
-    """Start a new generation of the cached most-followed rankings (every cached one is left
-    behind; they expire by themselves).
+    """Start a new generation of the cached most-followed rankings (the old ones expire).
 
-    :raises: ``REDIS_ERRORS``.
+        :raises: ``REDIS_ERRORS``.
     """
     key = redis_keys.most_followed_generation_key()
     cache.add(key, 0, timeout=None)
@@ -286,10 +254,9 @@ SCORE_TOLERANCE = 1e-9
 
 @dataclass
 class SuggestionsDrift:
-    """What a reconcile of who to follow found: ``readers_checked`` stored sets (and reasons)
-    compared with a rebuild from the database, ``readers_drifted`` that differed,
-    ``readers_fixed`` replaced by the rebuild; the same for the cached ``rankings``;
-    ``last_user_id`` the last reader walked."""
+    """A who-to-follow reconcile's figures: ``readers_checked``, ``readers_drifted``,
+        ``readers_fixed``, the same for ``rankings``, and ``last_user_id`` walked.
+    """
 
     dry_run: bool = False
     readers_checked: int = 0
@@ -323,14 +290,13 @@ def _same(ranked: Sequence[Ranked], scores: dict[int, float], reasons: dict[int,
 
 
 def suggestions_reconcile(*, dry_run: bool = False, start_after: int = 0, on_progress: Callable[[SuggestionsDrift], None] | None = None) -> SuggestionsDrift:
-    """Compare the stored suggestions (sets, scores and reasons) of every reader seen within
-    ``FEED_ACTIVE_DAYS`` that has some with a rebuild from the database (``compute`` without
-    Redis), in id order; replace the drifted ones unless ``dry_run`` (the others get their
-    lifetime renewed). Then the same for the cached rankings (``rankings_reconcile``).
+    """Compare the stored suggestions (sets, scores, reasons) of every reader seen within
+        ``FEED_ACTIVE_DAYS`` with a rebuild from the database, in id order, and replace drifted ones
+        unless ``dry_run``; then ``rankings_reconcile``.
 
-    :param on_progress: called with the running figures after each reader.
-    :returns: the drift figures.
-    :raises: ``REDIS_ERRORS``.
+        :param on_progress: called with the running figures after each reader.
+        :returns: the drift figures.
+        :raises: ``REDIS_ERRORS``.
     """
     drift = SuggestionsDrift(dry_run=dry_run, last_user_id=start_after)
     client = get_redis()
