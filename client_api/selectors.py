@@ -177,7 +177,7 @@ def _start(max_id: int | None) -> tuple[Cursor | None, bool]:
 
 def home_with_own(*, user: User) -> Reader:
     """``user``'s home timeline with its own notes (every visibility), as Mastodon's home: the inbox
-        read merged with ``own_timeline``, both keyset-paged from the same position and order.
+    read merged with ``own_timeline``, both keyset-paged from the same position and order.
     """
 
     def read(cursor: Cursor | None, n: int) -> TimelinePage:
@@ -198,10 +198,10 @@ def home_with_own(*, user: User) -> Reader:
 
 def timeline_window(read: Reader, *, max_id: int | None, since_id: int | None, min_id: int | None, limit: int) -> tuple[list[Note | FeedNote], bool]:
     """A page of a timeline read by ``read(cursor, limit)`` as Mastodon pages by id: older than
-        ``max_id``; newer than ``since_id`` (the newest ``limit``) or ``min_id`` (the ``limit`` just
-        above). At most ``SCAN_ROUNDS`` x ``SCAN_BATCH`` notes deep.
+    ``max_id``; newer than ``since_id`` (the newest ``limit``) or ``min_id`` (the ``limit`` just
+    above). At most ``SCAN_ROUNDS`` x ``SCAN_BATCH`` notes deep.
 
-        :returns: the notes newest first, and whether older ones may follow.
+    :returns: the notes newest first, and whether older ones may follow.
     """
     cursor, any_below = _start(max_id)
     if not any_below:

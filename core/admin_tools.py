@@ -26,14 +26,14 @@ COUNT_CAP = 10_000
 def bounded_count(queryset: QuerySet[Any], cap: int = COUNT_CAP) -> int:
     """Rows of ``queryset``, counting at most ``cap + 1`` (one ``COUNT(*)`` over a ``LIMIT`` subquery).
 
-        :returns: the exact count when it is ``<= cap``, else ``cap + 1``.
+    :returns: the exact count when it is ``<= cap``, else ``cap + 1``.
     """
     return queryset.order_by().values("pk")[: cap + 1].count()
 
 
 def estimated_table_rows(model: Any, using: str = "default") -> int | None:
     """The storage engine's row estimate for ``model``'s table (``information_schema.TABLES.TABLE_ROWS``),
-        or None on backends other than MariaDB/MySQL.
+    or None on backends other than MariaDB/MySQL.
     """
     connection = connections[using]
     if connection.vendor != "mysql":
@@ -49,7 +49,7 @@ def estimated_table_rows(model: Any, using: str = "default") -> int | None:
 
 class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]  # any model's rows
     """Paginator whose ``count`` is exact up to ``COUNT_CAP`` rows and bounded above it:
-        ``count_is_estimate`` (the engine's estimate) or ``count_is_lower_bound`` (``COUNT_CAP``, "N+").
+    ``count_is_estimate`` (the engine's estimate) or ``count_is_lower_bound`` (``COUNT_CAP``, "N+").
     """
 
     count_is_estimate = False
@@ -81,7 +81,7 @@ else:
 
 class CanonicalIdsAdmin(_ModelAdmin):
     """A ``ModelAdmin`` mixin taking ids only as ``core.parsing`` writes them (Django's ``int()`` reads
-        "011" or "١٢"): a change page with another is "no such object", an action a 400.
+    "011" or "١٢"): a change page with another is "no such object", an action a 400.
     """
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:

@@ -100,9 +100,9 @@ class FallbackCache(BaseCache):
 
     def incr(self, key: Any, delta: int = 1, version: Any = None) -> int:
         """Add ``delta`` to the count at ``key`` in the store answering now; a key missing there (the
-                stores switched, or the key was culled) starts again at ``delta`` instead of failing.
+        stores switched, or the key was culled) starts again at ``delta`` instead of failing.
 
-                :returns: the new count.
+        :returns: the new count.
         """
 
         def count(cache: BaseCache) -> int:

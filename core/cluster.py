@@ -48,8 +48,8 @@ def cluster_nodes(url: str) -> list[tuple[str, int]]:
 class ClusterConnectionFactory(ConnectionFactory):  # type: ignore[misc]
     """django-redis connection factory for Redis Cluster (``OPTIONS["CONNECTION_FACTORY"]``).
 
-        ``OPTIONS["CLUSTER_NODES"]``: the ``[(host, port)]`` seeds (django-redis would read a comma in
-        ``LOCATION`` as replicas). One ``RedisCluster`` per process and location.
+    ``OPTIONS["CLUSTER_NODES"]``: the ``[(host, port)]`` seeds (django-redis would read a comma in
+    ``LOCATION`` as replicas). One ``RedisCluster`` per process and location.
     """
 
     _clusters: ClassVar[dict[str, RedisCluster]] = {}
@@ -200,9 +200,9 @@ _PROBE_ID = 2**62 + 12345
 
 def tag_template(build: Callable[[int], str]) -> tuple[str, str]:
     """``(head, tail)`` such that ``build(i) == head + "{" + str(i) + "}" + tail``: scripts take these
-        and ids instead of every key.
+    and ids instead of every key.
 
-        :raises ValueError: ``build``'s keys carry no ``{id}`` hash tag.
+    :raises ValueError: ``build``'s keys carry no ``{id}`` hash tag.
     """
     key = build(_PROBE_ID)
     head, tag, tail = key.partition(f"{{{_PROBE_ID}}}")
@@ -213,7 +213,7 @@ def tag_template(build: Callable[[int], str]) -> tuple[str, str]:
 
 class RoutedPipeline:
     """A pipeline over a cluster: each command goes to a pipeline of the master of its first key;
-        ``execute()`` runs one per master (after a failure, commands for other masters may have run).
+    ``execute()`` runs one per master (after a failure, commands for other masters may have run).
     """
 
     def __init__(self, client: RedisCluster) -> None:
@@ -252,7 +252,7 @@ class RoutedPipeline:
     def execute(self) -> list[Any]:
         """Run the queued commands; the replies in queue order (MOVED/ASK replies are re-sent through the cluster client).
 
-                :raises: the first other Redis error of any command (after re-reading the slot map).
+        :raises: the first other Redis error of any command (after re-reading the slot map).
         """
         replies: dict[str, list[Any]] = {}
         try:
@@ -312,7 +312,7 @@ def lua(source: str) -> Script:
 def queue_eval(pipe: Pipe, source: str, keys: Sequence[str], args: Sequence[Any]) -> None:
     """Queue Lua ``source`` as an EVAL (keys of one slot) on either kind of pipeline.
 
-        For small hot scripts: a pipeline holding a ``Script`` costs a SCRIPT EXISTS round trip first.
+    For small hot scripts: a pipeline holding a ``Script`` costs a SCRIPT EXISTS round trip first.
     """
     if isinstance(pipe, RoutedPipeline):
         pipe.queue_eval(source, keys, args)

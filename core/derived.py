@@ -70,8 +70,8 @@ Cell = Kinds | ReadTime | Expires | Unaffected
 @dataclass(frozen=True)
 class Structure:
     """A structure derived from the graph: its ``cells`` and ``reconcile``, the dotted path of a
-        ``(*, repair: bool) -> int`` that compares it with a rebuild, repairs unless told not to, and
-        returns how much differed.
+    ``(*, repair: bool) -> int`` that compares it with a rebuild, repairs unless told not to, and
+    returns how much differed.
     """
 
     name: str

@@ -170,12 +170,12 @@ class EmbeddedRedis:
     def ensure_running(self) -> bool:
         """Start the server unless one answers on the socket (a file lock serialises starters); wait for one still loading.
 
-                It runs in a session of its own, so Ctrl-C does not reach it and it outlives its parent.
+        It runs in a session of its own, so Ctrl-C does not reach it and it outlives its parent.
 
-                :returns: True when this call started it.
-                :raises EmbeddedRedisError: it could not be started (no binary, an unwritable
-                    directory, a socket path too long, an exit at start, no answer within
-                    ``START_TIMEOUT_SECONDS``, still loading after ``LOAD_TIMEOUT_SECONDS``), with the end of its log.
+        :returns: True when this call started it.
+        :raises EmbeddedRedisError: it could not be started (no binary, an unwritable
+            directory, a socket path too long, an exit at start, no answer within
+            ``START_TIMEOUT_SECONDS``, still loading after ``LOAD_TIMEOUT_SECONDS``), with the end of its log.
         """
         self._prepare_directories()
         with open(self.var_dir / "valkey.lock", "w") as lock:
@@ -220,9 +220,9 @@ class EmbeddedRedis:
 
     def _wait_until_ready(self, process: subprocess.Popen[bytes] | None, logged: int) -> None:
         """Wait for PING: ``START_TIMEOUT_SECONDS`` for the socket, ``LOAD_TIMEOUT_SECONDS`` while loading;
-                ``process`` exiting is reported at once; ``logged`` is the log's size before the start.
+        ``process`` exiting is reported at once; ``logged`` is the log's size before the start.
 
-                :raises EmbeddedRedisError: with the reason and the end of the log.
+        :raises EmbeddedRedisError: with the reason and the end of the log.
         """
         begun = time.monotonic()
         while True:
@@ -250,8 +250,8 @@ class EmbeddedRedis:
     def stop(self) -> bool:
         """Shut the server down (its append-only file flushed; nothing waits for it to free its memory).
 
-                :returns: True when a server was running.
-                :raises EmbeddedRedisError: still running after ``STOP_TIMEOUT_SECONDS`` with no pid file to kill it by.
+        :returns: True when a server was running.
+        :raises EmbeddedRedisError: still running after ``STOP_TIMEOUT_SECONDS`` with no pid file to kill it by.
         """
         if not self.answers():
             return False
@@ -312,8 +312,8 @@ _ensure_lock = threading.Lock()
 def ensure_once(var_dir: Path) -> None:
     """Make sure the embedded server kept in ``var_dir`` runs, once per process (``ensure_running``).
 
-        :raises redis.exceptions.ConnectionError: it could not be started (as an unreachable Redis
-            is reported); the next connection tries again.
+    :raises redis.exceptions.ConnectionError: it could not be started (as an unreachable Redis
+        is reported); the next connection tries again.
     """
     if var_dir in _ensured:
         return

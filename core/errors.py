@@ -72,7 +72,7 @@ class Conflict(DomainError):
 
 class EntryNotApplied(RuntimeError):
     """An outbox handler could not apply some entries now; the drain then applies the batch one by one,
-        and only those that raise again stay pending.
+    and only those that raise again stay pending.
     """
 
 
@@ -111,9 +111,9 @@ def error_response(
 def response_for_exception(request: HttpRequest, exc: BaseException) -> HttpResponse | None:
     """The response for ``exc`` raised by a view, or None to let Django handle it.
 
-        Domain errors, ``Http404``, ``PermissionDenied``: their status; an oversized body 413; other
-        ``SuspiciousOperation`` 400; a deadlock or lock wait past its retries 503 with ``Retry-After``;
-        anything else in the API a logged 500 envelope (pages keep Django's 500).
+    Domain errors, ``Http404``, ``PermissionDenied``: their status; an oversized body 413; other
+    ``SuspiciousOperation`` 400; a deadlock or lock wait past its retries 503 with ``Retry-After``;
+    anything else in the API a logged 500 envelope (pages keep Django's 500).
     """
     if isinstance(exc, DomainError):
         return error_response(request, status=exc.status, message=exc.message, retry_after=getattr(exc, "retry_after", None))

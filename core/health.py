@@ -57,8 +57,8 @@ class OutboxHealth:
 @dataclass
 class RedisHealth:
     """Redis memory (bytes) and key counts, or ``error`` when unreachable: ``prefix_keys_seen`` among
-        ``keys_examined`` by a bounded SCAN, exact when ``prefix_scan_complete``, else scaled to
-        ``dbsize`` in ``prefix_keys_estimate``.
+    ``keys_examined`` by a bounded SCAN, exact when ``prefix_scan_complete``, else scaled to
+    ``dbsize`` in ``prefix_keys_estimate``.
     """
 
     reachable: bool
@@ -103,7 +103,7 @@ class BrokerHealth:
 @dataclass
 class WatchHealth:
     """What the drain last saw of Redis (``core.RedisWatch``): ``run_id``, ``heartbeat_at``,
-        ``rollbacks`` and the last one's details; ``seen`` False before any drain.
+    ``rollbacks`` and the last one's details; ``seen`` False before any drain.
     """
 
     seen: bool
@@ -194,7 +194,7 @@ def _bytes_human(count: int) -> str:
 
 def redis_health() -> RedisHealth:
     """Redis ``INFO memory``, ``DBSIZE`` and a bounded SCAN count of our keys, summed over the masters;
-        never raises (``reachable`` False; figures None without INFO).
+    never raises (``reachable`` False; figures None without INFO).
     """
     report = RedisHealth(reachable=False, breaker_closed=breaker_state() == "closed", prefix=redis_keys.prefix())
     try:

@@ -61,8 +61,8 @@ def hit(group: str, who: str, rate_setting: str, *, message: str) -> None:
 
 def client_address(request: HttpRequest) -> str:
     """The client's address as the nearest trusted proxy saw it: the ``TRUSTED_PROXY_COUNT``-th entry
-        from the right of ``CLIENT_ADDRESS_HEADER`` (the leftmost when shorter), else ``REMOTE_ADDR``
-        (what a client writes on the left is ignored).
+    from the right of ``CLIENT_ADDRESS_HEADER`` (the leftmost when shorter), else ``REMOTE_ADDR``
+    (what a client writes on the left is ignored).
     """
     trusted = max(0, int(getattr(settings, "TRUSTED_PROXY_COUNT", 0) or 0))
     header = str(getattr(settings, "CLIENT_ADDRESS_HEADER", "") or "") or ("HTTP_X_FORWARDED_FOR" if trusted else "")

@@ -9,9 +9,9 @@ from django.utils import timezone
 class OutboxEntry(models.Model):
     """One side effect of a committed change that Redis (or another derived store) must reflect.
 
-        Written in the change's transaction; ``applied_at`` set once applied (purged after
-        ``OUTBOX_RETENTION_SECONDS``). ``kind`` names the handler; ``subject_id``/``object_id`` are
-        plain ids (not foreign keys: an entry outlives its rows). Design: docs/architecture.md#the-outbox-and-its-kinds.
+    Written in the change's transaction; ``applied_at`` set once applied (purged after
+    ``OUTBOX_RETENTION_SECONDS``). ``kind`` names the handler; ``subject_id``/``object_id`` are
+    plain ids (not foreign keys: an entry outlives its rows). Design: docs/architecture.md#the-outbox-and-its-kinds.
     """
 
     kind = models.CharField(max_length=40)
@@ -46,7 +46,7 @@ class OutboxEntry(models.Model):
 
 class RedisWatch(models.Model):
     """What the drain last saw of one Redis server (``node``): its ``run_id`` and heartbeat, to notice a
-        rollback (``core.outbox.watch_redis``; docs/architecture.md#consistency-under-faults).
+    rollback (``core.outbox.watch_redis``; docs/architecture.md#consistency-under-faults).
     """
 
     node = models.CharField(max_length=200, unique=True)

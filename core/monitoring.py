@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 def scrape_refusal(request: HttpRequest) -> tuple[int, str] | None:
     """Why ``request`` may not scrape (status, message), or None: allowed with ``Bearer <METRICS_TOKEN>``
-        or from ``METRICS_ALLOWED_NETWORKS``; with neither set the endpoint is a 404.
+    or from ``METRICS_ALLOWED_NETWORKS``; with neither set the endpoint is a 404.
     """
     token = str(getattr(settings, "METRICS_TOKEN", "") or "")
     networks = list(getattr(settings, "METRICS_ALLOWED_NETWORKS", []) or [])

@@ -62,9 +62,9 @@ REBUILD_LOCK_SECONDS = 120
 @dataclass(frozen=True)
 class Kind:
     """A registered kind: its ``name`` (stored in the row) and handler; ``inline`` (after commit,
-        else the task), ``stage`` (lower first in a batch), ``alone`` (one entry per message),
-        ``provisional`` (a cheaper first application, the entry stays pending) and ``long``
-        (``LONG_TASK_TIME_LIMIT``).
+    else the task), ``stage`` (lower first in a batch), ``alone`` (one entry per message),
+    ``provisional`` (a cheaper first application, the entry stays pending) and ``long``
+    (``LONG_TASK_TIME_LIMIT``).
     """
 
     name: str
@@ -147,10 +147,10 @@ _batches: threading.local = threading.local()
 @contextlib.contextmanager
 def batched() -> Iterator[None]:
     """Inside a transaction: insert the entries ``record`` makes in this block in one multi-row
-        INSERT at its end, and apply each group after commit in one call. Nested blocks join the
-        outermost; an exception discards the entries.
+    INSERT at its end, and apply each group after commit in one call. Nested blocks join the
+    outermost; an exception discards the entries.
 
-        :raises django.db.DatabaseError: the INSERT failed (raised at the end of the block).
+    :raises django.db.DatabaseError: the INSERT failed (raised at the end of the block).
     """
     if getattr(_batches, "entries", None) is not None:
         yield
@@ -242,8 +242,8 @@ RECORD_BATCH = 1000
 def record_many(kind: Kind, pairs: Sequence[tuple[int, int | None]]) -> int:
     """Record one entry of ``kind`` per ``(subject_id, object_id)``, in INSERTs and messages of ``RECORD_BATCH``.
 
-        :returns: how many entries were recorded.
-        :raises django.db.DatabaseError: as ``record``.
+    :returns: how many entries were recorded.
+    :raises django.db.DatabaseError: as ``record``.
     """
     for start in range(0, len(pairs), RECORD_BATCH):
         rows = [OutboxEntry(kind=kind.name, subject_id=int(s), object_id=o) for s, o in pairs[start : start + RECORD_BATCH]]
@@ -258,10 +258,10 @@ def record_many(kind: Kind, pairs: Sequence[tuple[int, int | None]]) -> int:
 def apply_after_commit(entries: Sequence[OutboxEntry], *, mark: bool = True) -> None:
     """Apply the just-committed ``entries`` in this process, best effort (``on_commit`` of inline kinds).
 
-        :param mark: False leaves them pending after applying them (another handler confirms them).
+    :param mark: False leaves them pending after applying them (another handler confirms them).
 
-        Nothing is tried while the breaker is open; a Redis failure opens it. Entries not
-        applied stay pending for the drain.
+    Nothing is tried while the breaker is open; a Redis failure opens it. Entries not
+    applied stay pending for the drain.
     """
     if not redis_available():
         return
@@ -273,8 +273,8 @@ def apply_after_commit(entries: Sequence[OutboxEntry], *, mark: bool = True) -> 
 
 def send_after_commit(entry_ids: Sequence[int], *, alone: bool = False, long: bool = False) -> None:
     """Have ``outbox_apply`` sent for pending entries (``on_commit`` of task kinds), via this
-        process's sender (``core.sender``); at once when eager, ``alone`` or
-        ``OUTBOX_SEND_COALESCE_SECONDS`` is 0. A refused message is logged; the drain applies the entries.
+    process's sender (``core.sender``); at once when eager, ``alone`` or
+    ``OUTBOX_SEND_COALESCE_SECONDS`` is 0. A refused message is logged; the drain applies the entries.
     """
     from .tasks import outbox_apply  # the task module imports this one
 
@@ -358,9 +358,9 @@ def _apply_kind(kind: Kind, entries: list[OutboxEntry], result: ApplyResult, mar
 def apply_entries(entries: Sequence[OutboxEntry], *, mark: bool = True) -> ApplyResult:
     """Apply ``entries`` (any kinds, lower stages first) and mark the applied ones.
 
-        :param mark: False applies them (``provisional`` handlers where they exist) and leaves them pending.
-        :returns: an ``ApplyResult``.
-        :raises: ``REDIS_ERRORS`` from a handler propagate (the remaining entries stay pending).
+    :param mark: False applies them (``provisional`` handlers where they exist) and leaves them pending.
+    :returns: an ``ApplyResult``.
+    :raises: ``REDIS_ERRORS`` from a handler propagate (the remaining entries stay pending).
     """
     result = ApplyResult()
     by_kind: dict[str, list[OutboxEntry]] = defaultdict(list)
@@ -378,10 +378,10 @@ def apply_entries(entries: Sequence[OutboxEntry], *, mark: bool = True) -> Apply
 
 def apply_pending_before(entry: OutboxEntry, kind: str, **where: int | None) -> None:
     """Apply and mark the pending entries of ``kind`` matching ``where`` recorded before ``entry``
-        (what ``entry``'s handler depends on: the follow mirror before a feed job).
+    (what ``entry``'s handler depends on: the follow mirror before a feed job).
 
-        :raises EntryNotApplied: one of them could not be applied (``entry`` must wait).
-        :raises: ``REDIS_ERRORS``.
+    :raises EntryNotApplied: one of them could not be applied (``entry`` must wait).
+    :raises: ``REDIS_ERRORS``.
     """
     pending = list(OutboxEntry.objects.filter(kind=kind, applied_at__isnull=True, id__lt=entry.pk, **where))
     if pending and apply_entries(pending).stuck:
@@ -394,7 +394,7 @@ def apply_pending_before(entry: OutboxEntry, kind: str, **where: int | None) -> 
 @dataclass
 class DrainResult:
     """One drain's figures: ``applied``, ``stuck`` (left pending), ``rebuilt`` (the mirror),
-        ``redis_down``, ``reapplied`` (marked pending again after a rollback).
+    ``redis_down``, ``reapplied`` (marked pending again after a rollback).
     """
 
     applied: int = 0
@@ -432,12 +432,12 @@ class Rollback:
 def watch_redis() -> Rollback | None:
     """Notice a Redis that restarted with older data (``run_id`` changed), and write this drain's heartbeat.
 
-        After a restart, entries applied since the restored heartbeat less
-        ``ROLLBACK_MARGIN_SECONDS`` are marked pending again. Runs under the ``RedisWatch``
-        row's lock; on a cluster each master is watched. Design: docs/architecture.md#consistency-under-faults.
+    After a restart, entries applied since the restored heartbeat less
+    ``ROLLBACK_MARGIN_SECONDS`` are marked pending again. Runs under the ``RedisWatch``
+    row's lock; on a cluster each master is watched. Design: docs/architecture.md#consistency-under-faults.
 
-        :returns: a ``Rollback`` after a restart, else None.
-        :raises: ``REDIS_ERRORS``.
+    :returns: a ``Rollback`` after a restart, else None.
+    :raises: ``REDIS_ERRORS``.
     """
     client = get_redis()
     rollbacks = [found for name, server, sentinel in watched_servers(client) if (found := _watch_server(name, server, sentinel)) is not None]
@@ -511,14 +511,14 @@ def drain(
 ) -> DrainResult:
     """Rebuild the mirror if Redis lost it, then apply every pending entry, oldest first; purge old applied ones.
 
-        Entries are walked by id (keyset), so one that cannot be applied is skipped, not retried in a loop.
+    Entries are walked by id (keyset), so one that cannot be applied is skipped, not retried in a loop.
 
-        :param batch: entries per round; default ``SOCIAL_OUTBOX_DRAIN_BATCH``.
-        :param max_batches: stop after this many rounds (None: to the end).
-        :param start_rebuild: rebuild the mirror (``rebuild_locked``) when the sentinel is missing.
-        :param task_grace_seconds: task kinds younger than this are left to their task;
-            default ``OUTBOX_TASK_GRACE_SECONDS``.
-        :returns: a ``DrainResult``; Redis errors are caught (``redis_down``).
+    :param batch: entries per round; default ``SOCIAL_OUTBOX_DRAIN_BATCH``.
+    :param max_batches: stop after this many rounds (None: to the end).
+    :param start_rebuild: rebuild the mirror (``rebuild_locked``) when the sentinel is missing.
+    :param task_grace_seconds: task kinds younger than this are left to their task;
+        default ``OUTBOX_TASK_GRACE_SECONDS``.
+    :returns: a ``DrainResult``; Redis errors are caught (``redis_down``).
     """
     result = DrainResult()
     size = batch or int(settings.SOCIAL_OUTBOX_DRAIN_BATCH)
@@ -563,12 +563,12 @@ def drain(
 
 class BackgroundDrain:
     """``drain`` every ``interval`` seconds (default ``SOCIAL_OUTBOX_DRAIN_SECONDS``) in a daemon
-        thread: beat's job, for a process that serves without beat (``run_demo``).
+    thread: beat's job, for a process that serves without beat (``run_demo``).
 
-        :param paused: called before each round; True skips it.
-        :param start_rebuild: passed to ``drain``.
+    :param paused: called before each round; True skips it.
+    :param start_rebuild: passed to ``drain``.
 
-        A failed round is logged and the next one tries again.
+    A failed round is logged and the next one tries again.
     """
 
     def __init__(self, *, interval: float | None = None, paused: Callable[[], bool] = lambda: False, start_rebuild: bool = True) -> None:
@@ -631,10 +631,10 @@ class RebuildResult:
 @primary_reads()
 def rebuild_locked() -> RebuildResult:
     """Run every registered rebuilder under one Redis lock (``SET NX EX`` with a token, renewed by
-        ``renew``, expiring after ``REBUILD_LOCK_SECONDS``), then set the sentinel.
+    ``renew``, expiring after ``REBUILD_LOCK_SECONDS``), then set the sentinel.
 
-        :returns: a ``RebuildResult``.
-        :raises: ``REDIS_ERRORS`` when Redis failed mid-rebuild (the lock expires).
+    :returns: a ``RebuildResult``.
+    :raises: ``REDIS_ERRORS`` when Redis failed mid-rebuild (the lock expires).
     """
     client = get_redis()
     lock = RedisLock(client=client, key=redis_keys.rebuild_lock_key(), milliseconds=REBUILD_LOCK_SECONDS * 1000)

@@ -41,7 +41,7 @@ class InvalidCursorError(InvalidInput):
 @dataclass(frozen=True)
 class Cursor:
     """The position after an item: its ``score`` and ``member`` id; ``token`` (also ``str(cursor)``) is
-        ``v1:<score>:<member>`` in unpadded base64url.
+    ``v1:<score>:<member>`` in unpadded base64url.
     """
 
     score: int
@@ -59,10 +59,10 @@ class Cursor:
     def parse(cls, raw: str | None, *, max_score: int, min_member: int) -> Cursor | None:
         """The cursor a client sent (None or "" for the first page).
 
-                :param max_score: the largest score of this kind of list (``MAX_SECONDS`` or ``MAX_MILLISECONDS``).
-                :param min_member: the smallest member (1 for accounts, 0 for note positions).
-                :raises InvalidCursorError: not a token ``Cursor.token`` made, a field out of range, or a
-                    time a datetime cannot hold.
+        :param max_score: the largest score of this kind of list (``MAX_SECONDS`` or ``MAX_MILLISECONDS``).
+        :param min_member: the smallest member (1 for accounts, 0 for note positions).
+        :raises InvalidCursorError: not a token ``Cursor.token`` made, a field out of range, or a
+            time a datetime cannot hold.
         """
         if raw is None or raw == "":
             return None
@@ -142,9 +142,9 @@ def _decode(rows: Sequence[object]) -> list[Item]:
 
 def redis_page(client: redis.Redis, keys: Sequence[str], *, cursor: Cursor | None, limit: int) -> list[Item]:
     """Up to ``limit`` items after ``cursor`` from one sorted set or the merge of its shards, in one
-        round trip (ties longer than ``TIE_CHUNK`` walked in chunks).
+    round trip (ties longer than ``TIE_CHUNK`` walked in chunks).
 
-        :returns: ``[(member_id, score)]`` newest first.
+    :returns: ``[(member_id, score)]`` newest first.
     """
     pipe = pipeline(client)
     decode = queue_redis_page(client, pipe, keys, cursor=cursor, limit=limit)
@@ -156,8 +156,8 @@ def queue_redis_page(
 ) -> Callable[[Sequence[Any]], list[Item]]:
     """Queue ``redis_page``'s reads on ``pipe``.
 
-        :returns: a function taking the replies of exactly these commands (queue order) and
-            returning the page as ``redis_page`` does.
+    :returns: a function taking the replies of exactly these commands (queue order) and
+        returning the page as ``redis_page`` does.
     """
     for key in keys:
         if cursor is None:
@@ -222,9 +222,9 @@ def db_page(
     score_of: Callable[[datetime], int] = lambda at: int(at.timestamp()),
 ) -> list[Item]:
     """The same page as ``redis_page`` from a queryset filtered to one owner (the (owner, created_at,
-        member) index); runs of equal seconds are re-sorted by member string, the one cut by LIMIT re-read whole.
+    member) index); runs of equal seconds are re-sorted by member string, the one cut by LIMIT re-read whole.
 
-        :returns: ``[(member_id, score)]`` newest first, at most ``limit``.
+    :returns: ``[(member_id, score)]`` newest first, at most ``limit``.
     """
     ordered = queryset.order_by(f"-{time_field}", f"-{member_field}")
     fields = (member_field, time_field)

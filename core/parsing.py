@@ -46,10 +46,10 @@ _ALLOWED_CONTROLS = {"\n", "\r", "\t"}
 
 def parse_id(raw: object, *, name: str = "id") -> int:
     """A positive integer id (1 to 2**63 - 1) from a JSON integer or a string of ASCII digits without
-        a leading zero or spaces (``str.isdigit`` and ``int`` accept far more).
+    a leading zero or spaces (``str.isdigit`` and ``int`` accept far more).
 
-        :raises InvalidInput: anything else (``"abc"``, ``"-1"``, ``"1.5"``, ``True``, ``"²"``,
-            ``"000011"``, ``"13 "``).
+    :raises InvalidInput: anything else (``"abc"``, ``"-1"``, ``"1.5"``, ``True``, ``"²"``,
+        ``"000011"``, ``"13 "``).
     """
     message = f"{name} must be a positive integer."
     if isinstance(raw, bool):
@@ -145,8 +145,8 @@ MAX_SCROLL_OFFSET = 100_000
 def parse_scroll(last_id: str | None, offset: str | None) -> tuple[int | None, int]:
     """The scroll contract's ``lastId`` (a publish time in ms, None for the top) and ``offset``.
 
-        :raises InvalidInput: not plain whole numbers, ``lastId`` past what a datetime can hold,
-            or an ``offset`` without a ``lastId``.
+    :raises InvalidInput: not plain whole numbers, ``lastId`` past what a datetime can hold,
+        or an ``offset`` without a ``lastId``.
     """
     parsed_last = None if last_id in (None, "") else parse_number(last_id, name="lastId", minimum=0, maximum=MAX_MILLISECONDS)
     parsed_offset = parse_number(offset, name="offset", minimum=0, maximum=MAX_SCROLL_OFFSET, default=0)
@@ -218,9 +218,9 @@ def _visible(char: str) -> bool:
 def parse_text(raw: object, *, name: str, max_length: int) -> str:
     """Text a person wrote (a note's body): trimmed, at most ``max_length`` characters.
 
-        :raises InvalidInput: absent (None); not a string; a NUL or another control character
-            (newline, carriage return and tab are allowed); a lone surrogate; nothing visible
-            (spaces, format characters, combining marks, blank letters such as U+3164); too long.
+    :raises InvalidInput: absent (None); not a string; a NUL or another control character
+        (newline, carriage return and tab are allowed); a lone surrogate; nothing visible
+        (spaces, format characters, combining marks, blank letters such as U+3164); too long.
     """
     if raw is None:
         raise InvalidInput(f"{name} is required.")
@@ -241,9 +241,9 @@ def parse_text(raw: object, *, name: str, max_length: int) -> str:
 
 def validate_display_name(value: str) -> None:
     """Validator of display names: no control, format (bidi overrides, zero-width) or surrogate
-        characters, which could disguise or reorder the names beside it.
+    characters, which could disguise or reorder the names beside it.
 
-        :raises django.core.exceptions.ValidationError: such a character is in ``value``.
+    :raises django.core.exceptions.ValidationError: such a character is in ``value``.
     """
     if any(unicodedata.category(char) in ("Cc", "Cf", "Cs") for char in value):
         raise ValidationError("A display name cannot hold control, formatting or direction characters.", code="invalid")

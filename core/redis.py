@@ -91,8 +91,8 @@ def _breaker(node: str) -> _Breaker:
 def redis_available(node: str = "") -> bool:
     """Whether this caller should try Redis (the master ``node`` on a cluster) now.
 
-        :returns: True while the breaker is closed; False while it is open; True for exactly one
-            caller (the probe) once ``REDIS_CIRCUIT_OPEN_SECONDS`` passed (<= 0 disables breakers).
+    :returns: True while the breaker is closed; False while it is open; True for exactly one
+        caller (the probe) once ``REDIS_CIRCUIT_OPEN_SECONDS`` passed (<= 0 disables breakers).
     """
     breaker = _breaker(node)
     if breaker.state == _CLOSED or float(settings.REDIS_CIRCUIT_OPEN_SECONDS) <= 0:
@@ -178,9 +178,9 @@ def breaker_state(node: str = "") -> str:
 
 def intersect_sets(client: redis.Redis, keys: list[str]) -> set[bytes | str]:
     """SINTER of ``keys``, the one place a command spans two users' keys (on a cluster: read per key
-        in one pipeline, intersected here).
+    in one pipeline, intersected here).
 
-        :returns: the members common to every key, as bytes.
+    :returns: the members common to every key, as bytes.
     """
     if not keys:
         return set()
@@ -219,9 +219,9 @@ def all_sentinel_keys(client: redis.Redis) -> list[str]:
 
 def mirror_ready(client: redis.Redis, keys: Sequence[str] = ()) -> bool:
     """Whether the mirror is populated where ``keys`` live (their sentinels exist; with none, one per
-        master), each look cached per process for ``SENTINEL_TTL_SECONDS``.
+    master), each look cached per process for ``SENTINEL_TTL_SECONDS``.
 
-        :raises redis.exceptions.RedisError: Redis unreachable.
+    :raises redis.exceptions.RedisError: Redis unreachable.
     """
     now = time.monotonic()
     unseen = [key for key in sentinel_keys(client, keys) if _sentinel_seen.get(key, 0.0) <= now]
@@ -278,11 +278,11 @@ def watched_servers(client: redis.Redis) -> list[tuple[str, redis.Redis, str]]:
 
 def redis_or_database(redis_read: Callable[[redis.Redis], T], database_read: Callable[[], T], *, keys: Sequence[str] = ()) -> T:
     """Run ``redis_read(client)``, or ``database_read()`` while the breaker is open, the mirror is not
-        built, or the call fails.
+    built, or the call fails.
 
-        :param keys: the keys ``redis_read`` reads, main one first (their master's breaker and
-            sentinels; none: the whole-cluster breaker and every sentinel).
-        :returns: whichever answered; Redis errors open the breaker, never raise.
+    :param keys: the keys ``redis_read`` reads, main one first (their master's breaker and
+        sentinels; none: the whole-cluster breaker and every sentinel).
+    :returns: whichever answered; Redis errors open the breaker, never raise.
     """
     node = breaker_node(keys[0]) if keys else ""
     client: redis.Redis | None = None

@@ -57,7 +57,7 @@ def page_reads() -> Iterator[None]:
 @contextmanager
 def primary_reads() -> Iterator[None]:
     """Send every read of this block to the primary, also inside ``page_reads()`` (for code that writes
-        what it reads); usable as a decorator, each call entering afresh.
+    what it reads); usable as a decorator, each call entering afresh.
     """
     token = _reads.set(_PINNED)
     try:
@@ -100,8 +100,8 @@ def remember_write(response: HttpResponse) -> None:
 class ReplicaReadsMiddleware:
     """Page reads of GET and HEAD requests may use the replica, unless the actor wrote recently.
 
-        Placed after ``AuthenticationMiddleware``; the context ends when the view returns (a
-        streaming body reads the primary).
+    Placed after ``AuthenticationMiddleware``; the context ends when the view returns (a
+    streaming body reads the primary).
     """
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:

@@ -20,9 +20,9 @@ from .redis import REDIS_ERRORS, redis_available, redis_failed
 def outbox_apply(*, entry_ids: list[int]) -> dict[str, int]:
     """Apply the pending entries ``entry_ids``; Redis down is not retried here (the drain applies them).
 
-        ``acks_late`` with ``reject_on_worker_lost``: a worker killed mid-task leaves the message redelivered.
+    ``acks_late`` with ``reject_on_worker_lost``: a worker killed mid-task leaves the message redelivered.
 
-        :returns: ``{"applied": n, "stuck": m}`` (both 0 when Redis is down).
+    :returns: ``{"applied": n, "stuck": m}`` (both 0 when Redis is down).
     """
     pending = OutboxEntry.objects.filter(pk__in=entry_ids, applied_at__isnull=True)
     if not redis_available():  # the breaker is open: no waiting for a Redis timeout
@@ -46,8 +46,8 @@ def _leave_to_the_drain(pending: QuerySet[OutboxEntry]) -> None:
 @task(acks_late=True, soft_time_limit=settings.LONG_TASK_TIME_LIMIT, time_limit=settings.LONG_TASK_TIME_LIMIT + 60)
 def outbox_drain() -> dict[str, Any]:
     """Apply every pending outbox entry (beat, every SOCIAL_OUTBOX_DRAIN_SECONDS), rebuilding a lost
-        mirror first; purge old applied ones. Redis down is not an error.
+    mirror first; purge old applied ones. Redis down is not an error.
 
-        :returns: ``DrainResult.as_dict()``.
+    :returns: ``DrainResult.as_dict()``.
     """
     return outbox.drain().as_dict()

@@ -41,8 +41,8 @@ def fan_username(celebrity_id: int, index: int) -> str:
 def _insert_fans(names: list[str]) -> None:
     """INSERT IGNORE the accounts ``names`` in one statement; existing usernames are skipped.
 
-        Values are rendered once from a template ``User`` (bulk_create spends most of its time on 13
-        fields per row); fan usernames need no quoting.
+    Values are rendered once from a template ``User`` (bulk_create spends most of its time on 13
+    fields per row); fan usernames need no quoting.
     """
     if connection.vendor != "mysql":
         User.objects.bulk_create(
@@ -91,13 +91,13 @@ def celebrity_make(
 ) -> CelebrityResult:
     """Make sure account ``username`` (created if missing) has ``followers`` fan accounts following it.
 
-        :param followers: number of fans; fans ``0..followers-1`` are created if missing (re-runnable).
-        :param ties: fans per follow second (fan ``i`` at ``start + i // ties``), to exercise tie order.
-        :param batch: rows per INSERT.
-        :param rebuild: rebuild the account's Redis keys afterwards.
-        :param on_progress: called with the number of fans done in each batch.
-        :returns: a ``CelebrityResult``.
-        :raises ValueError: for a negative ``followers`` or ``ties`` < 1.
+    :param followers: number of fans; fans ``0..followers-1`` are created if missing (re-runnable).
+    :param ties: fans per follow second (fan ``i`` at ``start + i // ties``), to exercise tie order.
+    :param batch: rows per INSERT.
+    :param rebuild: rebuild the account's Redis keys afterwards.
+    :param on_progress: called with the number of fans done in each batch.
+    :returns: a ``CelebrityResult``.
+    :raises ValueError: for a negative ``followers`` or ``ties`` < 1.
     """
     if followers < 0 or ties < 1 or batch < 1:
         raise ValueError("followers must be >= 0, ties and batch >= 1")

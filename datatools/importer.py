@@ -56,7 +56,7 @@ SQLITE_BULK_PRAGMAS = {"synchronous": "OFF", "cache_size": "-524288", "temp_stor
 @dataclass
 class ImportStats:
     """Counts of one import: ``users_created``, ``edges_read``, ``self_loops`` and ``duplicates``
-        skipped, ``edges_inserted`` (new rows), ``method`` (``"load"``, ``"sqlite"`` or ``"insert"``).
+    skipped, ``edges_inserted`` (new rows), ``method`` (``"load"``, ``"sqlite"`` or ``"insert"``).
     """
 
     users_created: int = 0
@@ -127,8 +127,8 @@ def unique_edges(sources: list[int], targets: list[int], stats: ImportStats) -> 
 def _insert_users_mysql(usernames: list[str], password_hash: str) -> None:
     """Multi-row INSERT IGNORE of new accounts; every other column takes the model's default.
 
-        Values are rendered once from a template ``User`` (bulk_create spent most of its time
-        rendering 13 fields per row); usernames are ``u<int>`` and need no quoting.
+    Values are rendered once from a template ``User`` (bulk_create spent most of its time
+    rendering 13 fields per row); usernames are ``u<int>`` and need no quoting.
     """
     template = User(username="", password=password_hash)
     fields = [f for f in User._meta.concrete_fields if not f.primary_key]
@@ -215,8 +215,8 @@ def _load_connection() -> Any:
 def _load_follows_mysql(edges: list[tuple[int, int]], user_of: dict[int, int]) -> int | None:
     """Load every follow in one ``LOAD DATA LOCAL INFILE`` into the empty follows table.
 
-        :returns: the number of rows loaded, or None when the fast path does not apply (the table
-            has rows, or the server refuses LOCAL INFILE).
+    :returns: the number of rows loaded, or None when the fast path does not apply (the table
+        has rows, or the server refuses LOCAL INFILE).
     """
     import MySQLdb
 
@@ -270,7 +270,7 @@ def _sqlite_fast_path() -> bool:
 def sqlite_bulk_load(raw: sqlite3.Connection) -> Iterator[None]:
     """Set ``SQLITE_BULK_PRAGMAS`` on the sqlite3 connection ``raw`` for the block, then restore them.
 
-        Enter outside a transaction (``temp_store`` and ``synchronous`` apply to later transactions).
+    Enter outside a transaction (``temp_store`` and ``synchronous`` apply to later transactions).
     """
     saved = {name: raw.execute(f"PRAGMA {name}").fetchone()[0] for name in SQLITE_BULK_PRAGMAS}
     for name, value in SQLITE_BULK_PRAGMAS.items():
@@ -369,12 +369,12 @@ def graph_import(
 ) -> ImportStats:
     """Import the edge list at ``path``.
 
-        :param password: password given to every created user (None: unusable).
-        :param limit: import only the first ``limit`` edges (test slices).
-        :param on_progress: called with the number of edges just handled.
-        :param on_stage: called with a line saying what a long step without edge progress is doing.
-        :returns: ``ImportStats``.
-        :raises DatasetError: on a malformed line.
+    :param password: password given to every created user (None: unusable).
+    :param limit: import only the first ``limit`` edges (test slices).
+    :param on_progress: called with the number of edges just handled.
+    :param on_stage: called with a line saying what a long step without edge progress is doing.
+    :returns: ``ImportStats``.
+    :raises DatasetError: on a malformed line.
     """
     stats = ImportStats()
     # The password hash (PBKDF2, which releases the GIL) is computed beside the parsing.

@@ -139,16 +139,16 @@ def mirror_warm_up(
 ) -> WarmupResult:
     """Bring the demo's data and the Redis mirror up to date, for a site that serves meanwhile.
 
-        Replays the notes if there are none; when the mirror is missing or stale (``MirrorState``)
-        rebuilds feeds and graph under the rebuild lock, sentinel last; drains the outbox; sets the
-        watermark; compacts the embedded server's AOF. Progress is in ``ff:demo:warmup`` (``failed``
-        with the error on failure).
+    Replays the notes if there are none; when the mirror is missing or stale (``MirrorState``)
+    rebuilds feeds and graph under the rebuild lock, sentinel last; drains the outbox; sets the
+    watermark; compacts the embedded server's AOF. Progress is in ``ff:demo:warmup`` (``failed``
+    with the error on failure).
 
-        :param replay_notes: replay the demo's notes when there are none.
-        :param on_progress: called with a ``WarmupProgress`` after each batch.
-        :returns: a ``WarmupResult``.
-        :raises: ``REDIS_ERRORS``, database errors, ``RedisLockLost`` (the lock expired under it)
-            and ``DatasetError`` (the activity file is missing and could not be fetched).
+    :param replay_notes: replay the demo's notes when there are none.
+    :param on_progress: called with a ``WarmupProgress`` after each batch.
+    :returns: a ``WarmupResult``.
+    :raises: ``REDIS_ERRORS``, database errors, ``RedisLockLost`` (the lock expired under it)
+        and ``DatasetError`` (the activity file is missing and could not be fetched).
     """
     started = time.perf_counter()
     result = WarmupResult()

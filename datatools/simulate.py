@@ -118,11 +118,11 @@ def _body(row: Row, mapping: dict[int, tuple[int, str]]) -> str:
 
 def replay(plan: ReplayPlan, *, on_progress: Callable[[int], None] | None = None) -> int:
     """Insert the planned notes in bulk (id order = publish order), marked fanned out, in ONE
-        transaction (an interrupted replay leaves none, so ``--if-empty`` runs it again); no
-        signals, no fan-out: the caller rebuilds the feeds.
+    transaction (an interrupted replay leaves none, so ``--if-empty`` runs it again); no
+    signals, no fan-out: the caller rebuilds the feeds.
 
-        :param on_progress: called with the number of notes just written.
-        :returns: the number of notes created.
+    :param on_progress: called with the number of notes just written.
+    :returns: the number of notes created.
     """
     fanned_out_at = timezone.now()
     created = 0

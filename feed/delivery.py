@@ -165,7 +165,7 @@ def queue_add(pipe: Pipe, key: str, entries: Iterable[Entry]) -> None:
 
 def is_pull_author(client: redis.Redis, author_id: int) -> bool:
     """Whether ``author_id``'s notes are pulled at read time: in the pull set already (sticky until a
-        full rebuild), or at least ``FANOUT_PULL_THRESHOLD`` followers now (then added to it).
+    full rebuild), or at least ``FANOUT_PULL_THRESHOLD`` followers now (then added to it).
     """
     if client.sismember(redis_keys.pull_authors_key(), str(author_id)):
         return True
@@ -214,10 +214,10 @@ def follower_batches(
 ) -> Iterator[list[int]]:
     """Yield ``author_id``'s followers in batches of at most ``batch`` ids (SSCAN may repeat one: harmless).
 
-        :param part: ``Part(parts, index)``: only followers whose id is ``index`` modulo ``parts``; None: all.
-        :param source: ``"redis"`` (every layout), ``"database"`` (Follow rows, also of a
-            deactivated author) or ``"auto"`` (Redis when the mirror is built).
-        :raises: Redis errors (REDIS_ERRORS) propagate so the outbox entry stays pending.
+    :param part: ``Part(parts, index)``: only followers whose id is ``index`` modulo ``parts``; None: all.
+    :param source: ``"redis"`` (every layout), ``"database"`` (Follow rows, also of a
+        deactivated author) or ``"auto"`` (Redis when the mirror is built).
+    :raises: Redis errors (REDIS_ERRORS) propagate so the outbox entry stays pending.
     """
     size = batch or fan_out_batch_size()
     use_redis = source == "redis" or (source == "auto" and mirror_ready(client))
@@ -249,9 +249,9 @@ READER_KEYS: tuple[Callable[[int], str], ...] = (
 
 def _per_reader(client: redis.Redis, source: str, args: Sequence[int | str], reader_ids: Sequence[int]) -> int:
     """Run script ``source`` with ``args``, the ``READER_KEYS`` templates and the reader ids: one call
-        on one server; on a cluster one per hash slot, pipelined per master.
+    on one server; on a cluster one per hash slot, pipelined per master.
 
-        :returns: the sum of the calls' replies.
+    :returns: the sum of the calls' replies.
     """
     script = lua(source)
     templates: list[str] = [part for build in READER_KEYS for part in tag_template(build)]
@@ -269,7 +269,7 @@ def _per_reader(client: redis.Redis, source: str, args: Sequence[int | str], rea
 def deliver(client: redis.Redis, reader_ids: Sequence[int], author_id: int, entries: Sequence[Entry]) -> int:
     """Add ``author_id``'s ``entries`` to each reader's inbox that is maintained and still follows the author (``DELIVER_LUA``).
 
-        :returns: the number of inbox writes made (readers reached times entries).
+    :returns: the number of inbox writes made (readers reached times entries).
     """
     if not reader_ids or not entries:
         return 0
@@ -284,8 +284,8 @@ def withdraw(
 ) -> int:
     """Remove ``note_ids`` from each reader's inbox (and a build under way) with ``WITHDRAW_LUA``.
 
-        :param unless_following: an author id whose re-followers keep the notes; None removes them always.
-        :returns: the number of members removed.
+    :param unless_following: an author id whose re-followers keep the notes; None removes them always.
+    :returns: the number of members removed.
     """
     if not reader_ids or not note_ids:
         return 0
@@ -314,9 +314,9 @@ def fan_out_to_followers(
     client: redis.Redis, author_id: int, entries: Sequence[Entry], *, source: str = "auto", part: Part | None = None
 ) -> tuple[int, int]:
     """Deliver ``entries`` to ``author_id``'s followers (or one ``part``), one script call per batch,
-        sleeping ``FEED_FANOUT_BATCH_PAUSE_SECONDS`` between batches.
+    sleeping ``FEED_FANOUT_BATCH_PAUSE_SECONDS`` between batches.
 
-        :returns: ``(followers_walked, inbox_writes)``.
+    :returns: ``(followers_walked, inbox_writes)``.
     """
     followers = writes = 0
     pause = fan_out_batch_pause()

@@ -44,10 +44,10 @@ SPOILER_MAX_LENGTH = 500
 class Note(models.Model):
     """A short post by ``author``, shown in the home feed of every follower.
 
-        ``created_at`` (whole ms) is its score in every inbox and outbox. Hidden (``is_hidden``),
-        soft-deleted (``deleted_at``) or by a deactivated author, it leaves every feed. Mirrored in
-        Redis (``feed.redis_keys``) by its ``feed.note`` outbox entry; ``fanned_out_at`` is set when
-        the fan-out finished.
+    ``created_at`` (whole ms) is its score in every inbox and outbox. Hidden (``is_hidden``),
+    soft-deleted (``deleted_at``) or by a deactivated author, it leaves every feed. Mirrored in
+    Redis (``feed.redis_keys``) by its ``feed.note`` outbox entry; ``fanned_out_at`` is set when
+    the fan-out finished.
     """
 
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notes")
@@ -89,7 +89,7 @@ class Note(models.Model):
 
 class InboxReconcileRun(models.Model):
     """One run of the inbox reconcile and its figures, updated after every batch (``last_user_id`` is
-        the checkpoint ``--resume`` continues); ``finished_at`` None while under way or interrupted.
+    the checkpoint ``--resume`` continues); ``finished_at`` None while under way or interrupted.
     """
 
     started_at = models.DateTimeField(default=timezone.now)

@@ -104,11 +104,11 @@ def parse_author_value(value: bytes) -> tuple[str, str]:
 
 def queue_cache_fill(pipe: Pipe, notes: Iterable[Note], *, replace: bool) -> int:
     """Queue writes of the cache entries of ``notes`` and their (loaded) authors on ``pipe``; invisible
-        notes and inactive authors are left out.
+    notes and inactive authors are left out.
 
-        :param replace: ``SET`` over entries and tombstones (the fan-out); False: ``SET NX`` only
-            where neither is (a reader's fill). Authors are always ``NX``.
-        :returns: the number of commands queued.
+    :param replace: ``SET`` over entries and tombstones (the fan-out); False: ``SET NX`` only
+        where neither is (a reader's fill). Authors are always ``NX``.
+    :returns: the number of commands queued.
     """
     queued = 0
     authors: dict[int, User] = {}
@@ -149,9 +149,9 @@ def cache_forget(client: redis.Redis, *, note_ids: Iterable[int] = (), author_id
 
 def cache_forget_now(*, note_ids: Sequence[int]) -> bool:
     """Forget the cached notes ``note_ids`` right after a commit, best effort (nothing while the breaker
-        is open; a failure opens it); the note's ``feed.note`` job forgets again either way.
+    is open; a failure opens it); the note's ``feed.note`` job forgets again either way.
 
-        :returns: True when the tombstones were written.
+    :returns: True when the tombstones were written.
     """
     if not note_ids:
         return True
@@ -168,9 +168,9 @@ def cache_forget_now(*, note_ids: Sequence[int]) -> bool:
 
 def lookup(client: redis.Redis, keys: Sequence[str], set_key: str, members: Sequence[int]) -> tuple[list[Any], list[bool]]:
     """The values of the string ``keys`` (None where missing) and whether each of ``members`` is in
-        ``set_key``, in one round trip (raw ``MGET`` and ``SMISMEMBER``; on a cluster one ``GET`` each, routed).
+    ``set_key``, in one round trip (raw ``MGET`` and ``SMISMEMBER``; on a cluster one ``GET`` each, routed).
 
-        :raises: Redis errors (``REDIS_ERRORS``).
+    :raises: Redis errors (``REDIS_ERRORS``).
     """
     if not keys and not members:
         return [], []
@@ -220,12 +220,12 @@ def resolve_notes(
     client: redis.Redis, note_ids: Sequence[int], *, reader_id: int, following_key: str, muted: Collection[int] = ()
 ) -> Resolved:
     """Look up ``note_ids`` and their authors in the note cache, and whether ``reader_id`` (following
-        set ``following_key``) follows those authors.
+    set ``following_key``) follows those authors.
 
-        One round trip when this process met every id before, else two; misses cost a query for
-        notes and one for authors, on the primary, and a fill (``SET NX``).
+    One round trip when this process met every id before, else two; misses cost a query for
+    notes and one for authors, on the primary, and a fill (``SET NX``).
 
-        :raises: Redis errors (``REDIS_ERRORS``).
+    :raises: Redis errors (``REDIS_ERRORS``).
     """
     if not note_ids:
         return Resolved(shown={}, stale=set())

@@ -58,11 +58,11 @@ class FanOut:
 
 def note_fan_out(*, note_id: int) -> FanOut:
     """Deliver note ``note_id``: its author's outbox, then every follower's maintained inbox (pull
-        authors: the outbox only); idempotent; marks ``fanned_out_at``; withdrawn again if the
-        note was hidden or deleted meanwhile.
+    authors: the outbox only); idempotent; marks ``fanned_out_at``; withdrawn again if the
+    note was hidden or deleted meanwhile.
 
-        :returns: ``FanOut``; ``skipped`` when the note is gone or not visible.
-        :raises: ``REDIS_ERRORS`` (the entry stays pending).
+    :returns: ``FanOut``; ``skipped`` when the note is gone or not visible.
+    :raises: ``REDIS_ERRORS`` (the entry stays pending).
     """
     note = Note.objects.select_related("author").filter(pk=note_id).first()
     if note is None:
@@ -113,10 +113,10 @@ def unpack_part(object_id: int) -> delivery.Part:
 
 def note_fan_out_part(*, note_id: int, part: delivery.Part) -> FanOut:
     """Deliver note ``note_id`` to one part of its author's followers (a split fan-out), with
-        ``note_fan_out``'s checks; parts run in any order, on any worker, twice.
+    ``note_fan_out``'s checks; parts run in any order, on any worker, twice.
 
-        :returns: ``FanOut(mode="push")`` with this part's figures; ``skipped`` when the note is gone or not visible.
-        :raises: ``REDIS_ERRORS`` (the entry stays pending).
+    :returns: ``FanOut(mode="push")`` with this part's figures; ``skipped`` when the note is gone or not visible.
+    :raises: ``REDIS_ERRORS`` (the entry stays pending).
     """
     note = Note.objects.filter(pk=note_id).first()
     if note is None or not note.is_visible:
@@ -130,11 +130,11 @@ def note_fan_out_part(*, note_id: int, part: delivery.Part) -> FanOut:
 
 def note_retract(*, note_id: int, author_id: int | None = None) -> int:
     """Remove note ``note_id`` from the note cache, its author's outbox and every follower's inbox
-        (followers from the Follow rows when the author is deactivated); a note visible again is left alone.
+    (followers from the Follow rows when the author is deactivated); a note visible again is left alone.
 
-        :param author_id: needed when the row is gone (hard delete).
-        :returns: the number of inbox members removed.
-        :raises: ``REDIS_ERRORS`` (the entry stays pending).
+    :param author_id: needed when the row is gone (hard delete).
+    :returns: the number of inbox members removed.
+    :raises: ``REDIS_ERRORS`` (the entry stays pending).
     """
     note = Note.objects.select_related("author").filter(pk=note_id).first()
     if note is not None and note.is_visible:
@@ -175,11 +175,11 @@ def _follows(follower_id: int, followee_id: int) -> bool:
 
 def inbox_backfill_followee(*, follower_id: int, followee_id: int) -> int:
     """After ``follower_id`` followed ``followee_id``: add the followee's newest ``INBOX_MAX_LEN``
-        visible notes to the follower's inbox. Nothing when the follow is gone, the followee is a
-        pull author or the inbox is not maintained.
+    visible notes to the follower's inbox. Nothing when the follow is gone, the followee is a
+    pull author or the inbox is not maintained.
 
-        :returns: the number of notes added.
-        :raises: ``REDIS_ERRORS``.
+    :returns: the number of notes added.
+    :raises: ``REDIS_ERRORS``.
     """
     if not _follows(follower_id, followee_id):
         return 0
@@ -200,10 +200,10 @@ def _mutes(muter_id: int, muted_id: int) -> bool:
 
 def inbox_remove_followee(*, follower_id: int, followee_id: int, muted: bool = False) -> int:
     """After ``follower_id`` unfollowed ``followee_id``: remove the followee's notes (read from the
-        inbox) and ids whose row is gone, only while Redis says the follower does not follow it (``WITHDRAW_LUA``).
+    inbox) and ids whose row is gone, only while Redis says the follower does not follow it (``WITHDRAW_LUA``).
 
-        :returns: the number of inbox members removed.
-        :raises: ``REDIS_ERRORS``.
+    :returns: the number of inbox members removed.
+    :raises: ``REDIS_ERRORS``.
     """
     client = get_redis()
     members = delivery.member_ids(client.zrange(redis_keys.inbox_key(follower_id), 0, -1))
@@ -231,10 +231,10 @@ def inbox_follow_apply(*, follower_id: int, followee_id: int) -> int:
 
 def author_feed_refresh(*, author_id: int) -> int:
     """After ``author_id`` was (de)activated: take its notes out of its followers' inboxes (from the
-        Follow rows) or put its newest back and rebuild its outbox; drop or rebuild its own inbox.
+    Follow rows) or put its newest back and rebuild its outbox; drop or rebuild its own inbox.
 
-        :returns: the number of inbox members removed or written.
-        :raises: ``REDIS_ERRORS``.
+    :returns: the number of inbox members removed or written.
+    :raises: ``REDIS_ERRORS``.
     """
     row = User.objects.filter(pk=author_id).values_list("is_active", flat=True).first()
     client = get_redis()
@@ -261,10 +261,10 @@ def author_feed_refresh(*, author_id: int) -> int:
 
 def account_purge(*, user_id: int) -> int:
     """After account ``user_id`` was deleted: unlink its feed keys and note cache entry, take it out
-        of the pull set; nothing when the account exists.
+    of the pull set; nothing when the account exists.
 
-        :returns: the number of keys removed.
-        :raises: ``REDIS_ERRORS``.
+    :returns: the number of keys removed.
+    :raises: ``REDIS_ERRORS``.
     """
     if User.objects.filter(pk=user_id).exists():
         return 0
@@ -276,9 +276,9 @@ def account_purge(*, user_id: int) -> int:
 
 def deletion_record(*, user_id: int) -> int:
     """In the transaction deleting ``user_id`` (before the cascade): record its ``feed.purge`` and a
-        ``feed.pair`` per follower.
+    ``feed.pair`` per follower.
 
-        :returns: the number of entries recorded.
+    :returns: the number of entries recorded.
     """
     followers = list(Follow.objects.filter(followee_id=user_id).values_list("follower_id", flat=True))
     outbox.record_many(PAIR, [(follower_id, user_id) for follower_id in followers])
@@ -292,8 +292,8 @@ def deletion_record(*, user_id: int) -> int:
 def author_cache_forget(*, user_ids: Sequence[int]) -> int:
     """Forget the cached display fields of accounts ``user_ids`` (renamed, (de)activated, deleted).
 
-        :returns: the number of accounts forgotten.
-        :raises: ``REDIS_ERRORS`` (the entries stay pending).
+    :returns: the number of accounts forgotten.
+    :raises: ``REDIS_ERRORS`` (the entries stay pending).
     """
     return note_cache.cache_forget(get_redis(), author_ids=sorted(set(user_ids)))
 
@@ -307,7 +307,7 @@ def _apply_author_cache(entries: Sequence[OutboxEntry]) -> None:
 
 def _each(apply: Callable[[OutboxEntry], object]) -> Callable[[Sequence[OutboxEntry]], None]:
     """A handler applying entries one by one, duplicates once: the newest, whose
-        ``apply_pending_before`` confirms what all of them depend on.
+    ``apply_pending_before`` confirms what all of them depend on.
     """
 
     def handler(entries: Sequence[OutboxEntry]) -> None:

@@ -43,7 +43,7 @@ class Candidate:
 @dataclass
 class Window:
     """One round of Redis reads: complete ``items`` in feed order, whether ``more`` follow above the
-        horizon, and the ``horizon`` (None: no read reached a set's lowest entry, or all are empty).
+    horizon, and the ``horizon`` (None: no read reached a set's lowest entry, or all are empty).
     """
 
     items: list[Candidate]
@@ -54,8 +54,8 @@ class Window:
 @dataclass(slots=True)
 class KeyRead:
     """One round's read of one sorted set: ``items`` ``[(note_id, score_ms)]`` strictly after the
-        position; ``cut``, the lowest score read when the read was full; ``tail``, the set's lowest
-        score when the read reached it (None: the read was full, or found nothing below the position).
+    position; ``cut``, the lowest score read when the read was full; ``tail``, the set's lowest
+    score when the read reached it (None: the read was full, or found nothing below the position).
     """
 
     items: list[tuple[int, int]]
@@ -69,7 +69,7 @@ def _parse(reply: Sequence[tuple[Any, float]]) -> list[tuple[int, int]]:
 
 def queue_key_read(pipe: Pipe, key: str, after: Position | None, n: int) -> int:
     """Queue a read of up to ``n`` ids of ``key`` from ``after``'s score down (included) on ``pipe``;
-        returns how many replies it takes (``parse_key_read``).
+    returns how many replies it takes (``parse_key_read``).
     """
     if after is None:
         pipe.zrevrange(key, 0, n - 1, withscores=True)
@@ -108,9 +108,9 @@ def redis_window(
 ) -> Window:
     """Read up to ``n`` ids per key strictly after ``after`` and merge them, cut where the merge stops being complete.
 
-        One round trip for the keys not in ``reads``. When fewer than ``need`` (default ``n``) ids
-        are left, the runs at the cut scores are re-read whole and kept (a second round trip:
-        Redis orders a run by member bytes, the feed by id).
+    One round trip for the keys not in ``reads``. When fewer than ``need`` (default ``n``) ids
+    are left, the runs at the cut scores are re-read whole and kept (a second round trip:
+    Redis orders a run by member bytes, the feed by id).
     """
     found = dict(reads or {})
     todo = [key for key in keys if key not in found]
@@ -168,7 +168,7 @@ def redis_window(
 @dataclass(slots=True)
 class InboxRound:
     """A page's first round: ``synced`` and ``rebuilding`` (the inbox's markers), ``pulled`` (the
-        pull authors the reader follows), ``read`` (the inbox's first window, or None).
+    pull authors the reader follows), ``read`` (the inbox's first window, or None).
     """
 
     synced: bool
@@ -189,11 +189,11 @@ def _scored(reply: Sequence[Any]) -> list[tuple[int, int]]:
 
 def inbox_round(client: redis.Redis, *, reader_id: int, pull: Sequence[int], after: Position | None, n: int) -> InboxRound:
     """The inbox's markers, which of ``pull`` the reader follows (``SMISMEMBER``), and the inbox's first
-        window (``n`` ids after ``after``; 0: none), in one pipeline to the reader's slot's master.
+    window (``n`` ids after ``after``; 0: none), in one pipeline to the reader's slot's master.
 
-        Commands go raw (``execute_command``): redis-py's reply callbacks cost more than the commands on a cached page.
+    Commands go raw (``execute_command``): redis-py's reply callbacks cost more than the commands on a cached page.
 
-        :raises: ``REDIS_ERRORS``; a moved slot is one.
+    :raises: ``REDIS_ERRORS``; a moved slot is one.
     """
     inbox = redis_keys.inbox_key(reader_id)
     pipe: Pipe = (node_client(client, inbox) if is_cluster(client) else client).pipeline(transaction=False)
@@ -222,10 +222,10 @@ def inbox_round(client: redis.Redis, *, reader_id: int, pull: Sequence[int], aft
 class Feed:
     """Where one reader's feed comes from.
 
-        ``keys``: the inbox and pulled outboxes (empty on the database path); ``client``: redis-py
-        or None; ``following_key``: the reader's following set; ``first``: prefetched first-round
-        reads; ``followees``: author ids the database reads are limited to (None: the following set
-        or follow rows); ``checked``/``hidden``: authors ``visible`` asked about / found hidden.
+    ``keys``: the inbox and pulled outboxes (empty on the database path); ``client``: redis-py
+    or None; ``following_key``: the reader's following set; ``first``: prefetched first-round
+    reads; ``followees``: author ids the database reads are limited to (None: the following set
+    or follow rows); ``checked``/``hidden``: authors ``visible`` asked about / found hidden.
     """
 
     reader_id: int
@@ -244,7 +244,7 @@ class Feed:
 
     def check(self, author_ids: Collection[int]) -> set[int]:
         """Ask the database (``social.visibility.hidden_authors``) about the authors among ``author_ids``
-                not checked yet (one query, none when all are known); returns every author found hidden so far.
+        not checked yet (one query, none when all are known); returns every author found hidden so far.
         """
         todo = set(author_ids) - self.checked
         if todo:
@@ -262,10 +262,10 @@ class Feed:
 
     def database_followees(self) -> Collection[int] | QuerySet[Any]:
         """The authors of the database part of the feed: ``followees``; on the Redis path the following
-                set (read once, only past the horizon); else the active follow rows as a
-                ``values("followee_id")`` queryset. Muted and hidden authors are left out.
+        set (read once, only past the horizon); else the active follow rows as a
+        ``values("followee_id")`` queryset. Muted and hidden authors are left out.
 
-                :raises: ``REDIS_ERRORS`` on the Redis path.
+        :raises: ``REDIS_ERRORS`` on the Redis path.
         """
         if self.followees is None and self.client is not None and self.following_key:
             self.followees = {int(member) for member in self.client.smembers(self.following_key)} - set(self.muted)
@@ -311,9 +311,9 @@ def first_window(limit: int) -> int:
 def read_page(feed: Feed, after: Position | None, limit: int) -> Page:
     """The ``limit`` notes of ``feed`` strictly after ``after`` (None: from the top).
 
-        Redis rounds (``redis_window`` and ``note_cache.resolve_notes``) until ``limit + 1`` notes
-        or the horizon, then at most one database query; notes ``Feed.visible`` drops are replaced
-        from further down.
+    Redis rounds (``redis_window`` and ``note_cache.resolve_notes``) until ``limit + 1`` notes
+    or the horizon, then at most one database query; notes ``Feed.visible`` drops are replaced
+    from further down.
     """
     want = limit + 1
     shown: list[FeedNote] = []
@@ -382,7 +382,7 @@ def read_page(feed: Feed, after: Position | None, limit: int) -> Page:
 
 def visible_run(feed: Feed, score: int) -> list[int]:
     """Ids of the notes ``feed`` shows at exactly ``score`` (ms), ascending, from Redis above the
-        horizon else the database; through ``Feed.visible`` so an offset counts what pages showed.
+    horizon else the database; through ``Feed.visible`` so an offset counts what pages showed.
     """
     if feed.client is None or not feed.keys:
         return _visible_ids(feed, database_run(feed.database_followees(), score))
@@ -408,9 +408,9 @@ def _visible_ids(feed: Feed, run: list[tuple[int, int]]) -> list[int]:
 def position_from_scroll(feed: Feed, last_id: int, offset: int) -> tuple[Position, int]:
     """Translate the scroll contract ``(lastId, offset)`` to a position.
 
-        ``offset`` counts the notes at score ``last_id`` already seen, in feed order (0: none).
+    ``offset`` counts the notes at score ``last_id`` already seen, in feed order (0: none).
 
-        :returns: ``(position, seen)``, ``seen`` being ``offset`` capped at the length of that run.
+    :returns: ``(position, seen)``, ``seen`` being ``offset`` capped at the length of that run.
     """
     if offset == 0:
         return Position(last_id, 0), 0

@@ -22,7 +22,7 @@ MAX_NOTE_ID = 2**63 - 1
 @dataclass(frozen=True, order=True)
 class Position:
     """A place in the feed order (a page holds the notes strictly after it): ``score`` in unix ms;
-        ``note_id`` 0 is "before every note of that ms", ``MAX_NOTE_ID`` "after all of them".
+    ``note_id`` 0 is "before every note of that ms", ``MAX_NOTE_ID`` "after all of them".
     """
 
     score: int
@@ -76,8 +76,8 @@ class FeedAuthor:
 @dataclass(slots=True, eq=False)
 class FeedNote:
     """A note as the home timeline shows it: ``id`` (also ``pk``), ``author_id``, ``author``
-        (``FeedAuthor``), ``body``, ``created_at``, ``published_ms`` (its score). Not a model
-        (descriptors cost more than the cache read); holds all that rendering reads, so no query.
+    (``FeedAuthor``), ``body``, ``created_at``, ``published_ms`` (its score). Not a model
+    (descriptors cost more than the cache read); holds all that rendering reads, so no query.
     """
 
     id: int
@@ -118,7 +118,7 @@ class Page:
 
 def scroll_state(page: Page, last_id: int | None, seen: int) -> tuple[int | None, int]:
     """``(minTime, offset)`` to send back after ``page``: the notes at ``minTime`` the client has seen,
-        including earlier pages' when the whole page shares the previous minimum.
+    including earlier pages' when the whole page shares the previous minimum.
     """
     if not page.notes:
         return last_id, seen

@@ -47,7 +47,7 @@ SYNC_MARGIN = timedelta(hours=1)
 
 def synced_until(last_seen_at: datetime | None) -> datetime | None:
     """Until when an inbox rebuilt now stays complete: the reader's last visit plus ``FEED_ACTIVE_DAYS``
-        minus ``SYNC_MARGIN``; None when already past (or never seen).
+    minus ``SYNC_MARGIN``; None when already past (or never seen).
     """
     if last_seen_at is None:
         return None
@@ -106,8 +106,8 @@ return 1
 
 def database_inboxes(reader_ids: Sequence[int], pulled: Collection[int]) -> dict[int, list[Entry]]:
     """What each reader's inbox must hold: ``{reader_id: [(note_id, score_ms)]}``, newest first: the
-        newest ``INBOX_MAX_LEN`` visible notes of active followees, less ``pulled`` and muted authors.
-        One query (a ROW_NUMBER window per reader).
+    newest ``INBOX_MAX_LEN`` visible notes of active followees, less ``pulled`` and muted authors.
+    One query (a ROW_NUMBER window per reader).
     """
     truth: dict[int, list[Entry]] = {int(reader_id): [] for reader_id in reader_ids}
     if not truth:
@@ -155,12 +155,12 @@ def pull_authors(client: redis.Redis) -> set[int]:
 def inboxes_rebuild(reader_ids: Sequence[int]) -> dict[int, InboxRebuild]:
     """Rebuild the inboxes of ``reader_ids`` from the database, pipelined (three round trips, two queries).
 
-        Each build lock is taken before the database read; the swap script sets or clears the
-        synced marker (``synced_until``); a deactivated or deleted reader's inbox is dropped.
+    Each build lock is taken before the database read; the swap script sets or clears the
+    synced marker (``synced_until``); a deactivated or deleted reader's inbox is dropped.
 
-        :returns: ``{reader_id: InboxRebuild}``; ``busy`` for a reader whose inbox another rebuild holds.
-        :raises: Redis errors (REDIS_ERRORS) and database errors propagate; the rebuilding flags
-            and the build locks taken are released either way.
+    :returns: ``{reader_id: InboxRebuild}``; ``busy`` for a reader whose inbox another rebuild holds.
+    :raises: Redis errors (REDIS_ERRORS) and database errors propagate; the rebuilding flags
+        and the build locks taken are released either way.
     """
     client = get_redis()
     ids = list(dict.fromkeys(int(reader_id) for reader_id in reader_ids))
@@ -325,9 +325,9 @@ def rebuild_all_outboxes(
 ) -> int:
     """Rebuild every author's outbox from the database, ``batch_users`` account ids at a time.
 
-        :param start_after: skip accounts with ids up to this one (resume).
-        :param on_progress: called with the number of ids walked after each batch.
-        :returns: the outbox entries written.
+    :param start_after: skip accounts with ids up to this one (resume).
+    :param on_progress: called with the number of ids walked after each batch.
+    :returns: the outbox entries written.
     """
     client = get_redis()
     started = timezone.now()
@@ -357,11 +357,11 @@ def rebuild_all_inboxes(
     on_progress: Callable[[str, int], None] | None = None,
 ) -> FeedRebuildStats:
     """Rebuild every feed structure: the pull set, every outbox, the inbox of every reader seen
-        within ``FEED_ACTIVE_DAYS``.
+    within ``FEED_ACTIVE_DAYS``.
 
-        :param start_after: skip accounts with ids up to this one (resume).
-        :param on_progress: called with ``("outboxes", users_in_batch)`` and ``("inboxes", readers_in_batch)``.
-        :returns: ``FeedRebuildStats``.
+    :param start_after: skip accounts with ids up to this one (resume).
+    :param on_progress: called with ``("outboxes", users_in_batch)`` and ``("inboxes", readers_in_batch)``.
+    :returns: ``FeedRebuildStats``.
     """
     stats = FeedRebuildStats(last_user_id=start_after)
     stats.pull_authors = len(pull_authors_rebuild())

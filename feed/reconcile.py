@@ -101,16 +101,16 @@ def reconcile_inboxes(
     on_progress: Callable[[int], None] | None = None,
 ) -> InboxReport:
     """Compare the maintained inboxes of active readers (or one ``user_id``, or a ``sample``) with the
-        database and rebuild those that differ unless told not to.
+    database and rebuild those that differ unless told not to.
 
-        :param repair: False for a dry run.
-        :param sample: fraction 0 < f <= 1 of readers, chosen at random per id.
-        :param start_after: walk reader ids above this one (resume).
-        :param on_batch: called with the running report after each batch (checkpoint).
-        :param on_progress: called with the number of readers walked after each batch.
-        :returns: an ``InboxReport``.
-        :raises ValueError: ``sample`` outside (0, 1].
-        :raises: ``REDIS_ERRORS``; repaired batches stay repaired.
+    :param repair: False for a dry run.
+    :param sample: fraction 0 < f <= 1 of readers, chosen at random per id.
+    :param start_after: walk reader ids above this one (resume).
+    :param on_batch: called with the running report after each batch (checkpoint).
+    :param on_progress: called with the number of readers walked after each batch.
+    :returns: an ``InboxReport``.
+    :raises ValueError: ``sample`` outside (0, 1].
+    :raises: ``REDIS_ERRORS``; repaired batches stay repaired.
     """
     if not 0 < sample <= 1:
         raise ValueError("sample must be in (0, 1]")

@@ -49,8 +49,8 @@ class InboxState:
 @dataclass
 class TimelinePage:
     """A timeline page, newest first: ``notes`` (``FeedNote``s, or ``Note``s with authors for an author's
-        timeline); ``next_cursor`` (None at the end); ``catching_up`` (inbox being rebuilt, notes from
-        the database); ``source`` (``"redis"`` or ``"database"``).
+    timeline); ``next_cursor`` (None at the end); ``catching_up`` (inbox being rebuilt, notes from
+    the database); ``source`` (``"redis"`` or ``"database"``).
     """
 
     notes: Sequence[Note | FeedNote]
@@ -104,7 +104,7 @@ def _database_feed(user_id: int) -> Feed:
 
 def _redis_feed(client: redis.Redis, user_id: int, start: Start | None) -> tuple[Feed | None, bool]:
     """The Redis feed of ``user_id`` and whether it is catching up; None when Redis can't serve it
-        (one round trip: ``feed.page_reader.inbox_round``).
+    (one round trip: ``feed.page_reader.inbox_round``).
     """
     inbox = redis_keys.inbox_key(user_id)
     if not mirror_ready(client, [inbox]):
@@ -170,7 +170,7 @@ def home_timeline(*, user_id: int, cursor: Cursor | None, limit: int, database_o
 
 def home_timeline_scroll(*, user_id: int, last_id: int | None, offset: int, limit: int) -> ScrollPage:
     """The home timeline in the scroll contract (``lastId`` = a publish time in ms): first ``lastId``
-        absent (or now) and ``offset`` 0, then the previous answer's ``minTime`` and ``offset``.
+    absent (or now) and ``offset`` 0, then the previous answer's ``minTime`` and ``offset``.
     """
 
     def read(feed: Feed) -> tuple[Page, int]:
@@ -202,7 +202,7 @@ def shown_visibilities(*, viewer_id: int | None, author_id: int) -> tuple[str, .
 
 def user_timeline(*, author_id: int, cursor: Cursor | None, limit: int, viewer_id: int | None = None) -> TimelinePage:
     """``author_id``'s own visible notes that ``viewer_id`` may see (None: signed out), newest first,
-        from the database (``(author, created_at, id)`` index).
+    from the database (``(author, created_at, id)`` index).
     """
     visibilities = shown_visibilities(viewer_id=viewer_id, author_id=author_id)
     rows = Note.objects.filter(is_hidden=False, deleted_at__isnull=True, author__is_active=True, author_id=author_id, visibility__in=visibilities)

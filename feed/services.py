@@ -87,9 +87,9 @@ def note_create(
 
 def note_hide(*, note: Note, hidden: bool) -> bool:
     """Hide (moderation) or unhide ``note``: readers stop showing it at once, a task retracts it after
-        commit; unhiding delivers it again at its place in time.
+    commit; unhiding delivers it again at its place in time.
 
-        :returns: True when the flag changed.
+    :returns: True when the flag changed.
     """
     with transaction.atomic():
         changed = Note.objects.filter(pk=note.pk, is_hidden=not hidden).update(is_hidden=hidden)
@@ -168,7 +168,7 @@ def inbox_keep_synced(*, user_id: int, last_seen_at: datetime | None) -> bool:
 
 def feed_visit(*, user: User) -> None:
     """A reader opens the home feed: record the visit, keep the synced marker in step, queue a
-        catch-up if the inbox is not synced. Never raises for Redis.
+    catch-up if the inbox is not synced. Never raises for Redis.
     """
     touched = user_touch_seen(user=user)
     if touched:

@@ -68,7 +68,7 @@ class Notification(models.Model):
 
 class UnreadCounter(models.Model):
     """How many visible notifications of ``recipient`` are ``unread``; every writer of them locks it
-        first, and ``version`` (raised by each) orders writes of the Redis mirror.
+    first, and ``version`` (raised by each) orders writes of the Redis mirror.
     """
 
     recipient = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+")
@@ -85,7 +85,7 @@ RECONCILE_FIGURES = ("rows_found", "rows_fixed", "groups_found", "groups_fixed",
 
 class NotificationsReconcileRun(models.Model):
     """One run of ``reconcile_notifications`` and its figures: ``*_found`` (rows, groups, counters,
-        mirrors that differed) and ``*_fixed`` (0 in a dry run); ``finished_at`` None: running or failed.
+    mirrors that differed) and ``*_fixed`` (0 in a dry run); ``finished_at`` None: running or failed.
     """
 
     started_at = models.DateTimeField(default=timezone.now)

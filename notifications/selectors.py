@@ -52,10 +52,10 @@ return 1
 
 def counter_publish(client: redis.Redis, recipient_id: int, version: int, unread: int, *, repair: bool = False) -> bool:
     """Write ``unread`` (at ``version``) to ``recipient_id``'s Redis counter unless a newer version is
-        there (``repair``: the reconcile's mode, ``PUBLISH_LUA``).
+    there (``repair``: the reconcile's mode, ``PUBLISH_LUA``).
 
-        :returns: whether it was written.
-        :raises: ``REDIS_ERRORS``.
+    :returns: whether it was written.
+    :raises: ``REDIS_ERRORS``.
     """
     args = [version, unread, redis_keys.UNREAD_TTL_SECONDS, "repair" if repair else "newer"]
     return bool(lua(PUBLISH_LUA)(keys=[redis_keys.unread_key(recipient_id)], args=args, client=client))
@@ -68,7 +68,7 @@ def unread_database(*, user_id: int) -> int:
 
 def unread_count(*, user_id: int) -> int:
     """The unread notifications of ``user_id``, O(1): one GET; while missing, the counter row (then
-        stored); the database alone while Redis is down.
+    stored); the database alone while Redis is down.
     """
 
     def from_redis(client: redis.Redis) -> int:
@@ -86,7 +86,7 @@ def unread_count(*, user_id: int) -> int:
 @dataclass(frozen=True)
 class GroupLine:
     """One line of the notifications page: ``count`` of ``kind`` on one day, newest ``actors`` first,
-        and its ``text`` (forms: docs/behaviours.md, Notifications).
+    and its ``text`` (forms: docs/behaviours.md, Notifications).
     """
 
     group_id: int
@@ -167,8 +167,8 @@ def blocked_ids_database(*, user_id: int) -> set[int]:
 
 def groups_page(*, user_id: int, cursor: Cursor | None, limit: int) -> GroupPage:
     """``user_id``'s notification lines, newest first, keyset-paged on ``(updated_at, id)``: three
-        queries whatever the counts (a fourth while a block's rows await their refresh). Blocked rows
-        and hidden actors are taken off each count; a line left with none is not shown.
+    queries whatever the counts (a fourth while a block's rows await their refresh). Blocked rows
+    and hidden actors are taken off each count; a line left with none is not shown.
     """
     rows = NotificationGroup.objects.filter(recipient_id=user_id, count__gt=0)
     if cursor is not None:

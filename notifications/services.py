@@ -67,8 +67,8 @@ def _insert_ignore(table: str, columns: str, values: list[Any]) -> None:
 
 def _ensure_rows(recipient_id: int, kind: str, now_day: date) -> None:
     """``INSERT IGNORE`` the recipient's counter row and the day's group row in their own commits,
-        so the job's transaction locks existing rows only (locking a missing row takes gap locks,
-        which deadlocked under a follow storm).
+    so the job's transaction locks existing rows only (locking a missing row takes gap locks,
+    which deadlocked under a follow storm).
     """
     _insert_ignore(UnreadCounter._meta.db_table, "recipient_id, unread, version", [recipient_id, 0, 0])
     now = connection.ops.adapt_datetimefield_value(timezone.now())
@@ -78,11 +78,11 @@ def _ensure_rows(recipient_id: int, kind: str, now_day: date) -> None:
 
 def notification_add(kind: str, *, recipient_id: int, actor_id: int) -> bool:
     """Record that ``actor_id`` did ``kind`` (``FOLLOW``, ``REQUEST``, ``APPROVED``) to ``recipient_id``,
-        if it still stands; idempotent (a repeat within ``REPEAT_SECONDS`` changes nothing; later, the
-        row comes back to the top, unread).
+    if it still stands; idempotent (a repeat within ``REPEAT_SECONDS`` changes nothing; later, the
+    row comes back to the top, unread).
 
-        :returns: True when the recipient has one more unread notification.
-        :raises ValueError: an unknown ``kind``.
+    :returns: True when the recipient has one more unread notification.
+    :raises ValueError: an unknown ``kind``.
     """
     if kind not in (FOLLOW, REQUEST, APPROVED):
         raise ValueError(f"unknown notification kind {kind!r}")
@@ -138,9 +138,9 @@ def _share_lock_account(user_id: int) -> None:
 
 def _refresh_groups(group_ids: Sequence[int]) -> int:
     """Derive each group's count, newest actors, time and unread flag from its visible rows, under the
-        caller's counter lock, in pk order (two refreshes lock alike).
+    caller's counter lock, in pk order (two refreshes lock alike).
 
-        :returns: how many groups changed.
+    :returns: how many groups changed.
     """
     changed = 0
     for group in NotificationGroup.objects.select_for_update().filter(pk__in=group_ids).order_by("pk"):
@@ -180,10 +180,10 @@ def recipient_refresh(*, recipient_id: int, group_ids: Sequence[int] = ()) -> No
 
 def pair_refresh(*, user_id: int, other_id: int) -> int:
     """Make the notifications between two accounts agree with the database now (after a block or an
-        ended request): rows that no longer stand go, their groups are derived again, both counters
-        recounted; idempotent.
+    ended request): rows that no longer stand go, their groups are derived again, both counters
+    recounted; idempotent.
 
-        :returns: how many rows were removed.
+    :returns: how many rows were removed.
     """
     ids = sorted({user_id, other_id})
 
@@ -287,7 +287,7 @@ def counter_recount(*, recipient_id: int) -> int:
 @dataclass
 class NotificationsDrift:
     """Figures of a notifications reconcile: ``*_found`` differed, ``*_fixed`` were repaired (0 in a
-        dry run), for rows, groups, counters and the Redis mirrors.
+    dry run), for rows, groups, counters and the Redis mirrors.
     """
 
     rows_found: int = 0
@@ -362,12 +362,12 @@ def notifications_reconcile(
     *, dry_run: bool = False, batch_users: int = 2000, on_progress: Callable[[int, NotificationsDrift], None] | None = None
 ) -> NotificationsDrift:
     """Check notification rows, groups, counters and Redis counters against the rows, ``batch_users``
-        recipient ids at a time, and repair unless ``dry_run`` (under each recipient's counter lock);
-        safe to interrupt and re-run.
+    recipient ids at a time, and repair unless ``dry_run`` (under each recipient's counter lock);
+    safe to interrupt and re-run.
 
-        :param on_progress: called with ``(ids walked, the batch's figures)`` after each batch.
-        :returns: the figures (``NotificationsDrift``).
-        :raises: ``REDIS_ERRORS``.
+    :param on_progress: called with ``(ids walked, the batch's figures)`` after each batch.
+    :returns: the figures (``NotificationsDrift``).
+    :raises: ``REDIS_ERRORS``.
     """
     client = get_redis()
     total = NotificationsDrift()

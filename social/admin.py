@@ -163,7 +163,7 @@ class FollowAdmin(CanonicalIdsAdmin, admin.ModelAdmin[Follow]):
     @admin.action(permissions=["delete"], description="Delete selected follows (as unfollows; at most 1000)")
     def delete_selected(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse | None:
         """Django's confirm-then-delete action, capped at ``BULK_DELETE_MAX`` follows; named to replace the
-                site-wide action, deleting through ``delete_queryset``.
+        site-wide action, deleting through ``delete_queryset``.
         """
         if bounded_count(queryset, BULK_DELETE_MAX) > BULK_DELETE_MAX:
             self.message_user(
@@ -184,7 +184,7 @@ RECENT_FOLLOWS = 10
 @dataclass
 class FollowPanel:
     """The account page's follow figures: ``mirror_*`` (``follow_counts``; ``mirror_source``),
-        ``database_*`` (rows of active accounts), ``recent_*`` (newest follows).
+    ``database_*`` (rows of active accounts), ``recent_*`` (newest follows).
     """
 
     mirror_followers: int | None
@@ -206,7 +206,7 @@ class FollowPanel:
 
 def follow_panel(user: User) -> FollowPanel:
     """Counts from the mirror and the database, and the newest follows of ``user``: four indexed
-        queries and one or two Redis round trips, whatever the account's size.
+    queries and one or two Redis round trips, whatever the account's size.
     """
     source = "Redis" if redis_available() else "database (Redis unavailable)"
     counts = follow_counts(user_id=user.pk)

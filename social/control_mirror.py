@@ -127,10 +127,10 @@ def user_control_pairs(user_id: int) -> list[Pair]:
 
 def controls_differences(client: redis.Redis, user_ids: Sequence[int], garbage: list[tuple[str, str, bytes]] | None = None) -> set[Pair]:
     """The pairs of ``user_ids`` whose blocks or mutes Redis shows otherwise than the database (the
-        reconcile): one pipeline and two queries; expired mutes count as none, deleted accounts' ids as drift.
+    reconcile): one pipeline and two queries; expired mutes count as none, deleted accounts' ids as drift.
 
-        :param garbage: gets ``(command, key, member)`` removing each member that is not a decimal id.
-        :raises: ``REDIS_ERRORS``.
+    :param garbage: gets ``(command, key, member)`` removing each member that is not a decimal id.
+    :raises: ``REDIS_ERRORS``.
     """
     ids = sorted({int(user_id) for user_id in user_ids})
     if not ids:

@@ -61,7 +61,7 @@ class ControlResult:
 def _lock_pair(actor_id: int, other_id: int, *, other_active: bool = True) -> User:
     """Lock both accounts' rows in id order (controls and follows of a pair serialise on them) and return the other account.
 
-        :raises ControlTargetNotFoundError: no such account (or it is deactivated and ``other_active``).
+    :raises ControlTargetNotFoundError: no such account (or it is deactivated and ``other_active``).
     """
     locked = {user.pk: user for user in User.objects.select_for_update().filter(pk__in=sorted({actor_id, other_id})).order_by("pk")}
     other = locked.get(other_id)
@@ -83,10 +83,10 @@ def _record(actor_id: int, other_id: int) -> None:
 def controls_mirror_refresh(*, user_id: int) -> int:
     """Record a ``social.control`` entry for every pair of ``user_id`` with a block or mute either way.
 
-        Call in the transaction deleting the account, before the cascade removes the rows (they
-        name the other accounts whose sets hold ``user_id``).
+    Call in the transaction deleting the account, before the cascade removes the rows (they
+    name the other accounts whose sets hold ``user_id``).
 
-        :returns: how many entries were recorded.
+    :returns: how many entries were recorded.
     """
     others: set[int] = set()
     others.update(Block.objects.filter(blocker_id=user_id).values_list("blocked_id", flat=True))
@@ -99,10 +99,10 @@ def controls_mirror_refresh(*, user_id: int) -> int:
 def block_create(*, actor: User, target_id: int) -> ControlResult:
     """``actor`` blocks ``target_id``: follows either way end (unfollow path), pending requests either way go.
 
-        :returns: ``ControlResult(changed=True, unfollowed=...)``.
-        :raises SelfControlError: ``actor`` is the target (400).
-        :raises ControlTargetNotFoundError: unknown or deactivated target (404).
-        :raises ControlConflictError: ``actor`` blocks the target already (409).
+    :returns: ``ControlResult(changed=True, unfollowed=...)``.
+    :raises SelfControlError: ``actor`` is the target (400).
+    :raises ControlTargetNotFoundError: unknown or deactivated target (404).
+    :raises ControlConflictError: ``actor`` blocks the target already (409).
     """
     _check_other(actor, target_id, "block")
 
@@ -129,9 +129,9 @@ def block_create(*, actor: User, target_id: int) -> ControlResult:
 def block_delete(*, actor: User, target_id: int) -> ControlResult:
     """``actor`` unblocks ``target_id`` (also when deactivated); no follow comes back by itself.
 
-        :raises SelfControlError: ``actor`` is the target (400).
-        :raises ControlTargetNotFoundError: no such account (404).
-        :raises ControlConflictError: ``actor`` does not block the target (409).
+    :raises SelfControlError: ``actor`` is the target (400).
+    :raises ControlTargetNotFoundError: no such account (404).
+    :raises ControlConflictError: ``actor`` does not block the target (409).
     """
     _check_other(actor, target_id, "unblock")
 
@@ -149,10 +149,10 @@ def block_delete(*, actor: User, target_id: int) -> ControlResult:
 def mute_create(*, actor: User, target_id: int, duration: timedelta | None = None) -> ControlResult:
     """``actor`` mutes ``target_id`` for ``duration`` (None: until unmuted; again: the new duration).
 
-        :returns: ``ControlResult(changed=True)``.
-        :raises SelfControlError: ``actor`` is the target (400).
-        :raises ControlTargetNotFoundError: unknown or deactivated target (404).
-        :raises InvalidInput: a duration that is not positive (400).
+    :returns: ``ControlResult(changed=True)``.
+    :raises SelfControlError: ``actor`` is the target (400).
+    :raises ControlTargetNotFoundError: unknown or deactivated target (404).
+    :raises InvalidInput: a duration that is not positive (400).
     """
     _check_other(actor, target_id, "mute")
     if duration is not None and duration <= timedelta(0):
@@ -236,9 +236,9 @@ def follower_remove(*, actor: User, follower_id: int) -> FollowResult:
 def follow_request_approve(*, actor: User, requester_id: int) -> FollowResult:
     """``actor`` approves ``requester_id``'s request: the request goes and the follow is created the normal way.
 
-        :raises FollowRequestNotFoundError: no pending request from that account to ``actor`` (404).
-        :raises ControlConflictError: the requester was deactivated or is at its following cap
-            (409; the request stays).
+    :raises FollowRequestNotFoundError: no pending request from that account to ``actor`` (404).
+    :raises ControlConflictError: the requester was deactivated or is at its following cap
+        (409; the request stays).
     """
 
     def write() -> FollowResult:
@@ -277,10 +277,10 @@ def follow_request_reject(*, actor: User, requester_id: int) -> bool:
 def account_privacy_set(*, actor: User, private: bool) -> int:
     """Turn ``actor``'s "approve followers" on or off; turning it off approves every pending request.
 
-        The flag and a ``social.privacy_open`` entry commit together under the owner's row lock;
-        the entry approves the requests after commit (the drain finishes an interrupted run).
+    The flag and a ``social.privacy_open`` entry commit together under the owner's row lock;
+    the entry approves the requests after commit (the drain finishes an interrupted run).
 
-        :returns: how many requests of active accounts were pending at the change.
+    :returns: how many requests of active accounts were pending at the change.
     """
 
     def write() -> int:
@@ -299,9 +299,9 @@ def account_privacy_set(*, actor: User, private: bool) -> int:
 
 def follow_requests_approve_all(*, owner_id: int, batch: int = 500) -> int:
     """Approve every pending request to ``owner_id`` while it is public, oldest first; requesters
-        who cannot follow now go. Re-runnable.
+    who cannot follow now go. Re-runnable.
 
-        :returns: how many were approved.
+    :returns: how many were approved.
     """
     approved = 0
     while True:

@@ -20,7 +20,7 @@ from .models import Follow
 
 class EpochSeconds(Func):
     """Whole unix seconds of a UTC datetime column, computed by the database (MariaDB: ``TIMESTAMPDIFF``,
-        independent of the session time zone unlike UNIX_TIMESTAMP; SQLite: ``strftime('%s', col)``).
+    independent of the session time zone unlike UNIX_TIMESTAMP; SQLite: ``strftime('%s', col)``).
     """
 
     output_field = BigIntegerField()
@@ -53,9 +53,9 @@ def active_edges_in_range(
 ) -> list[tuple[int, int, int]]:
     """Active edges whose ``field`` (``follower_id`` or ``followee_id``) is in ``(low, high]``.
 
-        :param inactive: ids of deactivated accounts read beforehand (no join then); None: both
-            endpoints are joined and checked by the database.
-        :returns: ``[(follower_id, followee_id, score_seconds)]``, both accounts active.
+    :param inactive: ids of deactivated accounts read beforehand (no join then); None: both
+        endpoints are joined and checked by the database.
+    :returns: ``[(follower_id, followee_id, score_seconds)]``, both accounts active.
     """
     rows = Follow.objects.filter(**{f"{field}__gt": low, f"{field}__lte": high})
     if inactive is None:

@@ -53,7 +53,7 @@ def follower_shard(follower_id: int) -> int:
 
 def unshard_threshold() -> int:
     """Follower count below which a sharded account goes back to one key:
-        ``FOLLOWERS_SHARD_THRESHOLD * FOLLOWERS_UNSHARD_RATIO`` (the gap is the hysteresis band).
+    ``FOLLOWERS_SHARD_THRESHOLD * FOLLOWERS_UNSHARD_RATIO`` (the gap is the hysteresis band).
     """
     return int(settings.FOLLOWERS_SHARD_THRESHOLD * settings.FOLLOWERS_UNSHARD_RATIO)
 
@@ -132,6 +132,6 @@ def stale_keys(user_id: int, follower_id: int, layout: bytes) -> list[KeyPair]:
 
 def every_set_key(user_id: int) -> list[str]:
     """The follower SET keys of ``user_id`` in every layout at once (single and all shards), for
-        finding every follower whatever the marker says (fan-out, deletion, rebuild).
+    finding every follower whatever the marker says (fan-out, deletion, rebuild).
     """
     return [single_keys(user_id)[0]] + [set_key for set_key, _ in all_shard_keys(user_id)]

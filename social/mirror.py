@@ -42,7 +42,7 @@ class MirrorNotConverged(EntryNotApplied):
 @dataclass(frozen=True)
 class Version:
     """The newest outbox entry of a pair a write applies: ``entry_id`` (grows in commit order per
-        pair: inserted after the row change, under its locks) and ``created_ms`` (unix ms).
+    pair: inserted after the row change, under its locks) and ``created_ms`` (unix ms).
     """
 
     entry_id: int
@@ -113,9 +113,9 @@ def queue_pair_write(
 ) -> None:
     """Queue on ``pipe`` the commands that make Redis show the pair as ``score`` (None: removed).
 
-        The followee's keys are ``layout.write_keys(layout_now)``; ``scrub`` also removes the
-        follower from the layout no longer live (a write that raced a marker flip); ``fence``
-        ``(version, confirmed, window)`` makes each side a versioned write (``FENCED_WRITE_LUA``).
+    The followee's keys are ``layout.write_keys(layout_now)``; ``scrub`` also removes the
+    follower from the layout no longer live (a write that raced a marker flip); ``fence``
+    ``(version, confirmed, window)`` makes each side a versioned write (``FENCED_WRITE_LUA``).
     """
     targets = layout.write_keys(followee_id, follower_id, layout_now)
     stale = layout.stale_keys(followee_id, follower_id, layout_now) if scrub else []
@@ -175,20 +175,20 @@ def mirror_apply_pairs(
 ) -> dict[int, LayoutObservation]:
     """Make Redis show each pair exactly as the database has it, race-safely.
 
-        Each round writes the pairs and re-reads each followee's marker and count in the same
-        pipeline, then re-reads the database; a pair whose row or marker moved is written again.
+    Each round writes the pairs and re-reads each followee's marker and count in the same
+    pipeline, then re-reads the database; a pair whose row or marker moved is written again.
 
-        :param pairs: ``(follower_id, followee_id)`` tuples, duplicates allowed.
-        :param hints: ``{pair: score | None}`` believed for some pairs (the first round writes
-            them unread); others are read from the database first.
-        :param verify: False writes once, with no database read after (a commit's first write).
-        :param versions: ``{pair: Version}`` of the entries applied: with ``verify`` they raise the
-            pair's fence; without, a pair is written only above its fence, and not once its entry
-            is older than half a fence window.
-        :returns: ``{followee_id: LayoutObservation}`` as the write pipeline saw them.
-        :raises redis.exceptions.ConnectionError: (and the other REDIS_ERRORS) when Redis is
-            unreachable; the caller keeps the outbox entry.
-        :raises MirrorNotConverged: when the database kept changing.
+    :param pairs: ``(follower_id, followee_id)`` tuples, duplicates allowed.
+    :param hints: ``{pair: score | None}`` believed for some pairs (the first round writes
+        them unread); others are read from the database first.
+    :param verify: False writes once, with no database read after (a commit's first write).
+    :param versions: ``{pair: Version}`` of the entries applied: with ``verify`` they raise the
+        pair's fence; without, a pair is written only above its fence, and not once its entry
+        is older than half a fence window.
+    :returns: ``{followee_id: LayoutObservation}`` as the write pipeline saw them.
+    :raises redis.exceptions.ConnectionError: (and the other REDIS_ERRORS) when Redis is
+        unreachable; the caller keeps the outbox entry.
+    :raises MirrorNotConverged: when the database kept changing.
     """
     wanted = list(dict.fromkeys((int(a), int(b)) for a, b in pairs))
     observed: dict[int, LayoutObservation] = {}
@@ -263,7 +263,7 @@ def _fence_of(versions: Mapping[Pair, Version], pair: Pair, confirmed: bool, win
 def user_pairs(user_id: int) -> list[Pair]:
     """Every pair touching ``user_id`` in the database or in Redis (a deleted account's rows are gone).
 
-        :raises: ``REDIS_ERRORS`` (the breaker is opened first).
+    :raises: ``REDIS_ERRORS`` (the breaker is opened first).
     """
     user_id = int(user_id)
     pairs: set[Pair] = set()

@@ -33,8 +33,8 @@ def follow_score(created_at: datetime) -> int:
 class Follow(models.Model):
     """One edge of the follow graph: ``follower`` follows ``followee``.
 
-        Mirrored in Redis (``social.redis_keys``) through the ``social.pair`` outbox entry the
-        services record; no signals.
+    Mirrored in Redis (``social.redis_keys``) through the ``social.pair`` outbox entry the
+    services record; no signals.
     """
 
     follower = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="following_edges")
@@ -61,7 +61,7 @@ class Follow(models.Model):
 class Block(models.Model):
     """``blocker`` blocks ``blocked``: neither follows the other nor sees the other's account.
 
-        Mirrored in ``blocks_key`` of both sides through the ``social.control`` entry; no signals.
+    Mirrored in ``blocks_key`` of both sides through the ``social.control`` entry; no signals.
     """
 
     blocker = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="blocks_made")
@@ -86,8 +86,8 @@ def live_mutes() -> Q:
 
 class Mute(models.Model):
     """``muter`` mutes ``muted`` until ``expires_at`` (None: until unmuted): only ``muted``'s notes leave
-        ``muter``'s home feed. Mirrored in ``mutes_key`` as ``Block``; expired rows are ignored on read
-        and deleted by ``mutes_expire``.
+    ``muter``'s home feed. Mirrored in ``mutes_key`` as ``Block``; expired rows are ignored on read
+    and deleted by ``mutes_expire``.
     """
 
     muter = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mutes_made")
@@ -112,7 +112,7 @@ class Mute(models.Model):
 
 class FollowRequest(models.Model):
     """``requester`` asks to follow the private account ``target``; approval deletes it and creates the
-        ``Follow`` the normal way. Database only.
+    ``Follow`` the normal way. Database only.
     """
 
     requester = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="follow_requests_made")
@@ -166,7 +166,7 @@ class FollowImport(models.Model):
 
 class ReconcileRun(models.Model):
     """One run of ``reconcile_social_cache`` and its drift figures, updated after every batch
-        (``last_user_id`` is the checkpoint ``--resume`` continues); ``finished_at`` None while under way or interrupted.
+    (``last_user_id`` is the checkpoint ``--resume`` continues); ``finished_at`` None while under way or interrupted.
     """
 
     started_at = models.DateTimeField(default=timezone.now)
@@ -203,7 +203,7 @@ class ReconcileRun(models.Model):
 
 class SuggestionReconcileRun(models.Model):
     """One run of ``reconcile_suggestions`` (``suggestions_reconcile``); ``finished_at`` None while under
-        way or after a failure (``error``).
+    way or after a failure (``error``).
     """
 
     started_at = models.DateTimeField(default=timezone.now)

@@ -31,11 +31,11 @@ QUEUED_TTL_SECONDS = 300
 
 def layout_migrations_enqueue(observed: dict[int, LayoutObservation]) -> list[int]:
     """Record a ``social.layout`` entry for each account whose observed count asks for another layout
-        (one SET NX on a ``queued`` key each, so a stream of follows records one entry).
+    (one SET NX on a ``queued`` key each, so a stream of follows records one entry).
 
-        :param observed: ``{followee_id: LayoutObservation}``.
-        :returns: the user ids for which an entry was recorded.
-        :raises: ``REDIS_ERRORS``; ``django.db.DatabaseError`` (the queued key then expires).
+    :param observed: ``{followee_id: LayoutObservation}``.
+    :returns: the user ids for which an entry was recorded.
+    :raises: ``REDIS_ERRORS``; ``django.db.DatabaseError`` (the queued key then expires).
     """
     due = [user_id for user_id, seen in observed.items() if layout.migration_due(followers=seen.count, layout=seen.layout)]
     if not due:
@@ -130,9 +130,9 @@ def suggestions_record(*user_ids: int) -> None:
 
 def suggestions_request(*, user_id: int) -> bool:
     """Record a ``SUGGEST_COMPUTE`` entry for ``user_id`` unless one was asked for within
-        ``SUGGESTIONS_QUEUED_TTL_SECONDS``. Best effort: nothing while Redis is down.
+    ``SUGGESTIONS_QUEUED_TTL_SECONDS``. Best effort: nothing while Redis is down.
 
-        :returns: True when an entry was recorded.
+    :returns: True when an entry was recorded.
     """
     if not redis_available():
         return False

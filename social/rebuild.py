@@ -119,7 +119,7 @@ def _queue_small_user(
     pipe: Pipe, user_id: int, following: list[tuple[int, int]], followers: list[tuple[int, int]]
 ) -> None:
     """Queue the replacement of a small single-layout account's four keys in one atomic step
-        (``SMALL_USER_LUA``: one command where build-aside-and-swap costs 24).
+    (``SMALL_USER_LUA``: one command where build-aside-and-swap costs 24).
     """
     keys = [
         redis_keys.following_set_key(user_id),
@@ -284,11 +284,11 @@ def _redis_neighbours(client: redis.Redis, user_id: int) -> tuple[set[int], set[
 @primary_reads()
 def rebuild_user(user_id: int, *, chunk: int = ADD_CHUNK) -> int:
     """Rebuild one account's keys from the database (aside, swapped in; sharded when big), and its
-        half of each neighbour's keys; drop edges the database lacks; re-apply follows committed
-        meanwhile (``changed_since``).
+    half of each neighbour's keys; drop edges the database lacks; re-apply follows committed
+    meanwhile (``changed_since``).
 
-        :returns: the number of edges of the account (both directions).
-        :raises: as ``mirror_apply_pairs`` (Redis unreachable).
+    :returns: the number of edges of the account (both directions).
+    :raises: as ``mirror_apply_pairs`` (Redis unreachable).
     """
     client = get_redis()
     started_at = timezone.now()
@@ -323,9 +323,9 @@ def rebuild_all(
 ) -> RebuildStats:
     """Rebuild the whole mirror, ``batch_users`` account ids at a time; sets the sentinel at the end.
 
-        :param start_after: resume after this user id (every step is idempotent).
-        :param on_progress: called with ``(users_done_in_batch, edges_in_batch)``.
-        :returns: ``RebuildStats``.
+    :param start_after: resume after this user id (every step is idempotent).
+    :param on_progress: called with ``(users_done_in_batch, edges_in_batch)``.
+    :returns: ``RebuildStats``.
     """
     client = get_redis()
     started_at = timezone.now()

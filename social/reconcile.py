@@ -51,9 +51,9 @@ FOLLOWERS = "followers"
 @dataclass
 class ReconcileReport:
     """Drift figures of one run: ``users_checked``/``users_drifted``, ``edges_checked``,
-        ``edges_missing``/``edges_extra``/``scores_wrong`` per (edge, side), ``pairs_repaired``
-        (0 in a dry run), ``controls_drifted``/``controls_repaired`` (block and mute pairs, non-id
-        members), ``last_user_id`` (the checkpoint: every id up to it was walked).
+    ``edges_missing``/``edges_extra``/``scores_wrong`` per (edge, side), ``pairs_repaired``
+    (0 in a dry run), ``controls_drifted``/``controls_repaired`` (block and mute pairs, non-id
+    members), ``last_user_id`` (the checkpoint: every id up to it was walked).
     """
 
     users_checked: int = 0
@@ -175,7 +175,7 @@ def database_edges(direction: str, user_ids: Sequence[int]) -> dict[int, dict[in
 @dataclass
 class RedisSide:
     """What Redis holds for one side of one account: ``keys`` (``(set_key, zset_key)`` pairs);
-        ``set_count``, ``zset_count``, ``common`` (ZINTERCARD) summed over them; ``zset`` when read and its ``digest``.
+    ``set_count``, ``zset_count``, ``common`` (ZINTERCARD) summed over them; ``zset`` when read and its ``digest``.
     """
 
     keys: list[tuple[str, str]]
@@ -434,16 +434,16 @@ def reconcile_all(
 ) -> ReconcileReport:
     """Reconcile every account (or one ``user_id``, or a ``sample``) and repair unless told not to.
 
-        :param repair: False for a dry run; ``repair_drift`` is the same switch (wins when given).
-        :param start_after: walk ids above this one (resume).
-        :param batch_users: account ids per batch (memory bound: one batch's edges).
-        :param check: ``"digest"`` (default), ``"counts"`` or ``"full"``.
-        :param sample: fraction 0 < f <= 1 of accounts to check, chosen at random per id.
-        :param on_progress: called with the number of ids walked after each batch.
-        :param on_batch: called with the running report after each batch (checkpoint).
-        :returns: a ``ReconcileReport``.
-        :raises ValueError: unknown ``check`` or a ``sample`` outside (0, 1].
-        :raises redis.exceptions.RedisError: Redis unreachable; repaired batches stay repaired.
+    :param repair: False for a dry run; ``repair_drift`` is the same switch (wins when given).
+    :param start_after: walk ids above this one (resume).
+    :param batch_users: account ids per batch (memory bound: one batch's edges).
+    :param check: ``"digest"`` (default), ``"counts"`` or ``"full"``.
+    :param sample: fraction 0 < f <= 1 of accounts to check, chosen at random per id.
+    :param on_progress: called with the number of ids walked after each batch.
+    :param on_batch: called with the running report after each batch (checkpoint).
+    :returns: a ``ReconcileReport``.
+    :raises ValueError: unknown ``check`` or a ``sample`` outside (0, 1].
+    :raises redis.exceptions.RedisError: Redis unreachable; repaired batches stay repaired.
     """
     if repair_drift is not None:
         repair = repair_drift

@@ -517,7 +517,7 @@ def most_followed_cache_key(*, limit: int) -> str:
 
 def users_most_followed(*, limit: int = 12) -> list[tuple[User, int]]:
     """The accounts with the most followers, ``[(user, followers)]``, cached for
-        ``MOST_FOLLOWED_CACHE_SECONDS`` (computed when Redis is down); accounts deactivated since are left out on read.
+    ``MOST_FOLLOWED_CACHE_SECONDS`` (computed when Redis is down); accounts deactivated since are left out on read.
     """
     try:
         key = most_followed_cache_key(limit=limit)
@@ -574,10 +574,10 @@ class Suggestions:
 
 def suggestions_for(*, user_id: int, limit: int = 10) -> Suggestions:
     """``user_id``'s stored suggestions, best first; while nothing is stored (or Redis is down) the
-        most followed accounts the reader may see and does not follow (``computed`` False).
+    most followed accounts the reader may see and does not follow (``computed`` False).
 
-        Redis gives the order (``limit * 3`` candidates); whether each is shown and its reason are
-        decided against the database now (``suggestion_links``).
+    Redis gives the order (``limit * 3`` candidates); whether each is shown and its reason are
+    decided against the database now (``suggestion_links``).
     """
 
     def from_redis(client: redis.Redis) -> tuple[list[int], dict[int, int]] | None:
@@ -627,9 +627,9 @@ WHY_NAMES = 2
 
 def suggestion_links(*, reader_id: int, candidate_ids: Collection[int]) -> dict[int, list[int]]:
     """For each candidate, the accounts linking it to ``reader_id`` that the reader may see now
-        (database): active followees with no block either way that follow the candidate.
+    (database): active followees with no block either way that follow the candidate.
 
-        :returns: ``{candidate: [link ids ascending]}``; a candidate without links is absent.
+    :returns: ``{candidate: [link ids ascending]}``; a candidate without links is absent.
     """
     if not candidate_ids:
         return {}

@@ -72,17 +72,17 @@ class FollowResult:
 def follow_create(*, actor: User, followee_id: int) -> FollowResult:
     """Make ``actor`` follow the account ``followee_id``; a repeat is a no-op success.
 
-        A followee that approves its followers gets a ``FollowRequest`` instead (``requested=True``).
+    A followee that approves its followers gets a ``FollowRequest`` instead (``requested=True``).
 
-        :param actor: the signed-in user.
-        :param followee_id: the followee's id, parsed (``core.parsing.parse_id``).
-        :returns: ``FollowResult(changed=True)`` when a row was created.
-        :raises SelfFollowError: ``actor`` is the target (400).
-        :raises TargetNotFoundError: unknown or deactivated target (404).
-        :raises ActorInactiveError: ``actor`` is deactivated (403).
-        :raises FollowBlockedError: a block between the two accounts (403).
-        :raises FollowingLimitReached: ``actor`` follows as many as it may (422).
-        :raises RateLimited: more than ``FOLLOW_RATE`` new follows (429).
+    :param actor: the signed-in user.
+    :param followee_id: the followee's id, parsed (``core.parsing.parse_id``).
+    :returns: ``FollowResult(changed=True)`` when a row was created.
+    :raises SelfFollowError: ``actor`` is the target (400).
+    :raises TargetNotFoundError: unknown or deactivated target (404).
+    :raises ActorInactiveError: ``actor`` is deactivated (403).
+    :raises FollowBlockedError: a block between the two accounts (403).
+    :raises FollowingLimitReached: ``actor`` follows as many as it may (422).
+    :raises RateLimited: more than ``FOLLOW_RATE`` new follows (429).
     """
     if not actor.is_active:
         raise ActorInactiveError("Your account is deactivated.")
@@ -93,9 +93,9 @@ def follow_create(*, actor: User, followee_id: int) -> FollowResult:
 
 def follow_create_approved(*, follower_id: int, followee_id: int) -> FollowResult:
     """``follow_create`` for an approved request, without approval and rate limit, inside the
-        caller's transaction (which holds the followee's row lock).
+    caller's transaction (which holds the followee's row lock).
 
-        :raises: as ``follow_create``.
+    :raises: as ``follow_create``.
     """
     return _follow_insert(follower_id=follower_id, followee_id=followee_id, approved=True)
 
@@ -103,7 +103,7 @@ def follow_create_approved(*, follower_id: int, followee_id: int) -> FollowResul
 @dataclass(frozen=True)
 class _FollowCheck:
     """What a follow's locked read saw: follower row exists and is active, followee active, pair
-        exists, active followings (counted up to ``FOLLOWING_MAX``), ``followee_private``, a block either way.
+    exists, active followings (counted up to ``FOLLOWING_MAX``), ``followee_private``, a block either way.
     """
 
     follower_active: bool
@@ -210,7 +210,7 @@ def _follow_insert(*, follower_id: int, followee_id: int, approved: bool = False
 
 def _approves_followers_locked(followee_id: int) -> bool:
     """Whether ``followee_id`` approves its followers, read under a shared lock of its row (a
-        privacy change in flight is waited for, so no request is made after it approved the pending ones).
+    privacy change in flight is waited for, so no request is made after it approved the pending ones).
     """
     lock = " LOCK IN SHARE MODE" if connection.vendor == "mysql" else ""
     with connection.cursor() as cursor:
@@ -237,9 +237,9 @@ def _request_insert(*, follower_id: int, followee_id: int) -> FollowResult:
 def follow_delete(*, actor: User, followee_id: int) -> FollowResult:
     """Make ``actor`` stop following ``followee_id`` (also when deactivated), or withdraw its pending request.
 
-        :returns: ``FollowResult(changed=True)`` when a row was deleted (``requested=True``: a request).
-        :raises SelfFollowError: ``actor`` is the target (400).
-        :raises TargetNotFoundError: no account with that id (404).
+    :returns: ``FollowResult(changed=True)`` when a row was deleted (``requested=True``: a request).
+    :raises SelfFollowError: ``actor`` is the target (400).
+    :raises TargetNotFoundError: no account with that id (404).
     """
     if followee_id == actor.pk:
         raise SelfFollowError("You cannot unfollow yourself.")
@@ -298,7 +298,7 @@ USER_REFRESH_INLINE_EDGES = 2000
 def user_mirror_refresh(*, user_id: int) -> None:
     """Record that every edge of ``user_id`` must be re-mirrored (activation change, deletion).
 
-        Call inside the transaction that changed the user, before a deletion cascades its follows.
+    Call inside the transaction that changed the user, before a deletion cascades its follows.
     """
     edges = (
         Follow.objects.filter(follower_id=user_id).values("pk")[: USER_REFRESH_INLINE_EDGES + 1].count()

@@ -44,8 +44,8 @@ class LayoutMigrationLost(RedisLockLost):
 @dataclass
 class MigrationResult:
     """What ``followers_layout_migrate`` did for ``user_id``: ``from_layout``/``to_layout`` (marker
-        values), ``followers`` at the start, ``copied`` (ZSCAN may count one twice), ``repaired``
-        from the database, ``skipped`` ("locked" or "settled").
+    values), ``followers`` at the start, ``copied`` (ZSCAN may count one twice), ``repaired``
+    from the database, ``skipped`` ("locked" or "settled").
     """
 
     user_id: int
@@ -228,16 +228,16 @@ def followers_layout_migrate(
 ) -> MigrationResult:
     """Move ``user_id``'s followers to the layout its count asks for, with reads live throughout.
 
-        :param target: ``LAYOUT_SHARDED`` or ``LAYOUT_SINGLE`` to force a layout; None follows
-            ``layout.desired_layout``.
-        :param slice_size: members per ZSCAN/SSCAN step (COUNT hint).
-        :param on_step: called with the phase name ("marked", "copy", "verify", "verified",
-            "flipped", "cleaned").
-        :returns: a ``MigrationResult``; ``after`` is the count and layout when it ended (follows
-            meanwhile may ask for the other layout: the caller decides).
-        :raises LayoutMigrationLost: the lock expired and another run took it.
-        :raises redis.exceptions.ConnectionError: (and the other REDIS_ERRORS); the marker stays
-            ``migrating``/``unsharding``, which is safe, and a re-run finishes the job.
+    :param target: ``LAYOUT_SHARDED`` or ``LAYOUT_SINGLE`` to force a layout; None follows
+        ``layout.desired_layout``.
+    :param slice_size: members per ZSCAN/SSCAN step (COUNT hint).
+    :param on_step: called with the phase name ("marked", "copy", "verify", "verified",
+        "flipped", "cleaned").
+    :returns: a ``MigrationResult``; ``after`` is the count and layout when it ended (follows
+        meanwhile may ask for the other layout: the caller decides).
+    :raises LayoutMigrationLost: the lock expired and another run took it.
+    :raises redis.exceptions.ConnectionError: (and the other REDIS_ERRORS); the marker stays
+        ``migrating``/``unsharding``, which is safe, and a re-run finishes the job.
     """
     client = get_redis()
     step = on_step or (lambda phase: None)

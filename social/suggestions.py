@@ -111,12 +111,12 @@ def compute(
     reader_id: int, *, client: redis.Redis | None = None, limit: int | None = None, followees: Collection[int] | None = None
 ) -> list[Ranked]:
     """Rank ``reader_id``'s candidates: links are its followees less those a block separates from
-        it; what they follow comes from the follow mirror (``client``) or the database (None).
-        Deactivated candidates are dropped; a reader following nobody gets the most followed.
+    it; what they follow comes from the follow mirror (``client``) or the database (None).
+    Deactivated candidates are dropped; a reader following nobody gets the most followed.
 
-        :param limit: how many to keep (None: ``SUGGESTIONS_MAX``).
-        :param followees: the reader's followees when the caller read them already (None: read here).
-        :raises: ``REDIS_ERRORS`` on the Redis path.
+    :param limit: how many to keep (None: ``SUGGESTIONS_MAX``).
+    :param followees: the reader's followees when the caller read them already (None: read here).
+    :raises: ``REDIS_ERRORS`` on the Redis path.
     """
     limit = SUGGESTIONS_MAX if limit is None else limit
     if followees is None:
@@ -174,10 +174,10 @@ def _stored(client: redis.Redis, user_ids: Sequence[int]) -> list[int]:
 
 def suggestions_rederive(*, user_ids: Iterable[int]) -> int:
     """Recompute, from the rows, the stored suggestions of each of ``user_ids`` that has some (the
-        handler of every change that can alter them). Idempotent, in any order.
+    handler of every change that can alter them). Idempotent, in any order.
 
-        :returns: how many readers were recomputed.
-        :raises: ``REDIS_ERRORS``.
+    :returns: how many readers were recomputed.
+    :raises: ``REDIS_ERRORS``.
     """
     client = get_redis()
     ids = sorted({int(user_id) for user_id in user_ids})
@@ -191,10 +191,10 @@ def suggestions_rederive(*, user_ids: Iterable[int]) -> int:
 
 def suggestions_rederive_account(*, account_id: int) -> int:
     """Re-derive the stored suggestions of every reader following ``account_id`` (read from the
-        database) after its (de)activation.
+    database) after its (de)activation.
 
-        :returns: how many readers were recomputed.
-        :raises: ``REDIS_ERRORS``.
+    :returns: how many readers were recomputed.
+    :raises: ``REDIS_ERRORS``.
     """
     readers = Follow.objects.filter(followee_id=account_id, follower__is_active=True).order_by("follower_id").values_list("follower_id", flat=True)
     return suggestions_rederive(user_ids=readers.iterator(chunk_size=FOLLOWEE_BATCH))
@@ -203,7 +203,7 @@ def suggestions_rederive_account(*, account_id: int) -> int:
 def rankings_invalidate() -> None:
     """Start a new generation of the cached most-followed rankings (the old ones expire).
 
-        :raises: ``REDIS_ERRORS``.
+    :raises: ``REDIS_ERRORS``.
     """
     key = redis_keys.most_followed_generation_key()
     cache.add(key, 0, timeout=None)
@@ -255,7 +255,7 @@ SCORE_TOLERANCE = 1e-9
 @dataclass
 class SuggestionsDrift:
     """A who-to-follow reconcile's figures: ``readers_checked``, ``readers_drifted``,
-        ``readers_fixed``, the same for ``rankings``, and ``last_user_id`` walked.
+    ``readers_fixed``, the same for ``rankings``, and ``last_user_id`` walked.
     """
 
     dry_run: bool = False
@@ -291,12 +291,12 @@ def _same(ranked: Sequence[Ranked], scores: dict[int, float], reasons: dict[int,
 
 def suggestions_reconcile(*, dry_run: bool = False, start_after: int = 0, on_progress: Callable[[SuggestionsDrift], None] | None = None) -> SuggestionsDrift:
     """Compare the stored suggestions (sets, scores, reasons) of every reader seen within
-        ``FEED_ACTIVE_DAYS`` with a rebuild from the database, in id order, and replace drifted ones
-        unless ``dry_run``; then ``rankings_reconcile``.
+    ``FEED_ACTIVE_DAYS`` with a rebuild from the database, in id order, and replace drifted ones
+    unless ``dry_run``; then ``rankings_reconcile``.
 
-        :param on_progress: called with the running figures after each reader.
-        :returns: the drift figures.
-        :raises: ``REDIS_ERRORS``.
+    :param on_progress: called with the running figures after each reader.
+    :returns: the drift figures.
+    :raises: ``REDIS_ERRORS``.
     """
     drift = SuggestionsDrift(dry_run=dry_run, last_user_id=start_after)
     client = get_redis()

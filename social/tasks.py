@@ -15,9 +15,9 @@ from .transfer import imports_drift
 @task(acks_late=True, soft_time_limit=settings.LONG_TASK_TIME_LIMIT, time_limit=settings.LONG_TASK_TIME_LIMIT + 60)
 def social_cache_reconcile() -> dict[str, int]:
     """Nightly reconcile of the whole follow mirror (repairs drift), recorded as a ``ReconcileRun``;
-        resumes an interrupted nightly run.
+    resumes an interrupted nightly run.
 
-        :returns: ``ReconcileReport.as_dict()``.
+    :returns: ``ReconcileReport.as_dict()``.
     """
     _, report = reconcile_run(resume=True)
     return report.as_dict()
@@ -27,7 +27,7 @@ def social_cache_reconcile() -> dict[str, int]:
 def social_mutes_expire() -> int:
     """Beat, every ``MUTE_EXPIRY_SECONDS``: delete expired mutes and make Redis and the inboxes agree.
 
-        :returns: how many mutes were deleted.
+    :returns: how many mutes were deleted.
     """
     return mutes_expire()
 
@@ -36,7 +36,7 @@ def social_mutes_expire() -> int:
 def social_suggestions_refresh_active() -> int:
     """Recompute the suggestions of every reader seen within ``FEED_ACTIVE_DAYS`` (by hand; resumes).
 
-        :returns: how many readers were refreshed.
+    :returns: how many readers were refreshed.
     """
     return suggestions_refresh_active(resume=True)
 
@@ -45,7 +45,7 @@ def social_suggestions_refresh_active() -> int:
 def social_suggestions_reconcile() -> dict[str, int]:
     """Nightly ``suggestions_reconcile``, recorded as a ``SuggestionReconcileRun``.
 
-        :returns: ``SuggestionsDrift.as_dict()``.
+    :returns: ``SuggestionsDrift.as_dict()``.
     """
     _, drift = suggestions_reconcile_run()
     return drift.as_dict()

@@ -229,10 +229,10 @@ def _follow_line(actor: User, username: str) -> _LineOutcome:
 
 def _handle_line(actor: User, import_id: int, position: int) -> tuple[FollowImport, _LineOutcome]:
     """Handle the line at ``position`` and save its outcome with the checkpoint in one transaction
-        holding the import's row lock (two runs of one import handle each line once).
+    holding the import's row lock (two runs of one import handle each line once).
 
-        :raises NotFound: the import is gone (its account was deleted).
-        :raises ImportOvertaken: another run handled this line already.
+    :raises NotFound: the import is gone (its account was deleted).
+    :raises ImportOvertaken: another run handled this line already.
     """
     with transaction.atomic():
         # The import's row only (a join would lock the account's row too, before the follow does).
@@ -264,10 +264,10 @@ def _handle_line(actor: User, import_id: int, position: int) -> tuple[FollowImpo
 def follows_import_run(*, import_id: int, limit: int | None = None) -> ImportStep:
     """Follow the import's accounts from its checkpoint on, one transaction per line (``_handle_line``).
 
-        :param limit: handle at most this many lines in this run (None: all).
-        :returns: ``ImportStep``; ``wait_seconds`` > 0 when the follow rate limit was reached;
-            ``finished`` False and no wait when another run of it is ahead (that one goes on).
-        :raises NotFound: no such import.
+    :param limit: handle at most this many lines in this run (None: all).
+    :returns: ``ImportStep``; ``wait_seconds`` > 0 when the follow rate limit was reached;
+        ``finished`` False and no wait when another run of it is ahead (that one goes on).
+    :raises NotFound: no such import.
     """
     job = FollowImport.objects.select_related("user").filter(pk=import_id).first()
     if job is None:
@@ -302,7 +302,7 @@ def follows_import_run(*, import_id: int, limit: int | None = None) -> ImportSte
 def follows_imports_resume(*, user_id: int) -> int:
     """Record the outbox entry of every unfinished import of ``user_id`` again (its reactivation), in the change's transaction.
 
-        :returns: how many imports go on.
+    :returns: how many imports go on.
     """
     unfinished = list(FollowImport.objects.filter(user_id=user_id, finished_at__isnull=True).values_list("pk", flat=True))
     for import_id in unfinished:
@@ -317,9 +317,9 @@ IMPORT = outbox.register("social.follows_import", apply=_apply_imports, stage=2)
 
 def imports_drift(*, repair: bool) -> int:
     """The table's reconcile of import jobs: record again the entry of each unfinished import of an
-        active account that has no pending ``social.follows_import`` entry, unless ``repair`` is False.
+    active account that has no pending ``social.follows_import`` entry, unless ``repair`` is False.
 
-        :returns: how many unfinished imports had no pending entry.
+    :returns: how many unfinished imports had no pending entry.
     """
     pending = OutboxEntry.objects.filter(kind=IMPORT.name, applied_at__isnull=True).values_list("subject_id", flat=True)
     stalled = list(

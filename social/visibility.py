@@ -95,8 +95,8 @@ class Standing:
 def standing(*, viewer_id: int, user_id: int) -> Standing | None:
     """How ``viewer_id`` stands with account ``user_id`` in the database now (None: no such account).
 
-        One index-only statement on the primary (never a replica or the mirror); raw SQL, since
-        building it with the ORM costs more than running it.
+    One index-only statement on the primary (never a replica or the mirror); raw SQL, since
+    building it with the ORM costs more than running it.
     """
     users, follows, blocks = User._meta.db_table, Follow._meta.db_table, Block._meta.db_table
     with connection.cursor() as cursor:
@@ -117,7 +117,7 @@ def standing(*, viewer_id: int, user_id: int) -> Standing | None:
 
 def access(*, viewer: User | None, user: User) -> Access:
     """What ``viewer`` (None: signed out) may see of ``user``: signed in, one query (``standing``);
-        signed out, none (``user.approve_followers`` as loaded).
+    signed out, none (``user.approve_followers`` as loaded).
     """
     if viewer is not None and viewer.pk == user.pk:
         return Access(hidden=False, blocking=False, private=bool(user.approve_followers), content=True)
@@ -134,10 +134,10 @@ def access(*, viewer: User | None, user: User) -> Access:
 
 def hidden_authors(*, reader_id: int, author_ids: Collection[int]) -> set[int]:
     """The accounts among ``author_ids`` whose notes may not be in ``reader_id``'s home feed now:
-        those the reader does not follow in the database (a block, removal, unfollow or deletion
-        leaves no follow row; a private account's notes are for followers).
+    those the reader does not follow in the database (a block, removal, unfollow or deletion
+    leaves no follow row; a private account's notes are for followers).
 
-        One index-only range read of ``follow_unique_pair`` on the primary; none for no ids.
+    One index-only range read of ``follow_unique_pair`` on the primary; none for no ids.
     """
     if not author_ids:
         return set()

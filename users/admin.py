@@ -47,7 +47,7 @@ DELETE_LIST_MAX = 500
 @dataclass(frozen=True)
 class Operation:
     """A button on the account page and a list action: ``run(user)`` returns the message logged;
-        ``permission`` ``"view"`` (repairs) or ``"change"``; ``shown(user)``: offered for this account; ``action``: the list action's name.
+    ``permission`` ``"view"`` (repairs) or ``"change"``; ``shown(user)``: offered for this account; ``action``: the list action's name.
     """
 
     name: str
@@ -151,7 +151,7 @@ class UserAdmin(CanonicalIdsAdmin, DjangoUserAdmin):  # type: ignore[type-arg]
     def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[list[Any], dict[str, int], set[str], list[Any]]:
         """What deleting ``objs`` takes with it; above ``DELETE_LIST_MAX`` related rows, counts per model instead of every row.
 
-                :returns: Django's ``(to_delete, model_count, perms_needed, protected)``.
+        :returns: Django's ``(to_delete, model_count, perms_needed, protected)``.
         """
         users = list(objs)
         ids = [user.pk for user in users]

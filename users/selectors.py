@@ -29,10 +29,10 @@ def users_search(*, query: str, limit: int = DIRECTORY_LIMIT) -> list[User]:
 
 def sign_in_identity(raw: str) -> str:
     """Whom a sign-in attempt names, for counting its failures: ``"user:<id>"`` for the account the
-        backend would check (trimmed, NFKC, ignoring case and accents), else ``"name:<folded name>"``.
+    backend would check (trimmed, NFKC, ignoring case and accents), else ``"name:<folded name>"``.
 
-        :param raw: the username as posted (any text).
-        :returns: a key of at most 160 characters.
+    :param raw: the username as posted (any text).
+    :returns: a key of at most 160 characters.
     """
     name = unicodedata.normalize("NFKC", raw.strip())[:150]
     if not name:
@@ -44,8 +44,8 @@ def sign_in_identity(raw: str) -> str:
 def active_user_named(username: str) -> User:
     """The active account called ``username``, whatever its case (the caller redirects to the stored spelling).
 
-        :raises NotFound: not a possible username (``core.parsing``), no such
-            account, or it is deactivated (404).
+    :raises NotFound: not a possible username (``core.parsing``), no such
+        account, or it is deactivated (404).
     """
     if username_problem(username) is not None:
         raise NotFound("No such account.")
@@ -65,9 +65,9 @@ def users_by_id(ids: Sequence[int]) -> dict[int, User]:
 
 def user_ids_matching(term: str, *, limit: int = SEARCH_MATCH_LIMIT) -> list[int]:
     """Ids of accounts an admin search ``term`` names: a numeric id, or a username prefix (the unique
-        index; ``'%term%'`` would scan every account).
+    index; ``'%term%'`` would scan every account).
 
-        :returns: at most ``limit`` ids (a numeric term also matches usernames starting with it).
+    :returns: at most ``limit`` ids (a numeric term also matches usernames starting with it).
     """
     term = term.strip()
     if not term:

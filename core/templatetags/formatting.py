@@ -26,12 +26,12 @@ _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
 def compact_count(value: Any) -> str:
     """A count shortened to three significant digits and a unit (k, M, B), rounded toward zero on integers.
 
-        ``999`` -> ``"999"``, ``1234`` -> ``"1.2k"``, ``123456`` -> ``"123k"``, ``1000`` -> ``"1k"``,
-        ``1999`` -> ``"1.9k"`` (a short count never claims more than the exact one).
+    ``999`` -> ``"999"``, ``1234`` -> ``"1.2k"``, ``123456`` -> ``"123k"``, ``1000`` -> ``"1k"``,
+    ``1999`` -> ``"1.9k"`` (a short count never claims more than the exact one).
 
-        :param value: an ``int`` (or a string of digits); anything else, and negative numbers,
-            come back as ``str(value)`` (a template must not fail).
-        :returns: the display string.
+    :param value: an ``int`` (or a string of digits); anything else, and negative numbers,
+        come back as ``str(value)`` (a template must not fail).
+    :returns: the display string.
     """
     try:
         n = int(value)
@@ -51,12 +51,12 @@ def compact_count(value: Any) -> str:
 
 def relative_time(value: datetime | None, *, now: datetime) -> str:
     """How long ago ``value`` was: ``"just now"`` (under 10 s, or future), ``"42 s ago"``,
-        ``"3 min ago"``, ``"5 h ago"``, ``"2 d ago"``, then ``"Mar 4"`` (``now``'s year) or
-        ``"Mar 4, 2023"``; each step rounds down; compared and dated in UTC.
+    ``"3 min ago"``, ``"5 h ago"``, ``"2 d ago"``, then ``"Mar 4"`` (``now``'s year) or
+    ``"Mar 4, 2023"``; each step rounds down; compared and dated in UTC.
 
-        :param value: an aware datetime (naive is taken as UTC); None gives "".
-        :param now: the current time, aware.
-        :returns: the phrase.
+    :param value: an aware datetime (naive is taken as UTC); None gives "".
+    :param now: the current time, aware.
+    :returns: the phrase.
     """
     if value is None:
         return ""
@@ -127,7 +127,7 @@ _route_templates: dict[str, tuple[str, str]] = {}
 def path_of_filter(value: Any, route: str) -> str:
     """The path of ``route`` (a URL name taking one argument) for ``value``, reversed once per process.
 
-        :raises django.urls.NoReverseMatch: ``route`` takes no single argument.
+    :raises django.urls.NoReverseMatch: ``route`` takes no single argument.
     """
     found = _route_templates.get(route)
     if found is None:
