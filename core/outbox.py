@@ -1,9 +1,8 @@
 """The one transactional outbox: every side effect of a committed change goes through here.
 
-``record`` writes an ``OutboxEntry`` in the change's transaction; after commit it is
-applied inline or by ``core.tasks.outbox_apply``, and ``drain`` applies whatever is
-left pending. Handlers (``register``) get batches of their kind and must be idempotent.
-Design: docs/architecture.md#the-outbox-and-its-kinds and #consistency-under-faults.
+``record`` writes an ``OutboxEntry`` in the change's transaction; it is applied after commit
+(inline or by ``core.tasks.outbox_apply``) and by ``drain`` while pending. Handlers must be
+idempotent. Design: docs/architecture.md#the-outbox-and-its-kinds, #consistency-under-faults.
 """
 
 from __future__ import annotations
@@ -61,10 +60,8 @@ REBUILD_LOCK_SECONDS = 120
 
 @dataclass(frozen=True)
 class Kind:
-    """A registered kind: its ``name`` (stored in the row) and handler; ``inline`` (after commit,
-    else the task), ``stage`` (lower first in a batch), ``alone`` (one entry per message),
-    ``provisional`` (a cheaper first application, the entry stays pending) and ``long``
-    (``LONG_TASK_TIME_LIMIT``).
+    """A registered kind: ``name``, handler, ``inline`` (else the task), ``stage`` (lower first),
+    ``alone`` (own message), ``provisional`` (first application leaves it pending), ``long``.
     """
 
     name: str
@@ -256,12 +253,10 @@ def record_many(kind: Kind, pairs: Sequence[tuple[int, int | None]]) -> int:
 # catch-up) runs here inside the page's replica reads (core.replica).
 @primary_reads()
 def apply_after_commit(entries: Sequence[OutboxEntry], *, mark: bool = True) -> None:
-    """Apply the just-committed ``entries`` in this process, best effort (``on_commit`` of inline kinds).
+    """Apply the just-committed ``entries`` in this process, best effort (``on_commit`` of inline kinds);
+    nothing while the breaker is open; what fails stays pending for the drain.
 
     :param mark: False leaves them pending after applying them (another handler confirms them).
-
-    Nothing is tried while the breaker is open; a Redis failure opens it. Entries not
-    applied stay pending for the drain.
     """
     if not redis_available():
         return
@@ -272,9 +267,8 @@ def apply_after_commit(entries: Sequence[OutboxEntry], *, mark: bool = True) -> 
 
 
 def send_after_commit(entry_ids: Sequence[int], *, alone: bool = False, long: bool = False) -> None:
-    """Have ``outbox_apply`` sent for pending entries (``on_commit`` of task kinds), via this
-    process's sender (``core.sender``); at once when eager, ``alone`` or
-    ``OUTBOX_SEND_COALESCE_SECONDS`` is 0. A refused message is logged; the drain applies the entries.
+    """Have ``outbox_apply`` sent for pending entries (``on_commit`` of task kinds) via ``core.sender``,
+    or at once when eager, ``alone`` or ``OUTBOX_SEND_COALESCE_SECONDS`` is 0; a refused message is logged.
     """
     from .tasks import outbox_apply  # the task module imports this one
 
@@ -309,8 +303,7 @@ TRANSIENT = 1
 
 @dataclass
 class ApplyResult:
-    """``applied`` entries marked applied; ``stuck`` left pending because their handler said
-    ``EntryNotApplied`` or failed on them, or their kind is not registered."""
+    """``applied`` entries marked applied; ``stuck`` left pending (``EntryNotApplied``, a failure, an unknown kind)."""
 
     applied: int = 0
     stuck: int = 0
@@ -430,11 +423,8 @@ class Rollback:
 
 
 def watch_redis() -> Rollback | None:
-    """Notice a Redis that restarted with older data (``run_id`` changed), and write this drain's heartbeat.
-
-    After a restart, entries applied since the restored heartbeat less
-    ``ROLLBACK_MARGIN_SECONDS`` are marked pending again. Runs under the ``RedisWatch``
-    row's lock; on a cluster each master is watched. Design: docs/architecture.md#consistency-under-faults.
+    """Notice a Redis that restarted with older data (``run_id`` changed) and mark entries applied since
+    its heartbeat (less ``ROLLBACK_MARGIN_SECONDS``) pending again; write this drain's heartbeat.
 
     :returns: a ``Rollback`` after a restart, else None.
     :raises: ``REDIS_ERRORS``.
@@ -509,9 +499,8 @@ def drain(
     start_rebuild: bool = True,
     task_grace_seconds: float | None = None,
 ) -> DrainResult:
-    """Rebuild the mirror if Redis lost it, then apply every pending entry, oldest first; purge old applied ones.
-
-    Entries are walked by id (keyset), so one that cannot be applied is skipped, not retried in a loop.
+    """Rebuild the mirror if Redis lost it, then apply every pending entry by id (keyset: one that
+    fails is skipped, not retried in a loop); purge old applied ones.
 
     :param batch: entries per round; default ``SOCIAL_OUTBOX_DRAIN_BATCH``.
     :param max_batches: stop after this many rounds (None: to the end).
@@ -562,13 +551,11 @@ def drain(
 
 
 class BackgroundDrain:
-    """``drain`` every ``interval`` seconds (default ``SOCIAL_OUTBOX_DRAIN_SECONDS``) in a daemon
-    thread: beat's job, for a process that serves without beat (``run_demo``).
+    """``drain`` every ``interval`` seconds (default ``SOCIAL_OUTBOX_DRAIN_SECONDS``) in a daemon thread,
+    for a process serving without beat (``run_demo``); a failed round is logged.
 
     :param paused: called before each round; True skips it.
     :param start_rebuild: passed to ``drain``.
-
-    A failed round is logged and the next one tries again.
     """
 
     def __init__(self, *, interval: float | None = None, paused: Callable[[], bool] = lambda: False, start_rebuild: bool = True) -> None:

@@ -52,8 +52,7 @@ def weight(following: int) -> float:
 
 @dataclass(frozen=True)
 class Ranked:
-    """One candidate: its ``score``, how many of the reader's followees follow it (``via``) and
-    the first of them (``names``, at most ``WHY_NAMES`` ids)."""
+    """One candidate: ``score``, ``via`` (followees following it), ``names`` (the first ``WHY_NAMES`` of them)."""
 
     user_id: int
     score: float
@@ -110,9 +109,8 @@ def _database_following_of(ids: Sequence[int]) -> Iterable[tuple[int, Collection
 def compute(
     reader_id: int, *, client: redis.Redis | None = None, limit: int | None = None, followees: Collection[int] | None = None
 ) -> list[Ranked]:
-    """Rank ``reader_id``'s candidates: links are its followees less those a block separates from
-    it; what they follow comes from the follow mirror (``client``) or the database (None).
-    Deactivated candidates are dropped; a reader following nobody gets the most followed.
+    """Rank ``reader_id``'s candidates from its followees (less those a block separates), reading what
+    they follow from the mirror (``client``) or the database (None); a reader following nobody gets the most followed.
 
     :param limit: how many to keep (None: ``SUGGESTIONS_MAX``).
     :param followees: the reader's followees when the caller read them already (None: read here).
@@ -173,8 +171,7 @@ def _stored(client: redis.Redis, user_ids: Sequence[int]) -> list[int]:
 
 
 def suggestions_rederive(*, user_ids: Iterable[int]) -> int:
-    """Recompute, from the rows, the stored suggestions of each of ``user_ids`` that has some (the
-    handler of every change that can alter them). Idempotent, in any order.
+    """Recompute from the rows the stored suggestions of each of ``user_ids`` that has some; idempotent.
 
     :returns: how many readers were recomputed.
     :raises: ``REDIS_ERRORS``.
@@ -190,8 +187,7 @@ def suggestions_rederive(*, user_ids: Iterable[int]) -> int:
 
 
 def suggestions_rederive_account(*, account_id: int) -> int:
-    """Re-derive the stored suggestions of every reader following ``account_id`` (read from the
-    database) after its (de)activation.
+    """Re-derive the stored suggestions of every reader following ``account_id`` (after its (de)activation).
 
     :returns: how many readers were recomputed.
     :raises: ``REDIS_ERRORS``.
@@ -214,11 +210,10 @@ def suggestions_refresh_active(
     *, start_after: int = 0, resume: bool = False, on_progress: Callable[[int, int], None] | None = None
 ) -> int:
     """Recompute the suggestions of every reader seen within ``FEED_ACTIVE_DAYS``, in id order,
-    saving a checkpoint every ``CHECKPOINT_EVERY`` readers.
+    checkpointed every ``CHECKPOINT_EVERY`` readers.
 
-    :param start_after: resume after this user id (an interrupted run).
-    :param resume: go on from the checkpoint a run interrupted within the last
-        ``SUGGESTIONS_CHECKPOINT_TTL_SECONDS`` left (the task), if any.
+    :param start_after: resume after this user id.
+    :param resume: go on from a checkpoint left within ``SUGGESTIONS_CHECKPOINT_TTL_SECONDS``.
     :param on_progress: called with ``(readers done, last user id)`` after each reader.
     :returns: how many readers were refreshed.
     :raises: ``REDIS_ERRORS``.
@@ -254,9 +249,7 @@ SCORE_TOLERANCE = 1e-9
 
 @dataclass
 class SuggestionsDrift:
-    """A who-to-follow reconcile's figures: ``readers_checked``, ``readers_drifted``,
-    ``readers_fixed``, the same for ``rankings``, and ``last_user_id`` walked.
-    """
+    """Reconcile figures: ``readers_*`` and ``rankings_*`` checked, drifted, fixed; ``last_user_id``."""
 
     dry_run: bool = False
     readers_checked: int = 0
@@ -325,8 +318,7 @@ def suggestions_reconcile(*, dry_run: bool = False, start_after: int = 0, on_pro
 
 
 def rankings_reconcile(drift: SuggestionsDrift, *, dry_run: bool = False) -> None:
-    """Compare each cached most-followed ranking (``RANKING_LIMITS``) with the database's and
-    replace a drifted one unless ``dry_run``; adds to ``drift``'s ``rankings_*`` figures.
+    """Compare each cached ranking (``RANKING_LIMITS``) with the database's; replace drifted ones unless ``dry_run``; adds to ``drift``'s ``rankings_*``.
 
     :raises: ``REDIS_ERRORS``.
     """
@@ -345,8 +337,7 @@ def rankings_reconcile(drift: SuggestionsDrift, *, dry_run: bool = False) -> Non
 
 
 def suggestions_reconcile_run(*, dry_run: bool = False) -> tuple[SuggestionReconcileRun, SuggestionsDrift]:
-    """Run ``suggestions_reconcile`` and record it as a ``SuggestionReconcileRun`` (figures saved
-    every ``CHECKPOINT_EVERY`` readers, and the error when it fails).
+    """``suggestions_reconcile`` recorded as a ``SuggestionReconcileRun`` (saved every ``CHECKPOINT_EVERY`` readers).
 
     :raises: ``REDIS_ERRORS`` (recorded on the run first).
     """
