@@ -28,8 +28,7 @@ from .models import ClientApp, NotificationDismissal
 
 
 def access_token(raw: str) -> AccessToken | None:
-    """The live (unrevoked, unexpired) access token whose value is ``raw``, with its user and
-    application loaded, or None."""
+    """The live (unrevoked, unexpired) access token whose value is ``raw``, with its user and application loaded, or None."""
     checksum = hashlib.sha256(raw.encode("utf-8")).hexdigest()
     token = AccessToken.objects.select_related("user", "application").filter(token_checksum=checksum).first()
     if token is None or token.is_expired():

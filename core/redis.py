@@ -113,8 +113,7 @@ def redis_available(node: str = "") -> bool:
 
 
 def redis_failed(exc: BaseException, node: str = "") -> None:
-    """Open the breaker of ``node`` for ``REDIS_CIRCUIT_OPEN_SECONDS`` after a failure ``exc``; log
-    it once."""
+    """Open the breaker of ``node`` for ``REDIS_CIRCUIT_OPEN_SECONDS`` after a failure ``exc``; log it once."""
     breaker = _breaker(node)
     with _lock:
         was_closed = breaker.state == _CLOSED
@@ -339,6 +338,5 @@ class RedisLock:
         self.client.eval(_RELEASE_LUA, 1, self.key, self.token)
 
     def queue_release(self, pipe: Pipe) -> None:
-        """Queue ``release`` on ``pipe`` (``core.cluster.pipeline``; many locks released in one
-        round trip)."""
+        """Queue ``release`` on ``pipe`` (``core.cluster.pipeline``; many locks released in one round trip)."""
         queue_script(pipe, lua(_RELEASE_LUA), [self.key], [self.token])

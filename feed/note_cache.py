@@ -86,8 +86,7 @@ def _parsed_author(user_id: int, value: bytes) -> FeedAuthor:
 
 
 def author_value(user: User | FeedAuthor) -> bytes:
-    """The note cache's value for author ``user``: the username's length in bytes, a space, the
-    username and the display name."""
+    """The note cache's value for author ``user``: the username's length in bytes, a space, the username and the display name."""
     username = user.username.encode()
     return b"%d %s%s" % (len(username), username, user.display_name.encode())
 

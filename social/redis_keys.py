@@ -99,8 +99,7 @@ def suggestions_queued_key(user_id: int) -> str:
 
 
 def suggestions_refresh_checkpoint_key() -> str:
-    """STRING ``<last user id>``: how far the running nightly refresh got (with a TTL, so
-    tomorrow's run starts afresh)."""
+    """STRING ``<last user id>``: how far the running nightly refresh got (with a TTL, so tomorrow's run starts afresh)."""
     return f"{prefix()}suggestions:refresh:checkpoint"
 
 

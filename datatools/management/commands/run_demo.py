@@ -204,8 +204,7 @@ def banner_html(progress: WarmupProgress) -> bytes:
 
 
 def with_banner(html: bytes, banner: bytes) -> bytes:
-    """``html`` with ``banner`` at the top of the page's main element (after ``<body>`` without
-    one; unchanged without either)."""
+    """``html`` with ``banner`` at the top of the page's main element (after ``<body>`` without one; unchanged without either)."""
     for opening in (b'<main id="content"', b"<body"):
         at = html.find(opening)
         if at >= 0:
