@@ -204,10 +204,10 @@ def _second(score: int) -> datetime:
 
 
 def _within_second(time_field: str, score: int) -> dict[str, datetime]:
-    """The filter of the times inside whole second ``score``. The last second a datetime holds has
-    no next second to bound it, so it is bounded by its own last microsecond instead."""
+    """The filter of the times inside whole second ``score``."""
     start = _second(score)
     if score >= MAX_SECONDS:
+        # The last second a datetime holds has no next second to bound it: bound it by its last microsecond.
         return {f"{time_field}__gte": start, f"{time_field}__lte": datetime.max.replace(tzinfo=UTC)}
     return {f"{time_field}__gte": start, f"{time_field}__lt": start + timedelta(seconds=1)}
 
