@@ -1,14 +1,7 @@
-"""What the Mastodon client API keeps beside django-oauth-toolkit's tables.
-
-- ``ClientApp``: the scopes and website an application registered with
-  (``POST /api/v1/apps``); a token may be granted only scopes within them.
-- ``StatusIdempotency``: the note a ``POST /api/v1/statuses`` with an
-  ``Idempotency-Key`` created, so a retried request returns it instead of
-  publishing twice.
-- ``NotificationDismissal``: notifications a client dismissed (one, or all
-  up to a moment with ``/clear``); followfeed's own rows stay as they are
-  (its pages still show them). A notification that comes back (its
-  ``created_at`` moves on) shows again.
+"""What the Mastodon client API keeps beside django-oauth-toolkit's tables: an app's scopes
+(``ClientApp``: a token gets only scopes within them), the note an ``Idempotency-Key`` created
+(``StatusIdempotency``: a retry returns it), and dismissed notifications (``NotificationDismissal``;
+followfeed's own rows stay, and one that comes back shows again).
 """
 
 from __future__ import annotations

@@ -28,8 +28,7 @@ OOB = "urn:ietf:wg:oauth:2.0:oob"
 # own scheme): a browser applies form-action to that redirect, so this page leaves it out.
 @method_decorator(csp_replace({"form-action": None}), name="dispatch")
 class AuthorizeView(oauth_views.AuthorizationView):  # type: ignore[misc]
-    """The consent page after the site's sign-in; the out-of-band redirect renders the code
-    instead of redirecting to it."""
+    """The consent page after the site's sign-in; the out-of-band redirect renders the code instead of redirecting to it."""
 
     template_name = "client_api/authorize.html"
 

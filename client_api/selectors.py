@@ -28,8 +28,7 @@ from .models import ClientApp, NotificationDismissal
 
 
 def access_token(raw: str) -> AccessToken | None:
-    """The live (unrevoked, unexpired) access token whose value is ``raw``, with its user and
-    application loaded, or None."""
+    """The live (unrevoked, unexpired) access token whose value is ``raw``, with its user and application loaded, or None."""
     checksum = hashlib.sha256(raw.encode("utf-8")).hexdigest()
     token = AccessToken.objects.select_related("user", "application").filter(token_checksum=checksum).first()
     if token is None or token.is_expired():
@@ -176,10 +175,9 @@ def _start(max_id: int | None) -> tuple[Cursor | None, bool]:
 
 
 def home_with_own(*, user: User) -> Reader:
-    """The home timeline of ``user`` with its own notes, as Mastodon's home shows them (every
-    visibility, the direct ones too): the home page's inbox read (``feed.selectors.home_timeline``)
-    merged with the account's own notes (``feed.selectors.own_timeline``), both keyset-paged from the same position in the same order (newest first, ties by
-    id), so the merge pages exactly."""
+    """``user``'s home timeline with its own notes (every visibility), as Mastodon's home: the inbox
+    read merged with ``own_timeline``, both keyset-paged from the same position and order.
+    """
 
     def read(cursor: Cursor | None, n: int) -> TimelinePage:
         home = home_timeline(user_id=user.pk, cursor=cursor, limit=n)
@@ -198,10 +196,9 @@ def home_with_own(*, user: User) -> Reader:
 
 
 def timeline_window(read: Reader, *, max_id: int | None, since_id: int | None, min_id: int | None, limit: int) -> tuple[list[Note | FeedNote], bool]:
-    """A page of a timeline read by ``read(cursor, limit)`` (newest first) as Mastodon pages by
-    id: older than ``max_id``; newer than ``since_id`` (the newest ``limit``) or ``min_id`` (the
-    ``limit`` just above it). Walks the timeline's own pages (so mutes, blocks and the hybrid
-    pull hold) at most ``SCAN_ROUNDS`` x ``SCAN_BATCH`` notes deep.
+    """A page of a timeline read by ``read(cursor, limit)`` as Mastodon pages by id: older than
+    ``max_id``; newer than ``since_id`` (the newest ``limit``) or ``min_id`` (the ``limit`` just
+    above). At most ``SCAN_ROUNDS`` x ``SCAN_BATCH`` notes deep.
 
     :returns: the notes newest first, and whether older ones may follow.
     """

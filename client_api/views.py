@@ -276,8 +276,7 @@ def relationships(call: Call) -> JsonResponse:
 
 @endpoint("GET", scope="read:follows")
 def familiar_followers(call: Call) -> JsonResponse:
-    """GET /api/v1/accounts/familiar_followers?id[]=: for each account, its followers the caller
-    follows (blocks hidden)."""
+    """GET /api/v1/accounts/familiar_followers?id[]=: for each account, its followers the caller follows (blocks hidden)."""
     ids = _ids(call)
     hidden = visibility.hidden_ids(viewer_id=call.me.pk)
     shapes: list[dict[str, Any]] = []

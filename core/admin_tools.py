@@ -1,20 +1,8 @@
 """Admin helpers: a paginator that never counts a whole table, and ids taken only in canonical form.
 
-Django's admin asks ``Paginator.count`` for every list page, which is a
-``SELECT COUNT(*)`` over the (filtered) table: on InnoDB that walks a whole
-index, which grows with the table (bench/results has the figures).
-This paginator counts at most ``COUNT_CAP + 1`` rows (a ``LIMIT`` subquery,
-so the work is bounded), and past that answers:
-
-- unfiltered lists: the table's row estimate kept by the storage engine
-  (``information_schema.TABLES.TABLE_ROWS`` on MariaDB/MySQL, the figure
-  ``EXPLAIN`` and ``SHOW TABLE STATUS`` also print; InnoDB samples it, so it
-  can be off by tens of percent);
-- filtered or searched lists: ``COUNT_CAP`` as a lower bound ("10,000+").
-
-The same idea as the "estimated count" paginators people use on large
-PostgreSQL admins (``reltuples``), and as ``show_full_result_count = False``
-which stops the second, unfiltered COUNT.
+``EstimatedCountPaginator`` counts at most ``COUNT_CAP + 1`` rows (a ``COUNT(*)`` walks a whole
+InnoDB index), then answers the engine's row estimate (unfiltered) or ``COUNT_CAP`` as a lower
+bound (filtered). Behaviour: docs/behaviours.md#moderators-and-the-admin.
 """
 
 from __future__ import annotations
@@ -36,9 +24,7 @@ COUNT_CAP = 10_000
 
 
 def bounded_count(queryset: QuerySet[Any], cap: int = COUNT_CAP) -> int:
-    """Rows of ``queryset``, counting at most ``cap + 1`` of them.
-
-    One query: ``SELECT COUNT(*) FROM (SELECT id ... LIMIT cap+1)``.
+    """Rows of ``queryset``, counting at most ``cap + 1`` (one ``COUNT(*)`` over a ``LIMIT`` subquery).
 
     :returns: the exact count when it is ``<= cap``, else ``cap + 1``.
     """
@@ -46,10 +32,8 @@ def bounded_count(queryset: QuerySet[Any], cap: int = COUNT_CAP) -> int:
 
 
 def estimated_table_rows(model: Any, using: str = "default") -> int | None:
-    """The storage engine's row estimate for ``model``'s table, or None.
-
-    MariaDB/MySQL only (``information_schema.TABLES.TABLE_ROWS``, one
-    indexed lookup); other backends return None and the caller counts.
+    """The storage engine's row estimate for ``model``'s table (``information_schema.TABLES.TABLE_ROWS``),
+    or None on backends other than MariaDB/MySQL.
     """
     connection = connections[using]
     if connection.vendor != "mysql":
@@ -64,12 +48,8 @@ def estimated_table_rows(model: Any, using: str = "default") -> int | None:
 
 
 class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]  # any model's rows
-    """Paginator whose ``count`` is exact up to ``COUNT_CAP`` rows and bounded above it.
-
-    ``count_is_estimate`` is True when ``count`` came from the engine's
-    estimate; ``count_is_lower_bound`` when it is ``COUNT_CAP`` standing for
-    "at least that many" (filtered lists). The admin's pagination template
-    shows "about N" / "N+" accordingly.
+    """Paginator whose ``count`` is exact up to ``COUNT_CAP`` rows and bounded above it:
+    ``count_is_estimate`` (the engine's estimate) or ``count_is_lower_bound`` (``COUNT_CAP``, "N+").
     """
 
     count_is_estimate = False
@@ -100,13 +80,8 @@ else:
 
 
 class CanonicalIdsAdmin(_ModelAdmin):
-    """A ``ModelAdmin`` mixin that takes ids only as ``core.parsing`` writes them.
-
-    Django's admin turns an id with ``int()``, which also reads "١٢", "𝟙𝟘"
-    and "011" as 12, 10 and 11; an action could then change a row nobody
-    selected. Here a change page with such an id is "no such object"
-    (Django's redirect and message) and an action with one selected is a
-    400 that changes nothing.
+    """A ``ModelAdmin`` mixin taking ids only as ``core.parsing`` writes them (Django's ``int()`` reads
+    "011" or "١٢"): a change page with another is "no such object", an action a 400.
     """
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:

@@ -1,17 +1,9 @@
 """A Django cache that uses Redis and falls back to the database while Redis is down.
 
-The abuse limits (``core.limits``) count in a cache. Counted only in Redis,
-an outage would switch every limit off (or, failing closed, refuse every
-request); so the ``limits`` cache is this one: the Redis cache while the
-circuit breaker is closed, Django's database cache otherwise. Counts made
-during an outage live in the database until they expire; when Redis goes
-down (or comes back) the counts start again in the other store, so a limit
-lets through at most twice its rate in the window of the switch.
-
-Django's database cache increments by a read and a write with the default
-timeout: not atomic, and the window's expiry is pushed back on every hit.
-``CountingDatabaseCache`` increments in one locked transaction and keeps
-the expiry the first hit set.
+The ``limits`` cache (``core.limits``): Redis while the breaker is closed, the database cache
+otherwise, so an outage neither switches limits off nor refuses everything (a switch may let
+through twice a rate once; docs/behaviours.md#input-limits-and-headers). ``CountingDatabaseCache``
+increments atomically and keeps the first hit's expiry, unlike Django's database cache.
 """
 
 from __future__ import annotations
@@ -107,13 +99,8 @@ class FallbackCache(BaseCache):
         return self._call(lambda cache: cache.delete(key, version))
 
     def incr(self, key: Any, delta: int = 1, version: Any = None) -> int:
-        """Add ``delta`` to the count at ``key`` in the store answering now.
-
-        django-ratelimit adds a count and then increments it; when the breaker
-        switches stores between the two (Redis went down or came back), or the
-        database cache culled the key, the key is missing where the increment
-        goes. A ratelimit that cannot count refuses the action, so here the
-        count starts again in that store instead of failing.
+        """Add ``delta`` to the count at ``key`` in the store answering now; a key missing there (the
+        stores switched, or the key was culled) starts again at ``delta`` instead of failing.
 
         :returns: the new count.
         """

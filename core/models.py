@@ -9,15 +9,9 @@ from django.utils import timezone
 class OutboxEntry(models.Model):
     """One side effect of a committed change that Redis (or another derived store) must reflect.
 
-    Written in the same transaction as the change, so it exists exactly when
-    the change committed; applied after commit, and again by the beat drain
-    until it succeeds (``applied_at`` set). ``kind`` names the registered
-    handler (``core.outbox.register``), e.g. ``social.pair``; ``subject_id``
-    and ``object_id`` are the ids it works on (a follower and a followee, a
-    user, a note and its author). Plain integers, not foreign keys: an entry
-    outlives a deleted account or note. Applying an entry re-reads the
-    database, so a repeated, late or out-of-order application is harmless.
-    Applied entries are purged after ``OUTBOX_RETENTION_SECONDS``.
+    Written in the change's transaction; ``applied_at`` set once applied (purged after
+    ``OUTBOX_RETENTION_SECONDS``). ``kind`` names the handler; ``subject_id``/``object_id`` are
+    plain ids (not foreign keys: an entry outlives its rows). Design: docs/architecture.md#the-outbox-and-its-kinds.
     """
 
     kind = models.CharField(max_length=40)
@@ -51,15 +45,8 @@ class OutboxEntry(models.Model):
 
 
 class RedisWatch(models.Model):
-    """What the outbox drain last saw of one Redis server (``node``), to notice a rollback.
-
-    Redis loses acknowledged writes only across a restart (a crash with
-    snapshots, a restore, a failover to a lagging replica), and every
-    restart changes the server's ``run_id``. The drain writes a heartbeat
-    (unix ms) into the mirror's sentinel key every run and records it here;
-    when it finds another ``run_id``, the data may be as old as the
-    heartbeat the restored sentinel holds, so every entry applied since
-    then is applied again (``core.outbox.watch_redis``).
+    """What the drain last saw of one Redis server (``node``): its ``run_id`` and heartbeat, to notice a
+    rollback (``core.outbox.watch_redis``; docs/architecture.md#consistency-under-faults).
     """
 
     node = models.CharField(max_length=200, unique=True)

@@ -1,24 +1,8 @@
 """What ``/metrics`` answers a Prometheus scrape: who may scrape, and the text it gets.
 
-Two kinds of figures. Those processes record as things happen
-(``core.metrics``, django-prometheus's requests, database and cache) come
-from prometheus-client's registry: with ``PROMETHEUS_MULTIPROC_DIR`` set,
-summed over every process that shares the directory (gunicorn's workers,
-Celery's workers, beat), else this process's. Those read from the database
-or the broker are computed now, in the web process, by ``FollowfeedCollector``
-from the same functions as the admin's health page (``core.health``):
-
-- ``followfeed_outbox_pending``, ``followfeed_outbox_oldest_age_seconds``,
-  ``followfeed_outbox_stuck`` (``kind``): every registered kind, 0 when none pend;
-- ``followfeed_celery_queue_messages`` (``queue``): ready messages per queue
-  (passive ``queue_declare``), and ``followfeed_celery_broker_up``;
-- ``followfeed_reconcile_last_finished_timestamp_seconds``,
-  ``followfeed_reconcile_last_duration_seconds``,
-  ``followfeed_reconcile_last_drift``, ``followfeed_reconcile_last_failed`` (``kind``);
-- ``followfeed_redis_rollbacks`` (``node``): rollbacks of Redis's data the drain detected,
-  and ``followfeed_redis_rollback_last_timestamp_seconds``;
-- ``followfeed_scrape_failed`` (``section``): 1 when a section could not be read (the
-  database down), the rest of the scrape still answered.
+Recorded figures come from prometheus-client's registry (summed over ``PROMETHEUS_MULTIPROC_DIR``
+when set); database and broker figures are computed at scrape time by ``FollowfeedCollector``
+from ``core.health``. The metrics: docs/operations.md#metrics.
 """
 
 from __future__ import annotations
@@ -43,11 +27,8 @@ logger = logging.getLogger(__name__)
 
 
 def scrape_refusal(request: HttpRequest) -> tuple[int, str] | None:
-    """Why ``request`` may not scrape (status, message), or None when it may.
-
-    Allowed with ``Authorization: Bearer <METRICS_TOKEN>``, or from an address in
-    ``METRICS_ALLOWED_NETWORKS`` (the client address as the trusted proxies give it).
-    With neither set, the endpoint is off (404).
+    """Why ``request`` may not scrape (status, message), or None: allowed with ``Bearer <METRICS_TOKEN>``
+    or from ``METRICS_ALLOWED_NETWORKS``; with neither set the endpoint is a 404.
     """
     token = str(getattr(settings, "METRICS_TOKEN", "") or "")
     networks = list(getattr(settings, "METRICS_ALLOWED_NETWORKS", []) or [])

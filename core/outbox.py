@@ -1,27 +1,8 @@
 """The one transactional outbox: every side effect of a committed change goes through here.
 
-A change records what must follow it (``record``) as an ``OutboxEntry`` row
-in its own transaction, so the entry exists exactly when the change
-committed. After commit the entry is applied: in the committing process
-for kinds registered ``inline`` (the follow mirror, so a follower sees the
-follow at once), else by the ``core.tasks.outbox_apply`` Celery task. When
-that fails (Redis down, a refused broker message, a killed worker) the
-entry stays pending and ``drain`` (beat, every ``SOCIAL_OUTBOX_DRAIN_SECONDS``;
-without beat, ``BackgroundDrain`` in ``run_demo``'s process) applies it, until it succeeds. Nothing is fire-and-forget.
-
-Apps register the kinds they handle (``register``) when they load; a kind
-is referred to by its ``Kind`` object, so a misspelt kind fails at import,
-and grep and mypy see every use. A handler gets a batch of entries of its
-kind and must be idempotent: it re-reads the database and writes what it
-finds, so a repeated, late or out-of-order application is harmless.
-
-When Redis lost its data (the sentinel key is missing) the drain queues one
-locked rebuild (``rebuild_locked``) that runs every registered rebuilder,
-then sets the sentinel; readers use the database meanwhile. When Redis came
-back with older data (a restart from a snapshot, a failover to a lagging
-replica: ``watch_redis``), the entries applied since the data's heartbeat
-are applied again, in the same drain, without a rebuild while the outbox
-still holds them.
+``record`` writes an ``OutboxEntry`` in the change's transaction; it is applied after commit
+(inline or by ``core.tasks.outbox_apply``) and by ``drain`` while pending. Handlers must be
+idempotent. Design: docs/architecture.md#the-outbox-and-its-kinds, #consistency-under-faults.
 """
 
 from __future__ import annotations
@@ -79,13 +60,9 @@ REBUILD_LOCK_SECONDS = 120
 
 @dataclass(frozen=True)
 class Kind:
-    """A registered kind of entry: its ``name`` (stored in the row), its handler, whether it
-    is applied ``inline`` after commit (else by the Celery task), its ``stage`` (kinds of
-    a lower stage are applied first when a batch holds several), whether each entry is
-    sent ``alone`` in a message of its own (not with other commits' entries), and its
-    ``provisional`` handler: a cheaper first application right after commit, used when the
-    entry stays pending for a later application of ``apply`` to confirm it; ``long``: its
-    message gets the time limits of long tasks (``LONG_TASK_TIME_LIMIT``)."""
+    """A registered kind: ``name``, handler, ``inline`` (else the task), ``stage`` (lower first),
+    ``alone`` (own message), ``provisional`` (first application leaves it pending), ``long``.
+    """
 
     name: str
     apply: Handler
@@ -166,11 +143,9 @@ _batches: threading.local = threading.local()
 
 @contextlib.contextmanager
 def batched() -> Iterator[None]:
-    """Inside a transaction: the entries ``record`` makes in this block (the caller's and those
-    of the receivers it signals) are inserted in one multi-row INSERT when the block ends, and
-    each group applied after commit by one call. Nested blocks join the outermost one.
-
-    An exception in the block discards the entries (the transaction rolls back with them).
+    """Inside a transaction: insert the entries ``record`` makes in this block in one multi-row
+    INSERT at its end, and apply each group after commit in one call. Nested blocks join the
+    outermost; an exception discards the entries.
 
     :raises django.db.DatabaseError: the INSERT failed (raised at the end of the block).
     """
@@ -262,9 +237,7 @@ RECORD_BATCH = 1000
 
 
 def record_many(kind: Kind, pairs: Sequence[tuple[int, int | None]]) -> int:
-    """Record one entry of ``kind`` per ``(subject_id, object_id)`` in the current transaction,
-    in multi-row INSERTs of ``RECORD_BATCH``; after commit they are applied (inline kinds) or
-    sent to the task, ``RECORD_BATCH`` ids per message.
+    """Record one entry of ``kind`` per ``(subject_id, object_id)``, in INSERTs and messages of ``RECORD_BATCH``.
 
     :returns: how many entries were recorded.
     :raises django.db.DatabaseError: as ``record``.
@@ -280,15 +253,10 @@ def record_many(kind: Kind, pairs: Sequence[tuple[int, int | None]]) -> int:
 # catch-up) runs here inside the page's replica reads (core.replica).
 @primary_reads()
 def apply_after_commit(entries: Sequence[OutboxEntry], *, mark: bool = True) -> None:
-    """Apply the just-committed ``entries`` in this process, best effort (``on_commit`` of inline kinds).
+    """Apply the just-committed ``entries`` in this process, best effort (``on_commit`` of inline kinds);
+    nothing while the breaker is open; what fails stays pending for the drain.
 
-    :param mark: False leaves them pending after applying them (``batched``
-        says when another handler confirms them).
-
-    While the breaker is open nothing is tried (a follow never waits for a
-    Redis timeout); a Redis failure opens it. Entries that were not applied
-    stay pending for the drain. A drain that applied one meanwhile costs a
-    repeat, which every handler tolerates.
+    :param mark: False leaves them pending after applying them (another handler confirms them).
     """
     if not redis_available():
         return
@@ -299,14 +267,8 @@ def apply_after_commit(entries: Sequence[OutboxEntry], *, mark: bool = True) -> 
 
 
 def send_after_commit(entry_ids: Sequence[int], *, alone: bool = False, long: bool = False) -> None:
-    """Have the ``outbox_apply`` task sent for pending entries (``on_commit`` of the other kinds):
-    by this process's sender (``core.sender``), which sends the ids of several commits in one
-    message a moment later; at once when tasks run eagerly, when ``alone`` (entries any worker
-    should take on its own, such as the parts of a big fan-out) or when
-    ``OUTBOX_SEND_COALESCE_SECONDS`` is 0.
-
-    A broker that refuses the message is logged: the entries stay pending
-    and the drain applies them.
+    """Have ``outbox_apply`` sent for pending entries (``on_commit`` of task kinds) via ``core.sender``,
+    or at once when eager, ``alone`` or ``OUTBOX_SEND_COALESCE_SECONDS`` is 0; a refused message is logged.
     """
     from .tasks import outbox_apply  # the task module imports this one
 
@@ -341,8 +303,7 @@ TRANSIENT = 1
 
 @dataclass
 class ApplyResult:
-    """``applied`` entries marked applied; ``stuck`` left pending because their handler said
-    ``EntryNotApplied`` or failed on them, or their kind is not registered."""
+    """``applied`` entries marked applied; ``stuck`` left pending (``EntryNotApplied``, a failure, an unknown kind)."""
 
     applied: int = 0
     stuck: int = 0
@@ -390,9 +351,7 @@ def _apply_kind(kind: Kind, entries: list[OutboxEntry], result: ApplyResult, mar
 def apply_entries(entries: Sequence[OutboxEntry], *, mark: bool = True) -> ApplyResult:
     """Apply ``entries`` (any kinds, lower stages first) and mark the applied ones.
 
-    :param mark: False applies them (with each kind's ``provisional`` handler where it has
-        one) and leaves them pending (``apply_after_commit``).
-
+    :param mark: False applies them (``provisional`` handlers where they exist) and leaves them pending.
     :returns: an ``ApplyResult``.
     :raises: ``REDIS_ERRORS`` from a handler propagate (the remaining entries stay pending).
     """
@@ -411,9 +370,8 @@ def apply_entries(entries: Sequence[OutboxEntry], *, mark: bool = True) -> Apply
 
 
 def apply_pending_before(entry: OutboxEntry, kind: str, **where: int | None) -> None:
-    """Apply and mark the pending entries of ``kind`` matching ``where`` recorded before ``entry``:
-    what ``entry``'s handler depends on (the follow mirror before a feed job), usually applied
-    already in the request that recorded them and only confirmed here.
+    """Apply and mark the pending entries of ``kind`` matching ``where`` recorded before ``entry``
+    (what ``entry``'s handler depends on: the follow mirror before a feed job).
 
     :raises EntryNotApplied: one of them could not be applied (``entry`` must wait).
     :raises: ``REDIS_ERRORS``.
@@ -428,10 +386,9 @@ def apply_pending_before(entry: OutboxEntry, kind: str, **where: int | None) -> 
 
 @dataclass
 class DrainResult:
-    """What one drain did: ``applied`` entries, ``stuck`` entries left pending, ``rebuilt`` when it
-    rebuilt the mirror (the sentinel was missing, or the outbox no longer covered a rollback),
-    ``redis_down`` when Redis failed (entries stay pending), ``reapplied`` entries marked pending
-    again after Redis came back with older data."""
+    """One drain's figures: ``applied``, ``stuck`` (left pending), ``rebuilt`` (the mirror),
+    ``redis_down``, ``reapplied`` (marked pending again after a rollback).
+    """
 
     applied: int = 0
     stuck: int = 0
@@ -466,20 +423,8 @@ class Rollback:
 
 
 def watch_redis() -> Rollback | None:
-    """Notice a Redis that restarted with older data, and write this drain's heartbeat.
-
-    Reads the server's ``run_id`` and the heartbeat the sentinel holds; a
-    ``run_id`` other than the one recorded in ``RedisWatch`` means a
-    restart. Then the data is at least as new as that heartbeat (written
-    with the data, so a snapshot or a replica that has it has every write
-    before it), and every entry applied since the heartbeat, less
-    ``ROLLBACK_MARGIN_SECONDS``, is marked pending again (and counted as
-    attempted, so the drain does not leave it to a task). A restart that
-    lost nothing costs the re-application of about one drain period of
-    entries. Runs under the ``RedisWatch`` row's lock, so two drains do
-    not both re-apply. On a cluster each master is watched (``watched_servers``):
-    a failover is such a restart for the promoted replica's slots, whose
-    copy may lack the last writes before it.
+    """Notice a Redis that restarted with older data (``run_id`` changed) and mark entries applied since
+    its heartbeat (less ``ROLLBACK_MARGIN_SECONDS``) pending again; write this drain's heartbeat.
 
     :returns: a ``Rollback`` after a restart, else None.
     :raises: ``REDIS_ERRORS``.
@@ -554,19 +499,14 @@ def drain(
     start_rebuild: bool = True,
     task_grace_seconds: float | None = None,
 ) -> DrainResult:
-    """Rebuild the mirror if Redis lost it, then apply every pending entry, oldest first.
-
-    Entries are walked by id (keyset), so one that cannot be applied now is
-    skipped for this run instead of being retried in a loop; entries created
-    while the drain runs are picked up as the walk reaches them. Entries of
-    kinds applied by the Celery task are left to that task while younger
-    than ``task_grace_seconds`` (a big fan-out is not done twice at once).
-    Applied entries older than ``OUTBOX_RETENTION_SECONDS`` are purged at the end.
+    """Rebuild the mirror if Redis lost it, then apply every pending entry by id (keyset: one that
+    fails is skipped, not retried in a loop); purge old applied ones.
 
     :param batch: entries per round; default ``SOCIAL_OUTBOX_DRAIN_BATCH``.
     :param max_batches: stop after this many rounds (None: to the end).
     :param start_rebuild: rebuild the mirror (``rebuild_locked``) when the sentinel is missing.
-    :param task_grace_seconds: default ``OUTBOX_TASK_GRACE_SECONDS``.
+    :param task_grace_seconds: task kinds younger than this are left to their task;
+        default ``OUTBOX_TASK_GRACE_SECONDS``.
     :returns: a ``DrainResult``; Redis errors are caught (``redis_down``).
     """
     result = DrainResult()
@@ -611,19 +551,11 @@ def drain(
 
 
 class BackgroundDrain:
-    """``drain`` every ``interval`` seconds (default ``SOCIAL_OUTBOX_DRAIN_SECONDS``) in a daemon
-    thread of this process: what beat does, for a process that serves without beat (``run_demo``,
-    tasks run eagerly), so the entries an eager request leaves pending (the inline entries of a
-    batch it applied without marking them: a mute's, a block's) are applied and marked without a
-    restart.
+    """``drain`` every ``interval`` seconds (default ``SOCIAL_OUTBOX_DRAIN_SECONDS``) in a daemon thread,
+    for a process serving without beat (``run_demo``); a failed round is logged.
 
-    :param paused: called before each round; True skips it (``run_demo``: while its warm-up,
-        which drains at its end, competes for the database).
-    :param start_rebuild: passed to ``drain``; False leaves a lost mirror to whatever rebuilds
-        it (``run_demo``'s warm-up), not to a rebuild in a server's process.
-
-    A round that fails is logged and the next one tries again; ``stop`` ends the thread after
-    its current round.
+    :param paused: called before each round; True skips it.
+    :param start_rebuild: passed to ``drain``.
     """
 
     def __init__(self, *, interval: float | None = None, paused: Callable[[], bool] = lambda: False, start_rebuild: bool = True) -> None:
@@ -685,12 +617,8 @@ class RebuildResult:
 
 @primary_reads()
 def rebuild_locked() -> RebuildResult:
-    """Run every registered rebuilder under one Redis lock, then set the sentinel.
-
-    The lock is ``SET NX EX`` with a token, renewed by the rebuilders'
-    ``renew`` calls and released by compare-and-delete; a worker killed
-    mid-rebuild leaves a lock that expires after ``REBUILD_LOCK_SECONDS``,
-    and the next drain starts a fresh rebuild (every step is idempotent).
+    """Run every registered rebuilder under one Redis lock (``SET NX EX`` with a token, renewed by
+    ``renew``, expiring after ``REBUILD_LOCK_SECONDS``), then set the sentinel.
 
     :returns: a ``RebuildResult``.
     :raises: ``REDIS_ERRORS`` when Redis failed mid-rebuild (the lock expires).

@@ -1,14 +1,9 @@
 """Keyset (cursor) paging over time-ordered sorted sets, in Redis and in the database.
 
-Order: score descending, then member descending as a decimal string
-(Redis orders equal scores by member bytes). Both the Redis and the
-database path produce exactly this order, so a cursor made by one is valid
-in the other (a page read during a Redis outage continues correctly).
-
-The cursor is the last item's ``(score, member)`` (``Cursor``), base64url-encoded and
-opaque to clients, parsed strictly at the edge (``follow_cursor``). A page continues strictly after it, so items removed or
-inserted meanwhile cannot cause duplicates or gaps among the others, and
-runs of equal scores (ties) are split correctly (no SQL OFFSET anywhere).
+Order: score descending, then member descending as a decimal string (Redis's order for equal
+scores), on both paths, so a cursor of one is valid in the other. The cursor is the last item's
+``(score, member)``, an opaque token parsed strictly at the edge; no OFFSET anywhere.
+Design: docs/architecture.md#the-follow-graph.
 """
 
 from __future__ import annotations
@@ -45,10 +40,8 @@ class InvalidCursorError(InvalidInput):
 
 @dataclass(frozen=True)
 class Cursor:
-    """The position after an item: its ``score`` and its ``member`` id.
-
-    ``token`` (also ``str(cursor)``) is the opaque form clients get and send
-    back: ``v1:<score>:<member>`` in unpadded base64url.
+    """The position after an item: its ``score`` and ``member`` id; ``token`` (also ``str(cursor)``) is
+    ``v1:<score>:<member>`` in unpadded base64url.
     """
 
     score: int
@@ -66,12 +59,10 @@ class Cursor:
     def parse(cls, raw: str | None, *, max_score: int, min_member: int) -> Cursor | None:
         """The cursor a client sent (None or "" for the first page).
 
-        :param max_score: the largest score this kind of list has
-            (``MAX_SECONDS`` or ``MAX_MILLISECONDS``).
-        :param min_member: the smallest member (1 for accounts, 0 for note
-            positions, "before every note of that millisecond").
-        :raises InvalidCursorError: not a token ``Cursor.token`` made, a field
-            out of range, or a time a datetime cannot hold.
+        :param max_score: the largest score of this kind of list (``MAX_SECONDS`` or ``MAX_MILLISECONDS``).
+        :param min_member: the smallest member (1 for accounts, 0 for note positions).
+        :raises InvalidCursorError: not a token ``Cursor.token`` made, a field out of range, or a
+            time a datetime cannot hold.
         """
         if raw is None or raw == "":
             return None
@@ -150,12 +141,8 @@ def _decode(rows: Sequence[object]) -> list[Item]:
 
 
 def redis_page(client: redis.Redis, keys: Sequence[str], *, cursor: Cursor | None, limit: int) -> list[Item]:
-    """Up to ``limit`` items after ``cursor`` from one sorted set or the merge of its shards.
-
-    One round trip: per key, the ties at the cursor's score and the first
-    ``limit`` items strictly below it; the union is sorted and cut (a k-way
-    merge of per-shard ranges). A run of ties longer than TIE_CHUNK is
-    walked in chunks.
+    """Up to ``limit`` items after ``cursor`` from one sorted set or the merge of its shards, in one
+    round trip (ties longer than ``TIE_CHUNK`` walked in chunks).
 
     :returns: ``[(member_id, score)]`` newest first.
     """
@@ -167,11 +154,10 @@ def redis_page(client: redis.Redis, keys: Sequence[str], *, cursor: Cursor | Non
 def queue_redis_page(
     client: redis.Redis, pipe: Pipe, keys: Sequence[str], *, cursor: Cursor | None, limit: int
 ) -> Callable[[Sequence[Any]], list[Item]]:
-    """Queue on ``pipe`` the reads of ``redis_page``, so a caller can send them with its own
-    commands in one round trip.
+    """Queue ``redis_page``'s reads on ``pipe``.
 
-    :returns: a function taking the replies of exactly these commands (in
-        queue order) and returning the page as ``redis_page`` does.
+    :returns: a function taking the replies of exactly these commands (queue order) and
+        returning the page as ``redis_page`` does.
     """
     for key in keys:
         if cursor is None:
@@ -218,10 +204,10 @@ def _second(score: int) -> datetime:
 
 
 def _within_second(time_field: str, score: int) -> dict[str, datetime]:
-    """The filter of the times inside whole second ``score``. The last second a datetime holds has
-    no next second to bound it, so it is bounded by its own last microsecond instead."""
+    """The filter of the times inside whole second ``score``."""
     start = _second(score)
     if score >= MAX_SECONDS:
+        # The last second a datetime holds has no next second to bound it: bound it by its last microsecond.
         return {f"{time_field}__gte": start, f"{time_field}__lte": datetime.max.replace(tzinfo=UTC)}
     return {f"{time_field}__gte": start, f"{time_field}__lt": start + timedelta(seconds=1)}
 
@@ -235,13 +221,8 @@ def db_page(
     time_field: str = "created_at",
     score_of: Callable[[datetime], int] = lambda at: int(at.timestamp()),
 ) -> list[Item]:
-    """The same page as ``redis_page``, from a database queryset.
-
-    ``queryset`` is already filtered to one owner; rows are read newest
-    first through the (owner, created_at, member) index. Scores are whole
-    seconds, and each run of equal seconds is re-sorted by member string
-    so the order matches Redis exactly; the run cut by LIMIT is re-read
-    whole.
+    """The same page as ``redis_page`` from a queryset filtered to one owner (the (owner, created_at,
+    member) index); runs of equal seconds are re-sorted by member string, the one cut by LIMIT re-read whole.
 
     :returns: ``[(member_id, score)]`` newest first, at most ``limit``.
     """

@@ -1,25 +1,8 @@
 """Parsing of request input at the edge: every value a view or the API takes is parsed here once.
 
-Services and selectors receive typed values; every failure is an
-``InvalidInput`` (400) with a message written for people, never the text
-of a Python exception. The rules:
-
-- **ids**: ASCII digits without a leading zero, 1 to 2**63 - 1
-  (``str.isdigit`` also accepts "²", "①", "١٢" and "𝟙𝟘"; ``int`` accepts
-  " 13", "+13", "1_000" and "000013");
-- **limits**: an id-like number from 1 to the endpoint's maximum;
-- **flags**: ``true`` or ``false``;
-- **cursors**: see ``core.paging.Cursor.parse`` (versioned, every field
-  range-checked, the time inside what a datetime can hold);
-- **JSON bodies**: at most ``JSON_MAX_BYTES`` and ``JSON_MAX_DEPTH`` deep,
-  an object at the top;
-- **text** (a note): no NUL or other control characters but newline and
-  tab, at least one visible character (not only spaces, zero-width or
-  other format characters), at most the field's length after trimming;
-- **usernames**: ``USERNAME_PATTERN`` (1 to 30 letters, digits and
-  underscores, with dots and dashes only between them), none of
-  ``RESERVED_USERNAMES``; unique ignoring case (the stored spelling is
-  canonical, and a profile asked for in another case redirects to it).
+Services and selectors receive typed values; every failure is an ``InvalidInput`` (400) with a
+message written for people. The rules (ids, limits, flags, JSON bodies, text, usernames):
+docs/behaviours.md#input-limits-and-headers; cursors are ``core.paging``'s.
 """
 
 from __future__ import annotations
@@ -62,13 +45,11 @@ _ALLOWED_CONTROLS = {"\n", "\r", "\t"}
 
 
 def parse_id(raw: object, *, name: str = "id") -> int:
-    """A positive integer id from a URL segment, query value or JSON value.
+    """A positive integer id (1 to 2**63 - 1) from a JSON integer or a string of ASCII digits without
+    a leading zero or spaces (``str.isdigit`` and ``int`` accept far more).
 
-    Accepts a JSON integer or a string of ASCII digits without a leading
-    zero or surrounding spaces, from 1 to 2**63 - 1.
-
-    :raises InvalidInput: anything else (``"abc"``, ``"-1"``, ``"1.5"``,
-        ``True``, ``"²"``, ``"000011"``, ``"13 "``).
+    :raises InvalidInput: anything else (``"abc"``, ``"-1"``, ``"1.5"``, ``True``, ``"²"``,
+        ``"000011"``, ``"13 "``).
     """
     message = f"{name} must be a positive integer."
     if isinstance(raw, bool):
@@ -164,8 +145,8 @@ MAX_SCROLL_OFFSET = 100_000
 def parse_scroll(last_id: str | None, offset: str | None) -> tuple[int | None, int]:
     """The scroll contract's ``lastId`` (a publish time in ms, None for the top) and ``offset``.
 
-    :raises InvalidInput: not plain whole numbers, ``lastId`` past what a
-        datetime can hold, or an ``offset`` without a ``lastId``.
+    :raises InvalidInput: not plain whole numbers, ``lastId`` past what a datetime can hold,
+        or an ``offset`` without a ``lastId``.
     """
     parsed_last = None if last_id in (None, "") else parse_number(last_id, name="lastId", minimum=0, maximum=MAX_MILLISECONDS)
     parsed_offset = parse_number(offset, name="offset", minimum=0, maximum=MAX_SCROLL_OFFSET, default=0)
@@ -238,9 +219,8 @@ def parse_text(raw: object, *, name: str, max_length: int) -> str:
     """Text a person wrote (a note's body): trimmed, at most ``max_length`` characters.
 
     :raises InvalidInput: absent (None); not a string; a NUL or another control character
-        (newline, carriage return and tab are allowed); a lone surrogate;
-        nothing visible in it (only spaces, format characters, combining
-        marks or blank letters such as U+3164); too long.
+        (newline, carriage return and tab are allowed); a lone surrogate; nothing visible
+        (spaces, format characters, combining marks, blank letters such as U+3164); too long.
     """
     if raw is None:
         raise InvalidInput(f"{name} is required.")
@@ -260,9 +240,8 @@ def parse_text(raw: object, *, name: str, max_length: int) -> str:
 
 
 def validate_display_name(value: str) -> None:
-    """A model and form validator of display names: no control, format (bidirectional
-    overrides, zero-width characters) or surrogate characters, since a name is shown
-    beside others' and must not disguise or reorder them.
+    """Validator of display names: no control, format (bidi overrides, zero-width) or surrogate
+    characters, which could disguise or reorder the names beside it.
 
     :raises django.core.exceptions.ValidationError: such a character is in ``value``.
     """

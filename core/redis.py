@@ -1,34 +1,10 @@
-"""The one way followfeed code reaches Redis, with circuit breakers.
+"""The one way followfeed code reaches Redis, with circuit breakers and the mirror's sentinels.
 
-``get_redis()`` returns the redis-py client behind django-redis: a Redis
-server, the embedded Valkey server of ``core.embedded``, or redis-py's
-``RedisCluster`` in cluster mode (``core.cluster``).
-
-``redis_available(node)`` is a circuit breaker per process and per node
-(one server: a single breaker, ``node`` ``""``; a cluster: one per master,
-named ``host:port``, so a dead master sends only its own slots' reads to
-the database):
-
-- closed: every caller uses Redis;
-- open: after a failure (``redis_failed``) every caller skips Redis and uses
-  the database for ``REDIS_CIRCUIT_OPEN_SECONDS``, so a page never waits for
-  one socket timeout per read while Redis is down or hung;
-- half-open: when that time is up exactly one caller is let through as a
-  probe (the others keep using the database for up to
-  ``REDIS_SOCKET_CONNECT_TIMEOUT + REDIS_SOCKET_TIMEOUT`` seconds, the
-  longest the probe can take); ``redis_succeeded`` closes the breaker,
-  another failure opens it again.
-
-``REDIS_ERRORS`` is every way Redis can fail a command: unreachable,
-timed out, loading, read-only replica, refusing writes (OOM, MISCONF),
-refusing the client (NOAUTH), or a cluster without the slot's master.
-Callers treat all of them alike: reads fall back to the database and mirror
-writes stay pending in the outbox.
-
-The mirror's *sentinels* say the data is there: one key on one server, one
-per hash slot on a cluster (``core.redis_keys.slot_sentinel_key``), so the
-sentinel of a slot lives and dies with that slot's data and no one key is
-read by every request.
+``get_redis()`` is the redis-py client (a server, the embedded Valkey, or ``RedisCluster``);
+``redis_or_database`` runs a read on Redis or the database; ``REDIS_ERRORS`` is every way Redis
+can fail a command, and callers treat them alike. Breakers are per process and per master
+(``""`` on one server); sentinels are one per slot run of each master. Design:
+docs/architecture.md#consistency-under-faults and #redis-cluster-and-a-read-replica.
 """
 
 from __future__ import annotations
@@ -115,9 +91,8 @@ def _breaker(node: str) -> _Breaker:
 def redis_available(node: str = "") -> bool:
     """Whether this caller should try Redis (the master ``node`` on a cluster) now.
 
-    :returns: True while the breaker is closed; False while it is open; True
-        for exactly one caller (the probe) when the open period has passed.
-        ``REDIS_CIRCUIT_OPEN_SECONDS <= 0`` disables the breakers.
+    :returns: True while the breaker is closed; False while it is open; True for exactly one
+        caller (the probe) once ``REDIS_CIRCUIT_OPEN_SECONDS`` passed (<= 0 disables breakers).
     """
     breaker = _breaker(node)
     if breaker.state == _CLOSED or float(settings.REDIS_CIRCUIT_OPEN_SECONDS) <= 0:
@@ -138,8 +113,7 @@ def redis_available(node: str = "") -> bool:
 
 
 def redis_failed(exc: BaseException, node: str = "") -> None:
-    """Open the breaker of ``node`` for ``REDIS_CIRCUIT_OPEN_SECONDS`` after a failure ``exc``; log
-    it once."""
+    """Open the breaker of ``node`` for ``REDIS_CIRCUIT_OPEN_SECONDS`` after a failure ``exc``; log it once."""
     breaker = _breaker(node)
     with _lock:
         was_closed = breaker.state == _CLOSED
@@ -202,10 +176,8 @@ def breaker_state(node: str = "") -> str:
 
 
 def intersect_sets(client: redis.Redis, keys: list[str]) -> set[bytes | str]:
-    """SINTER of ``keys``, the one place a command spans two users' keys.
-
-    On a cluster the keys live on different slots, so the members are read
-    per key in one pipeline and intersected here instead.
+    """SINTER of ``keys``, the one place a command spans two users' keys (on a cluster: read per key
+    in one pipeline, intersected here).
 
     :returns: the members common to every key, as bytes.
     """
@@ -245,11 +217,9 @@ def all_sentinel_keys(client: redis.Redis) -> list[str]:
 
 
 def mirror_ready(client: redis.Redis, keys: Sequence[str] = ()) -> bool:
-    """Whether the Redis mirror is populated where ``keys`` live (their sentinels exist), each
-    look cached per process for ``SENTINEL_TTL_SECONDS``.
+    """Whether the mirror is populated where ``keys`` live (their sentinels exist; with none, one per
+    master), each look cached per process for ``SENTINEL_TTL_SECONDS``.
 
-    :param keys: the keys the caller reads (on a cluster, their slots'
-        sentinels are checked; with none, one sentinel per master).
     :raises redis.exceptions.RedisError: Redis unreachable.
     """
     now = time.monotonic()
@@ -306,14 +276,11 @@ def watched_servers(client: redis.Redis) -> list[tuple[str, redis.Redis, str]]:
 
 
 def redis_or_database(redis_read: Callable[[redis.Redis], T], database_read: Callable[[], T], *, keys: Sequence[str] = ()) -> T:
-    """Run ``redis_read(client)``, or ``database_read()`` when Redis can't answer.
+    """Run ``redis_read(client)``, or ``database_read()`` while the breaker is open, the mirror is not
+    built, or the call fails.
 
-    Redis can't answer while the breaker is open, while the mirror is not
-    built (sentinel missing) and when the call fails.
-
-    :param keys: the keys ``redis_read`` reads, first the main one: on a
-        cluster the breaker of its master is used and their sentinels are
-        checked (none: the whole-cluster breaker and one sentinel per master).
+    :param keys: the keys ``redis_read`` reads, main one first (their master's breaker and
+        sentinels; none: the whole-cluster breaker and every sentinel).
     :returns: whichever answered; Redis errors open the breaker, never raise.
     """
     node = breaker_node(keys[0]) if keys else ""
@@ -371,6 +338,5 @@ class RedisLock:
         self.client.eval(_RELEASE_LUA, 1, self.key, self.token)
 
     def queue_release(self, pipe: Pipe) -> None:
-        """Queue ``release`` on ``pipe`` (``core.cluster.pipeline``; many locks released in one
-        round trip)."""
+        """Queue ``release`` on ``pipe`` (``core.cluster.pipeline``; many locks released in one round trip)."""
         queue_script(pipe, lua(_RELEASE_LUA), [self.key], [self.token])

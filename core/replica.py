@@ -1,30 +1,10 @@
 """Which reads may go to the database replica: page reads, and nothing a write trusts.
 
-The replica (``DATABASES["replica"]``, from ``DATABASE_REPLICA_URL``) lags
-the primary by however far replication is behind. A read may use it only
-when a stale answer is shown to a person and then forgotten. The rule is
-held in one context variable, which ``core.routers.ReplicaRouter`` reads
-for every query:
-
-- outside any context (Celery tasks, management commands, the shell,
-  non-safe requests) every read goes to the primary;
-- ``page_reads()``: reads may go to the replica. Only
-  ``ReplicaReadsMiddleware`` enters it, for GET and HEAD requests;
-- ``primary_reads()``: reads go to the primary again, even inside
-  ``page_reads()``, and ``page_reads()`` entered inside it changes nothing.
-  Every mechanism that writes what it read (a mirror apply, the outbox
-  drain, a rebuild, a reconcile, and a Celery task run eagerly by a page)
-  runs under it, so a lagging replica never writes stale state into Redis
-  or the database.
-
-Inside an atomic block on the primary, reads go to the primary whatever the
-context (the router checks): a transaction reads what it writes.
-
-Read-your-writes: after a non-safe request (POST, PUT, PATCH, DELETE) by a
-signed-in user, the response carries a signed cookie with the time;
-while it is younger than ``REPLICA_READ_YOUR_WRITES_SECONDS`` that
-browser's page reads stay on the primary, so an actor sees their own
-follow, note or sign-in on the next page even while the replica lags.
+One context variable, read by ``core.routers.ReplicaRouter``: outside any context reads go to the
+primary; ``page_reads()`` (GET and HEAD pages, ``ReplicaReadsMiddleware``) lets them use the
+replica; ``primary_reads()`` sends them back, for whatever writes what it reads. A signed cookie
+keeps an actor's reads on the primary after its writes. Design:
+docs/architecture.md#redis-cluster-and-a-read-replica.
 """
 
 from __future__ import annotations
@@ -76,10 +56,8 @@ def page_reads() -> Iterator[None]:
 
 @contextmanager
 def primary_reads() -> Iterator[None]:
-    """Send every read of this block to the primary, also inside ``page_reads()``.
-
-    For code that writes what it reads. Usable as a decorator
-    (``@primary_reads()``), each call entering the context afresh.
+    """Send every read of this block to the primary, also inside ``page_reads()`` (for code that writes
+    what it reads); usable as a decorator, each call entering afresh.
     """
     token = _reads.set(_PINNED)
     try:
@@ -120,12 +98,10 @@ def remember_write(response: HttpResponse) -> None:
 
 
 class ReplicaReadsMiddleware:
-    """Page reads of GET and HEAD requests may use the replica; the actor's own recent writes
-    keep them on the primary (read-your-writes).
+    """Page reads of GET and HEAD requests may use the replica, unless the actor wrote recently.
 
-    Placed after ``AuthenticationMiddleware`` (``config.settings.base`` adds
-    it when a replica is configured). The context ends when the view
-    returns, so a streaming body would read the primary.
+    Placed after ``AuthenticationMiddleware``; the context ends when the view returns (a
+    streaming body reads the primary).
     """
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:

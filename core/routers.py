@@ -1,19 +1,8 @@
 """The database router: writes and trusted reads on the primary, page reads on the replica.
 
-``ReplicaRouter`` (``DATABASE_ROUTERS``, set when ``DATABASE_REPLICA_URL``
-is) sends a read to the ``replica`` alias only when all of these hold:
-
-- the context allows it (``core.replica.page_reads()`` entered by the
-  middleware for a GET or HEAD, and no ``primary_reads()`` inside it);
-- the primary's connection is not inside an atomic block: a transaction
-  reads what it writes, and a ``select_for_update`` must lock the primary's
-  row;
-- the model is not one whose rows a request reads and then writes back
-  (``PRIMARY_ONLY_APP_LABELS``).
-
-Every other read, and every write, goes to ``default`` (the primary).
-Celery tasks and management commands never enter ``page_reads()``, so all
-their reads stay on the primary without any code of theirs.
+``ReplicaRouter`` sends a read to ``replica`` only inside ``core.replica.page_reads()`` (no
+``primary_reads()``), outside an atomic block on the primary, and for a model not in
+``PRIMARY_ONLY_APP_LABELS``; everything else goes to ``default``.
 """
 
 from __future__ import annotations
@@ -36,12 +25,7 @@ class ReplicaRouter:
     """Route reads to ``replica`` inside page reads (see the module docstring), all else to ``default``."""
 
     def db_for_read(self, model: type[Model], **hints: Any) -> str:
-        """``"replica"`` for a page read, else ``"default"``.
-
-        Never None: Django would then route by the ``instance`` hint, and a
-        row loaded from the replica would pull its related rows from there
-        outside page reads too.
-        """
+        """``"replica"`` for a page read, else ``"default"`` (never None, or Django would route related rows by the instance hint)."""
         if not reads_may_use_replica() or not replica_configured():
             return DEFAULT_DB_ALIAS
         if model._meta.app_label in PRIMARY_ONLY_APP_LABELS:

@@ -1,10 +1,5 @@
-"""A long walk over accounts recorded as a row: checkpointed after every batch, resumable.
-
-The graph's reconcile (``social.ReconcileRun``) and the inbox reconcile
-(``feed.InboxReconcileRun``) both keep one row per run with the same
-bookkeeping: ``started_at``/``finished_at``, ``dry_run``, ``only_user_id``,
-the checkpoint ``last_user_id``, ``error``, and counters named after the
-report's figures. ``recorded_run`` does that bookkeeping for either.
+"""A long walk over accounts recorded as a row (``ReconcileRun``, ``InboxReconcileRun``): checkpointed
+after every batch, resumable; ``recorded_run`` does the bookkeeping for either.
 """
 
 from __future__ import annotations

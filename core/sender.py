@@ -1,17 +1,8 @@
 """A per-process thread that sends the wake-up messages of committed outbox entries, a few at once.
 
-A request that commits outbox entries of Celery-applied kinds hands their
-ids to this process's sender and returns. The sender waits up to
-``OUTBOX_SEND_COALESCE_SECONDS`` for the ids other transactions of the
-process commit meanwhile and sends them in one message (at most
-``SEND_BATCH`` ids each): under load the broker handles one message where
-it would handle dozens, and no request waits for it. Losing queued ids is
-harmless (a process killed first): the entries stay pending in the
-database, and the drain applies them after ``OUTBOX_TASK_GRACE_SECONDS``.
-
-The thread is started on first use in each process (after a fork the child
-starts its own), and at interpreter exit what is queued is sent (up to two
-seconds).
+Ids of task kinds wait up to ``OUTBOX_SEND_COALESCE_SECONDS`` and go in one message (at most
+``SEND_BATCH`` each); lost ids are harmless (the drain applies their entries). Started on first
+use per process (again after a fork); flushed at exit. Design: docs/architecture.md#the-outbox-and-its-kinds.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Celery tasks of the outbox: thin, take ids, call the outbox mechanism.
-
-``outbox_apply`` is sent after commit for the entries of non-inline kinds;
-``outbox_drain`` runs on beat and applies whatever is still pending (a
-refused message, a killed worker, Redis down), after rebuilding the mirror
-when Redis lost its data.
+"""Celery tasks of the outbox, thin: ``outbox_apply`` (sent after commit for task kinds) and
+``outbox_drain`` (beat: whatever is still pending, after rebuilding a lost mirror).
 """
 
 from __future__ import annotations
@@ -22,12 +18,9 @@ from .redis import REDIS_ERRORS, redis_available, redis_failed
 
 @task(acks_late=True, reject_on_worker_lost=True)
 def outbox_apply(*, entry_ids: list[int]) -> dict[str, int]:
-    """Apply the pending entries ``entry_ids``.
+    """Apply the pending entries ``entry_ids``; Redis down is not retried here (the drain applies them).
 
-    Redis being down is not retried here: the entries stay pending and the
-    beat drain applies them once Redis answers (one retry loop, not one per
-    message). ``acks_late`` with ``reject_on_worker_lost``: a worker killed
-    mid-task leaves the message to be redelivered.
+    ``acks_late`` with ``reject_on_worker_lost``: a worker killed mid-task leaves the message redelivered.
 
     :returns: ``{"applied": n, "stuck": m}`` (both 0 when Redis is down).
     """
@@ -52,11 +45,8 @@ def _leave_to_the_drain(pending: QuerySet[OutboxEntry]) -> None:
 
 @task(acks_late=True, soft_time_limit=settings.LONG_TASK_TIME_LIMIT, time_limit=settings.LONG_TASK_TIME_LIMIT + 60)
 def outbox_drain() -> dict[str, Any]:
-    """Apply every pending outbox entry (beat, every SOCIAL_OUTBOX_DRAIN_SECONDS); purge old applied ones.
-
-    Rebuilds the mirror first when Redis lost it (the long time limit is
-    for that). Redis being down is not an error: the entries stay pending
-    and the next beat tries again.
+    """Apply every pending outbox entry (beat, every SOCIAL_OUTBOX_DRAIN_SECONDS), rebuilding a lost
+    mirror first; purge old applied ones. Redis down is not an error.
 
     :returns: ``DrainResult.as_dict()``.
     """

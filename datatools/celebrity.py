@@ -1,13 +1,7 @@
 """Give one account N followers quickly (tests, benchmarks, demos): ``celebrity_make``.
 
-Followers are real accounts (``fan<celebrity id>_<n>``) and real ``Follow``
-rows, written in batches with multi-row ``INSERT IGNORE`` on MariaDB/MySQL
-(``bulk_create(ignore_conflicts=True)`` elsewhere), so a re-run skips what
-exists and fills in the rest.
-Bulk inserts fire no signals and write no outbox rows, so the mirror is
-then rebuilt for the account (``social.rebuild.rebuild_user``: its own
-keys built aside and swapped in, sharded when big, plus its entry in every
-follower's following set).
+Fans are real accounts (``fan<celebrity id>_<n>``) and ``Follow`` rows, inserted in re-runnable
+batches with no signals or outbox rows; the account's mirror is then rebuilt (``rebuild_user``).
 """
 
 from __future__ import annotations
@@ -45,13 +39,10 @@ def fan_username(celebrity_id: int, index: int) -> str:
 
 
 def _insert_fans(names: list[str]) -> None:
-    """INSERT IGNORE the accounts ``names`` (one statement); existing usernames are skipped.
+    """INSERT IGNORE the accounts ``names`` in one statement; existing usernames are skipped.
 
-    On MariaDB/MySQL the other columns are rendered once through Django (a
-    template ``User``: its defaults, the unusable password) and the
-    statement is built directly: bulk_create spends most of its time
-    preparing 13 fields per row in Python. Fan usernames are
-    ``fan<digits>_<digits>``, which need no quoting.
+    Values are rendered once from a template ``User`` (bulk_create spends most of its time on 13
+    fields per row); fan usernames need no quoting.
     """
     if connection.vendor != "mysql":
         User.objects.bulk_create(
@@ -100,11 +91,8 @@ def celebrity_make(
 ) -> CelebrityResult:
     """Make sure account ``username`` (created if missing) has ``followers`` fan accounts following it.
 
-    :param followers: number of fans, 0..1_000_000 or more; fans
-        ``0..followers-1`` are created if missing (re-runnable).
-    :param ties: fans per follow second: fan ``i`` followed at
-        ``start + i // ties`` seconds, so runs of ``ties`` equal follow
-        times exercise the tie order of paging.
+    :param followers: number of fans; fans ``0..followers-1`` are created if missing (re-runnable).
+    :param ties: fans per follow second (fan ``i`` at ``start + i // ties``), to exercise tie order.
     :param batch: rows per INSERT.
     :param rebuild: rebuild the account's Redis keys afterwards.
     :param on_progress: called with the number of fans done in each batch.

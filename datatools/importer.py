@@ -1,52 +1,9 @@
-"""Import a SNAP edge list ("a b" = a follows b) as users and follows.
+"""Import a SNAP edge list ("a b" = a follows b) as users ``u<node id>`` and follows.
 
-Users are named ``u<node id>``. Follow times are deterministic when the
-file has none: ``IMPORT_EPOCH`` plus one second per edge in file order, so
-two imports of one file give identical data and every edge has its own
-second. Self-loops are skipped and counted, and so are repeated edges.
-The bulk insert fires no signals and writes no outbox rows: the caller
-rebuilds the Redis mirror afterwards (``rebuild_all``).
-
-How the rows get in, fastest first (each can simply be re-run: nothing is
-ever duplicated):
-
-``load``    the follows table is empty (a first import) on MariaDB/MySQL
-            outside a transaction: every follow in ONE ``LOAD DATA LOCAL
-            INFILE`` statement from a temporary tab-separated file, with
-            ``unique_checks=0, foreign_key_checks=0``. MariaDB (10.6
-            and later) then inserts into the empty table with
-            table-level undo logging and builds each index from sorted
-            runs instead of row by row, several times faster than
-            multi-row INSERTs. Only the first statement of the
-            transaction gets this, hence one statement. An interruption
-            rolls the whole load back (the table is empty again). The
-            rows are unique because the file was deduplicated here; a
-            duplicate that appears anyway (a follow made meanwhile) makes
-            the statement fail and roll back rather than be skipped.
-``sqlite``  SQLite outside a transaction (the embedded default): accounts
-            and follows in ONE transaction, ``executemany`` of
-            ``INSERT OR IGNORE`` on the raw ``sqlite3`` cursor of Django's
-            connection (no model instances, no SQL rendering per row),
-            with the follows table's secondary indexes dropped for the
-            load and created again at the end (one sort each instead of a
-            B-tree insert per row and index) and the bulk-load PRAGMAs of
-            ``SQLITE_BULK_PRAGMAS`` (restored afterwards). The rollback
-            journal stays on: the pages a first import writes lie past the
-            end of the file it started from, which SQLite does not journal,
-            so it costs little, and an interrupted import (a kill, Ctrl-C)
-            rolls back whole, dropped indexes included. The unique pair
-            index stays (it belongs to the table) and skips what exists.
-``insert``  otherwise (rows exist or inside a transaction on MariaDB, a
-            transaction on SQLite, or the server refuses LOCAL INFILE):
-            multi-row ``INSERT IGNORE`` of ``BATCH`` rows (MariaDB) or
-            ``bulk_create(ignore_conflicts)``, one transaction per batch,
-            progress after each.
-
-Parsing reads the whole file at once (``bytes.split`` and ``int`` over all
-tokens, a third of the time of reading it line by line);
-a file that is not exactly two integer columns per line (comments and
-blank lines aside) goes through ``datatools.datasets.read_edges``, which
-ignores extra columns and names the first malformed line.
+Follow times are ``IMPORT_EPOCH`` plus one second per edge in file order (deterministic);
+self-loops and repeats are skipped and counted; re-running duplicates nothing. No signals, no
+outbox rows: the caller rebuilds the mirror (``rebuild_all``). The three write methods
+(``load``, ``sqlite``, ``insert``): docs/operations.md#management-commands.
 """
 
 from __future__ import annotations
@@ -98,9 +55,9 @@ SQLITE_BULK_PRAGMAS = {"synchronous": "OFF", "cache_size": "-524288", "temp_stor
 
 @dataclass
 class ImportStats:
-    """Counts of one import: ``users_created``, ``edges_read``, ``self_loops`` skipped,
-    ``duplicates`` skipped within the file, ``edges_inserted`` (new rows), and the
-    ``method`` that wrote the follows (``"load"``, ``"sqlite"`` or ``"insert"``, module docstring)."""
+    """Counts of one import: ``users_created``, ``edges_read``, ``self_loops`` and ``duplicates``
+    skipped, ``edges_inserted`` (new rows), ``method`` (``"load"``, ``"sqlite"`` or ``"insert"``).
+    """
 
     users_created: int = 0
     edges_read: int = 0
@@ -170,10 +127,8 @@ def unique_edges(sources: list[int], targets: list[int], stats: ImportStats) -> 
 def _insert_users_mysql(usernames: list[str], password_hash: str) -> None:
     """Multi-row INSERT IGNORE of new accounts; every other column takes the model's default.
 
-    The column values are rendered once through Django (a template
-    ``User``) and MySQLdb's escaping; only the username differs per row, and
-    it is ``u<int>`` (no quoting needed). bulk_create spent most of its
-    time rendering 13 fields per row.
+    Values are rendered once from a template ``User`` (bulk_create spent most of its time
+    rendering 13 fields per row); usernames are ``u<int>`` and need no quoting.
     """
     template = User(username="", password=password_hash)
     fields = [f for f in User._meta.concrete_fields if not f.primary_key]
@@ -260,9 +215,8 @@ def _load_connection() -> Any:
 def _load_follows_mysql(edges: list[tuple[int, int]], user_of: dict[int, int]) -> int | None:
     """Load every follow in one ``LOAD DATA LOCAL INFILE`` into the empty follows table.
 
-    :returns: the number of rows loaded, or None when the fast path does not
-        apply (the table has rows, or the server refuses LOCAL INFILE); the
-        caller then inserts in batches.
+    :returns: the number of rows loaded, or None when the fast path does not apply (the table
+        has rows, or the server refuses LOCAL INFILE).
     """
     import MySQLdb
 
@@ -314,11 +268,9 @@ def _sqlite_fast_path() -> bool:
 
 @contextmanager
 def sqlite_bulk_load(raw: sqlite3.Connection) -> Iterator[None]:
-    """Set ``SQLITE_BULK_PRAGMAS`` on the sqlite3 connection ``raw`` for the block, then restore
-    the values it had (also when the block raises).
+    """Set ``SQLITE_BULK_PRAGMAS`` on the sqlite3 connection ``raw`` for the block, then restore them.
 
-    Must be entered outside a transaction (``temp_store`` and ``synchronous`` are
-    per connection, set before the transaction that uses them).
+    Enter outside a transaction (``temp_store`` and ``synchronous`` apply to later transactions).
     """
     saved = {name: raw.execute(f"PRAGMA {name}").fetchone()[0] for name in SQLITE_BULK_PRAGMAS}
     for name, value in SQLITE_BULK_PRAGMAS.items():
@@ -372,10 +324,7 @@ def _import_sqlite(
     on_progress: Callable[[int], None] | None,
     on_stage: Callable[[str], None] | None,
 ) -> None:
-    """The ``sqlite`` method (module docstring): accounts and follows in one transaction.
-
-    Fills ``stats.users_created``, ``edges_inserted`` and ``method``.
-    """
+    """The ``sqlite`` method: accounts and follows in one transaction; fills ``stats.users_created``, ``edges_inserted``, ``method``."""
     connection.ensure_connection()
     raw = connection.connection
     follows = connection.ops.quote_name(Follow._meta.db_table)
@@ -423,8 +372,7 @@ def graph_import(
     :param password: password given to every created user (None: unusable).
     :param limit: import only the first ``limit`` edges (test slices).
     :param on_progress: called with the number of edges just handled.
-    :param on_stage: called with a line saying what a long step without edge
-        progress is doing (the SQLite index build).
+    :param on_stage: called with a line saying what a long step without edge progress is doing.
     :returns: ``ImportStats``.
     :raises DatasetError: on a malformed line.
     """

@@ -15,12 +15,9 @@ from . import redis_keys
 
 
 def database_fingerprint() -> str:
-    """What identifies the data a bulk load wrote: the first account's id and the moment it was
-    created, to the microsecond (``"empty"`` without accounts).
-
-    A re-import, or a database file swapped for another, gives another
-    fingerprint; follows, notes and sign-ups do not change it (they reach the
-    mirror through the outbox).
+    """What identifies the data a bulk load wrote: the first account's id and creation time to the
+    microsecond (``"empty"`` without accounts); changed by a re-import or another database file,
+    not by writes that reach the mirror through the outbox.
     """
     first = User.objects.order_by("pk").values_list("pk", "date_joined").first()
     if first is None:

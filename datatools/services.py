@@ -1,12 +1,8 @@
 """Writes of the demo: forget the Redis mirror before a bulk load, and warm it up again afterwards.
 
-A bulk load (``import_graph``, the notes replay) bypasses the outbox, so the
-mirror no longer matches the database: ``mirror_forget`` deletes the sentinel
-(readers use the database) and the watermark first, so that an interrupted
-load or warm-up never leaves a mirror that claims to be current.
-``mirror_warm_up`` replays the demo's notes when there are none, then builds
-the mirror again, while the site serves from the database, and sets the
-sentinel and the watermark at the end.
+A bulk load bypasses the outbox, so ``mirror_forget`` first deletes the sentinel and watermark
+(an interrupted load never leaves a mirror claiming to be current); ``mirror_warm_up`` rebuilds
+it while the site serves from the database. Operation: docs/operations.md#make-run-the-embedded-default.
 """
 
 from __future__ import annotations
@@ -143,17 +139,10 @@ def mirror_warm_up(
 ) -> WarmupResult:
     """Bring the demo's data and the Redis mirror up to date, for a site that serves meanwhile.
 
-    With ``replay_notes`` and no note in the database, the Higgs activity is
-    replayed as notes first (one transaction; ``datatools.simulate``). When the mirror is missing or was built from other data (``MirrorState``),
-    it is rebuilt under the mirror's rebuild lock (the one ``core.outbox.rebuild_locked``
-    takes): the sentinel is deleted first, so pages read the database until the
-    end; then the feeds (pull set, every author's outbox, the inboxes of
-    recent readers) and the follow graph, which sets the sentinel last.
-    Then every pending outbox entry is applied (``core.outbox.drain``), the
-    watermark set to ``database_fingerprint()`` and, on the embedded server,
-    its append-only file compacted (a restart then loads one snapshot).
-    Progress is kept in ``ff:demo:warmup`` for the pages' banner; a warm-up
-    that fails leaves it marked ``failed`` with the error, and raises.
+    Replays the notes if there are none; when the mirror is missing or stale (``MirrorState``)
+    rebuilds feeds and graph under the rebuild lock, sentinel last; drains the outbox; sets the
+    watermark; compacts the embedded server's AOF. Progress is in ``ff:demo:warmup`` (``failed``
+    with the error on failure).
 
     :param replay_notes: replay the demo's notes when there are none.
     :param on_progress: called with a ``WarmupProgress`` after each batch.

@@ -1,28 +1,8 @@
-"""Replay the real posting activity of the Higgs Twitter dataset as notes of the imported accounts.
+"""Replay the real posting activity of SNAP higgs-activity_time as notes of the imported accounts.
 
-Source: SNAP higgs-activity_time (M. De Domenico, A. Lima, P. Mougel,
-M. Musolesi, *The Anatomy of a Scientific Rumor*, Sci. Rep. 3:2980, 2013):
-563,069 rows ``userA userB unix_ts type`` (RT, MT, RE), 1-7 July 2012,
-sorted by time, with a burst of 45,861 rows/hour around the 4 July
-announcement and a heavy-tailed activity per user (p50 1, max 656).
-
-Mapping (documented in docs/operations.md, "Demo data"):
-
-1. Each row is one note by ``userA`` (a retweet, mention or reply is a post).
-2. Higgs users are ranked by their number of rows as ``userA`` (most
-   prolific first, ties by Higgs id); imported accounts are ranked by their
-   number of active followers (most followed first, ties by account id).
-   Higgs rank *r* posts as account rank *r*: prolific posters become
-   well-connected accounts, and accounts beyond the number of Higgs posters,
-   or whose Higgs user is not sampled, stay silent.
-3. Rows whose poster has no account (rank beyond the accounts) are dropped;
-   of the rest every *k*-th row is kept (k = kept rows / ``notes``), so the
-   hourly shape (the burst) and each poster's share are preserved.
-4. Times keep their real spacing (whole seconds, so several notes share a
-   millisecond score, as real ties do) and are shifted so that the last
-   kept row is published at ``end`` (default: a minute ago).
-5. The body names the action and its target: "Retweeted @u2494", where
-   ``userB`` is mapped by the same ranking when it has an account.
+Higgs poster rank *r* posts as the account of follower rank *r*; every *k*-th row is kept, times
+keep their spacing shifted to end at ``end``. The mapping and its source:
+docs/operations.md#demo-data.
 """
 
 from __future__ import annotations
@@ -137,14 +117,9 @@ def _body(row: Row, mapping: dict[int, tuple[int, str]]) -> str:
 
 
 def replay(plan: ReplayPlan, *, on_progress: Callable[[int], None] | None = None) -> int:
-    """Insert the planned notes in bulk (publish order = id order), marked as fanned out, in ONE
-    transaction: an interrupted replay leaves no notes, so ``--if-empty`` runs it again.
-
-    On SQLite the rows go through ``executemany`` on the raw ``sqlite3`` cursor
-    (every column but author, body and time prepared once by Django from a
-    template ``Note``); elsewhere through ``bulk_create``, ``INSERT_BATCH`` at a time.
-    Bulk inserts fire no signals and queue no fan-out: the caller rebuilds
-    the feeds afterwards (``feed.rebuild.rebuild_all_inboxes``).
+    """Insert the planned notes in bulk (id order = publish order), marked fanned out, in ONE
+    transaction (an interrupted replay leaves none, so ``--if-empty`` runs it again); no
+    signals, no fan-out: the caller rebuilds the feeds.
 
     :param on_progress: called with the number of notes just written.
     :returns: the number of notes created.

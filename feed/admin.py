@@ -1,15 +1,6 @@
-"""Admin of notes: moderators hide and unhide, superusers delete; both through the feed services.
-
-Hiding (``feed.services.note_hide``) and deleting (``note_delete``, a soft
-delete) make readers skip the note at once and retract it from the
-author's outbox and every inbox after commit; unhiding delivers it again at
-its original time. Neither a form save nor ``QuerySet.delete`` can bypass
-that: notes are not editable here, and the bulk delete is replaced.
-
-Permissions: hide/unhide need ``feed.hide_note`` (the moderators group has
-it), delete needs ``feed.delete_note`` (superusers). Every action is
-written to the admin log. Lists never count the whole table and fetch the
-page's authors by id (see ``social.admin``).
+"""Admin of notes: moderators hide and unhide (``feed.hide_note``), superusers delete
+(``feed.delete_note``), both through the feed services so feeds follow; notes are not editable
+and the bulk delete is replaced. Behaviour: docs/behaviours.md#moderators-and-the-admin.
 """
 
 from __future__ import annotations

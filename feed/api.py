@@ -1,12 +1,5 @@
-"""The feed's JSON API; the actor is always the signed-in user.
-
-- ``POST /api/blog`` and ``POST /api/notes``: publish (``{"body": ...}`` as
-  JSON or form data); 201 with the note.
-- ``GET /api/blog/of/follow?lastId=<ms>&offset=<n>[&limit=]``: the home
-  timeline in the scroll contract, ``{list, minTime, offset, hasMore}``.
-- ``GET /api/feed?cursor=&limit=``: the same feed with an opaque cursor,
-  ``{list, next_cursor}`` (``next_cursor`` null at the end).
-- ``DELETE /api/notes/<id>``: the author deletes a note.
+"""The feed's JSON API (``/api/blog``, ``/api/notes``, ``/api/blog/of/follow``, ``/api/feed``); the
+actor is always the signed-in user. Routes and shapes: docs/api.md#json-api.
 """
 
 from __future__ import annotations

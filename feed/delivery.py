@@ -1,23 +1,9 @@
 """Low-level Redis writes of feeds: inbox and outbox entries, follower iteration, pull authors.
 
-The callers (``feed.outbox``, ``feed.rebuild``) decide from the database
-what to write; the decision that must not race lives here, in server-side
-scripts run where the reader's keys are (every key of one reader carries
-its hash tag, so each script touches one slot on a cluster):
-
-- ``DELIVER_LUA`` adds notes to a reader's inbox only while the reader
-  still follows the author *and* its inbox is maintained (synced, or being
-  built), trims it to ``INBOX_MAX_LEN``, and writes the build copy too
-  while an inbox rebuild runs. A fan-out batch that lands after the
-  reader's unfollow was mirrored therefore adds nothing, and a rebuild
-  keeps what was delivered while it ran.
-- ``WITHDRAW_LUA`` removes notes from a reader's inbox (and from the build
-  copy, remembering them so the build does not bring them back), either
-  unconditionally (a hidden or deleted note) or only while the reader no
-  longer follows the author (an unfollow; a re-follow since keeps them).
-
-Members are always ``redis_keys.note_member(id)``: a retried or repeated
-write of one note adds nothing.
+Callers (``feed.outbox``, ``feed.rebuild``) decide from the database what to write; what must
+not race is decided in scripts on the reader's slot: ``DELIVER_LUA`` (adds only while the reader
+follows the author and its inbox is maintained; writes the build copy too) and ``WITHDRAW_LUA``.
+Writes are idempotent. Design: docs/architecture.md#notes-and-the-home-feed.
 """
 
 from __future__ import annotations
@@ -178,11 +164,8 @@ def queue_add(pipe: Pipe, key: str, entries: Iterable[Entry]) -> None:
 
 
 def is_pull_author(client: redis.Redis, author_id: int) -> bool:
-    """Whether ``author_id``'s notes are pulled at read time instead of fanned out.
-
-    True when the author is already in the pull set (sticky until a full
-    rebuild re-derives the set) or has at least ``FANOUT_PULL_THRESHOLD``
-    followers now, in which case the author is added to the set.
+    """Whether ``author_id``'s notes are pulled at read time: in the pull set already (sticky until a
+    full rebuild), or at least ``FANOUT_PULL_THRESHOLD`` followers now (then added to it).
     """
     if client.sismember(redis_keys.pull_authors_key(), str(author_id)):
         return True
@@ -229,17 +212,11 @@ def _database_follower_ids(author_id: int, *, batch: int, part: Part | None = No
 def follower_batches(
     client: redis.Redis, author_id: int, *, source: str = "auto", batch: int | None = None, part: Part | None = None
 ) -> Iterator[list[int]]:
-    """Yield ``author_id``'s followers in batches of at most ``batch`` ids.
+    """Yield ``author_id``'s followers in batches of at most ``batch`` ids (SSCAN may repeat one: harmless).
 
-    :param part: ``Part(parts, index)``: only the followers whose id is
-        ``index`` modulo ``parts`` (one part of a split fan-out); None: all.
-
-    :param source: ``"redis"`` (SSCAN of the follower set in every layout,
-        as ``social.layout`` lays them out), ``"database"`` (Follow rows,
-        also those of a deactivated author, which the mirror no longer
-        lists) or ``"auto"`` (Redis when the follow mirror is built).
-    :returns: an iterator of id lists; SSCAN may repeat an id, which is
-        harmless because every write is idempotent.
+    :param part: ``Part(parts, index)``: only followers whose id is ``index`` modulo ``parts``; None: all.
+    :param source: ``"redis"`` (every layout), ``"database"`` (Follow rows, also of a
+        deactivated author) or ``"auto"`` (Redis when the mirror is built).
     :raises: Redis errors (REDIS_ERRORS) propagate so the outbox entry stays pending.
     """
     size = batch or fan_out_batch_size()
@@ -271,10 +248,8 @@ READER_KEYS: tuple[Callable[[int], str], ...] = (
 
 
 def _per_reader(client: redis.Redis, source: str, args: Sequence[int | str], reader_ids: Sequence[int]) -> int:
-    """Run script ``source`` (``DELIVER_LUA`` or ``WITHDRAW_LUA``) with ``args``, the templates of
-    ``READER_KEYS`` and the reader ids: one call on one server; on a cluster one call per hash
-    slot (a script's keys must share one) with one of its readers' inboxes as the routing key,
-    pipelined per master.
+    """Run script ``source`` with ``args``, the ``READER_KEYS`` templates and the reader ids: one call
+    on one server; on a cluster one per hash slot, pipelined per master.
 
     :returns: the sum of the calls' replies.
     """
@@ -292,9 +267,7 @@ def _per_reader(client: redis.Redis, source: str, args: Sequence[int | str], rea
 
 
 def deliver(client: redis.Redis, reader_ids: Sequence[int], author_id: int, entries: Sequence[Entry]) -> int:
-    """Add ``author_id``'s ``entries`` to each reader's inbox that is maintained and still follows
-    the author (``DELIVER_LUA``): one script call for the batch on one server, one per hash
-    slot (pipelined per master) on a cluster.
+    """Add ``author_id``'s ``entries`` to each reader's inbox that is maintained and still follows the author (``DELIVER_LUA``).
 
     :returns: the number of inbox writes made (readers reached times entries).
     """
@@ -309,12 +282,9 @@ def deliver(client: redis.Redis, reader_ids: Sequence[int], author_id: int, entr
 def withdraw(
     client: redis.Redis, reader_ids: Sequence[int], note_ids: Sequence[int], *, unless_following: int | None = None
 ) -> int:
-    """Remove ``note_ids`` from each reader's inbox (and an inbox build under way), with
-    ``WITHDRAW_LUA`` dispatched as ``deliver`` dispatches.
+    """Remove ``note_ids`` from each reader's inbox (and a build under way) with ``WITHDRAW_LUA``.
 
-    :param unless_following: an author id: readers who follow it again (a
-        re-follow since the unfollow) keep the notes. None removes them
-        unconditionally (hidden, deleted, author gone).
+    :param unless_following: an author id whose re-followers keep the notes; None removes them always.
     :returns: the number of members removed.
     """
     if not reader_ids or not note_ids:
@@ -343,10 +313,8 @@ def fan_out_parts(followers: int) -> int:
 def fan_out_to_followers(
     client: redis.Redis, author_id: int, entries: Sequence[Entry], *, source: str = "auto", part: Part | None = None
 ) -> tuple[int, int]:
-    """Deliver ``entries`` to ``author_id``'s followers (or one ``part`` of them), one script call per batch.
-
-    Between batches it sleeps ``FEED_FANOUT_BATCH_PAUSE_SECONDS`` (0 by
-    default; raise it to spread a big fan-out's load on Redis).
+    """Deliver ``entries`` to ``author_id``'s followers (or one ``part``), one script call per batch,
+    sleeping ``FEED_FANOUT_BATCH_PAUSE_SECONDS`` between batches.
 
     :returns: ``(followers_walked, inbox_writes)``.
     """

@@ -49,8 +49,7 @@ def database_after(followees: Collection[int] | QuerySet[Any], after: Position |
 
 
 def database_run(followees: Collection[int] | QuerySet[Any], score: int) -> list[tuple[int, int]]:
-    """``(id, author id)`` of the visible notes of ``followees`` published at exactly ``score`` (ms),
-    ids ascending."""
+    """``(id, author id)`` of the visible notes of ``followees`` published at exactly ``score`` (ms), ids ascending."""
     if not isinstance(followees, QuerySet) and not followees:
         return []
     rows = visible_notes().filter(

@@ -11,13 +11,7 @@ ONE_MS = timedelta(milliseconds=1)
 
 
 def now_whole_ms() -> datetime:
-    """Current time truncated to the millisecond.
-
-    Inbox scores are publish times in whole milliseconds, so the database
-    keeps exactly the same value and the Redis and database paths order
-    notes alike (a microsecond part would split one Redis tie into several
-    database values).
-    """
+    """Current time truncated to the millisecond (inbox scores are whole ms, so both paths order notes alike)."""
     now = timezone.now()
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
@@ -48,21 +42,12 @@ SPOILER_MAX_LENGTH = 500
 
 
 class Note(models.Model):
-    """A short post by ``author``; shown in the home feed of every follower.
+    """A short post by ``author``, shown in the home feed of every follower.
 
-    ``created_at`` is the publish time, truncated to the millisecond: it is
-    the note's score in every inbox and outbox. A note leaves every feed when
-    it is hidden by a moderator (``is_hidden``), deleted by its author
-    (``deleted_at``, a soft delete) or its author is deactivated; readers
-    filter these out at once and background tasks clean the inboxes.
-
-    Mirrored in Redis (``feed.redis_keys``): the author's outbox
-    ``feed:outbox:{author}`` and the inbox ``feed:inbox:{follower}`` of every
-    active follower (fan-out on write by ``feed.tasks.feed_note_fan_out``,
-    scheduled on commit by ``feed.services.note_create``), or only the outbox
-    for authors above ``FANOUT_PULL_THRESHOLD`` (pulled at read time).
-    ``fanned_out_at`` is set when the fan-out finished; a beat task re-runs
-    notes whose fan-out never finished (the note row is its own outbox entry).
+    ``created_at`` (whole ms) is its score in every inbox and outbox. Hidden (``is_hidden``),
+    soft-deleted (``deleted_at``) or by a deactivated author, it leaves every feed. Mirrored in
+    Redis (``feed.redis_keys``) by its ``feed.note`` outbox entry; ``fanned_out_at`` is set when
+    the fan-out finished.
     """
 
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notes")
@@ -103,12 +88,8 @@ class Note(models.Model):
 
 
 class InboxReconcileRun(models.Model):
-    """One run of the inbox reconcile (``reconcile_feeds`` or the nightly task) and its figures.
-
-    Updated after every batch of readers, so an interrupted run keeps its
-    checkpoint (``last_user_id``) and ``--resume`` continues it; the admin's
-    health page shows the latest whole run. ``finished_at`` is None while
-    the run is under way or after it was interrupted.
+    """One run of the inbox reconcile and its figures, updated after every batch (``last_user_id`` is
+    the checkpoint ``--resume`` continues); ``finished_at`` None while under way or interrupted.
     """
 
     started_at = models.DateTimeField(default=timezone.now)

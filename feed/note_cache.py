@@ -1,29 +1,9 @@
 """The note cache: what a page shows of a note and of its author, in Redis, filled on a miss.
 
-What a page shows of a note (author id, publish time, body)
-and of its author (username, display name) is read from the note cache
-(``feed.redis_keys.note_cache_key``, ``author_cache_key``), so a page reads
-no note or account row in the common case: one round trip for the inbox
-(with its markers), one for the notes, their authors and the following
-check (the authors of ids this process met before are known: a note's
-author never changes), and a page shows ``FeedNote``s built from it, not
-model instances; its one query is the visibility check of its authors
-(``feed.page_reader``, "Visibility"). Only visible notes and active accounts are cached, so a
-cached note of a cached author is shown without reading its rows. An
-entry is written by the fan-out (``SET``, fresh from the primary after
-commit, before any inbox holds the id) and by a reader that missed it
-(``SET NX``, from a primary read: a lagging replica must not write an older
-state). It is *forgotten* when the note is hidden, unhidden or deleted or
-the account is deactivated, renamed or deleted: at commit (``feed.receivers``)
-and again by that change's outbox job, which is retried until it succeeds.
-Forgetting writes a tombstone that refuses ``NX`` fills for
-``CACHE_TOMBSTONE_SECONDS``, so a reader whose database read came before
-the change cannot write the old state back after it. A miss or a tombstone
-reads the database (the note and its author, on the primary), as a page
-did before the cache.
-
-Its keys are ``feed.redis_keys``' (``note_cache_key``, ``author_cache_key``); a miss reads the
-database through ``feed.fallback.load_notes``.
+Keys are ``feed.redis_keys``' (``note_cache_key``, ``author_cache_key``); only visible notes
+and active authors are cached; the fan-out writes (``SET``), a reader's miss fills (``SET NX``,
+through ``feed.fallback.load_notes`` on the primary), a change forgets with a tombstone.
+Design: docs/architecture.md#notes-and-the-home-feed (The note cache).
 """
 
 from __future__ import annotations
@@ -106,8 +86,7 @@ def _parsed_author(user_id: int, value: bytes) -> FeedAuthor:
 
 
 def author_value(user: User | FeedAuthor) -> bytes:
-    """The note cache's value for author ``user``: the username's length in bytes, a space, the
-    username and the display name."""
+    """The note cache's value for author ``user``: the username's length in bytes, a space, the username and the display name."""
     username = user.username.encode()
     return b"%d %s%s" % (len(username), username, user.display_name.encode())
 
@@ -123,14 +102,11 @@ def parse_author_value(value: bytes) -> tuple[str, str]:
 
 
 def queue_cache_fill(pipe: Pipe, notes: Iterable[Note], *, replace: bool) -> int:
-    """Queue writes of the cache entries of ``notes`` and their authors (loaded) on ``pipe``.
+    """Queue writes of the cache entries of ``notes`` and their (loaded) authors on ``pipe``; invisible
+    notes and inactive authors are left out.
 
-    Notes that are not visible and inactive authors are left out.
-
-    :param replace: overwrite the notes' entries and tombstones (``SET``:
-        the fan-out, which read the note on the primary after its commit and
-        checks it again afterwards); False writes only where no entry and no
-        tombstone is (``SET NX``: a reader's fill). Authors are always ``NX``.
+    :param replace: ``SET`` over entries and tombstones (the fan-out); False: ``SET NX`` only
+        where neither is (a reader's fill). Authors are always ``NX``.
     :returns: the number of commands queued.
     """
     queued = 0
@@ -149,8 +125,7 @@ def queue_cache_fill(pipe: Pipe, notes: Iterable[Note], *, replace: bool) -> int
 
 
 def queue_cache_forget(pipe: Pipe, *, note_ids: Iterable[int] = (), author_ids: Iterable[int] = ()) -> int:
-    """Queue the tombstones of notes ``note_ids`` and accounts ``author_ids`` on ``pipe`` (see the
-    module docstring); returns the number of commands queued."""
+    """Queue the tombstones of notes ``note_ids`` and accounts ``author_ids`` on ``pipe``; returns the number of commands queued."""
     keys = [redis_keys.note_cache_key(note_id) for note_id in note_ids]
     keys += [redis_keys.author_cache_key(user_id) for user_id in author_ids]
     for key in keys:
@@ -172,10 +147,8 @@ def cache_forget(client: redis.Redis, *, note_ids: Iterable[int] = (), author_id
 
 
 def cache_forget_now(*, note_ids: Sequence[int]) -> bool:
-    """Forget the cached notes ``note_ids`` right after a commit, best effort: nothing is tried
-    while the breaker is open (a write never waits for a dead Redis), a Redis failure opens it
-    (readers use the database meanwhile), and either way the note's ``feed.note`` job forgets
-    again.
+    """Forget the cached notes ``note_ids`` right after a commit, best effort (nothing while the breaker
+    is open; a failure opens it); the note's ``feed.note`` job forgets again either way.
 
     :returns: True when the tombstones were written.
     """
@@ -194,10 +167,7 @@ def cache_forget_now(*, note_ids: Sequence[int]) -> bool:
 
 def lookup(client: redis.Redis, keys: Sequence[str], set_key: str, members: Sequence[int]) -> tuple[list[Any], list[bool]]:
     """The values of the string ``keys`` (None where missing) and whether each of ``members`` is in
-    the set ``set_key``, in one round trip.
-
-    On one server one raw ``MGET`` and one raw ``SMISMEMBER`` (see ``inbox_round``); on a
-    cluster the keys live on many slots, so one ``GET`` each through the routed pipeline.
+    ``set_key``, in one round trip (raw ``MGET`` and ``SMISMEMBER``; on a cluster one ``GET`` each, routed).
 
     :raises: Redis errors (``REDIS_ERRORS``).
     """
@@ -248,14 +218,11 @@ def forget_note_authors() -> None:
 def resolve_notes(
     client: redis.Redis, note_ids: Sequence[int], *, reader_id: int, following_key: str, muted: Collection[int] = ()
 ) -> Resolved:
-    """Look up ``note_ids`` in the note cache, their authors too, and whether reader
-    ``reader_id`` (whose following set is ``following_key``) follows those authors.
+    """Look up ``note_ids`` and their authors in the note cache, and whether ``reader_id`` (following
+    set ``following_key``) follows those authors.
 
-    One round trip when this process met every id before (the notes' and
-    their authors' entries and one ``SMISMEMBER``), else two (the authors
-    after the notes); on misses one query for the missing notes and one for
-    the missing authors, on the primary, and a round trip filling the cache
-    (``SET NX``).
+    One round trip when this process met every id before, else two; misses cost a query for
+    notes and one for authors, on the primary, and a fill (``SET NX``).
 
     :raises: Redis errors (``REDIS_ERRORS``).
     """

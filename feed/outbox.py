@@ -1,44 +1,8 @@
-"""The feed's outbox kinds: every delivery job, recorded in the transaction that causes it.
-
-Each kind's handler re-reads the database and makes Redis agree with it,
-so a job that runs twice, late or out of order is harmless:
-
-- ``feed.note`` (``NOTE``, note id, author id): a note was published,
-  hidden, unhidden or deleted. A visible note is fanned out (its author's
-  outbox, then every follower's maintained inbox, or only the outbox for
-  pull authors); a note that is not visible is retracted from all of them.
-- ``feed.note_part`` (``NOTE_PART``, note id, packed part): one part of a
-  big author's fan-out (the followers whose id is the part's index modulo
-  the part count), recorded by ``feed.note`` when the author has more than
-  ``FEED_FANOUT_PART_FOLLOWERS`` followers, one task message each.
-- ``feed.pair`` (``PAIR``, follower id, followee id): a follow or an
-  unfollow. While the follow exists the followee's newest notes are
-  backfilled into the follower's inbox, otherwise the followee's notes
-  (and notes whose rows are gone) are removed from it.
-- ``feed.author`` (``AUTHOR``, user id): an account was deactivated or
-  reactivated. As an author its notes leave every follower's inbox or come
-  back; as a reader its inbox is dropped, or rebuilt (it missed every
-  fan-out while away).
-- ``feed.inbox`` (``INBOX``, reader id): a reader's inbox is rebuilt
-  (catch-up after a long absence).
-- ``feed.purge`` (``PURGE``, user id): an account was deleted; every feed
-  key of it goes. Its followers' inboxes are cleaned by ``feed.pair``
-  entries recorded with it (the follow rows are gone after the delete).
-- ``feed.author_cache`` (``AUTHOR_CACHE``, user id; applied inline after
-  commit): an account was renamed, deactivated, reactivated or deleted; its
-  entry in the note cache is forgotten (``feed.note_cache``).
-
-``feed.note`` also keeps the note cache: a fan-out writes the note's entry
-before any inbox gets the id, a retraction forgets it.
-
-A job that depends on the follow mirror (a backfill decides from the
-reader's following set) first applies and marks the mirror entries of the
-same change still pending (``core.outbox.apply_pending_before``): the
-request applied them already and left the marking to this job. If one
-cannot be applied the handler raises ``EntryNotApplied`` and the drain
-applies both, the mirror first. All are applied by the
-``core.tasks.outbox_apply`` task after commit, and by the drain when that
-message was refused or its worker died.
+"""The feed's outbox kinds (``feed.note``, ``.note_part``, ``.pair``, ``.author``, ``.inbox``,
+``.purge``, ``.author_cache``) and their handlers: each re-reads the database and makes Redis
+agree, so a repeated, late or out-of-order job is harmless. A fan-out writes the note cache
+entry before any inbox gets the id. Kinds: docs/architecture.md#the-outbox-and-its-kinds;
+delivery: #notes-and-the-home-feed.
 """
 
 from __future__ import annotations
@@ -93,15 +57,9 @@ class FanOut:
 
 
 def note_fan_out(*, note_id: int) -> FanOut:
-    """Deliver note ``note_id``: its author's outbox, then every follower's maintained inbox.
-
-    Pull authors get only the outbox. A follower's inbox takes the note only
-    while it is maintained (synced or being rebuilt; others are rebuilt
-    when they come back) and the follower still follows the author, both
-    decided in Redis by ``DELIVER_LUA``. Idempotent: a re-run after a crash
-    or a partial run writes the same members with the same scores. Marks
-    ``fanned_out_at``. If the note was hidden or deleted meanwhile, the
-    delivery is withdrawn again.
+    """Deliver note ``note_id``: its author's outbox, then every follower's maintained inbox (pull
+    authors: the outbox only); idempotent; marks ``fanned_out_at``; withdrawn again if the
+    note was hidden or deleted meanwhile.
 
     :returns: ``FanOut``; ``skipped`` when the note is gone or not visible.
     :raises: ``REDIS_ERRORS`` (the entry stays pending).
@@ -154,11 +112,8 @@ def unpack_part(object_id: int) -> delivery.Part:
 
 
 def note_fan_out_part(*, note_id: int, part: delivery.Part) -> FanOut:
-    """Deliver note ``note_id`` to one part of its author's followers (a split fan-out).
-
-    The same checks as ``note_fan_out`` for each reader (``DELIVER_LUA``),
-    and the same verify-then-retract when the note was hidden or deleted
-    while the part delivered; parts run in any order, on any worker, twice.
+    """Deliver note ``note_id`` to one part of its author's followers (a split fan-out), with
+    ``note_fan_out``'s checks; parts run in any order, on any worker, twice.
 
     :returns: ``FanOut(mode="push")`` with this part's figures; ``skipped`` when the note is gone or not visible.
     :raises: ``REDIS_ERRORS`` (the entry stays pending).
@@ -174,11 +129,8 @@ def note_fan_out_part(*, note_id: int, part: delivery.Part) -> FanOut:
 
 
 def note_retract(*, note_id: int, author_id: int | None = None) -> int:
-    """Remove note ``note_id`` from the note cache, its author's outbox and every follower's inbox.
-
-    A note that is visible again (unhidden meanwhile) is left alone.
-    Followers are found as at fan-out, from the Follow rows when the
-    author is deactivated (the mirror no longer lists them).
+    """Remove note ``note_id`` from the note cache, its author's outbox and every follower's inbox
+    (followers from the Follow rows when the author is deactivated); a note visible again is left alone.
 
     :param author_id: needed when the row is gone (hard delete).
     :returns: the number of inbox members removed.
@@ -222,13 +174,9 @@ def _follows(follower_id: int, followee_id: int) -> bool:
 
 
 def inbox_backfill_followee(*, follower_id: int, followee_id: int) -> int:
-    """After ``follower_id`` followed ``followee_id``: add the followee's newest
-    ``INBOX_MAX_LEN`` visible notes to the follower's inbox, at their publish times.
-
-    Nothing when the follow is gone again, the followee is a pull author
-    (merged at read time) or the follower's inbox is not maintained (it is
-    rebuilt when the reader comes back). A re-follow backfills like a
-    first follow.
+    """After ``follower_id`` followed ``followee_id``: add the followee's newest ``INBOX_MAX_LEN``
+    visible notes to the follower's inbox. Nothing when the follow is gone, the followee is a
+    pull author or the inbox is not maintained.
 
     :returns: the number of notes added.
     :raises: ``REDIS_ERRORS``.
@@ -251,12 +199,8 @@ def _mutes(muter_id: int, muted_id: int) -> bool:
 
 
 def inbox_remove_followee(*, follower_id: int, followee_id: int, muted: bool = False) -> int:
-    """After ``follower_id`` unfollowed ``followee_id``: remove every note of the
-    followee from the follower's inbox (read from the inbox, so notes older
-    than the followee's outbox go too), and ids whose note row is gone.
-
-    The removal happens in Redis only while the follower does not follow
-    the followee there (a re-follow since keeps them, ``WITHDRAW_LUA``).
+    """After ``follower_id`` unfollowed ``followee_id``: remove the followee's notes (read from the
+    inbox) and ids whose row is gone, only while Redis says the follower does not follow it (``WITHDRAW_LUA``).
 
     :returns: the number of inbox members removed.
     :raises: ``REDIS_ERRORS``.
@@ -286,11 +230,8 @@ def inbox_follow_apply(*, follower_id: int, followee_id: int) -> int:
 
 
 def author_feed_refresh(*, author_id: int) -> int:
-    """After ``author_id`` was deactivated or reactivated: take its notes out of
-    its followers' inboxes, or put its newest ones back (and rebuild its outbox);
-    as a reader, drop its inbox, or rebuild it (it missed every fan-out while away).
-
-    Followers come from the Follow rows, which deactivation keeps.
+    """After ``author_id`` was (de)activated: take its notes out of its followers' inboxes (from the
+    Follow rows) or put its newest back and rebuild its outbox; drop or rebuild its own inbox.
 
     :returns: the number of inbox members removed or written.
     :raises: ``REDIS_ERRORS``.
@@ -319,10 +260,8 @@ def author_feed_refresh(*, author_id: int) -> int:
 
 
 def account_purge(*, user_id: int) -> int:
-    """After account ``user_id`` was deleted: unlink every feed key of it (its note cache entry
-    too) and take it out of the pull set.
-
-    Nothing when the account exists (the id was not deleted after all).
+    """After account ``user_id`` was deleted: unlink its feed keys and note cache entry, take it out
+    of the pull set; nothing when the account exists.
 
     :returns: the number of keys removed.
     :raises: ``REDIS_ERRORS``.
@@ -336,9 +275,8 @@ def account_purge(*, user_id: int) -> int:
 
 
 def deletion_record(*, user_id: int) -> int:
-    """Inside the transaction that deletes account ``user_id`` (before the cascade): record the
-    ``feed.purge`` of its keys and a ``feed.pair`` per follower, which removes its notes (their
-    rows gone by then) from that follower's inbox.
+    """In the transaction deleting ``user_id`` (before the cascade): record its ``feed.purge`` and a
+    ``feed.pair`` per follower.
 
     :returns: the number of entries recorded.
     """
@@ -352,9 +290,7 @@ def deletion_record(*, user_id: int) -> int:
 
 
 def author_cache_forget(*, user_ids: Sequence[int]) -> int:
-    """Forget the cached display fields of accounts ``user_ids`` (``feed.author_cache``: an
-    account was renamed, deactivated, reactivated or deleted), so pages read its row again and
-    show none of its notes while it is deactivated or gone.
+    """Forget the cached display fields of accounts ``user_ids`` (renamed, (de)activated, deleted).
 
     :returns: the number of accounts forgotten.
     :raises: ``REDIS_ERRORS`` (the entries stay pending).
@@ -370,9 +306,9 @@ def _apply_author_cache(entries: Sequence[OutboxEntry]) -> None:
 
 
 def _each(apply: Callable[[OutboxEntry], object]) -> Callable[[Sequence[OutboxEntry]], None]:
-    """A handler applying entries one by one (each is its own Redis work), duplicates once: the
-    newest of them, whose ``apply_pending_before`` confirms what every one of them depends on
-    (one message may carry several commits of one pair)."""
+    """A handler applying entries one by one, duplicates once: the newest, whose
+    ``apply_pending_before`` confirms what all of them depend on.
+    """
 
     def handler(entries: Sequence[OutboxEntry]) -> None:
         newest: dict[tuple[int, int | None], OutboxEntry] = {}

@@ -1,39 +1,8 @@
 """Reading a page of the home timeline: merge the inbox and pulled outboxes, fill from the database past the horizon.
 
-The order, positions and pages are ``feed.paging``'s; the notes behind the ids come from the note
-cache (``feed.note_cache``); the database part is ``feed.fallback``'s.
-
-**Sources.** The reader's inbox plus the outbox of every followee in the
-pull set (hybrid). Each sorted set is trusted only above its *horizon*, the
-lowest score it holds: below that it may have been trimmed at the cap, or
-never filled. Items with a score at or below the highest horizon come from
-the database, which is the truth, in the same order: scrolling past the cap
-continues from the database, and a reader whose inbox is missing or
-being rebuilt reads the database only.
-
-**Stale ids.** Ids whose note is gone, hidden, deleted or whose author is
-deactivated are skipped, the page is filled from older ids (no short page
-in the middle of a feed) and the stale ids are removed from the sorted sets
-that hold them, so the next page does not scan them again. Ids of
-authors the reader no longer follows are skipped but left for the unfollow
-task, so a follow mirror that lags cannot delete a live entry.
-
-**Visibility.** The Redis mirrors (the following set, the inbox, the note
-cache) may lag a committed block, a removed follower, an unfollow of a
-private account or an account turning private, by a frozen moment or an
-after-commit job not applied yet. So every page, on every path, passes its
-notes through ``Feed.visible``: one query for the page's authors
-(``social.visibility.hidden_authors``: whether the reader follows each of
-them in the database now, on the primary; a block either way and a removal
-delete the follow rows in their own transaction). Notes it drops are
-replaced from further down as stale ids are (no short page that stops the
-client) but left in Redis for their own jobs; the authors it found hidden
-are skipped for the rest of the page (its later rounds and database part).
-
-**Following.** On the Redis path the reader's following set is asked only
-about the authors of the ids a round read (``SMISMEMBER``, O(page)); only
-a page that goes past the horizon reads the whole set, for its database
-part (a page from Redis reads no follow row).
+Order and positions are ``feed.paging``'s, notes come from ``feed.note_cache``, the
+database part from ``feed.fallback``. Every page passes ``Feed.visible``. Design:
+docs/architecture.md#notes-and-the-home-feed (Reading), docs/behaviours.md#visibility-at-read-time.
 """
 
 from __future__ import annotations
@@ -73,9 +42,9 @@ class Candidate:
 
 @dataclass
 class Window:
-    """One round of Redis reads: complete ``items`` in feed order, whether ``more`` follow
-    above the horizon, and the ``horizon`` as far as the round saw it (None: no read reached
-    a set's lowest entry, or every set is empty)."""
+    """One round of Redis reads: complete ``items`` in feed order, whether ``more`` follow above the
+    horizon, and the ``horizon`` (None: no read reached a set's lowest entry, or all are empty).
+    """
 
     items: list[Candidate]
     more: bool
@@ -84,15 +53,9 @@ class Window:
 
 @dataclass(slots=True)
 class KeyRead:
-    """What one round read of one sorted set: ``items`` ``[(note_id, score_ms)]`` strictly
-    after the round's position; ``cut``, the lowest score read when the read was full (the run
-    at that score may go on unread); ``tail``, the lowest score the set holds when the read
-    reached it (None: the read was full, so the tail lies at or below ``cut``, or found nothing
-    at all below the position).
-
-    A horizon at or below ``cut`` changes nothing above it, so a full read needs no tail
-    (``redis_window`` asks for it only when it keeps the run at ``cut``), and a short read
-    ends at the set's lowest entry.
+    """One round's read of one sorted set: ``items`` ``[(note_id, score_ms)]`` strictly after the
+    position; ``cut``, the lowest score read when the read was full; ``tail``, the set's lowest
+    score when the read reached it (None: the read was full, or found nothing below the position).
     """
 
     items: list[tuple[int, int]]
@@ -105,9 +68,9 @@ def _parse(reply: Sequence[tuple[Any, float]]) -> list[tuple[int, int]]:
 
 
 def queue_key_read(pipe: Pipe, key: str, after: Position | None, n: int) -> int:
-    """Queue one round's read of sorted set ``key`` on ``pipe``: up to ``n`` ids from ``after``'s
-    score down (that score included: its run is split by id here); returns how many replies it
-    takes (``parse_key_read``)."""
+    """Queue a read of up to ``n`` ids of ``key`` from ``after``'s score down (included) on ``pipe``;
+    returns how many replies it takes (``parse_key_read``).
+    """
     if after is None:
         pipe.zrevrange(key, 0, n - 1, withscores=True)
     else:
@@ -143,15 +106,11 @@ def redis_window(
     need: int | None = None,
     reads: dict[str, KeyRead] | None = None,
 ) -> Window:
-    """Read up to ``n`` ids per key strictly after ``after`` and merge them.
+    """Read up to ``n`` ids per key strictly after ``after`` and merge them, cut where the merge stops being complete.
 
-    One round trip for the keys not in ``reads`` (reads already made, e.g.
-    in the pipeline that checked the inbox's markers). The merged list is
-    cut where it stops being complete: above the horizon, and above the
-    highest score at which a key's read was cut. When fewer than ``need``
-    (default ``n``) ids are left above that score, the runs at the cut
-    scores are re-read whole (one more round trip, because Redis orders a
-    run by member bytes and the feed by id) and kept.
+    One round trip for the keys not in ``reads``. When fewer than ``need`` (default ``n``) ids
+    are left, the runs at the cut scores are re-read whole and kept (a second round trip:
+    Redis orders a run by member bytes, the feed by id).
     """
     found = dict(reads or {})
     todo = [key for key in keys if key not in found]
@@ -208,9 +167,9 @@ def redis_window(
 
 @dataclass(slots=True)
 class InboxRound:
-    """The first round of a page (``inbox_round``): ``synced`` and ``rebuilding`` (the inbox's
-    markers), ``pulled`` (the pull authors the reader follows) and ``read``, the inbox's first
-    window (None when not asked for)."""
+    """A page's first round: ``synced`` and ``rebuilding`` (the inbox's markers), ``pulled`` (the
+    pull authors the reader follows), ``read`` (the inbox's first window, or None).
+    """
 
     synced: bool
     rebuilding: bool
@@ -229,17 +188,12 @@ def _scored(reply: Sequence[Any]) -> list[tuple[int, int]]:
 
 
 def inbox_round(client: redis.Redis, *, reader_id: int, pull: Sequence[int], after: Position | None, n: int) -> InboxRound:
-    """The inbox's markers, which of ``pull`` (the pull set) the reader follows, and the inbox's
-    first window (``queue_key_read`` of ``n`` ids after ``after``; 0: none): one pipeline to the
-    master of the reader's slot (the inbox, its markers and the following set all carry the
-    reader's hash tag).
+    """The inbox's markers, which of ``pull`` the reader follows (``SMISMEMBER``), and the inbox's first
+    window (``n`` ids after ``after``; 0: none), in one pipeline to the reader's slot's master.
 
-    The commands go raw (``execute_command``), their replies as the server sends them: on a
-    cached page redis-py's reply callbacks (scores re-encoded, then parsed) cost more than the
-    commands. ``SMISMEMBER`` asks about the pull set only, never for the whole following set.
+    Commands go raw (``execute_command``): redis-py's reply callbacks cost more than the commands on a cached page.
 
-    :raises: Redis errors (``REDIS_ERRORS``); a slot that moved is one (the page reads the
-        database and the next finds the new master).
+    :raises: ``REDIS_ERRORS``; a moved slot is one.
     """
     inbox = redis_keys.inbox_key(reader_id)
     pipe: Pipe = (node_client(client, inbox) if is_cluster(client) else client).pipeline(transaction=False)
@@ -268,14 +222,10 @@ def inbox_round(client: redis.Redis, *, reader_id: int, pull: Sequence[int], aft
 class Feed:
     """Where one reader's feed comes from.
 
-    ``keys``: the inbox and the pulled outboxes (empty on the database
-    path). ``client``: redis-py, or None. ``following_key``: the reader's
-    following set in Redis (asked about each round's authors). ``first``:
-    reads of the first round made already (``Prefetch``). ``followees``:
-    author ids the database reads are limited to; None (the default) means
-    the following set, or the follow rows (``database_followees``).
-    ``checked`` and ``hidden``: the authors this feed asked the database
-    about (``visible``) and those of them the reader may not see now.
+    ``keys``: the inbox and pulled outboxes (empty on the database path); ``client``: redis-py
+    or None; ``following_key``: the reader's following set; ``first``: prefetched first-round
+    reads; ``followees``: author ids the database reads are limited to (None: the following set
+    or follow rows); ``checked``/``hidden``: authors ``visible`` asked about / found hidden.
     """
 
     reader_id: int
@@ -293,11 +243,8 @@ class Feed:
         return self.muted if not self.hidden else self.hidden.union(self.muted)
 
     def check(self, author_ids: Collection[int]) -> set[int]:
-        """Ask the database (``social.visibility.hidden_authors``) about the authors among
-        ``author_ids`` this feed has not checked yet; returns every author found hidden so far.
-
-        One query when some author is new (a page is one ``Feed``, so its authors cost one
-        query however many rounds found them), none otherwise.
+        """Ask the database (``social.visibility.hidden_authors``) about the authors among ``author_ids``
+        not checked yet (one query, none when all are known); returns every author found hidden so far.
         """
         todo = set(author_ids) - self.checked
         if todo:
@@ -314,13 +261,11 @@ class Feed:
         return [note for note in notes if note.author_id not in hidden]
 
     def database_followees(self) -> Collection[int] | QuerySet[Any]:
-        """The authors of the database's part of the feed: ``followees``; on the Redis path the
-        reader's following set (read here, once, only when the page goes past the horizon: a
-        page from Redis reads no follow row, and a page within the inbox never the whole set);
-        else the reader's active follow rows as a ``values("followee_id")`` queryset. Muted
-        authors and those ``visible`` found hidden are left out.
+        """The authors of the database part of the feed: ``followees``; on the Redis path the following
+        set (read once, only past the horizon); else the active follow rows as a
+        ``values("followee_id")`` queryset. Muted and hidden authors are left out.
 
-        :raises: Redis errors (``REDIS_ERRORS``) on the Redis path.
+        :raises: ``REDIS_ERRORS`` on the Redis path.
         """
         if self.followees is None and self.client is not None and self.following_key:
             self.followees = {int(member) for member in self.client.smembers(self.following_key)} - set(self.muted)
@@ -366,15 +311,9 @@ def first_window(limit: int) -> int:
 def read_page(feed: Feed, after: Position | None, limit: int) -> Page:
     """The ``limit`` notes of ``feed`` strictly after ``after`` (None: from the top).
 
-    Reads Redis rounds until ``limit + 1`` notes are found or the sources
-    are exhausted down to their horizon, then the database. A round is one
-    window read (``redis_window``) and the note cache (``note_cache.resolve_notes``:
-    no query when every note and author is cached); at most one database
-    page query follows. The page's notes pass ``Feed.visible`` (one query
-    for the page's authors: the reader's follow rows in the database, which a
-    block either way or a removal has ended even where Redis lags); the notes
-    it drops are replaced from further down, as stale ids are, so the page is
-    as full as the feed allows.
+    Redis rounds (``redis_window`` and ``note_cache.resolve_notes``) until ``limit + 1`` notes
+    or the horizon, then at most one database query; notes ``Feed.visible`` drops are replaced
+    from further down.
     """
     want = limit + 1
     shown: list[FeedNote] = []
@@ -442,11 +381,8 @@ def read_page(feed: Feed, after: Position | None, limit: int) -> Page:
 
 
 def visible_run(feed: Feed, score: int) -> list[int]:
-    """Ids of the notes ``feed`` shows at exactly ``score`` (ms), ascending.
-
-    From the sorted sets when ``score`` is above their horizon (one round
-    trip and the note cache), else from the database; either way through
-    ``Feed.visible``, as a page is, so an offset counts what pages showed.
+    """Ids of the notes ``feed`` shows at exactly ``score`` (ms), ascending, from Redis above the
+    horizon else the database; through ``Feed.visible`` so an offset counts what pages showed.
     """
     if feed.client is None or not feed.keys:
         return _visible_ids(feed, database_run(feed.database_followees(), score))
@@ -472,12 +408,9 @@ def _visible_ids(feed: Feed, run: list[tuple[int, int]]) -> list[int]:
 def position_from_scroll(feed: Feed, last_id: int, offset: int) -> tuple[Position, int]:
     """Translate the scroll contract ``(lastId, offset)`` to a position.
 
-    ``offset`` counts the notes at score ``last_id`` the client has already
-    seen, in feed order; 0 means none (the first page passes the current
-    time and 0).
+    ``offset`` counts the notes at score ``last_id`` already seen, in feed order (0: none).
 
-    :returns: ``(position, seen)`` where ``seen`` is ``offset`` capped at
-        the length of that run.
+    :returns: ``(position, seen)``, ``seen`` being ``offset`` capped at the length of that run.
     """
     if offset == 0:
         return Position(last_id, 0), 0

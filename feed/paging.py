@@ -1,22 +1,8 @@
 """The home timeline's order, positions and pages: pure rules, no Redis and no query.
 
-**Order.** Publish time (ms) descending, then note id *ascending*. Within one
-millisecond a note published later has a larger id, so it sorts after the
-ones already there: a note that arrives in a run of equal times while a
-client is paging through that run lands after the client's position and is
-returned once, instead of shifting the run under the client (the failure of
-plain "skip ``offset`` items at this score" paging).
-
-**Position.** A page continues strictly after a ``Position(score, note_id)``
-(keyset paging, as ``core.paging`` does for follow lists). The opaque
-cursor is that position (``core.paging.Cursor.token``); the scroll
-contract ``(lastId, offset)`` is translated to one: the ``offset``-th
-visible note at score ``lastId`` (``feed.page_reader.position_from_scroll``),
-and back after a page (``scroll_state``).
-
-**Pages.** A ``Page`` holds ``FeedNote``s, what a page shows of a note and
-its author (``FeedAuthor``), built from the note cache (``feed.note_cache``)
-or from the database (``feed.fallback``) by ``feed.page_reader``.
+Order: publish time (ms) descending, then note id ascending. A page continues strictly after a
+``Position``; the cursor and the scroll contract ``(lastId, offset)`` both map to one. ``Page``s
+hold ``FeedNote``s built by ``feed.page_reader``. Design: docs/architecture.md#notes-and-the-home-feed.
 """
 
 from __future__ import annotations
@@ -35,10 +21,8 @@ MAX_NOTE_ID = 2**63 - 1
 
 @dataclass(frozen=True, order=True)
 class Position:
-    """A place in the feed order; a page holds the notes strictly after it.
-
-    ``score`` is a publish time in unix ms; ``note_id`` 0 means "before
-    every note of that millisecond", ``MAX_NOTE_ID`` "after all of them".
+    """A place in the feed order (a page holds the notes strictly after it): ``score`` in unix ms;
+    ``note_id`` 0 is "before every note of that ms", ``MAX_NOTE_ID`` "after all of them".
     """
 
     score: int
@@ -81,8 +65,7 @@ class FeedAuthor:
         return cls(user.pk, user.username, user.display_name)
 
     def as_user(self) -> User:
-        """A ``User`` with these fields loaded, the others deferred (for code that takes a model,
-        e.g. ``users.serializers``)."""
+        """A ``User`` with these fields loaded, the others deferred (for code that takes a model, e.g. ``users.serializers``)."""
         known = {"id": self.id, "username": self.username, "display_name": self.display_name, "is_active": True}
         # from_db takes the values in the model's field order, whatever order the names are in.
         names = [field.attname for field in User._meta.concrete_fields if field.attname in known]
@@ -92,12 +75,8 @@ class FeedAuthor:
 @dataclass(slots=True, eq=False)
 class FeedNote:
     """A note as the home timeline shows it: ``id`` (also ``pk``), ``author_id``, ``author``
-    (a ``FeedAuthor``), ``body``, ``created_at`` and ``published_ms`` (its score).
-
-    Not a model instance: a page builds twenty of them and the templates read each field
-    several times, which through a model's descriptors cost more than reading the cache. It
-    holds everything ``feed/_note.html`` and ``feed.api.note_json`` use, so rendering a page
-    makes no query (there is nothing to load lazily).
+    (``FeedAuthor``), ``body``, ``created_at``, ``published_ms`` (its score). Not a model
+    (descriptors cost more than the cache read); holds all that rendering reads, so no query.
     """
 
     id: int
@@ -137,12 +116,8 @@ class Page:
 
 
 def scroll_state(page: Page, last_id: int | None, seen: int) -> tuple[int | None, int]:
-    """``(minTime, offset)`` to send back after ``page`` (the scroll contract).
-
-    The offset is the number of notes at ``minTime`` the client has now
-    seen. When the whole page shares the previous page's minimum, the notes
-    seen before are added (resetting the count to the ones
-    on this page would repeat notes).
+    """``(minTime, offset)`` to send back after ``page``: the notes at ``minTime`` the client has seen,
+    including earlier pages' when the whole page shares the previous minimum.
     """
     if not page.notes:
         return last_id, seen

@@ -1,19 +1,9 @@
 """Rebuild feeds in Redis from the database: one inbox, or every outbox, the pull set and active inboxes.
 
-Each sorted set is built aside under a temporary key with the same hash tag
-and swapped in with RENAME, so readers see the old or the new set, never a
-half-built one. An inbox is built under its build lock, while which every
-delivery and removal also writes the copy (``feed.delivery``), so nothing
-that lands between the database read and the swap is lost or brought back.
-An author's outbox gets the notes published since its rebuild started
-(minus ``REBUILD_OVERLAP``, for notes whose transaction committed late)
-added again after the swap. Every step is idempotent: an interrupted
-rebuild is simply run again.
-
-While a reader's inbox is rebuilt its ``rebuilding`` flag is set (readers
-use the database and the page says it is catching up); the flag is removed
-when the rebuild ends, also when it fails, and expires by itself if the
-worker dies.
+Sets are built aside and swapped in; an inbox under its build lock (deliveries write the copy
+too) with its ``rebuilding`` flag set meanwhile (cleared at the end, expiring if the worker
+dies); an outbox gets notes published since its start (minus ``REBUILD_OVERLAP``) again after
+the swap. Every step is idempotent. Design: docs/architecture.md#notes-and-the-home-feed.
 """
 
 from __future__ import annotations
@@ -56,9 +46,8 @@ SYNC_MARGIN = timedelta(hours=1)
 
 
 def synced_until(last_seen_at: datetime | None) -> datetime | None:
-    """Until when an inbox rebuilt now stays complete: the reader's last visit plus
-    ``FEED_ACTIVE_DAYS`` minus ``SYNC_MARGIN``; None when that is already past
-    (a reader never seen counts as inactive).
+    """Until when an inbox rebuilt now stays complete: the reader's last visit plus ``FEED_ACTIVE_DAYS``
+    minus ``SYNC_MARGIN``; None when already past (or never seen).
     """
     if last_seen_at is None:
         return None
@@ -116,13 +105,9 @@ return 1
 
 
 def database_inboxes(reader_ids: Sequence[int], pulled: Collection[int]) -> dict[int, list[Entry]]:
-    """What each reader's inbox must hold: ``{reader_id: [(note_id, score_ms)]}``, newest first.
-
-    The newest ``INBOX_MAX_LEN`` visible notes of the active accounts each
-    reader follows, ``pulled`` authors and the authors a reader mutes now
-    left out (merged, or skipped, at read time). One query: a ROW_NUMBER
-    window per reader over the follow rows joined to the notes (the follow
-    and note indexes).
+    """What each reader's inbox must hold: ``{reader_id: [(note_id, score_ms)]}``, newest first: the
+    newest ``INBOX_MAX_LEN`` visible notes of active followees, less ``pulled`` and muted authors.
+    One query (a ROW_NUMBER window per reader).
     """
     truth: dict[int, list[Entry]] = {int(reader_id): [] for reader_id in reader_ids}
     if not truth:
@@ -168,22 +153,14 @@ def pull_authors(client: redis.Redis) -> set[int]:
 
 @primary_reads()
 def inboxes_rebuild(reader_ids: Sequence[int]) -> dict[int, InboxRebuild]:
-    """Rebuild the inboxes of ``reader_ids`` from the database, pipelined: the newest
-    ``INBOX_MAX_LEN`` visible notes of the accounts each follows, pull authors left out.
+    """Rebuild the inboxes of ``reader_ids`` from the database, pipelined (three round trips, two queries).
 
-    Each inbox is built aside under its build lock, taken *before* the
-    database is read: while the lock is held every delivery and removal
-    writes the build copy too (``feed.delivery``), so a fan-out, backfill or
-    unfollow that lands between the read and the swap is kept, and a note
-    removed meanwhile is not brought back. The swap is one script per
-    reader, which also sets the synced marker (reader active, see
-    ``synced_until``) or clears it. A deactivated or deleted reader's inbox
-    is dropped. Three Redis round trips and two queries for the whole batch.
+    Each build lock is taken before the database read; the swap script sets or clears the
+    synced marker (``synced_until``); a deactivated or deleted reader's inbox is dropped.
 
-    :returns: ``{reader_id: InboxRebuild}``; ``busy`` for a reader whose
-        inbox another rebuild holds.
-    :raises: Redis errors (REDIS_ERRORS) and database errors propagate; the
-        rebuilding flags and the build locks taken are released either way.
+    :returns: ``{reader_id: InboxRebuild}``; ``busy`` for a reader whose inbox another rebuild holds.
+    :raises: Redis errors (REDIS_ERRORS) and database errors propagate; the rebuilding flags
+        and the build locks taken are released either way.
     """
     client = get_redis()
     ids = list(dict.fromkeys(int(reader_id) for reader_id in reader_ids))
@@ -348,9 +325,6 @@ def rebuild_all_outboxes(
 ) -> int:
     """Rebuild every author's outbox from the database, ``batch_users`` account ids at a time.
 
-    Notes published since the rebuild started (minus ``REBUILD_OVERLAP``)
-    are added again after the swaps, so a fan-out that landed meanwhile is kept.
-
     :param start_after: skip accounts with ids up to this one (resume).
     :param on_progress: called with the number of ids walked after each batch.
     :returns: the outbox entries written.
@@ -382,15 +356,11 @@ def rebuild_all_inboxes(
     include_inactive: bool = False,
     on_progress: Callable[[str, int], None] | None = None,
 ) -> FeedRebuildStats:
-    """Rebuild every feed structure from the database.
-
-    1. the pull set; 2. every author's outbox, ``batch_users`` ids at a
-    time; 3. the inbox of every reader seen within ``FEED_ACTIVE_DAYS``
-    (others are rebuilt when they come back).
+    """Rebuild every feed structure: the pull set, every outbox, the inbox of every reader seen
+    within ``FEED_ACTIVE_DAYS``.
 
     :param start_after: skip accounts with ids up to this one (resume).
-    :param on_progress: called with ``("outboxes", users_in_batch)`` and
-        ``("inboxes", readers_in_batch)`` as work is done.
+    :param on_progress: called with ``("outboxes", users_in_batch)`` and ``("inboxes", readers_in_batch)``.
     :returns: ``FeedRebuildStats``.
     """
     stats = FeedRebuildStats(last_user_id=start_after)

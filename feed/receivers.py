@@ -1,29 +1,9 @@
 """Thin receivers: record the feed's outbox entries inside the transaction that caused them.
 
-Connected in ``FeedConfig.ready`` with ``dispatch_uid``s:
-
-- ``social.signals.follow_created`` / ``follow_deleted`` / ``mute_changed``
-  -> ``feed.pair`` (backfill the followee's notes, or remove them)
-- ``users.signals.user_activity_changed`` -> ``feed.author`` (withdraw or
-  restore the author's notes; drop or rebuild its inbox) and
-  ``feed.author_cache`` (forget the author's cached fields)
-- ``pre_delete`` of ``users.User`` -> ``feed.purge``, a ``feed.pair`` per
-  follower (any delete path) and ``feed.author_cache``
-- ``django.contrib.auth.signals.user_logged_in`` -> keep the inbox synced or
-  catch up, after commit
-
-Connected here with ``@receiver`` (this module is imported by
-``FeedConfig.ready``), for the note cache (``feed.note_cache``):
-
-- ``post_save`` of ``users.User`` that may change what a note shows of its
-  author (a save of every field, or of the username, display name or active
-  flag) -> ``feed.author_cache``
-- ``post_delete`` of ``feed.Note`` (a row deleted outside the services, which
-  only soft-delete) -> the same after commit; a row deleted with its account
-  is covered by the account's ``feed.author_cache``
-
-A hidden, unhidden or deleted note is forgotten at commit by its service
-(``feed.services``); a published one has nothing cached to forget.
+Follow, unfollow and mute signals record ``feed.pair``; activity changes ``feed.author`` and
+``feed.author_cache``; an account's ``pre_delete`` ``feed.purge`` and a ``feed.pair`` per follower;
+sign-in keeps the inbox synced. Account saves that change what a note shows, and note rows
+deleted outside the services, forget the note cache (``@receiver`` here). Connected in ``FeedConfig.ready``.
 """
 
 from __future__ import annotations

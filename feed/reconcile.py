@@ -1,21 +1,9 @@
-"""Inbox reconcile: compare each active reader's inbox with the feed the database computes, and repair.
+"""Inbox reconcile: compare each maintained inbox with the feed the database computes, and repair.
 
-Beside the follow graph's reconcile (``social.reconcile``): for every
-reader whose inbox is maintained (synced, and not being rebuilt right now),
-the inbox must hold exactly the newest ``INBOX_MAX_LEN`` visible notes of
-the accounts the reader follows (pull authors left out: they are merged at
-read time), each scored by its publish time in ms. Readers are walked in id
-order, ``batch`` at a time: one Redis pipeline (the markers and every
-inbox of the batch) and one database query (the truth of the batch, a
-window function over the follow and note indexes) per batch.
-
-A reader differs when a note is missing (``notes_missing``), one is there
-that should not be (``notes_extra``: a deleted or hidden note whose retract
-never ran, a note of an account no longer followed), or a score is wrong
-(``scores_wrong``). Repair rebuilds the reader's inbox, which keeps what
-lands meanwhile (``feed.rebuild.inbox_rebuild``). Reading Redis and the
-database at slightly different moments can report a note published in
-between; the repair is then a harmless rebuild.
+Readers are walked in id order, ``batch`` at a time (one pipeline, one window query each);
+a reader differs by ``notes_missing``, ``notes_extra`` or ``scores_wrong`` and is repaired by
+``feed.rebuild.inbox_rebuild``. A note published between the two reads can show as drift; its
+rebuild is harmless. Design: docs/architecture.md#notes-and-the-home-feed (Inbox reconcile).
 """
 
 from __future__ import annotations
@@ -112,8 +100,8 @@ def reconcile_inboxes(
     on_batch: Callable[[InboxReport], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> InboxReport:
-    """Compare the maintained inboxes of active readers (or one ``user_id``, or a ``sample``)
-    with the database and rebuild those that differ unless told not to.
+    """Compare the maintained inboxes of active readers (or one ``user_id``, or a ``sample``) with the
+    database and rebuild those that differ unless told not to.
 
     :param repair: False for a dry run.
     :param sample: fraction 0 < f <= 1 of readers, chosen at random per id.

@@ -1,34 +1,9 @@
 """The Redis key layout of notes and home feeds; the only place that builds these keys.
 
-Every per-user key carries the user's id as a Redis Cluster hash tag
-(``{42}``), so an inbox, its rebuild copy and its markers share one slot and
-RENAME works on a cluster. Members are note ids as plain decimal strings on
-every path (``note_member``), scores are publish times in unix milliseconds
-(exact integers: a double holds integers up to 2**53 exactly).
-
-Keys (``ff:`` is ``REDIS_KEY_PREFIX``, read at call time):
-
-- ``ff:feed:inbox:{42}``   ZSET note ids delivered to user 42 (home timeline),
-  score = publish time (ms), at most ``INBOX_MAX_LEN`` members (trimmed on
-  every write)
-- ``ff:feed:outbox:{42}``  ZSET user 42's own recent note ids (user
-  timeline), same scores and cap; readers pull it when 42 is a pull author
-- ``ff:feed:{pull_authors}``  SET ids of authors not fanned out on write
-  (followers >= ``FANOUT_PULL_THRESHOLD``); one key (its own hash tag, so
-  its rebuild copy shares its slot), intersected with a reader's following
-  set through ``core.redis.intersect_sets``
-- ``ff:feed:inbox:synced:{42}``  STRING present while the inbox is known to
-  be complete (rebuilt, and 42 active since); expires when 42 would start
-  being skipped at fan-out
-- ``ff:feed:inbox:rebuilding:{42}``  STRING set (with a TTL) while a rebuild
-  of 42's inbox is queued or running (readers use the database meanwhile)
-- ``ff:feed:inbox:build:{42}``  STRING, the token of the rebuild that is
-  building 42's inbox aside right now (with a TTL); while it exists every
-  delivery and removal writes the build copy too
-- ``ff:feed:inbox:{42}:rebuild``  ZSET the build copy, renamed over the inbox
-  when the rebuild ends
-- ``ff:feed:inbox:build:removed:{42}``  SET members removed while the build
-  ran, which the build must not bring back from its database snapshot
+Per-user keys carry the user's hash tag (``{42}``), so an inbox, its build copy and markers share
+a slot; members are note ids as decimal strings (``note_member``), scores publish times in unix
+ms (exact in a double). ``REDIS_KEY_PREFIX`` is read at call time; each function names its key's
+type and content. Design: docs/architecture.md#notes-and-the-home-feed.
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """Every read of notes and feeds.
 
-The home timeline comes from Redis (the reader's inbox merged with the
-outboxes of followed pull authors) while the reader's inbox is known to be
-complete, and from the database otherwise: while Redis is down (circuit
-breaker open), while the follow mirror is not built, and while the inbox is
-missing or being rebuilt (the page then says it is catching up). Both paths
-give the same notes in the same order (``feed.paging``, ``feed.page_reader``).
-
-On the Redis path a page is two round trips and one query in the common
-case: the inbox's markers with its first window, then the notes, their
-authors and the following check; the notes and authors come from the note
-cache (``feed.note_cache``), which the database fills on a miss.
-The query decides, against the database, which of the page's authors the
-reader may see now (``feed.page_reader``, "Visibility"): Redis may lag a block
-or a removal.
-A home timeline's notes are ``feed.paging.FeedNote``s (not model
-instances) carrying their authors: rendering them makes no query.
+The home timeline comes from Redis while the reader's inbox is complete (``feed.page_reader``),
+else from the database (breaker open, mirror not built, inbox missing or rebuilding: "catching
+up"); both give the same notes in the same order. Its notes are ``feed.paging.FeedNote``s that
+render with no query. Design: docs/architecture.md#notes-and-the-home-feed.
 """
 
 from __future__ import annotations
@@ -60,12 +48,9 @@ class InboxState:
 
 @dataclass
 class TimelinePage:
-    """A page of a timeline, newest first: ``notes`` are ``FeedNote``s (home timeline) or
-    ``Note``s with their authors (an author's own timeline).
-
-    ``next_cursor`` is None at the end; ``catching_up`` is True while the
-    reader's inbox is being rebuilt (the notes then come from the
-    database); ``source`` is ``"redis"`` or ``"database"``.
+    """A timeline page, newest first: ``notes`` (``FeedNote``s, or ``Note``s with authors for an author's
+    timeline); ``next_cursor`` (None at the end); ``catching_up`` (inbox being rebuilt, notes from
+    the database); ``source`` (``"redis"`` or ``"database"``).
     """
 
     notes: Sequence[Note | FeedNote]
@@ -118,11 +103,8 @@ def _database_feed(user_id: int) -> Feed:
 
 
 def _redis_feed(client: redis.Redis, user_id: int, start: Start | None) -> tuple[Feed | None, bool]:
-    """The Redis feed of ``user_id`` and whether it is catching up; None when Redis can't serve it.
-
-    One round trip (``feed.page_reader.inbox_round``): the inbox's markers,
-    which pull authors the reader follows and, for a page that starts at a
-    known position (``start``), the inbox's first window.
+    """The Redis feed of ``user_id`` and whether it is catching up; None when Redis can't serve it
+    (one round trip: ``feed.page_reader.inbox_round``).
     """
     inbox = redis_keys.inbox_key(user_id)
     if not mirror_ready(client, [inbox]):
@@ -187,11 +169,8 @@ def home_timeline(*, user_id: int, cursor: Cursor | None, limit: int, database_o
 
 
 def home_timeline_scroll(*, user_id: int, last_id: int | None, offset: int, limit: int) -> ScrollPage:
-    """The home timeline in the scroll contract (``lastId`` = a publish time in ms).
-
-    The first request passes no ``lastId`` (or the current time) and
-    ``offset`` 0; each next request passes the ``minTime`` and ``offset``
-    of the previous answer.
+    """The home timeline in the scroll contract (``lastId`` = a publish time in ms): first ``lastId``
+    absent (or now) and ``offset`` 0, then the previous answer's ``minTime`` and ``offset``.
     """
 
     def read(feed: Feed) -> tuple[Page, int]:
@@ -222,11 +201,8 @@ def shown_visibilities(*, viewer_id: int | None, author_id: int) -> tuple[str, .
 
 
 def user_timeline(*, author_id: int, cursor: Cursor | None, limit: int, viewer_id: int | None = None) -> TimelinePage:
-    """``author_id``'s own visible notes that ``viewer_id`` may see (``shown_visibilities``; None:
-    signed out), newest first (profile and user timeline page).
-
-    From the database through the ``(author, created_at, id)`` index.
-
+    """``author_id``'s own visible notes that ``viewer_id`` may see (None: signed out), newest first,
+    from the database (``(author, created_at, id)`` index).
     """
     visibilities = shown_visibilities(viewer_id=viewer_id, author_id=author_id)
     rows = Note.objects.filter(is_hidden=False, deleted_at__isnull=True, author__is_active=True, author_id=author_id, visibility__in=visibilities)

@@ -1,11 +1,8 @@
 """Every write of notes and feeds.
 
-Notes are written to the database together with a ``feed.note`` outbox
-entry (``feed.outbox``); their delivery to Redis runs after commit in
-Celery, never inside the transaction: a note that rolls back sends nothing,
-and a job never looks for a row that is not committed yet. If Redis
-is down or the broker refuses the message, the note is still published and
-the outbox drain delivers it later.
+A note commits with its ``feed.note`` outbox entry; delivery runs after commit (Celery, or the
+drain when Redis or the broker failed), never inside the transaction.
+Design: docs/architecture.md#notes-and-the-home-feed.
 """
 
 from __future__ import annotations
@@ -89,11 +86,8 @@ def note_create(
 
 
 def note_hide(*, note: Note, hidden: bool) -> bool:
-    """Hide (moderation) or unhide ``note``.
-
-    Readers stop showing a hidden note at once; after commit a task removes
-    it from the outbox and every inbox. Unhiding delivers it again, at its
-    original place in time.
+    """Hide (moderation) or unhide ``note``: readers stop showing it at once, a task retracts it after
+    commit; unhiding delivers it again at its place in time.
 
     :returns: True when the flag changed.
     """
@@ -173,10 +167,8 @@ def inbox_keep_synced(*, user_id: int, last_seen_at: datetime | None) -> bool:
 
 
 def feed_visit(*, user: User) -> None:
-    """A reader opens the home feed: record the visit (``users.services.user_touch_seen``),
-    keep the synced marker in step with it, and queue a catch-up if the inbox is not synced.
-
-    Never raises for Redis (the page then reads the database).
+    """A reader opens the home feed: record the visit, keep the synced marker in step, queue a
+    catch-up if the inbox is not synced. Never raises for Redis.
     """
     touched = user_touch_seen(user=user)
     if touched:

@@ -1,11 +1,6 @@
-"""Feed pages: parse input, call one service or selector, render.
-
-``/home`` (home timeline, publish form, "load more" as a plain link with the
-cursor, so it works without JavaScript), ``/notes/`` (publish), ``/n/<id>/``
-(a note), ``/n/<id>/delete/`` (author only), ``/u/<username>/`` (a profile:
-the follow graph's figures and the author's newest notes) and
-``/u/<username>/notes/`` (an author's notes). Errors raised below are
-answered by ``core.errors``.
+"""Feed pages (``/home``, ``/notes/``, ``/n/<id>/``, ``/n/<id>/delete/``, ``/u/<username>/``,
+``/u/<username>/notes/``): parse input, call one service or selector, render. The pages:
+docs/api.md#pages.
 """
 
 from __future__ import annotations

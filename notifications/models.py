@@ -1,20 +1,9 @@
 """Notifications: "B followed you", "B asked to follow you", "A approved your request".
 
-The database is the truth. One ``Notification`` per (recipient, kind,
-actor): the same event again within ``REPEAT_SECONDS`` (a follow, an
-unfollow and a follow again) changes nothing; later it brings the row back
-to the top, unread. Rows of one kind and day are counted in a
-``NotificationGroup`` ("B, C and 41 others followed you"): its count and
-newest actors are re-derived from the visible rows under it (actor active,
-no block either way) whenever a row is added, moved, removed or hidden
-(``services.recipient_refresh``), so a page reads one group row per line
-whatever its size.
-Written by the change's outbox job (``notifications.outbox``), never
-before commit. The unread count per recipient is kept in the database
-(``UnreadCounter``, in the same transactions, recounted from the rows
-whenever rows are hidden or removed) and mirrored in Redis
-(``notifications.redis_keys.unread_key``), so a read is one GET, or one
-primary-key read while the mirror is missing.
+The database is the truth: one ``Notification`` per (recipient, kind, actor), a
+``NotificationGroup`` per kind and day derived from its visible rows, and an ``UnreadCounter``
+mirrored in Redis. Written by the change's outbox job after commit. Behaviour: docs/behaviours.md
+(Notifications).
 """
 
 from __future__ import annotations
@@ -78,11 +67,9 @@ class Notification(models.Model):
 
 
 class UnreadCounter(models.Model):
-    """How many visible notifications of ``recipient`` are ``unread`` (actor active, no block
-    between them), raised by the transaction that adds one and recounted from the rows by every
-    other that changes them (mark-read, a block, a deletion, a deactivation): their first lock,
-    so one recipient's writers queue here. ``version``, raised by each, orders their writes of
-    the Redis mirror (an older one never overwrites a newer one)."""
+    """How many visible notifications of ``recipient`` are ``unread``; every writer of them locks it
+    first, and ``version`` (raised by each) orders writes of the Redis mirror.
+    """
 
     recipient = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+")
     unread = models.PositiveIntegerField(default=0)
@@ -97,11 +84,9 @@ RECONCILE_FIGURES = ("rows_found", "rows_fixed", "groups_found", "groups_fixed",
 
 
 class NotificationsReconcileRun(models.Model):
-    """One run of ``reconcile_notifications`` (command or nightly task) and its drift figures:
-    rows that should not be there (a block between the accounts, a request no longer pending),
-    groups whose count or names differ from their rows, counter rows that differ from their
-    unread visible rows, Redis mirrors that differ from their row; ``*_found`` what differed,
-    ``*_fixed`` what was repaired (0 in a dry run). ``finished_at`` None: running or failed."""
+    """One run of ``reconcile_notifications`` and its figures: ``*_found`` (rows, groups, counters,
+    mirrors that differed) and ``*_fixed`` (0 in a dry run); ``finished_at`` None: running or failed.
+    """
 
     started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -1,23 +1,7 @@
-"""The notification kinds of the outbox: written by the job of the change, after commit.
-
-- ``notifications.follow``: ``object_id`` followed ``subject_id``
-- ``notifications.request``: ``object_id`` asked to follow ``subject_id``
-- ``notifications.approved``: ``object_id`` approved ``subject_id``'s request
-- ``notifications.pair``: a block between ``subject_id`` and ``object_id``, or a
-  request between them that ended (withdrawn, rejected, approved, dropped):
-  the rows between them that no longer stand go, their groups and both
-  counters are derived again (``services.pair_refresh``)
-- ``notifications.refresh``: group ``object_id`` (None: none) of recipient
-  ``subject_id`` lost rows (their actor was deleted): the group is derived
-  again and the counter recounted (``services.recipient_refresh``)
-- ``notifications.actor``: account ``subject_id`` was deactivated or
-  reactivated: every group and counter its rows count in is derived again
-  (``services.actor_refresh``)
-- ``notifications.purge``: account ``subject_id`` was deleted: its counter goes
-
-Sent to the Celery task with the change's other entries (one message), so
-a follow's request path pays nothing for its notification; each handler
-re-reads the database, so a repeat or a late one is harmless.
+"""The notification kinds of the outbox (``notifications.follow``, ``.request``, ``.approved``,
+``.pair``, ``.refresh``, ``.actor``, ``.purge``) and their handlers, applied after
+commit with the change's other entries; each re-reads the database.
+Kinds: docs/architecture.md#the-outbox-and-its-kinds.
 """
 
 from __future__ import annotations

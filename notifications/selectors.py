@@ -1,14 +1,8 @@
 """Every read of notifications: the unread count (Redis, O(1)) and the grouped page (database).
 
-A line counts and names only what its reader may see: the group row holds
-what its visible rows give (``derive_group``, re-derived by every change
-that adds, moves, removes or hides a row), and the page checks it against
-the database's blocks and accounts at read time, so a block or deactivation
-whose after-commit work has not run yet is in force already.
-
-The unread count's Redis mirror is a cache of the database's counter row: a
-read that finds it missing sets it, and the writers' outbox entries set it
-after their commits, each only over an older version (``counter_publish``).
+A line counts and names only what its reader may see now (checked against the database at read
+time); the Redis count is a cache of the counter row, written only over an older version
+(``counter_publish``). Behaviour: docs/behaviours.md (Notifications).
 """
 
 from __future__ import annotations
@@ -57,8 +51,8 @@ return 1
 
 
 def counter_publish(client: redis.Redis, recipient_id: int, version: int, unread: int, *, repair: bool = False) -> bool:
-    """Write ``unread`` (at ``version``) to ``recipient_id``'s counter in Redis unless a newer
-    version is there (``repair``: the reconcile's mode, see ``PUBLISH_LUA``).
+    """Write ``unread`` (at ``version``) to ``recipient_id``'s Redis counter unless a newer version is
+    there (``repair``: the reconcile's mode, ``PUBLISH_LUA``).
 
     :returns: whether it was written.
     :raises: ``REDIS_ERRORS``.
@@ -73,9 +67,9 @@ def unread_database(*, user_id: int) -> int:
 
 
 def unread_count(*, user_id: int) -> int:
-    """The unread notifications of ``user_id``: one GET; while the counter is missing, the
-    database's counter row (one primary-key read, then stored for the next read unless a newer
-    version got there first), and the database alone while Redis is down. O(1) either way."""
+    """The unread notifications of ``user_id``, O(1): one GET; while missing, the counter row (then
+    stored); the database alone while Redis is down.
+    """
 
     def from_redis(client: redis.Redis) -> int:
         key = redis_keys.unread_key(user_id)
@@ -91,10 +85,9 @@ def unread_count(*, user_id: int) -> int:
 
 @dataclass(frozen=True)
 class GroupLine:
-    """One line of the notifications page: ``count`` notifications of ``kind`` on one day, the
-    newest ``actors`` first, ``text`` as shown: "@b followed you", "@c and @b followed you",
-    "@d, @c and @b followed you", "@e, @d, @c and 41 others followed you", or "2 accounts
-    followed you" while every named actor is hidden and its refresh pending."""
+    """One line of the notifications page: ``count`` of ``kind`` on one day, newest ``actors`` first,
+    and its ``text`` (forms: docs/behaviours.md, Notifications).
+    """
 
     group_id: int
     kind: str
@@ -173,13 +166,10 @@ def blocked_ids_database(*, user_id: int) -> set[int]:
 
 
 def groups_page(*, user_id: int, cursor: Cursor | None, limit: int) -> GroupPage:
-    """``user_id``'s notification lines, newest first, keyset-paged on ``(updated_at, id)``: one
-    query for the groups, one for the reader's blocks and one for the actors, whatever a
-    group's count (a fourth while a block's rows await their refresh).
-
-    A line never names or counts an account the reader may not see now, whatever
-    after-commit work is pending: blocked rows and named actors that are deactivated or
-    deleted are taken off the group's count; a line left with none is not shown."""
+    """``user_id``'s notification lines, newest first, keyset-paged on ``(updated_at, id)``: three
+    queries whatever the counts (a fourth while a block's rows await their refresh). Blocked rows
+    and hidden actors are taken off each count; a line left with none is not shown.
+    """
     rows = NotificationGroup.objects.filter(recipient_id=user_id, count__gt=0)
     if cursor is not None:
         at = datetime.fromtimestamp(cursor.score / 1_000_000, tz=UTC)

@@ -1,16 +1,9 @@
 """Every write of notifications.
 
-``notification_add`` is the body of the outbox jobs (``notifications.outbox``):
-it runs after the change committed, checks that the change still stands,
-and writes the row, its group and the recipient's unread counter in one
-transaction; the counter's Redis mirror follows after commit.
-``notifications_mark_read`` is the reader's. A change that hides or removes
-rows (a block, a request that ended, a deletion, a deactivation or
-reactivation) records an outbox entry whose job (``pair_refresh``,
-``recipient_refresh``, ``actor_refresh``) derives the groups again from their
-rows and recounts the unread counter under its lock: no path patches a
-count by itself. ``notifications_reconcile`` is the nightly check of all of
-it.
+``notification_add`` is the outbox jobs' body (checks the change still stands, then row, group
+and unread counter in one transaction); ``notifications_mark_read`` the reader's; the
+``*_refresh`` jobs derive groups and counters again from the rows (nothing patches a count);
+``notifications_reconcile`` the nightly check. Behaviour: docs/behaviours.md (Notifications).
 """
 
 from __future__ import annotations
@@ -73,10 +66,10 @@ def _insert_ignore(table: str, columns: str, values: list[Any]) -> None:
 
 
 def _ensure_rows(recipient_id: int, kind: str, now_day: date) -> None:
-    """Make sure the recipient's counter row and the day's group row exist: ``INSERT IGNORE`` in
-    their own (auto)commits, before the job's transaction, so that transaction locks existing
-    rows only (a lock on a row that does not exist yet takes gap locks, which deadlocked under
-    a follow storm)."""
+    """``INSERT IGNORE`` the recipient's counter row and the day's group row in their own commits,
+    so the job's transaction locks existing rows only (locking a missing row takes gap locks,
+    which deadlocked under a follow storm).
+    """
     _insert_ignore(UnreadCounter._meta.db_table, "recipient_id, unread, version", [recipient_id, 0, 0])
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     day = connection.ops.adapt_datefield_value(now_day)
@@ -84,12 +77,9 @@ def _ensure_rows(recipient_id: int, kind: str, now_day: date) -> None:
 
 
 def notification_add(kind: str, *, recipient_id: int, actor_id: int) -> bool:
-    """Record that ``actor_id`` did ``kind`` (``FOLLOW``, ``REQUEST``, ``APPROVED``) to
-    ``recipient_id``, if it still stands; idempotent.
-
-    The same event within ``REPEAT_SECONDS`` of the row's time changes
-    nothing; later, the row comes back to the top, unread. The day's group
-    counts it and shows the actor first.
+    """Record that ``actor_id`` did ``kind`` (``FOLLOW``, ``REQUEST``, ``APPROVED``) to ``recipient_id``,
+    if it still stands; idempotent (a repeat within ``REPEAT_SECONDS`` changes nothing; later, the
+    row comes back to the top, unread).
 
     :returns: True when the recipient has one more unread notification.
     :raises ValueError: an unknown ``kind``.
@@ -147,9 +137,8 @@ def _share_lock_account(user_id: int) -> None:
 
 
 def _refresh_groups(group_ids: Sequence[int]) -> int:
-    """Derive the count, newest actors, newest time and unread flag of each group from its
-    visible rows (``selectors.visible``); the caller's transaction holds the recipient's counter
-    lock. Groups in pk order, so two refreshes of one recipient lock them alike.
+    """Derive each group's count, newest actors, time and unread flag from its visible rows, under the
+    caller's counter lock, in pk order (two refreshes lock alike).
 
     :returns: how many groups changed.
     """
@@ -190,10 +179,9 @@ def recipient_refresh(*, recipient_id: int, group_ids: Sequence[int] = ()) -> No
 
 
 def pair_refresh(*, user_id: int, other_id: int) -> int:
-    """Make the notifications between two accounts agree with the database now (the after-commit
-    work of a block and of a request that ended): a block either way removes every row between
-    them, both directions; an "asked to follow you" row goes once its request is not pending.
-    The groups of the removed rows are derived again and both counters recounted; idempotent.
+    """Make the notifications between two accounts agree with the database now (after a block or an
+    ended request): rows that no longer stand go, their groups are derived again, both counters
+    recounted; idempotent.
 
     :returns: how many rows were removed.
     """
@@ -298,11 +286,9 @@ def counter_recount(*, recipient_id: int) -> int:
 
 @dataclass
 class NotificationsDrift:
-    """Figures of a notifications reconcile: ``*_found`` differed from the rows, ``*_fixed``
-    were repaired (0 in a dry run). Rows: rows between blocked accounts, "asked to follow you"
-    rows without a pending request. Groups: count, names, time or unread flag unlike their
-    visible rows. Counters: counter rows unlike their unread visible rows. Mirrors: Redis
-    counters unlike their row."""
+    """Figures of a notifications reconcile: ``*_found`` differed, ``*_fixed`` were repaired (0 in a
+    dry run), for rows, groups, counters and the Redis mirrors.
+    """
 
     rows_found: int = 0
     rows_fixed: int = 0
@@ -375,12 +361,9 @@ def _reconcile_batch(client: redis.Redis, low: int, high: int, *, dry_run: bool)
 def notifications_reconcile(
     *, dry_run: bool = False, batch_users: int = 2000, on_progress: Callable[[int, NotificationsDrift], None] | None = None
 ) -> NotificationsDrift:
-    """Check the notifications against their rows, ``batch_users`` recipient ids at a time, and
-    repair what differs unless ``dry_run``; safe to interrupt and re-run. Rows that should not
-    exist go (a block between the accounts, a request no longer pending), groups are derived
-    again from their visible rows, counter rows recounted, Redis counters rewritten from their
-    row (a missing one is set at its next read). Repairs run under the recipient's counter
-    lock, as the jobs do.
+    """Check notification rows, groups, counters and Redis counters against the rows, ``batch_users``
+    recipient ids at a time, and repair unless ``dry_run`` (under each recipient's counter lock);
+    safe to interrupt and re-run.
 
     :param on_progress: called with ``(ids walked, the batch's figures)`` after each batch.
     :returns: the figures (``NotificationsDrift``).

@@ -1,16 +1,8 @@
 """Admin of the follow graph: follows (view, add and delete through the services) and the mirror's health.
 
-Every delete of a follow here, one or in bulk, goes through
-``social.services.follow_delete_pair``, the path of a user's own unfollow,
-so the Redis sets, sorted sets, counts and inboxes follow after commit.
-Django's bulk delete (``QuerySet.delete``) would skip all of that, so
-``delete_queryset`` is replaced and the bulk action is capped.
-
-The lists stay fast on the full graph (870k follows): raw-id widgets, no
-full-table COUNT (``EstimatedCountPaginator``), sorting only by id (the
-primary key; other columns have no index to sort 870k rows), the page's
-accounts fetched by id rather than joined, search and the account-state
-filter resolved to user ids first so both follow indexes can be used.
+Every follow delete, bulk included (capped), goes through ``social.services.follow_delete_pair``
+so the mirror and inboxes follow. Lists stay fast on the full graph: raw ids, no full COUNT, sort
+by id only, accounts fetched by id, filters resolved to user ids first.
 """
 
 from __future__ import annotations
@@ -61,11 +53,7 @@ def inactive_user_ids() -> Any:
 
 
 class AccountsStateFilter(admin.SimpleListFilter):
-    """Whether both accounts of a follow are active (only those count and are mirrored).
-
-    Filters by follower/followee id rather than joining the user table:
-    with the join MariaDB walks every follow.
-    """
+    """Whether both accounts of a follow are active; filters by user ids (a join makes MariaDB walk every follow)."""
 
     title = "accounts"
     parameter_name = "accounts"
@@ -174,11 +162,8 @@ class FollowAdmin(CanonicalIdsAdmin, admin.ModelAdmin[Follow]):
 
     @admin.action(permissions=["delete"], description="Delete selected follows (as unfollows; at most 1000)")
     def delete_selected(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse | None:
-        """Django's confirm-then-delete action, capped at ``BULK_DELETE_MAX`` follows.
-
-        Named ``delete_selected`` so it replaces the site-wide action (the
-        confirmation page posts that name back); the deletion itself runs
-        ``delete_queryset`` above and logs each follow in the admin log.
+        """Django's confirm-then-delete action, capped at ``BULK_DELETE_MAX`` follows; named to replace the
+        site-wide action, deleting through ``delete_queryset``.
         """
         if bounded_count(queryset, BULK_DELETE_MAX) > BULK_DELETE_MAX:
             self.message_user(
@@ -198,11 +183,8 @@ RECENT_FOLLOWS = 10
 
 @dataclass
 class FollowPanel:
-    """What the account page shows about an account's follows.
-
-    ``mirror_*`` come from ``follow_counts`` (Redis, or the database while
-    Redis is unavailable: ``mirror_source``); ``database_*`` count the rows
-    whose two accounts are active; ``recent_*`` are the newest follows.
+    """The account page's follow figures: ``mirror_*`` (``follow_counts``; ``mirror_source``),
+    ``database_*`` (rows of active accounts), ``recent_*`` (newest follows).
     """
 
     mirror_followers: int | None
@@ -223,11 +205,8 @@ class FollowPanel:
 
 
 def follow_panel(user: User) -> FollowPanel:
-    """Counts from the mirror and the database, and the newest follows of ``user``.
-
-    Four indexed queries (two counts, two range scans of
-    ``follow_followers_newest``/``follow_following_newest``) and one or two
-    Redis round trips, whatever the account's size.
+    """Counts from the mirror and the database, and the newest follows of ``user``: four indexed
+    queries and one or two Redis round trips, whatever the account's size.
     """
     source = "Redis" if redis_available() else "database (Redis unavailable)"
     counts = follow_counts(user_id=user.pk)

@@ -164,8 +164,7 @@ def me_settings(request: HttpRequest) -> JsonResponse:
 @api_login_required
 @with_target
 def follow_or_not(request: HttpRequest, target: User) -> JsonResponse:
-    """GET /api/follow/or/not/<id>: whether the signed-in user follows ``id`` (404 when ``id``
-    blocks you, as if absent)."""
+    """GET /api/follow/or/not/<id>: whether the signed-in user follows ``id`` (404 when ``id`` blocks you, as if absent)."""
     viewer = _actor(request)
     if visibility.access(viewer=viewer, user=target).hidden:
         raise NotFound("No such user.")
@@ -216,8 +215,7 @@ def following_list(request: HttpRequest, target: User) -> JsonResponse:
 @require_safe
 @with_target
 def user_detail(request: HttpRequest, target: User) -> JsonResponse:
-    """GET /api/users/<id>: public profile with follower and following counts and ``private``
-    (404 when ``id`` blocks you)."""
+    """GET /api/users/<id>: public profile with follower and following counts and ``private`` (404 when ``id`` blocks you)."""
     seen = visibility.access(viewer=_viewer(request), user=target)
     if seen.hidden:
         raise NotFound("No such user.")

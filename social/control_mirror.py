@@ -1,12 +1,8 @@
 """Writes of the Redis mirror of blocks and mutes, always from the database's truth.
 
-For a pair of accounts ``(a, b)`` the mirror holds, in each account's own
-keys (``social.redis_keys``): ``b`` in ``blocks:{a}`` and ``a`` in
-``blocks:{b}`` while a block exists in either direction, and ``b`` in
-``mutes:{a}`` scored by the mute's expiry while ``a`` mutes ``b`` (and the
-other way round). As ``social.mirror`` does for follows, a write re-reads
-the database after writing and writes again when the state moved
-meanwhile, so two appliers racing on one pair converge on the truth.
+A block either way puts each account in the other's ``blocks:`` set; a mute puts the muted in
+the muter's ``mutes:`` sorted set, scored by expiry. As ``social.mirror``, a write re-reads the
+database and writes again if the state moved, so racing appliers converge.
 """
 
 from __future__ import annotations
@@ -130,13 +126,10 @@ def user_control_pairs(user_id: int) -> list[Pair]:
 
 
 def controls_differences(client: redis.Redis, user_ids: Sequence[int], garbage: list[tuple[str, str, bytes]] | None = None) -> set[Pair]:
-    """The pairs whose blocks or mutes Redis shows otherwise than the database, for the
-    accounts ``user_ids`` (reconcile): one pipeline and two queries for all of them. A mute
-    that expired counts as none on both sides. An id of a deleted account is drift like any
-    other (no row holds it).
+    """The pairs of ``user_ids`` whose blocks or mutes Redis shows otherwise than the database (the
+    reconcile): one pipeline and two queries; expired mutes count as none, deleted accounts' ids as drift.
 
-    :param garbage: gets ``(command, key, member)`` removing each member that is not a
-        decimal id (no pair can rewrite it).
+    :param garbage: gets ``(command, key, member)`` removing each member that is not a decimal id.
     :raises: ``REDIS_ERRORS``.
     """
     ids = sorted({int(user_id) for user_id in user_ids})

@@ -1,14 +1,9 @@
 """Every write of the controls people have over who reaches them: block, mute, remove a
 follower, and the follow requests of private accounts.
 
-Each action is one transaction that locks the rows of both accounts (in id
-order), writes the database and a ``social.control`` outbox entry
-(``social.outbox``); after commit the entry makes Redis show the pair's
-blocks and mutes as the database has them. Follows that a block ends go
-through the unfollow path (``social.services``), so counts, lists, sets and
-inboxes follow as for any unfollow. A follow locks its follower's row and
-reads the blocks after the lock, so a follow racing a block of the same
-pair either commits first (and the block removes it) or sees the block.
+Each action is one transaction locking both accounts' rows (in id order) that writes the
+database and a ``social.control`` outbox entry; follows a block ends go through the unfollow
+path (``social.services``). Behaviour: docs/behaviours.md#blocks-mutes-removing-a-follower-private-accounts.
 """
 
 from __future__ import annotations
@@ -64,11 +59,9 @@ class ControlResult:
 
 
 def _lock_pair(actor_id: int, other_id: int, *, other_active: bool = True) -> User:
-    """Lock both accounts' rows in id order (two controls of one pair, or a control and a
-    follow, serialise on them) and return the other account.
+    """Lock both accounts' rows in id order (controls and follows of a pair serialise on them) and return the other account.
 
-    :raises ControlTargetNotFoundError: no such account (or it is deactivated and
-        ``other_active``).
+    :raises ControlTargetNotFoundError: no such account (or it is deactivated and ``other_active``).
     """
     locked = {user.pk: user for user in User.objects.select_for_update().filter(pk__in=sorted({actor_id, other_id})).order_by("pk")}
     other = locked.get(other_id)
@@ -88,11 +81,10 @@ def _record(actor_id: int, other_id: int) -> None:
 
 
 def controls_mirror_refresh(*, user_id: int) -> int:
-    """Record a ``social.control`` entry for every pair of ``user_id`` with a block or a mute
-    in the database, either way. Call in the transaction that deletes the account, before the
-    cascade removes the rows (they name the other accounts, whose sets hold ``user_id``):
-    after commit each pair is written as the database then has it, so no other account's
-    block or mute set keeps the id. (The account's own keys go with its ``social.user`` entry.)
+    """Record a ``social.control`` entry for every pair of ``user_id`` with a block or mute either way.
+
+    Call in the transaction deleting the account, before the cascade removes the rows (they
+    name the other accounts whose sets hold ``user_id``).
 
     :returns: how many entries were recorded.
     """
@@ -105,8 +97,7 @@ def controls_mirror_refresh(*, user_id: int) -> int:
 
 
 def block_create(*, actor: User, target_id: int) -> ControlResult:
-    """``actor`` blocks ``target_id``: both follows between them end (unfollow path), pending
-    follow requests either way go, and neither can follow the other until unblocked.
+    """``actor`` blocks ``target_id``: follows either way end (unfollow path), pending requests either way go.
 
     :returns: ``ControlResult(changed=True, unfollowed=...)``.
     :raises SelfControlError: ``actor`` is the target (400).
@@ -136,9 +127,7 @@ def block_create(*, actor: User, target_id: int) -> ControlResult:
 
 
 def block_delete(*, actor: User, target_id: int) -> ControlResult:
-    """``actor`` unblocks ``target_id``; no follow comes back by itself.
-
-    Works when the target is deactivated.
+    """``actor`` unblocks ``target_id`` (also when deactivated); no follow comes back by itself.
 
     :raises SelfControlError: ``actor`` is the target (400).
     :raises ControlTargetNotFoundError: no such account (404).
@@ -158,8 +147,7 @@ def block_delete(*, actor: User, target_id: int) -> ControlResult:
 
 
 def mute_create(*, actor: User, target_id: int, duration: timedelta | None = None) -> ControlResult:
-    """``actor`` mutes ``target_id`` for ``duration`` (None: until unmuted): the target's notes
-    stay out of ``actor``'s home feed, at fan-out and at read. Muting again sets the new duration.
+    """``actor`` mutes ``target_id`` for ``duration`` (None: until unmuted; again: the new duration).
 
     :returns: ``ControlResult(changed=True)``.
     :raises SelfControlError: ``actor`` is the target (400).
@@ -246,12 +234,11 @@ def follower_remove(*, actor: User, follower_id: int) -> FollowResult:
 
 
 def follow_request_approve(*, actor: User, requester_id: int) -> FollowResult:
-    """``actor`` approves ``requester_id``'s request: the request goes and the follow is created
-    through the normal path (mirror, backfill of ``actor``'s notes).
+    """``actor`` approves ``requester_id``'s request: the request goes and the follow is created the normal way.
 
     :raises FollowRequestNotFoundError: no pending request from that account to ``actor`` (404).
-    :raises ControlConflictError: the requester was deactivated or follows as many accounts
-        as it may (409; the request stays).
+    :raises ControlConflictError: the requester was deactivated or is at its following cap
+        (409; the request stays).
     """
 
     def write() -> FollowResult:
@@ -288,17 +275,12 @@ def follow_request_reject(*, actor: User, requester_id: int) -> bool:
 
 
 def account_privacy_set(*, actor: User, private: bool) -> int:
-    """Turn ``actor``'s "approve followers" on or off; turning it off approves every pending
-    request.
+    """Turn ``actor``'s "approve followers" on or off; turning it off approves every pending request.
 
-    The flag and, when requests are pending, a ``social.privacy_open`` outbox entry commit
-    together; the entry's handler approves them right after commit in this process, and
-    the drain finishes the work if this process stops midway. The owner's row is locked,
-    so a follow request racing the change commits before it (and is approved) or sees the
-    account public (and follows).
+    The flag and a ``social.privacy_open`` entry commit together under the owner's row lock;
+    the entry approves the requests after commit (the drain finishes an interrupted run).
 
-    :returns: how many requests of active accounts were pending at the change (each is
-        approved, or dropped when its account reached its following cap meanwhile).
+    :returns: how many requests of active accounts were pending at the change.
     """
 
     def write() -> int:
@@ -316,8 +298,8 @@ def account_privacy_set(*, actor: User, private: bool) -> int:
 
 
 def follow_requests_approve_all(*, owner_id: int, batch: int = 500) -> int:
-    """Approve every pending request to ``owner_id`` while it is public, oldest first; a request
-    whose requester cannot follow now (deactivated, at its cap) goes. Re-runnable.
+    """Approve every pending request to ``owner_id`` while it is public, oldest first; requesters
+    who cannot follow now go. Re-runnable.
 
     :returns: how many were approved.
     """

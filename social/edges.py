@@ -1,16 +1,8 @@
 """Bulk reads of follow edges with the follow time as integer unix seconds.
 
-Rebuild and reconcile read every edge twice; converting each DATETIME
-value into an aware ``datetime`` (mysqlclient's converter, then Django's
-make_aware) is a large share of a rebuild. Computing the epoch seconds in
-SQL instead returns plain integers, and the rows are fetched through the
-database cursor, skipping Django's per-row converters (an ``int()`` call
-per value for an integer expression).
-
-Joining both endpoints to the users table (to drop edges of deactivated
-accounts) costs two primary-key lookups per edge; a rebuild that passes
-the set of inactive ids (``inactive_user_ids``, one read) gets
-covering-index range scans and filters in Python instead.
+Epoch seconds are computed in SQL and fetched through the raw cursor (converting each DATETIME
+to an aware datetime was a large share of a rebuild); with ``inactive_user_ids`` passed, edges are
+read by covering-index range scans and filtered in Python instead of joined to the users table.
 """
 
 from __future__ import annotations
@@ -27,11 +19,8 @@ from .models import Follow
 
 
 class EpochSeconds(Func):
-    """Whole unix seconds of a UTC datetime column, computed by the database.
-
-    MySQL/MariaDB: ``TIMESTAMPDIFF(SECOND, '1970-01-01', col)`` (pure
-    arithmetic, independent of the session time zone, unlike
-    UNIX_TIMESTAMP); SQLite: ``strftime('%s', col)``.
+    """Whole unix seconds of a UTC datetime column, computed by the database (MariaDB: ``TIMESTAMPDIFF``,
+    independent of the session time zone unlike UNIX_TIMESTAMP; SQLite: ``strftime('%s', col)``).
     """
 
     output_field = BigIntegerField()
@@ -64,10 +53,8 @@ def active_edges_in_range(
 ) -> list[tuple[int, int, int]]:
     """Active edges whose ``field`` (``follower_id`` or ``followee_id``) is in ``(low, high]``.
 
-    :param inactive: ids of deactivated accounts read beforehand
-        (``inactive_user_ids``); when given, no join with the users table is
-        made and edges touching these ids are dropped here. None: both
-        endpoints are joined and checked by the database at read time.
+    :param inactive: ids of deactivated accounts read beforehand (no join then); None: both
+        endpoints are joined and checked by the database.
     :returns: ``[(follower_id, followee_id, score_seconds)]``, both accounts active.
     """
     rows = Follow.objects.filter(**{f"{field}__gt": low, f"{field}__lte": high})

@@ -11,11 +11,8 @@ from .models import ReconcileRun, SuggestionReconcileRun
 
 @dataclass
 class ReconcileHealth:
-    """The newest whole-graph reconcile run (``social.ReconcileRun``).
-
-    ``state`` is ``finished``, ``failed`` (its ``error`` is set) or
-    ``running or interrupted``; ``figures`` are ``[(name, value)]`` drift
-    figures; ``last_finished_at`` is the end of the newest finished run.
+    """The newest whole-graph ``social.ReconcileRun``: ``state`` (``finished``, ``failed`` with ``error``,
+    ``running or interrupted``), ``figures`` ``[(name, value)]``, ``last_finished_at``.
     """
 
     started_at: datetime | None = None
@@ -45,11 +42,7 @@ RECONCILE_FIGURES = (
 
 
 def reconcile_health() -> ReconcileHealth:
-    """The newest whole-graph ``ReconcileRun`` and its drift figures (two indexed queries).
-
-    Single-account runs (``only_user_id`` set, e.g. from the admin's
-    "reconcile this account") are left out: they say nothing about the graph.
-    """
+    """The newest whole-graph ``ReconcileRun`` and its figures (two indexed queries; single-account runs left out)."""
     runs = ReconcileRun.objects.filter(only_user_id__isnull=True)
     run = runs.order_by("-started_at", "-id").first()
     if run is None:

@@ -1,23 +1,8 @@
 """Where a big account's followers live in Redis: the layout policy, pure (no I/O).
 
-An account's followers are kept either in one SET and one ZSET (the single
-layout) or, once it has ``FOLLOWERS_SHARD_THRESHOLD`` followers, in
-``FOLLOWERS_SHARDS`` shard pairs (a follower in shard
-``follower_id % FOLLOWERS_SHARDS``), so no key grows past about
-``followers / FOLLOWERS_SHARDS`` members: a huge key blocks Redis when it is
-deleted, expired or migrated between cluster nodes.
-
-The marker ``followers:layout:{u}`` names the live layout: absent (single),
-``sharded``, ``migrating`` (single -> sharded under way: writers write both
-layouts, readers read the single key) or ``unsharding`` (sharded -> single
-under way: writers write both, readers read the shards). An account goes
-back to one key only below ``unshard_threshold()`` (hysteresis, so an
-account at the edge does not migrate back and forth).
-
-This module decides which layout a count wants and which keys each layout
-reads and writes; ``social.mirror``, ``social.sharding``,
-``social.rebuild``, ``social.reconcile``, ``social.selectors`` and the
-feed's fan-out all ask it instead of deciding themselves.
+Decides which layout a follower count wants (single key, or ``FOLLOWERS_SHARDS`` shards from
+``FOLLOWERS_SHARD_THRESHOLD``, back below ``unshard_threshold()``) and which keys each marker
+state reads and writes; every other module asks it. Design: docs/architecture.md#big-accounts.
 """
 
 from __future__ import annotations
@@ -67,10 +52,8 @@ def follower_shard(follower_id: int) -> int:
 
 
 def unshard_threshold() -> int:
-    """Follower count below which a sharded account goes back to one key.
-
-    ``FOLLOWERS_SHARD_THRESHOLD * FOLLOWERS_UNSHARD_RATIO`` (default 0.8):
-    the gap is the hysteresis band in which an account keeps its layout.
+    """Follower count below which a sharded account goes back to one key:
+    ``FOLLOWERS_SHARD_THRESHOLD * FOLLOWERS_UNSHARD_RATIO`` (the gap is the hysteresis band).
     """
     return int(settings.FOLLOWERS_SHARD_THRESHOLD * settings.FOLLOWERS_UNSHARD_RATIO)
 
@@ -148,11 +131,7 @@ def stale_keys(user_id: int, follower_id: int, layout: bytes) -> list[KeyPair]:
 
 
 def every_set_key(user_id: int) -> list[str]:
-    """The follower SET keys of ``user_id`` in every layout at once (single key and all shards).
-
-    A key that does not exist costs one empty reply; during a migration the
-    union covers every follower whichever side already has it. Used where
-    all followers must be found whatever the marker says: fan-out, deletion,
-    a rebuild's look at what Redis holds.
+    """The follower SET keys of ``user_id`` in every layout at once (single and all shards), for
+    finding every follower whatever the marker says (fan-out, deletion, rebuild).
     """
     return [single_keys(user_id)[0]] + [set_key for set_key, _ in all_shard_keys(user_id)]

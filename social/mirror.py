@@ -1,20 +1,9 @@
 """Writes of the follow graph's Redis mirror, always from the database's truth.
 
-Every write here re-reads the database and writes the state it found, then
-reads the database again and repeats if the state moved meanwhile. Two
-appliers racing on one pair therefore converge: the last Redis write for a
-pair is always followed by a database read that agrees with it (the same
-"read, write, verify" idea as a compare-and-set loop). Nothing here trusts
-what a caller believes the state is, so repeated, late or out-of-order
-applications are harmless.
-
-A commit's first write (``verify=False``, the request's) reads nothing
-back: it is versioned by its outbox entry and fenced, so it never lands over
-a write of a newer entry of the pair, nor over the confirmation of its own
-(whichever process and order the after-commit work runs in).
-
-An edge is mirrored only while both accounts are active (deactivated
-accounts vanish from every list, set and count).
+A verified write re-reads the database after writing and writes again if the state moved, so
+racing, repeated or late applications converge; a commit's first write (``verify=False``) is
+versioned by its outbox entry and fenced instead. Edges count only while both accounts are
+active. Design: docs/architecture.md#the-follow-graph and #the-outbox-and-its-kinds.
 """
 
 from __future__ import annotations
@@ -52,9 +41,9 @@ class MirrorNotConverged(EntryNotApplied):
 
 @dataclass(frozen=True)
 class Version:
-    """The newest outbox entry of a pair that a write applies: ``entry_id`` (ids of one pair's
-    entries grow in commit order: each is inserted after the row change, under its locks) and
-    when it was recorded (``created_ms``, unix ms)."""
+    """The newest outbox entry of a pair a write applies: ``entry_id`` (grows in commit order per
+    pair: inserted after the row change, under its locks) and ``created_ms`` (unix ms).
+    """
 
     entry_id: int
     created_ms: int
@@ -122,15 +111,11 @@ def queue_pair_write(
     scrub: bool = False,
     fence: tuple[Version, bool, int] | None = None,
 ) -> None:
-    """Queue on ``pipe`` the commands that make Redis show the pair as ``score``.
+    """Queue on ``pipe`` the commands that make Redis show the pair as ``score`` (None: removed).
 
-    ``score`` None removes the edge from all four structures. The followee's
-    keys are the ones ``layout.write_keys`` names for ``layout_now`` (both
-    layouts while a migration runs). ``scrub`` (used when a write raced with
-    a marker flip) also removes the follower from the layout that is no
-    longer live, so a write that landed in the old keys after they were
-    unlinked leaves no orphan key behind. ``fence`` ``(version, confirmed,
-    window)`` makes each side a versioned write (``FENCED_WRITE_LUA``).
+    The followee's keys are ``layout.write_keys(layout_now)``; ``scrub`` also removes the
+    follower from the layout no longer live (a write that raced a marker flip); ``fence``
+    ``(version, confirmed, window)`` makes each side a versioned write (``FENCED_WRITE_LUA``).
     """
     targets = layout.write_keys(followee_id, follower_id, layout_now)
     stale = layout.stale_keys(followee_id, follower_id, layout_now) if scrub else []
@@ -190,31 +175,19 @@ def mirror_apply_pairs(
 ) -> dict[int, LayoutObservation]:
     """Make Redis show each pair exactly as the database has it, race-safely.
 
-    Each round writes every pair with its followee's layout, then (in the
-    same pipeline) re-reads each followee's layout marker and follower
-    count; then the database is read again, and a pair is written again
-    when its row changed meanwhile or when a layout migration
-    (``social.sharding``) flipped the marker between our read and our
-    write, so no write is left only in keys that stopped being live. The
-    first round writes the ``hints`` (what the committing transaction
-    wrote) and the layout last seen, unread: the round's own marker read
-    and the database read after it decide whether another round is due.
+    Each round writes the pairs and re-reads each followee's marker and count in the same
+    pipeline, then re-reads the database; a pair whose row or marker moved is written again.
 
     :param pairs: ``(follower_id, followee_id)`` tuples, duplicates allowed.
-    :param hints: ``{pair: score | None}`` believed for some pairs; others
-        are read from the database first.
-    :param verify: False writes the states once, with no database read after
-        (a marker that moved is still followed): the first write of a
-        commit whose entry a later application confirms with ``verify``.
-    :param versions: ``{pair: Version}`` of the outbox entries applied. With
-        ``verify`` their writes raise the pair's fence; without, a pair is
-        written only above its fence, and not at all once its entry is older
-        than half a fence window (its confirmation writes it).
-    :returns: ``{followee_id: LayoutObservation}`` of the followees written,
-        as the write pipeline saw them (``social.outbox`` decides from it
-        whether a layout migration is due).
-    :raises redis.exceptions.ConnectionError: (and the other REDIS_ERRORS)
-        when Redis is unreachable; the caller keeps the outbox entry.
+    :param hints: ``{pair: score | None}`` believed for some pairs (the first round writes
+        them unread); others are read from the database first.
+    :param verify: False writes once, with no database read after (a commit's first write).
+    :param versions: ``{pair: Version}`` of the entries applied: with ``verify`` they raise the
+        pair's fence; without, a pair is written only above its fence, and not once its entry
+        is older than half a fence window.
+    :returns: ``{followee_id: LayoutObservation}`` as the write pipeline saw them.
+    :raises redis.exceptions.ConnectionError: (and the other REDIS_ERRORS) when Redis is
+        unreachable; the caller keeps the outbox entry.
     :raises MirrorNotConverged: when the database kept changing.
     """
     wanted = list(dict.fromkeys((int(a), int(b)) for a, b in pairs))
@@ -288,10 +261,7 @@ def _fence_of(versions: Mapping[Pair, Version], pair: Pair, confirmed: bool, win
 
 
 def user_pairs(user_id: int) -> list[Pair]:
-    """Every pair touching ``user_id`` in the database or in Redis (both directions).
-
-    Redis is consulted too (every follower layout at once) so that edges of
-    a deleted account, whose rows are gone, are still found and removed.
+    """Every pair touching ``user_id`` in the database or in Redis (a deleted account's rows are gone).
 
     :raises: ``REDIS_ERRORS`` (the breaker is opened first).
     """

@@ -33,12 +33,8 @@ def follow_score(created_at: datetime) -> int:
 class Follow(models.Model):
     """One edge of the follow graph: ``follower`` follows ``followee``.
 
-    Mirrored in Redis (``social.redis_keys``): the follower's followee set
-    ``follow:{follower}`` and time-ordered ``following:z:{follower}``; the
-    followee's follower set ``followers:{followee}`` and time-ordered
-    ``followers:z:{followee}`` (sharded for big accounts). No signals: the
-    services record a ``social.pair`` outbox entry (``core.outbox``) in the
-    same transaction, applied after commit by ``social.outbox``.
+    Mirrored in Redis (``social.redis_keys``) through the ``social.pair`` outbox entry the
+    services record; no signals.
     """
 
     follower = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="following_edges")
@@ -65,10 +61,7 @@ class Follow(models.Model):
 class Block(models.Model):
     """``blocker`` blocks ``blocked``: neither follows the other nor sees the other's account.
 
-    Mirrored in Redis (``social.redis_keys.blocks_key``): each side's set of
-    the accounts hidden from it (blocked by it, or blocking it). No signals:
-    ``social.controls`` records a ``social.control`` outbox entry in the
-    same transaction, applied after commit (``social.mirror.mirror_apply_controls``).
+    Mirrored in ``blocks_key`` of both sides through the ``social.control`` entry; no signals.
     """
 
     blocker = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="blocks_made")
@@ -92,13 +85,9 @@ def live_mutes() -> Q:
 
 
 class Mute(models.Model):
-    """``muter`` mutes ``muted`` until ``expires_at`` (None: until unmuted): ``muted``'s notes stay
-    out of ``muter``'s home feed; nothing else changes.
-
-    Mirrored in Redis (``social.redis_keys.mutes_key``): the muter's sorted
-    set of muted ids scored by expiry, through the ``social.control`` outbox
-    entry as for ``Block``. An expired row is ignored where it is read and
-    deleted by ``social.controls.mutes_expire``.
+    """``muter`` mutes ``muted`` until ``expires_at`` (None: until unmuted): only ``muted``'s notes leave
+    ``muter``'s home feed. Mirrored in ``mutes_key`` as ``Block``; expired rows are ignored on read
+    and deleted by ``mutes_expire``.
     """
 
     muter = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mutes_made")
@@ -122,11 +111,8 @@ class Mute(models.Model):
 
 
 class FollowRequest(models.Model):
-    """``requester`` asks to follow the private account ``target`` (``User.approve_followers``).
-
-    Approval deletes the request and creates the ``Follow`` through the
-    normal path; rejection or withdrawal deletes it. Database only: read by
-    the owner's requests page and the requester's profile button.
+    """``requester`` asks to follow the private account ``target``; approval deletes it and creates the
+    ``Follow`` the normal way. Database only.
     """
 
     requester = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="follow_requests_made")
@@ -179,12 +165,8 @@ class FollowImport(models.Model):
 
 
 class ReconcileRun(models.Model):
-    """One run of ``reconcile_social_cache`` (command or nightly task) and its drift figures.
-
-    Updated after every batch of accounts, so an interrupted run keeps its
-    checkpoint (``last_user_id``) and ``--resume`` continues it; the admin
-    health page shows the latest row. ``finished_at`` is None while the run
-    is under way or after it was interrupted.
+    """One run of ``reconcile_social_cache`` and its drift figures, updated after every batch
+    (``last_user_id`` is the checkpoint ``--resume`` continues); ``finished_at`` None while under way or interrupted.
     """
 
     started_at = models.DateTimeField(default=timezone.now)
@@ -220,10 +202,9 @@ class ReconcileRun(models.Model):
 
 
 class SuggestionReconcileRun(models.Model):
-    """One run of ``reconcile_suggestions`` (command or nightly task): the stored who-to-follow
-    sets and reasons, and the cached most-followed rankings, compared with a rebuild from the
-    database (``social.suggestions.suggestions_reconcile``). The admin health page shows the
-    latest row; ``finished_at`` is None while under way or after a failure (``error``)."""
+    """One run of ``reconcile_suggestions`` (``suggestions_reconcile``); ``finished_at`` None while under
+    way or after a failure (``error``).
+    """
 
     started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)

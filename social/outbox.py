@@ -1,38 +1,7 @@
-"""The follow graph's outbox kinds: what a committed follow, unfollow or account change makes Redis do.
-
-- ``social.pair`` (``PAIR``): ``subject_id`` followed or unfollowed
-  ``object_id``; applied inline after commit, so the actor's next page shows
-  it. The handler writes the pair as the database has it now
-  (``social.mirror.mirror_apply_pairs``), then, from what that write
-  observed, records a ``social.layout`` entry for any followee whose
-  follower count crossed the sharding thresholds.
-- ``social.layout`` (``LAYOUT``): move ``subject_id``'s followers between one
-  key and shards (``social.sharding``), in a message of its own with the long
-  tasks' time limits.
-- ``social.control`` (``CONTROL``): a block or mute between ``subject_id``
-  and ``object_id`` was made, changed or undone; applied inline after
-  commit (``social.control_mirror.mirror_apply_controls``), before the
-  feed's entries of the same change.
-- ``social.suggest`` (``SUGGEST``): something that can change reader
-  ``subject_id``'s "who to follow" committed (its follow, unfollow, removal
-  as a follower, request made, withdrawn or rejected, a block or mute
-  either way); the Celery task re-derives its stored set from the rows
-  (``social.suggestions.suggestions_rederive``).
-- ``social.suggest_compute`` (``SUGGEST_COMPUTE``): a page found no stored
-  suggestions for ``subject_id`` (``suggestions_request``); the task
-  computes them.
-- ``social.suggest_account`` (``SUGGEST_ACCOUNT``): account ``subject_id``
-  was deactivated or reactivated; the task re-derives the stored sets of
-  its followers.
-- ``social.rankings`` (``RANKINGS``): an account's activity changed
-  (deactivation, reactivation, deletion); applied inline, it starts a new
-  generation of the cached most-followed rankings.
-- ``social.user`` (``USER``): every edge of account ``subject_id`` must be
-  re-mirrored (deactivation, reactivation, deletion); inline for small
-  accounts, by the Celery task for big ones (the caller says which).
-
-Also registers the graph's rebuild, which ``core.outbox.rebuild_locked``
-runs after Redis lost its data.
+"""The follow graph's outbox kinds (``social.pair``, ``.layout``, ``.control``, ``.suggest``,
+``.suggest_compute``, ``.suggest_account``, ``.rankings``, ``.user``) and their handlers, and the
+graph's rebuild step for ``core.outbox.rebuild_locked``. What each kind does and when it applies:
+docs/architecture.md#the-outbox-and-its-kinds.
 """
 
 from __future__ import annotations
@@ -61,12 +30,8 @@ QUEUED_TTL_SECONDS = 300
 
 
 def layout_migrations_enqueue(observed: dict[int, LayoutObservation]) -> list[int]:
-    """Record a ``social.layout`` entry for each account whose count asks for another layout.
-
-    The observations come from the mirror write's own pipeline, so the
-    check costs nothing for accounts that need no migration and one SET NX
-    for those that do (the ``queued`` key stops a stream of follows from
-    recording an entry each).
+    """Record a ``social.layout`` entry for each account whose observed count asks for another layout
+    (one SET NX on a ``queued`` key each, so a stream of follows records one entry).
 
     :param observed: ``{followee_id: LayoutObservation}``.
     :returns: the user ids for which an entry was recorded.
@@ -164,9 +129,8 @@ def suggestions_record(*user_ids: int) -> None:
 
 
 def suggestions_request(*, user_id: int) -> bool:
-    """Ask for the computation of ``user_id``'s suggestions unless one was asked for within
-    ``SUGGESTIONS_QUEUED_TTL_SECONDS`` (a ``SUGGEST_COMPUTE`` entry, applied by the task or
-    the drain; its handler clears the marker). Best effort: nothing while Redis is down.
+    """Record a ``SUGGEST_COMPUTE`` entry for ``user_id`` unless one was asked for within
+    ``SUGGESTIONS_QUEUED_TTL_SECONDS``. Best effort: nothing while Redis is down.
 
     :returns: True when an entry was recorded.
     """

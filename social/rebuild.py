@@ -1,22 +1,10 @@
 """Rebuild the follow graph's Redis mirror from the database.
 
-Keys are built aside under a temporary name carrying the same hash tag and
-then swapped in with RENAME, so readers always see either the old or the
-new complete set, never an empty or half-built one. Accounts are walked in
-id ranges (bounded memory, resumable with ``start_after``). Follows that
-commit while a rebuild runs are re-applied from the outbox at the end, so
-they are kept.
-
-No step blocks Redis on a big key: a key is built with SADD/ZADD of at most
-ADD_CHUNK members per command, and swapped in with one script that runs
-``UNLINK key; RENAME tmp key`` (``SWAP_LUA``). A plain RENAME over an existing key frees the old
-value synchronously (unless the server runs with
-``lazyfree-lazy-server-del yes``), which for a million-member sorted set
-stalls every client for the length of the free; UNLINK hands the old value
-to Redis' background free thread instead, and the script keeps the key
-from being missing between the two commands (both keys share one hash
-tag, so the script also runs per slot on Redis Cluster). Big accounts get
-their followers in ``FOLLOWERS_SHARDS`` shard keys (``social.sharding``).
+Keys are built aside (``ADD_CHUNK`` members per command) and swapped in (``SWAP_LUA``:
+``UNLINK key; RENAME tmp key``, so the old value is freed in the background and the key is
+never missing); accounts are walked in id ranges (resumable with ``start_after``); pair
+entries of follows committed meanwhile are re-applied at the end. Design:
+docs/architecture.md#big-accounts.
 """
 
 from __future__ import annotations
@@ -130,14 +118,8 @@ def _queue_zset(pipe: Pipe, key: str, scored: list[tuple[int, int]]) -> None:
 def _queue_small_user(
     pipe: Pipe, user_id: int, following: list[tuple[int, int]], followers: list[tuple[int, int]]
 ) -> None:
-    """Queue the replacement of a small single-layout account's four keys in one atomic step.
-
-    Readers see all the old keys or all the new ones, never a half-built
-    key, as with build-aside-and-swap, in one command (``SMALL_USER_LUA``)
-    instead of 24 (a key built aside costs UNLINK, SADD/ZADD, MULTI,
-    UNLINK, RENAME, EXEC, and each command costs the client about as much
-    as the data it carries). Every key shares the account's hash tag, so
-    the step is one slot on Redis Cluster too.
+    """Queue the replacement of a small single-layout account's four keys in one atomic step
+    (``SMALL_USER_LUA``: one command where build-aside-and-swap costs 24).
     """
     keys = [
         redis_keys.following_set_key(user_id),
@@ -277,15 +259,10 @@ def _write_controls(client: redis.Redis, user_ids: list[int], low: int, high: in
 
 
 def changed_since(started_at: datetime) -> QuerySet[OutboxEntry]:
-    """Outbox pair entries a rebuild that started at ``started_at`` must re-apply.
-
-    An entry applied before ``started_at`` belongs to a transaction that
-    committed before it, so every later database read saw it. Any other
-    (pending, or applied after) may have committed after the rebuild read
-    its snapshot, or its Redis write may have been replaced by the swap.
-    (Filtering on ``created_at`` instead would miss a transaction that wrote
-    its entry before ``started_at`` and committed after the read.)
-    """
+    """Outbox pair entries a rebuild that started at ``started_at`` must re-apply."""
+    # Applied before the start: committed before it, so every later read saw it. Any other may
+    # have committed after the rebuild's read, or been swapped over. (``created_at`` would miss
+    # a transaction that wrote its entry before the start and committed after the read.)
     return OutboxEntry.objects.filter(Q(applied_at__isnull=True) | Q(applied_at__gte=started_at), kind=OUTBOX_PAIR)
 
 
@@ -306,17 +283,9 @@ def _redis_neighbours(client: redis.Redis, user_id: int) -> tuple[set[int], set[
 
 @primary_reads()
 def rebuild_user(user_id: int, *, chunk: int = ADD_CHUNK) -> int:
-    """Rebuild the keys of one account from the database, and its half of each neighbour's keys.
-
-    The account's own keys are built aside and swapped in (sharded when
-    big). Each follower's following set and sorted set get the account
-    from the same database snapshot, ``chunk`` followers per pipeline
-    (O(followers) commands, no per-pair database query, so an account with
-    a million followers takes seconds); the accounts it follows are
-    repaired pair by pair. Edges Redis had but the database lacks are then
-    removed on both sides, and follows/unfollows of the account that
-    committed during the rebuild are re-applied from the outbox
-    (``changed_since``), so they are kept.
+    """Rebuild one account's keys from the database (aside, swapped in; sharded when big), and its
+    half of each neighbour's keys; drop edges the database lacks; re-apply follows committed
+    meanwhile (``changed_since``).
 
     :returns: the number of edges of the account (both directions).
     :raises: as ``mirror_apply_pairs`` (Redis unreachable).
@@ -352,12 +321,11 @@ def rebuild_all(
     start_after: int = 0,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> RebuildStats:
-    """Rebuild the whole mirror, ``batch_users`` account ids at a time.
+    """Rebuild the whole mirror, ``batch_users`` account ids at a time; sets the sentinel at the end.
 
-    :param start_after: resume after this user id (a re-run after an
-        interruption; every step is idempotent).
+    :param start_after: resume after this user id (every step is idempotent).
     :param on_progress: called with ``(users_done_in_batch, edges_in_batch)``.
-    :returns: ``RebuildStats``; the sentinel key is set at the end.
+    :returns: ``RebuildStats``.
     """
     client = get_redis()
     started_at = timezone.now()

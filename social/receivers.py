@@ -1,19 +1,9 @@
 """Thin receivers: record the follow mirror's outbox entries inside the transaction of the change.
 
-Connected in ``SocialConfig.ready`` with ``dispatch_uid``s:
-
-- ``users.signals.user_activity_changed`` -> re-mirror every edge of the account;
-  re-derive its followers' "who to follow" (``social.suggest_account``) and
-  the most-followed rankings (``social.rankings``); on reactivation, its
-  unfinished imports go on
-- ``pre_delete`` of ``users.User`` -> the same, before the cascade removes the
-  rows (any delete path: admin, shell, ``QuerySet.delete``); the followers'
-  "who to follow" get one ``social.suggest`` entry each, as the rows that
-  name them go with the account; the blocks and mutes of every pair the
-  account has are re-mirrored, so the other side's sets lose its id
-
-Deactivation and reactivation change no block or mute: the rows stay, in
-force, and the sets keep showing them (as a rebuild from the database does).
+Connected in ``SocialConfig.ready``: an account's (de)activation and its ``pre_delete`` (any
+delete path, before the cascade) re-mirror its edges, re-derive its followers' suggestions and
+the rankings, resume imports on reactivation, and on deletion re-mirror its blocks and mutes.
+(De)activation changes no block or mute.
 """
 
 from __future__ import annotations

@@ -1,36 +1,9 @@
-"""Reconcile: find and repair drift between the database (the truth) and the Redis mirror.
+"""Reconcile: find and repair drift between the database (the truth) and the follow mirror.
 
-Accounts are walked in id order, ``batch_users`` ids at a time, so memory is
-bounded by one batch's edges and a run can resume after any id
-(``start_after``; ``reconcile_run`` also stores that checkpoint in
-``ReconcileRun.last_user_id`` after every batch).
-
-Each account has two sides: its following (``follow:{u}`` SET +
-``following:z:{u}`` ZSET) and its followers (``followers:{u}`` SET +
-``followers:z:{u}`` ZSET, or the shards of a big account). Every side is
-checked cheap first, in one Redis pipeline and one aggregate SQL query per
-direction, and fully diffed only when the cheap figures differ:
-
-``counts``  SCARD and ZCARD equal the database count, and ZINTERCARD of the
-            zset and the set equals it too (so the set and the zset hold the
-            same members). O(1) reads per key; misses a member swapped for
-            another in both structures and a changed score.
-``digest``  (default) also reads each zset (ZRANGE WITHSCORES, in slices of
-            ``SLICE`` members so no single command blocks on a huge key) and
-            compares its digest, the sum of CRC32(``"<member>:<score>"``),
-            with the same sum computed by MariaDB over the index
-            (``SUM(CRC32(CONCAT(...)))``, one row per account). Catches
-            deleted, added and swapped members and altered scores; only
-            the database's per-account aggregate crosses the wire.
-``full``    diffs every member and score of every account.
-
-A side that differs is diffed member by member: ``edges_missing`` (in the
-database, absent from the set or the zset), ``edges_extra`` (in Redis only,
-including members that are not decimal ids) and ``scores_wrong`` (zset score
-is not the follow time). Figures count (edge, side): an edge missing from
-both the follower's and the followee's structures counts twice. Repair goes
-through ``mirror_apply_pairs`` (race-safe, the database wins); members that
-are not ids are removed as they are.
+Accounts are walked in id order, ``batch_users`` at a time (resumable after any id); each
+side is checked cheap first (``counts``, ``digest`` or ``full``) and diffed member by member
+only when it differs; repair goes through ``mirror_apply_pairs`` (the database wins).
+Figures count (edge, side). Checks: docs/operations.md#management-commands.
 """
 
 from __future__ import annotations
@@ -77,17 +50,10 @@ FOLLOWERS = "followers"
 
 @dataclass
 class ReconcileReport:
-    """Drift figures of one run.
-
-    ``users_checked`` accounts compared; ``users_drifted`` of them with any
-    drift; ``edges_checked`` database edges whose follower was checked;
-    ``edges_missing`` / ``edges_extra`` / ``scores_wrong`` counted per
-    (edge, side); ``pairs_repaired`` distinct pairs re-applied (0 in a dry
-    run); ``controls_drifted`` pairs whose blocks or mutes Redis showed
-    otherwise than the database (and non-id members of those sets),
-    ``controls_repaired`` of them re-written from the database (pairs also
-    in ``pairs_repaired``) or removed (non-ids); ``last_user_id`` the checkpoint (every id up to it
-    was walked).
+    """Drift figures of one run: ``users_checked``/``users_drifted``, ``edges_checked``,
+    ``edges_missing``/``edges_extra``/``scores_wrong`` per (edge, side), ``pairs_repaired``
+    (0 in a dry run), ``controls_drifted``/``controls_repaired`` (block and mute pairs, non-id
+    members), ``last_user_id`` (the checkpoint: every id up to it was walked).
     """
 
     users_checked: int = 0
@@ -208,11 +174,8 @@ def database_edges(direction: str, user_ids: Sequence[int]) -> dict[int, dict[in
 
 @dataclass
 class RedisSide:
-    """What Redis holds for one side of one account.
-
-    ``keys`` the ``(set_key, zset_key)`` pairs readers use; ``set_count``,
-    ``zset_count``, ``common`` (ZINTERCARD of each pair) summed over them;
-    ``zset`` the members and scores when read; ``digest`` over ``zset``.
+    """What Redis holds for one side of one account: ``keys`` (``(set_key, zset_key)`` pairs);
+    ``set_count``, ``zset_count``, ``common`` (ZINTERCARD) summed over them; ``zset`` when read and its ``digest``.
     """
 
     keys: list[tuple[str, str]]
@@ -471,11 +434,10 @@ def reconcile_all(
 ) -> ReconcileReport:
     """Reconcile every account (or one ``user_id``, or a ``sample``) and repair unless told not to.
 
-    :param repair: False for a dry run (report only); ``repair_drift`` is
-        the same switch under another name (wins when given).
+    :param repair: False for a dry run; ``repair_drift`` is the same switch (wins when given).
     :param start_after: walk ids above this one (resume).
     :param batch_users: account ids per batch (memory bound: one batch's edges).
-    :param check: ``"digest"`` (default), ``"counts"`` or ``"full"`` (module docstring).
+    :param check: ``"digest"`` (default), ``"counts"`` or ``"full"``.
     :param sample: fraction 0 < f <= 1 of accounts to check, chosen at random per id.
     :param on_progress: called with the number of ids walked after each batch.
     :param on_batch: called with the running report after each batch (checkpoint).

@@ -1,47 +1,9 @@
 """The Redis key layout of the follow graph; the only place that builds these keys.
 
-Every key carries its user's id as a Redis Cluster hash tag (``{42}``), and
-a shard of a big account's followers carries ``{42.s3}``, so each logical
-structure lives on one slot and the layout works unchanged on a cluster.
-Members are plain decimal user ids; scores are follow times in whole unix
-seconds (a 32-bit integer, which keeps listpack entries at 5 bytes).
-
-Keys (``ff:`` is ``REDIS_KEY_PREFIX``):
-
-- ``ff:follow:{42}``        SET  ids user 42 follows
-- ``ff:followers:{42}``     SET  ids following user 42
-- ``ff:following:z:{42}``   ZSET ids user 42 follows, score = follow time
-- ``ff:followers:z:{42}``   ZSET ids following 42, score = follow time
-- ``ff:followers:{42.s3}`` / ``ff:followers:z:{42.s3}``  shard 3 of a big
-  account's follower set / sorted set (``FOLLOWERS_SHARDS`` shards)
-- ``ff:followers:layout:{42}``  STRING layout marker, absent in the
-  single-key layout: ``sharded``; ``migrating`` (single -> sharded under
-  way: writers write both layouts, readers read the single key);
-  ``unsharding`` (sharded -> single under way: writers write both, readers
-  read the shards). See ``social.layout`` and ``social.sharding``.
-- ``ff:followers:migration:{42}``  STRING lock of the migration that runs
-- ``ff:followers:migration:queued:{42}``  STRING a migration task is queued
-- ``ff:blocks:{42}``        SET  ids hidden from user 42 by a block, either
-  way (42 blocked them, or they blocked 42)
-- ``ff:fence:follow:{42}:w<n>`` / ``ff:fence:followers:{42}:w<n>`` (and of each
-  shard)  HASH the versioned writes of the follow mirror (``social.mirror``):
-  the other side's id -> the newest outbox entry id written, per time window
-  ``n`` of ``FENCE_WINDOW_SECONDS`` (windows expire on their own)
-- ``ff:mutes:{42}``         ZSET ids user 42 mutes, score = the mute's expiry
-  in unix ms (``MUTE_FOREVER_MS`` for a mute without one)
-- ``ff:suggestions:{42}``   ZSET accounts suggested to user 42, by score
-  (``social.suggestions``), with ``ff:suggestions:why:{42}`` (HASH, the
-  link count and first links at the computation; the shown reason is
-  derived on read), ``ff:suggestions:empty:{42}`` and
-  ``ff:suggestions:queued:{42}``; ``ff:suggestions:counted:{42}`` is no
-  longer written (deleted with the rest); ``ff:suggestions:refresh:checkpoint``
-  (STRING, the manual refresh's progress)
-- ``ff:users:most_followed:generation`` and
-  ``ff:users:most_followed:{generation}:{limit}`` (Django cache keys: the
-  cached most-followed rankings and their generation, ``social.selectors``)
-
-Which of the follower keys a reader or writer uses is the layout policy's
-decision (``social.layout``), not this module's.
+Every key carries its user's hash tag (``{42}``; a followers shard ``{42.s3}``), under
+``REDIS_KEY_PREFIX``. Members are decimal user ids; follow scores are whole unix seconds (32-bit,
+5-byte listpack entries). Each function names its key's type and content; which follower keys
+are live is ``social.layout``'s decision. Design: docs/architecture.md#the-follow-graph.
 """
 
 from __future__ import annotations
@@ -137,8 +99,7 @@ def suggestions_queued_key(user_id: int) -> str:
 
 
 def suggestions_refresh_checkpoint_key() -> str:
-    """STRING ``<last user id>``: how far the running nightly refresh got (with a TTL, so
-    tomorrow's run starts afresh)."""
+    """STRING ``<last user id>``: how far the running nightly refresh got (with a TTL, so tomorrow's run starts afresh)."""
     return f"{prefix()}suggestions:refresh:checkpoint"
 
 

@@ -1,11 +1,7 @@
 """Every read of the follow graph: from Redis, or from the database when Redis can't answer.
 
-Each selector has a Redis path and a database path with the same answer.
-The database path is used while the circuit breaker is open (Redis down or
-slow), while the mirror is known to be empty (sentinel key missing after a
-Redis restart without persistence), and when a Redis call fails
-(``core.redis.redis_or_database``). Only edges whose two accounts are
-active count.
+Each selector's two paths give the same answer (``core.redis.redis_or_database``); only edges
+whose two accounts are active count.
 """
 
 from __future__ import annotations
@@ -113,8 +109,7 @@ Entry = TypeVar("Entry")
 
 
 def _newest_first(rows: QuerySet[Row], cursor: Cursor | None, limit: int, *, unit: timedelta) -> tuple[list[Row], Cursor | None]:
-    """A page of ``rows`` newest first, keyset-paged on ``(created_at, id)`` after ``cursor``,
-    whose score counts ``unit`` since the epoch (exact integers, no float rounding).
+    """A page of ``rows`` newest first, keyset-paged on ``(created_at, id)`` after ``cursor`` (scores in integer ``unit``s).
 
     :returns: the page's rows and the cursor after its last (None: the end).
     """
@@ -128,9 +123,7 @@ def _newest_first(rows: QuerySet[Row], cursor: Cursor | None, limit: int, *, uni
 
 
 def follow_requests_page(*, target_id: int, cursor: Cursor | None, limit: int) -> RequestPage:
-    """The pending follow requests to ``target_id``, newest first, keyset-paged on
-    ``(created_at, id)`` (index ``follow_request_newest``; cursor scores in ms); requesters
-    that are deactivated are left out."""
+    """The pending requests to ``target_id`` from active accounts, newest first (cursor scores in ms)."""
     rows = FollowRequest.objects.filter(target_id=target_id, requester__is_active=True).select_related("requester")
     page, next_cursor = _newest_first(rows, cursor, limit, unit=timedelta(milliseconds=1))
     return RequestPage(entries=[RequestEntry(user=row.requester, requested_at=row.created_at, request_id=row.pk) for row in page], next_cursor=next_cursor)
@@ -143,8 +136,7 @@ def follow_requests_count(*, target_id: int) -> int:
 
 @dataclass(frozen=True)
 class ControlPage(Generic[Entry]):
-    """A page of a settings list (blocked or muted accounts) newest first: its ``entries``, the
-    ``total`` count and ``next_cursor`` after the last (None: the end)."""
+    """A page of blocked or muted accounts newest first: ``entries``, ``total``, ``next_cursor`` (None: the end)."""
 
     entries: list[Entry]
     total: int
@@ -152,8 +144,7 @@ class ControlPage(Generic[Entry]):
 
 
 def blocked_by(*, user_id: int, cursor: Cursor | None = None, limit: int = 50) -> ControlPage[User]:
-    """The accounts ``user_id`` blocks, newest block first (its settings page); cursor scores
-    in microseconds (index ``block_blocker_newest``)."""
+    """The accounts ``user_id`` blocks, newest first (cursor scores in microseconds)."""
     rows = Block.objects.filter(blocker_id=user_id)
     page, next_cursor = _newest_first(rows.select_related("blocked"), cursor, limit, unit=timedelta(microseconds=1))
     return ControlPage(entries=[block.blocked for block in page], total=rows.count(), next_cursor=next_cursor)
@@ -168,8 +159,7 @@ class MuteEntry:
 
 
 def muted_by(*, user_id: int, cursor: Cursor | None = None, limit: int = 50) -> ControlPage[MuteEntry]:
-    """The accounts ``user_id`` mutes now, newest mute first (its settings page); cursor scores
-    in microseconds."""
+    """The accounts ``user_id`` mutes now, newest first (cursor scores in microseconds)."""
     rows = Mute.objects.filter(live_mutes(), muter_id=user_id)
     page, next_cursor = _newest_first(rows.select_related("muted"), cursor, limit, unit=timedelta(microseconds=1))
     return ControlPage(entries=[MuteEntry(user=row.muted, expires_at=row.expires_at) for row in page], total=rows.count(), next_cursor=next_cursor)
@@ -221,11 +211,7 @@ class Counts:
 
 
 def follow_counts(*, user_id: int) -> Counts:
-    """Followers and following of ``user_id``: SCARD, one round trip for a single-key account.
-
-    A sharded account sums its FOLLOWERS_SHARDS shard cardinalities (a
-    second round trip, still O(1) per shard).
-    """
+    """Followers and following of ``user_id``: SCARD, one round trip (a sharded account: a second, summing its shards)."""
 
     def from_redis(client: redis.Redis) -> Counts:
         pipe = pipeline(client)
@@ -264,8 +250,7 @@ return replies
 
 
 def follow_counts_many(*, user_ids: Sequence[int]) -> dict[int, Counts]:
-    """``follow_counts`` of several accounts: one round trip for them all (a sharded account costs
-    its own ``follow_counts`` after it), or two grouped queries from the database."""
+    """``follow_counts`` of several accounts: one round trip (sharded accounts one more each), or two grouped queries."""
     ids = list(dict.fromkeys(int(user_id) for user_id in user_ids))
     if not ids:
         return {}
@@ -335,8 +320,7 @@ def _page(items: list[Item], limit: int) -> FollowPage:
 
 
 def followers_items(*, user_id: int, cursor: Cursor | None, limit: int) -> list[Item]:
-    """The followers of ``user_id`` after ``cursor`` as ``[(follower_id, score_seconds)]``, newest
-    first, at most ``limit``: the ids of a followers page without the user rows."""
+    """``[(follower_id, score_seconds)]`` of ``user_id`` after ``cursor``, newest first, at most ``limit``."""
 
     def from_redis(client: redis.Redis) -> list[Item]:
         # One round trip at any depth: the layout marker and the page of the
@@ -403,8 +387,7 @@ def _members(reply: Iterable[bytes | str]) -> set[int]:
 
 
 def _followers_among(client: redis.Redis, user_id: int, candidates: set[int]) -> set[int]:
-    """Which ``candidates`` follow ``user_id``: SMISMEMBER against the one key, or per shard
-    against the one shard that can hold each candidate (one round trip)."""
+    """Which ``candidates`` follow ``user_id`` (SMISMEMBER on the key or each candidate's shard; one round trip)."""
     if not candidates:
         return set()
     live = followers_layouts(client, [user_id])[user_id]
@@ -425,8 +408,7 @@ def _followers_among(client: redis.Redis, user_id: int, candidates: set[int]) ->
 
 
 def _followed_followers(client: redis.Redis, *, user_id: int, follower_of: int) -> set[int]:
-    """Followers of ``follower_of`` that ``user_id`` follows: SINTER with the single key, or
-    the followed ids checked against the shards of a sharded account."""
+    """Followers of ``follower_of`` that ``user_id`` follows (SINTER, or checked per shard)."""
     live = followers_layouts(client, [follower_of])[follower_of]
     if not layout.reads_shards(live):
         keys = [layout.single_keys(follower_of)[0], redis_keys.following_set_key(user_id)]
@@ -450,16 +432,12 @@ def common_following_ids(*, user_id: int, other_id: int) -> set[int]:
 
 
 def common_following(*, user_id: int, other_id: int, limit: int = 12, hidden: Collection[int] = ()) -> UserSample:
-    """Accounts both ``user_id`` and ``other_id`` follow ("you both follow"): SINTER.
-
-    Neither account itself is listed, nor ``hidden`` (those a block hides from the viewer).
-    """
+    """Accounts both ``user_id`` and ``other_id`` follow ("you both follow"), without the two and ``hidden``."""
     return _sample(common_following_ids(user_id=user_id, other_id=other_id), limit, exclude=(user_id, other_id, *hidden))
 
 
 def familiar_followers(*, viewer_id: int, user_id: int, limit: int = 3, hidden: Collection[int] = ()) -> UserSample:
-    """Followers of ``user_id`` whom ``viewer_id`` follows ("followed by N people you follow"),
-    without ``hidden``."""
+    """Followers of ``user_id`` whom ``viewer_id`` follows ("followed by N people you follow"), without ``hidden``."""
 
     def from_database() -> set[int]:
         mine = active_follows().filter(follower_id=viewer_id).values_list("followee_id", flat=True)
@@ -498,8 +476,7 @@ MOST_FOLLOWED_CACHE_SECONDS = 600
 
 
 def most_followed_compute(*, limit: int) -> list[tuple[int, int]]:
-    """The ranking from the database: ``[(user_id, followers)]``, most followed first, ties by id;
-    follows of deactivated accounts (either side) left out."""
+    """The database's ranking ``[(user_id, followers)]``, most followed first, ties by id; active accounts only."""
     # The follows of the (few) inactive accounts left out by a subquery
     # instead of joining every follow to both accounts' rows: one scan
     # of the followee index.
@@ -524,12 +501,7 @@ def most_followed_cache_key(*, limit: int) -> str:
 
 
 def users_most_followed(*, limit: int = 12) -> list[tuple[User, int]]:
-    """The accounts with the most followers, ``[(user, followers)]``, cached for
-    ``MOST_FOLLOWED_CACHE_SECONDS``; an account deactivated since the ranking was cached is
-    left out on read (the database says so), so it leaves the ranking on the very next request.
-
-    The cache falls back to computing when Redis is down.
-    """
+    """The most followed accounts ``[(user, followers)]``, cached ``MOST_FOLLOWED_CACHE_SECONDS``; deactivated ones dropped on read."""
     try:
         key = most_followed_cache_key(limit=limit)
         cached = cache.get_or_set(key, lambda: most_followed_compute(limit=limit), timeout=MOST_FOLLOWED_CACHE_SECONDS)
@@ -555,8 +527,7 @@ def follows_import_latest(*, user_id: int) -> FollowImport | None:
 
 @dataclass(frozen=True)
 class Suggestion:
-    """An account suggested to a reader, with the reason: ``via`` of the reader's followees follow
-    it, ``names`` some of them (accounts); ``via`` 0: one of the most followed accounts."""
+    """A suggested account with its reason: ``via`` followees follow it, ``names`` some of them; ``via`` 0: most followed."""
 
     user: User
     via: int
@@ -576,8 +547,7 @@ class Suggestion:
 
 @dataclass(frozen=True)
 class Suggestions:
-    """``items`` best first; ``computed``: False when nothing is stored yet (the caller asks for a
-    computation and shows the most followed accounts meanwhile)."""
+    """``items`` best first; ``computed`` False when nothing is stored yet (most followed shown meanwhile)."""
 
     items: list[Suggestion]
     computed: bool
@@ -587,11 +557,9 @@ def suggestions_for(*, user_id: int, limit: int = 10) -> Suggestions:
     """``user_id``'s stored suggestions, best first; while nothing is stored (or Redis is down) the
     most followed accounts the reader may see and does not follow (``computed`` False).
 
-    Redis gives the order (``limit * 3`` candidates, one round trip); whether each is shown, and
-    its reason, are decided against the database now (``suggestion_links``): a candidate the
-    reader follows, asked to follow, mutes, or that a block separates from it is left out, and so
-    is one whose every link the reader may no longer see; the others name and count only the
-    links it may see."""
+    Redis gives the order (``limit * 3`` candidates); whether each is shown and its reason are
+    decided against the database now (``suggestion_links``).
+    """
 
     def from_redis(client: redis.Redis) -> tuple[list[int], dict[int, int]] | None:
         key = redis_keys.suggestions_key(user_id)
@@ -639,10 +607,8 @@ WHY_NAMES = 2
 
 
 def suggestion_links(*, reader_id: int, candidate_ids: Collection[int]) -> dict[int, list[int]]:
-    """For each candidate, the accounts linking it to ``reader_id`` that the reader may see now,
-    from the database: active accounts the reader follows (a follow of a private account is
-    an approved one, so the reader may read its following list), no block between them and
-    the reader either way, that follow the candidate (an active account).
+    """For each candidate, the accounts linking it to ``reader_id`` that the reader may see now
+    (database): active followees with no block either way that follow the candidate.
 
     :returns: ``{candidate: [link ids ascending]}``; a candidate without links is absent.
     """
@@ -665,8 +631,7 @@ def suggestion_links(*, reader_id: int, candidate_ids: Collection[int]) -> dict[
 
 
 def suggestions_fallback(*, user_id: int, limit: int) -> list[Suggestion]:
-    """The most followed accounts ``user_id`` does not follow or exclude (database reads), as
-    suggestions without links (the "most followed" reason)."""
+    """The most followed accounts ``user_id`` does not follow or exclude, as suggestions without links."""
     skip = set(active_follows().filter(follower_id=user_id).values_list("followee_id", flat=True)) | suggestion_exclusions(user_id) | {user_id}
     popular = [user for user, _ in users_most_followed(limit=POPULAR_POOL) if user.pk not in skip]
     return [Suggestion(user=user, via=0, names=[]) for user in popular[:limit]]
@@ -686,8 +651,7 @@ def blocks_either_way(user_id: int) -> set[int]:
 
 
 def suggestion_exclusions(user_id: int) -> set[int]:
-    """Accounts never suggested to ``user_id`` besides itself and its followees: those it asked to
-    follow, those a block separates from it either way, those it mutes (database reads)."""
+    """Accounts never suggested to ``user_id`` besides itself and its followees: requested, blocked either way, muted."""
     found: set[int] = set(FollowRequest.objects.filter(requester_id=user_id).values_list("target_id", flat=True))
     found |= blocks_either_way(user_id)
     found.update(Mute.objects.filter(live_mutes(), muter_id=user_id).values_list("muted_id", flat=True))

@@ -1,12 +1,9 @@
 """Every write of the follow graph.
 
-Each action writes the database and a ``social.pair`` outbox entry
-(``social.outbox``) in one transaction; after commit the entry is applied
-to Redis from the database's truth. Inside the same transaction the
-``follow_created``/``follow_deleted`` signals let other apps record their
-own outbox entries (the feed backfills and cleans inboxes), so every side
-effect is as durable as the follow. If Redis is down the follow still
-succeeds; the entries stay pending until the drain applies them.
+Each action writes the database and a ``social.pair`` outbox entry in one transaction, and
+signals ``follow_created``/``follow_deleted`` so other apps record theirs in it too; after
+commit the mirror is written from the database's truth. Redis down never fails a follow.
+Design: docs/architecture.md#the-outbox-and-its-kinds (A follow's write path).
 """
 
 from __future__ import annotations
@@ -75,16 +72,7 @@ class FollowResult:
 def follow_create(*, actor: User, followee_id: int) -> FollowResult:
     """Make ``actor`` follow the account ``followee_id``; a repeat is a no-op success.
 
-    One transaction: a locked read of the actor's row, one read answering
-    every check (target active, already following, following count, blocks,
-    privacy), the insert, and the outbox entries in one multi-row INSERT.
-    After commit the request writes the mirror in one Redis pipeline and
-    reads nothing back: a provisional write, fenced by its outbox entry
-    (``social.mirror``, ``verify=False``). The entry stays pending; the
-    follow's ``feed.pair`` job (or the drain) applies it again, verified
-    against the database. A followee that approves its followers
-    (``User.approve_followers``) gets a ``FollowRequest`` instead
-    (``requested=True``), until it approves.
+    A followee that approves its followers gets a ``FollowRequest`` instead (``requested=True``).
 
     :param actor: the signed-in user.
     :param followee_id: the followee's id, parsed (``core.parsing.parse_id``).
@@ -104,9 +92,8 @@ def follow_create(*, actor: User, followee_id: int) -> FollowResult:
 
 
 def follow_create_approved(*, follower_id: int, followee_id: int) -> FollowResult:
-    """Create the follow of an approved request: ``follow_create`` without the approval step
-    and the rate limit (the requester was counted when it asked). Runs inside the caller's
-    transaction, which holds the followee's row lock.
+    """``follow_create`` for an approved request, without approval and rate limit, inside the
+    caller's transaction (which holds the followee's row lock).
 
     :raises: as ``follow_create``.
     """
@@ -115,10 +102,9 @@ def follow_create_approved(*, follower_id: int, followee_id: int) -> FollowResul
 
 @dataclass(frozen=True)
 class _FollowCheck:
-    """What the locked read of a follow saw: the follower row exists and is active, the followee
-    is active, the pair exists already, and how many active accounts the follower follows
-    (counted up to ``FOLLOWING_MAX``, the floor of the cap); ``followee_private``: it approves
-    its followers; ``blocked_by_follower`` / ``blocked_by_followee``: a block either way."""
+    """What a follow's locked read saw: follower row exists and is active, followee active, pair
+    exists, active followings (counted up to ``FOLLOWING_MAX``), ``followee_private``, a block either way.
+    """
 
     follower_active: bool
     followee_active: bool
@@ -130,13 +116,7 @@ class _FollowCheck:
 
 
 def _locked_follow_check(*, follower_id: int, followee_id: int) -> _FollowCheck:
-    """Lock the follower's row, then read everything a follow decides on: two queries.
-
-    The row lock serialises one account's concurrent follows. The count is
-    a statement of its own after the lock: a statement reads the data as of
-    its start, so a count inside the locking statement would miss the rows
-    of the follows it waited for.
-    """
+    """Lock the follower's row (serialising its follows), then read everything a follow decides on: two queries."""
     users, follows, blocks = User._meta.db_table, Follow._meta.db_table, Block._meta.db_table
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
     with connection.cursor() as cursor:
@@ -144,6 +124,8 @@ def _locked_follow_check(*, follower_id: int, followee_id: int) -> _FollowCheck:
         locked = cursor.fetchone()
         if locked is None:
             return _FollowCheck(follower_active=False, followee_active=False, follows=False, following=0)
+        # A statement of its own after the lock: a statement reads the data as of its start, so
+        # counting inside the locking one would miss the follows it waited for.
         cursor.execute(
             f"SELECT (SELECT t.is_active FROM {users} t WHERE t.id = %s),"
             f" EXISTS (SELECT 1 FROM {follows} f WHERE f.follower_id = %s AND f.followee_id = %s),"
@@ -227,9 +209,9 @@ def _follow_insert(*, follower_id: int, followee_id: int, approved: bool = False
 
 
 def _approves_followers_locked(followee_id: int) -> bool:
-    """Whether ``followee_id`` approves its followers, read under a shared lock of its row: a
-    change of the setting in flight (``controls.account_privacy_set`` holds the row) is waited
-    for and read as committed, so no request is made after the change approved the pending ones."""
+    """Whether ``followee_id`` approves its followers, read under a shared lock of its row (a
+    privacy change in flight is waited for, so no request is made after it approved the pending ones).
+    """
     lock = " LOCK IN SHARE MODE" if connection.vendor == "mysql" else ""
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT approve_followers FROM {User._meta.db_table} WHERE id = %s{lock}", [followee_id])
@@ -253,13 +235,9 @@ def _request_insert(*, follower_id: int, followee_id: int) -> FollowResult:
 
 
 def follow_delete(*, actor: User, followee_id: int) -> FollowResult:
-    """Make ``actor`` stop following ``followee_id``, or withdraw its pending follow request;
-    neither is a no-op success.
+    """Make ``actor`` stop following ``followee_id`` (also when deactivated), or withdraw its pending request.
 
-    Works when the target is deactivated (the edge is cleaned up).
-
-    :returns: ``FollowResult(changed=True)`` when a row was deleted
-        (``requested=True``: it was a follow request).
+    :returns: ``FollowResult(changed=True)`` when a row was deleted (``requested=True``: a request).
     :raises SelfFollowError: ``actor`` is the target (400).
     :raises TargetNotFoundError: no account with that id (404).
     """
@@ -320,10 +298,7 @@ USER_REFRESH_INLINE_EDGES = 2000
 def user_mirror_refresh(*, user_id: int) -> None:
     """Record that every edge of ``user_id`` must be re-mirrored (activation change, deletion).
 
-    Call inside the transaction that changed the user, before a deletion
-    cascades its follows (the edges are counted here). After commit a small
-    account is applied at once; a big one by the Celery task. The entry
-    stays pending until applied, so the drain repairs it if both fail.
+    Call inside the transaction that changed the user, before a deletion cascades its follows.
     """
     edges = (
         Follow.objects.filter(follower_id=user_id).values("pk")[: USER_REFRESH_INLINE_EDGES + 1].count()

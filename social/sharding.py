@@ -1,40 +1,9 @@
 """Move one account's followers between the single-key and the sharded layout, live.
 
-A big account keeps its followers in ``FOLLOWERS_SHARDS`` shard keys (a
-follower in shard ``follower_id % FOLLOWERS_SHARDS``) so that no Redis key
-grows past ``followers / FOLLOWERS_SHARDS`` members: a huge key blocks Redis
-when it is deleted, expired or migrated between cluster nodes (the
-"big key" problem of the Redis docs on latency and on UNLINK).
-
-Which layout an account wants, and which keys each layout reads and
-writes, is ``social.layout``'s policy; this module only moves the data.
-
-Migration protocol (``followers_layout_migrate``), built so that no read
-ever sees the list empty or doubled:
-
-1. take the account's migration lock (SET NX with a TTL, renewed per slice);
-2. UNLINK leftovers in the new layout's keys, then set the marker to
-   ``migrating`` (to shards) or ``unsharding`` (to one key): from now on
-   writers (``social.mirror.queue_pair_write``) write both layouts, and
-   readers keep reading the old one;
-3. copy the old layout into the new keys in slices (ZSCAN ``COUNT``), so no
-   command touches more than about ``slice_size`` members;
-4. verify: compare both layouts member by member (ZMSCORE / SMISMEMBER, in
-   slices, both directions) and re-apply every member that differs from the
-   database's truth with ``mirror_apply_pairs``. This repairs a copy that
-   raced with a concurrent apply (the copy read X, an unfollow then removed
-   X from both layouts, and the copy wrote X back);
-5. flip the marker in one command (SET ``sharded``, or UNLINK it: absent
-   means single), the moment readers switch;
-6. UNLINK the old keys (freed in Redis' background thread).
-
-A writer that read the marker before a flip and wrote after it is caught by
-``mirror_apply_pairs``, which re-reads the marker in its write pipeline and
-writes again with the new layout (scrubbing the old keys). A migration that
-dies halfway leaves ``migrating``/``unsharding``: writers keep writing both
-layouts and readers the old, complete one, and the next follow or unfollow
-of the account queues the migration again once the lock expires
-(``social.outbox`` decides that from what the mirror observed).
+``social.layout`` decides which layout an account wants; this module moves the data
+(``followers_layout_migrate``: lock, marker, copy in slices, verify and repair from the
+database, flip, UNLINK) so no read sees the list empty or doubled, and an interrupted
+migration is safe and finished by a re-run. Design: docs/architecture.md#big-accounts.
 """
 
 from __future__ import annotations
@@ -74,13 +43,9 @@ class LayoutMigrationLost(RedisLockLost):
 
 @dataclass
 class MigrationResult:
-    """What ``followers_layout_migrate`` did for ``user_id``.
-
-    ``from_layout``/``to_layout`` are marker values; ``followers`` is the
-    count when it started; ``copied`` counts members written by the copy
-    (ZSCAN may return one twice); ``repaired`` counts members the
-    verification re-applied from the database; ``skipped`` says why nothing
-    was done ("locked": another migration runs; "settled": already there).
+    """What ``followers_layout_migrate`` did for ``user_id``: ``from_layout``/``to_layout`` (marker
+    values), ``followers`` at the start, ``copied`` (ZSCAN may count one twice), ``repaired``
+    from the database, ``skipped`` ("locked" or "settled").
     """
 
     user_id: int
@@ -263,21 +228,16 @@ def followers_layout_migrate(
 ) -> MigrationResult:
     """Move ``user_id``'s followers to the layout its count asks for, with reads live throughout.
 
-    :param target: ``LAYOUT_SHARDED`` or ``LAYOUT_SINGLE`` to force a
-        layout; None follows ``layout.desired_layout``.
+    :param target: ``LAYOUT_SHARDED`` or ``LAYOUT_SINGLE`` to force a layout; None follows
+        ``layout.desired_layout``.
     :param slice_size: members per ZSCAN/SSCAN step (COUNT hint).
-    :param on_step: called with the phase name ("marked", "copy" after each
-        slice, "verify" after each slice, "verified", "flipped", "cleaned");
-        tests read the lists between steps, commands show progress.
-    :returns: a ``MigrationResult``; ``skipped`` set when another migration
-        holds the lock or the account is already in the target layout;
-        ``after`` is the count and layout when it ended (follows that
-        landed meanwhile may ask for the other layout already: the caller
-        decides).
+    :param on_step: called with the phase name ("marked", "copy", "verify", "verified",
+        "flipped", "cleaned").
+    :returns: a ``MigrationResult``; ``after`` is the count and layout when it ended (follows
+        meanwhile may ask for the other layout: the caller decides).
     :raises LayoutMigrationLost: the lock expired and another run took it.
-    :raises redis.exceptions.ConnectionError: (and the other REDIS_ERRORS);
-        the marker stays ``migrating``/``unsharding``, which is safe, and a
-        re-run finishes the job.
+    :raises redis.exceptions.ConnectionError: (and the other REDIS_ERRORS); the marker stays
+        ``migrating``/``unsharding``, which is safe, and a re-run finishes the job.
     """
     client = get_redis()
     step = on_step or (lambda phase: None)

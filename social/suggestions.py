@@ -1,37 +1,9 @@
 """Who to follow: accounts followed by many of the accounts a reader follows (friends of friends).
 
-**Score.** For reader ``r`` following ``F``, a candidate ``c`` scores the
-sum over the followees ``f`` in ``F`` that follow ``c`` of ``1 / log2(2 +
-|following(f)|)``: a followee who follows few accounts says more about each
-of them than one who follows thousands (Adamic-Adar's idea, on the follow
-direction). Excluded: the reader, accounts it follows or asked to follow,
-accounts hidden by a block either way, accounts it mutes, and deactivated
-ones. A reader who follows nobody gets the most followed accounts.
-
-**Storage.** The best ``SUGGESTIONS_MAX`` are kept in Redis
-(``social.redis_keys.suggestions_key``, a sorted set by score, and
-``suggestions_why_key``, a hash of each candidate's link count and first
-links as they were at the computation). The stored set only orders the
-candidates: whether one is shown and its reason are decided when it is read,
-against the database (``social.selectors.suggestions_for``), so a follow
-removed, a block or a deactivation hides a link on the reader's very next
-request.
-
-**Re-derived, never patched.** Every change that can alter a reader's set
-records an outbox entry in its own transaction (``social.outbox``), and
-the handler recomputes the whole set from the rows (``suggestions_rederive``):
-the reader's follows, unfollows, removals, requests made or withdrawn or
-rejected, blocks and mutes either way (``social.suggest``); an account's
-deactivation or reactivation re-derives the sets of its followers
-(``social.suggest_account``); a page that finds nothing stored asks for a
-computation (``social.suggest_compute``). Changes two hops away (an account
-the reader follows follows someone new) wait for the nightly reconcile
-(``suggestions_reconcile``), which compares every stored set with a rebuild
-from the database, repairs drift and reports it; it checks the cached
-most-followed rankings too (``rankings_reconcile``).
-
-``rank`` is the pure function (adjacency in, ranking out) that both the
-Redis path and the quality benchmark (``bench/suggestions.py``) use.
+``rank`` is the pure scoring (adjacency in, ranking out; also used by ``bench/suggestions.py``);
+the best ``SUGGESTIONS_MAX`` are stored in Redis for their order only, re-derived from the rows
+by the outbox handlers here and checked nightly by ``suggestions_reconcile``.
+Design: docs/behaviours.md (Who to follow).
 """
 
 from __future__ import annotations
@@ -80,8 +52,7 @@ def weight(following: int) -> float:
 
 @dataclass(frozen=True)
 class Ranked:
-    """One candidate: its ``score``, how many of the reader's followees follow it (``via``) and
-    the first of them (``names``, at most ``WHY_NAMES`` ids)."""
+    """One candidate: ``score``, ``via`` (followees following it), ``names`` (the first ``WHY_NAMES`` of them)."""
 
     user_id: int
     score: float
@@ -138,10 +109,8 @@ def _database_following_of(ids: Sequence[int]) -> Iterable[tuple[int, Collection
 def compute(
     reader_id: int, *, client: redis.Redis | None = None, limit: int | None = None, followees: Collection[int] | None = None
 ) -> list[Ranked]:
-    """Rank ``reader_id``'s candidates: its followees (the database's, unless given) less those a
-    block separates from it are the links; what they follow is read from the follow mirror
-    (``client``) or from the database (``client`` None). Deactivated candidates are dropped; a
-    reader who follows nobody gets the most followed accounts.
+    """Rank ``reader_id``'s candidates from its followees (less those a block separates), reading what
+    they follow from the mirror (``client``) or the database (None); a reader following nobody gets the most followed.
 
     :param limit: how many to keep (None: ``SUGGESTIONS_MAX``).
     :param followees: the reader's followees when the caller read them already (None: read here).
@@ -202,9 +171,7 @@ def _stored(client: redis.Redis, user_ids: Sequence[int]) -> list[int]:
 
 
 def suggestions_rederive(*, user_ids: Iterable[int]) -> int:
-    """Recompute the stored suggestions of each of ``user_ids`` that has some stored (the others
-    are computed when their page asks), from the rows as they are now: the handler of every
-    change that can alter them (``social.outbox``). Idempotent, in any order.
+    """Recompute from the rows the stored suggestions of each of ``user_ids`` that has some; idempotent.
 
     :returns: how many readers were recomputed.
     :raises: ``REDIS_ERRORS``.
@@ -220,9 +187,7 @@ def suggestions_rederive(*, user_ids: Iterable[int]) -> int:
 
 
 def suggestions_rederive_account(*, account_id: int) -> int:
-    """Re-derive the stored suggestions of every reader that follows ``account_id`` (its
-    deactivation or reactivation adds or takes away its links): the rows are kept while an
-    account is deactivated, so its followers are read from the database.
+    """Re-derive the stored suggestions of every reader following ``account_id`` (after its (de)activation).
 
     :returns: how many readers were recomputed.
     :raises: ``REDIS_ERRORS``.
@@ -232,8 +197,7 @@ def suggestions_rederive_account(*, account_id: int) -> int:
 
 
 def rankings_invalidate() -> None:
-    """Start a new generation of the cached most-followed rankings (every cached one is left
-    behind; they expire by themselves).
+    """Start a new generation of the cached most-followed rankings (the old ones expire).
 
     :raises: ``REDIS_ERRORS``.
     """
@@ -246,11 +210,10 @@ def suggestions_refresh_active(
     *, start_after: int = 0, resume: bool = False, on_progress: Callable[[int, int], None] | None = None
 ) -> int:
     """Recompute the suggestions of every reader seen within ``FEED_ACTIVE_DAYS``, in id order,
-    saving a checkpoint every ``CHECKPOINT_EVERY`` readers.
+    checkpointed every ``CHECKPOINT_EVERY`` readers.
 
-    :param start_after: resume after this user id (an interrupted run).
-    :param resume: go on from the checkpoint a run interrupted within the last
-        ``SUGGESTIONS_CHECKPOINT_TTL_SECONDS`` left (the task), if any.
+    :param start_after: resume after this user id.
+    :param resume: go on from a checkpoint left within ``SUGGESTIONS_CHECKPOINT_TTL_SECONDS``.
     :param on_progress: called with ``(readers done, last user id)`` after each reader.
     :returns: how many readers were refreshed.
     :raises: ``REDIS_ERRORS``.
@@ -286,10 +249,7 @@ SCORE_TOLERANCE = 1e-9
 
 @dataclass
 class SuggestionsDrift:
-    """What a reconcile of who to follow found: ``readers_checked`` stored sets (and reasons)
-    compared with a rebuild from the database, ``readers_drifted`` that differed,
-    ``readers_fixed`` replaced by the rebuild; the same for the cached ``rankings``;
-    ``last_user_id`` the last reader walked."""
+    """Reconcile figures: ``readers_*`` and ``rankings_*`` checked, drifted, fixed; ``last_user_id``."""
 
     dry_run: bool = False
     readers_checked: int = 0
@@ -323,10 +283,9 @@ def _same(ranked: Sequence[Ranked], scores: dict[int, float], reasons: dict[int,
 
 
 def suggestions_reconcile(*, dry_run: bool = False, start_after: int = 0, on_progress: Callable[[SuggestionsDrift], None] | None = None) -> SuggestionsDrift:
-    """Compare the stored suggestions (sets, scores and reasons) of every reader seen within
-    ``FEED_ACTIVE_DAYS`` that has some with a rebuild from the database (``compute`` without
-    Redis), in id order; replace the drifted ones unless ``dry_run`` (the others get their
-    lifetime renewed). Then the same for the cached rankings (``rankings_reconcile``).
+    """Compare the stored suggestions (sets, scores, reasons) of every reader seen within
+    ``FEED_ACTIVE_DAYS`` with a rebuild from the database, in id order, and replace drifted ones
+    unless ``dry_run``; then ``rankings_reconcile``.
 
     :param on_progress: called with the running figures after each reader.
     :returns: the drift figures.
@@ -359,8 +318,7 @@ def suggestions_reconcile(*, dry_run: bool = False, start_after: int = 0, on_pro
 
 
 def rankings_reconcile(drift: SuggestionsDrift, *, dry_run: bool = False) -> None:
-    """Compare each cached most-followed ranking (``RANKING_LIMITS``) with the database's and
-    replace a drifted one unless ``dry_run``; adds to ``drift``'s ``rankings_*`` figures.
+    """Compare each cached ranking (``RANKING_LIMITS``) with the database's; replace drifted ones unless ``dry_run``; adds to ``drift``'s ``rankings_*``.
 
     :raises: ``REDIS_ERRORS``.
     """
@@ -379,8 +337,7 @@ def rankings_reconcile(drift: SuggestionsDrift, *, dry_run: bool = False) -> Non
 
 
 def suggestions_reconcile_run(*, dry_run: bool = False) -> tuple[SuggestionReconcileRun, SuggestionsDrift]:
-    """Run ``suggestions_reconcile`` and record it as a ``SuggestionReconcileRun`` (figures saved
-    every ``CHECKPOINT_EVERY`` readers, and the error when it fails).
+    """``suggestions_reconcile`` recorded as a ``SuggestionReconcileRun`` (saved every ``CHECKPOINT_EVERY`` readers).
 
     :raises: ``REDIS_ERRORS`` (recorded on the run first).
     """

@@ -1,8 +1,4 @@
-"""Celery tasks of the follow graph: thin, load by id, call one mechanism.
-
-The outbox's own tasks (apply, drain, rebuild after data loss) are in
-``core.tasks``.
-"""
+"""Celery tasks of the follow graph: thin, load by id, call one mechanism (the outbox's are ``core.tasks``)."""
 
 from __future__ import annotations
 
@@ -18,8 +14,8 @@ from .transfer import imports_drift
 
 @task(acks_late=True, soft_time_limit=settings.LONG_TASK_TIME_LIMIT, time_limit=settings.LONG_TASK_TIME_LIMIT + 60)
 def social_cache_reconcile() -> dict[str, int]:
-    """Nightly reconcile of the whole follow mirror against the database (repairs drift), recorded as
-    a ``ReconcileRun``; an interrupted nightly run is resumed from its checkpoint.
+    """Nightly reconcile of the whole follow mirror (repairs drift), recorded as a ``ReconcileRun``;
+    resumes an interrupted nightly run.
 
     :returns: ``ReconcileReport.as_dict()``.
     """
@@ -29,8 +25,7 @@ def social_cache_reconcile() -> dict[str, int]:
 
 @task(acks_late=True)
 def social_mutes_expire() -> int:
-    """Beat, every ``MUTE_EXPIRY_SECONDS``: delete expired mutes, drop them from Redis (reads ignore
-    them already) and bring the muted authors' notes back into the inboxes.
+    """Beat, every ``MUTE_EXPIRY_SECONDS``: delete expired mutes and make Redis and the inboxes agree.
 
     :returns: how many mutes were deleted.
     """
@@ -39,9 +34,7 @@ def social_mutes_expire() -> int:
 
 @task(acks_late=True, soft_time_limit=settings.LONG_TASK_TIME_LIMIT, time_limit=settings.LONG_TASK_TIME_LIMIT + 60)
 def social_suggestions_refresh_active() -> int:
-    """Recompute the suggestions of every reader seen within ``FEED_ACTIVE_DAYS`` (run by hand, e.g.
-    after a change of the ranking; the nightly work is ``social_suggestions_reconcile``), going on
-    from where an interrupted run stopped.
+    """Recompute the suggestions of every reader seen within ``FEED_ACTIVE_DAYS`` (by hand; resumes).
 
     :returns: how many readers were refreshed.
     """
@@ -50,9 +43,7 @@ def social_suggestions_refresh_active() -> int:
 
 @task(acks_late=True, soft_time_limit=settings.LONG_TASK_TIME_LIMIT, time_limit=settings.LONG_TASK_TIME_LIMIT + 60)
 def social_suggestions_reconcile() -> dict[str, int]:
-    """Nightly: compare every stored who-to-follow set and reason, and the cached most-followed
-    rankings, with a rebuild from the database and repair drift (renewing the sets that did
-    not drift), recorded as a ``SuggestionReconcileRun``.
+    """Nightly ``suggestions_reconcile``, recorded as a ``SuggestionReconcileRun``.
 
     :returns: ``SuggestionsDrift.as_dict()``.
     """

@@ -1,29 +1,9 @@
 """Moving follows in and out: a CSV export in Mastodon's layout, and an import that follows each
 listed account through the normal follow path in a Celery job.
 
-Export: ``Account address,Show boosts,Notify on new posts,Languages``, one
-row per followee, oldest follow first (account address = username).
-
-Import: a file in that layout (its header, then one row per account) or a
-plain list of usernames, one per line, read with the csv module's quoting
-rules (a header is recognised however it is quoted; a BOM and CR LF are
-fine). The file is checked whole before anything changes (size, account
-count, encoding, columns); then a ``FollowImport`` row keeps the usernames
-and a checkpoint, and its outbox entry (``social.follows_import``, applied
-by the Celery task after commit, ``LINES_PER_APPLY`` lines at a time, then
-by the drain until done) follows them in order. Each line is one
-transaction holding the import's row lock: the follow, the line's outcome
-and the checkpoint commit together, so a refused message, a killed worker
-or a pause at the rate limit leaves the entry pending and the next
-application goes on from the checkpoint, two runs of one import handle each
-line once, and ``followed`` counts exactly the rows this import's inserts
-created (a row another import made first is "already followed" here). An
-import's report is the record of what each line did when it was handled.
-Unknown, deactivated, blocked, requested (private) and already-followed
-accounts are skipped and reported. A deactivated importer's import stops
-without spending its lines and goes on when the account is reactivated.
-When the follow rate limit (``FOLLOW_RATE``) is reached the job stops until a later application
-(``waiting_until`` says when the limit lifts) instead of failing.
+The import's file is checked whole first (``parse_import``); then a ``FollowImport`` row and
+its ``social.follows_import`` entry drive ``follows_import_run``, one transaction per line under
+the import's row lock, from a checkpoint. Behaviour: docs/behaviours.md (Export and import).
 """
 
 from __future__ import annotations
@@ -248,10 +228,8 @@ def _follow_line(actor: User, username: str) -> _LineOutcome:
 
 
 def _handle_line(actor: User, import_id: int, position: int) -> tuple[FollowImport, _LineOutcome]:
-    """Handle the line at ``position`` and save the outcome with the checkpoint in one
-    transaction that holds the import's row lock: the follow row, the count that reports it
-    and the checkpoint commit together (or not at all), and two runs of one import (a
-    redelivered message beside a live one) handle each line once.
+    """Handle the line at ``position`` and save its outcome with the checkpoint in one transaction
+    holding the import's row lock (two runs of one import handle each line once).
 
     :raises NotFound: the import is gone (its account was deleted).
     :raises ImportOvertaken: another run handled this line already.
@@ -284,9 +262,7 @@ def _handle_line(actor: User, import_id: int, position: int) -> tuple[FollowImpo
 
 
 def follows_import_run(*, import_id: int, limit: int | None = None) -> ImportStep:
-    """Follow the import's accounts from its checkpoint on, one transaction per line
-    (``_handle_line``), so ``followed``, ``skipped`` and ``position`` are always what the
-    database holds: each follow counted is a row this import's insert created.
+    """Follow the import's accounts from its checkpoint on, one transaction per line (``_handle_line``).
 
     :param limit: handle at most this many lines in this run (None: all).
     :returns: ``ImportStep``; ``wait_seconds`` > 0 when the follow rate limit was reached;
@@ -324,9 +300,7 @@ def follows_import_run(*, import_id: int, limit: int | None = None) -> ImportSte
 
 
 def follows_imports_resume(*, user_id: int) -> int:
-    """Record the outbox entry of every unfinished import of ``user_id`` again (its
-    reactivation: a deactivated account's import stops without spending its lines). Call in
-    the transaction of the change.
+    """Record the outbox entry of every unfinished import of ``user_id`` again (its reactivation), in the change's transaction.
 
     :returns: how many imports go on.
     """
@@ -342,9 +316,8 @@ IMPORT = outbox.register("social.follows_import", apply=_apply_imports, stage=2)
 
 
 def imports_drift(*, repair: bool) -> int:
-    """The table's reconcile of import jobs: an unfinished import of an active account with no
-    pending ``social.follows_import`` entry would never go on (its entry was lost or settled
-    early); each one found gets its entry recorded again unless ``repair`` is False.
+    """The table's reconcile of import jobs: record again the entry of each unfinished import of an
+    active account that has no pending ``social.follows_import`` entry, unless ``repair`` is False.
 
     :returns: how many unfinished imports had no pending entry.
     """

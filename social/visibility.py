@@ -1,24 +1,9 @@
 """Reads of blocks, mutes and private accounts: who sees whom, and whose notes a reader skips.
 
-Redis answers the list filters (``social.redis_keys.blocks_key`` /
-``mutes_key``, written by ``social.control_mirror``); the database answers
-while Redis cannot (``core.redis.redis_or_database``), with the same result.
-Whether a reader may see an account's notes is decided against the database
-(on the primary) at read time, whatever Redis holds: ``access`` for a
-profile, a note or a list, ``hidden_authors`` for the authors of a feed
-page. A committed block, removal or privacy change is in force on the
-reader's very next request, before its after-commit work reached Redis.
-
-Pinned rules:
-
-- A block hides both accounts from each other: signed in, each gets a 404
-  for the other's profile, notes and lists, and neither appears in any list,
-  count-independent sample ("you both follow", "followed by people you
-  follow", mutuals) the other sees.
-- A private account (``User.approve_followers``) shows its profile (name,
-  counts, lock) to everyone, but its notes and its followers/following
-  lists only to itself and to its followers (approved requests).
-- A mute only keeps the muted account's notes out of the muter's home feed.
+Redis answers the list filters (or the database while it cannot); whether a reader may see an
+account is decided against the database on the primary (``access``, ``hidden_authors``), so a
+committed change is in force on the next request. Rules: docs/behaviours.md#blocks-mutes-removing-a-follower-private-accounts
+and #visibility-at-read-time.
 """
 
 from __future__ import annotations
@@ -110,10 +95,8 @@ class Standing:
 def standing(*, viewer_id: int, user_id: int) -> Standing | None:
     """How ``viewer_id`` stands with account ``user_id`` in the database now (None: no such account).
 
-    One statement on the primary (the default connection: never a lagging replica, never
-    the Redis mirror, which may lag a block, a removal or a privacy change): the account by
-    primary key joined to three unique-key probes, index-only (``block_unique_pair`` both
-    ways, ``follow_unique_pair``). Raw SQL: building it with the ORM costs more than running it.
+    One index-only statement on the primary (never a replica or the mirror); raw SQL, since
+    building it with the ORM costs more than running it.
     """
     users, follows, blocks = User._meta.db_table, Follow._meta.db_table, Block._meta.db_table
     with connection.cursor() as cursor:
@@ -133,11 +116,8 @@ def standing(*, viewer_id: int, user_id: int) -> Standing | None:
 
 
 def access(*, viewer: User | None, user: User) -> Access:
-    """What ``viewer`` (None: signed out) may see of ``user`` (see the module's rules).
-
-    Signed in: one query (``standing``) for the blocks between them, whether ``user`` is
-    private now and whether the viewer follows it, from the database, not the follow mirror,
-    which may lag a removal. Signed out: none (``user.approve_followers`` as loaded).
+    """What ``viewer`` (None: signed out) may see of ``user``: signed in, one query (``standing``);
+    signed out, none (``user.approve_followers`` as loaded).
     """
     if viewer is not None and viewer.pk == user.pk:
         return Access(hidden=False, blocking=False, private=bool(user.approve_followers), content=True)
@@ -154,16 +134,10 @@ def access(*, viewer: User | None, user: User) -> Access:
 
 def hidden_authors(*, reader_id: int, author_ids: Collection[int]) -> set[int]:
     """The accounts among ``author_ids`` whose notes may not be in ``reader_id``'s home feed now:
-    those the reader does not follow in the database.
+    those the reader does not follow in the database (a block, removal, unfollow or deletion
+    leaves no follow row; a private account's notes are for followers).
 
-    That one fact covers each way a reader loses an author's notes: a block either way
-    deletes both follow rows in the block's transaction, under both accounts' row locks, and
-    no follow is made across a block (``social.controls``, ``social.services``); a private
-    account's notes are for its followers; a removed follower, an unfollow and a deleted
-    account leave no row. The database's truth on the primary (the default connection:
-    never a lagging replica, never the Redis mirror). One index-only range read of
-    ``follow_unique_pair`` bounded by ``author_ids``; none for no ids. Raw SQL: building the
-    statement with the ORM costs more than running it.
+    One index-only range read of ``follow_unique_pair`` on the primary; none for no ids.
     """
     if not author_ids:
         return set()

@@ -1,19 +1,8 @@
 """Admin of accounts: search, filters, deactivation through the services, and room for the other apps.
 
-- Deactivation and reactivation (the list actions, the button on the change
-  page, and the ``is_active`` checkbox on save) go through
-  ``users.services.user_set_active``: the account's follows both ways stop
-  counting and leave Redis after commit, and the feed removes its notes.
-- Higher apps add to the account page without this module knowing them:
-  ``UserAdmin.add_panel`` (the follow graph's figures) and
-  ``UserAdmin.add_operation`` (a button plus a list action: rebuild the
-  social cache, rebuild the inbox, reconcile). Every operation is written
-  to the admin log (``LogEntry``).
-- Deactivation needs ``users.change_user``; repairs need only
-  ``users.view_user``.
-
-The list never counts all 82k+ accounts (``EstimatedCountPaginator``), and
-search matches a username prefix or an id (indexed).
+(De)activation, in every form, goes through ``users.services.user_set_active``; higher apps add
+``UserAdmin.add_panel`` and ``add_operation`` (logged in ``LogEntry``; repairs need only
+``view_user``). The list never counts every account. Behaviour: docs/behaviours.md#moderators-and-the-admin.
 """
 
 from __future__ import annotations
@@ -57,12 +46,8 @@ DELETE_LIST_MAX = 500
 
 @dataclass(frozen=True)
 class Operation:
-    """A button on the account page and a list action: ``run(user)`` returns the message logged.
-
-    ``permission`` is ``"view"`` (repairs: they copy the database's truth
-    into Redis and cannot change a follow or note) or ``"change"``;
-    ``shown(user)`` says whether the page offers the button for this account;
-    ``action`` is the list action's name.
+    """A button on the account page and a list action: ``run(user)`` returns the message logged;
+    ``permission`` ``"view"`` (repairs) or ``"change"``; ``shown(user)``: offered for this account; ``action``: the list action's name.
     """
 
     name: str
@@ -151,11 +136,7 @@ class UserAdmin(CanonicalIdsAdmin, DjangoUserAdmin):  # type: ignore[type-arg]
     # --- saving and deleting through the services --------------------------
 
     def save_model(self, request: HttpRequest, obj: User, form: ModelForm[User], change: bool) -> None:
-        """Save the form; an ``is_active`` change goes through ``user_set_active``.
-
-        The other fields are saved with the old flag first, then the
-        service flips it, so the mirror and the feed hear of it.
-        """
+        """Save the form; an ``is_active`` change goes through ``user_set_active`` (the other fields saved first, with the old flag)."""
         if change and "is_active" in form.changed_data:
             wanted = obj.is_active
             obj.is_active = not wanted
@@ -168,13 +149,7 @@ class UserAdmin(CanonicalIdsAdmin, DjangoUserAdmin):  # type: ignore[type-arg]
     # feed hear of every deletion (a pre_delete receiver), whatever path deleted it.
 
     def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[list[Any], dict[str, int], set[str], list[Any]]:
-        """What deleting ``objs`` takes with it; counted, not listed, for big accounts.
-
-        Django lists every cascaded row, which loads and renders each of a
-        big account's follows (a 200k-follower account: 200k lines). Above
-        ``DELETE_LIST_MAX`` related rows the page shows their counts per
-        model of every relation to ``User`` (all of them cascade: follows,
-        notes, admin log entries), so nothing protected is hidden.
+        """What deleting ``objs`` takes with it; above ``DELETE_LIST_MAX`` related rows, counts per model instead of every row.
 
         :returns: Django's ``(to_delete, model_count, perms_needed, protected)``.
         """
@@ -258,11 +233,7 @@ class UserAdmin(CanonicalIdsAdmin, DjangoUserAdmin):  # type: ignore[type-arg]
         return HttpResponseRedirect(reverse("admin:users_user_change", args=[user.pk]))
 
     def _run(self, request: HttpRequest, users: list[User], function: Callable[[User], str]) -> None:
-        """Run ``function`` on each account, report it, and log each success in the admin log.
-
-        A Redis outage or a feed error is reported as a message, never a 500;
-        the account's outbox entries keep the mirror work for the drain.
-        """
+        """Run ``function`` on each account, report it, and log each success; a Redis or feed failure is a message, never a 500."""
         for user in users:
             try:
                 with transaction.atomic():

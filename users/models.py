@@ -32,13 +32,9 @@ class AccountManager(UserManager["User"]):
 class User(AbstractUser):
     """An account: username, display name, bio, date joined and active flag.
 
-    ``is_active`` False means deactivated: the account's follows in both
-    directions stop counting and leave every Redis structure (see
-    ``social.services.user_mirror_refresh``); reactivation restores them.
-    ``last_seen_at`` decides whether fan-out on write still delivers to the
-    account's inbox (``FEED_ACTIVE_DAYS``). ``approve_followers`` makes the
-    account private: a follow of it is a ``social.FollowRequest`` until the
-    owner approves it, and its notes and lists show only to its followers.
+    ``is_active`` False: deactivated (its follows stop counting and leave Redis; reactivation
+    restores them). ``last_seen_at``: fan-out delivers only to recent readers (``FEED_ACTIVE_DAYS``).
+    ``approve_followers``: private (follows become ``social.FollowRequest``s).
     """
 
     # One rule for every way an account is made or renamed (sign-up, the admin, a model's

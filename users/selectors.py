@@ -28,12 +28,8 @@ def users_search(*, query: str, limit: int = DIRECTORY_LIMIT) -> list[User]:
 
 
 def sign_in_identity(raw: str) -> str:
-    """Whom a sign-in attempt names, for counting its failures: ``"user:<id>"`` for the account
-    the authentication backend would check, else ``"name:<folded name>"``.
-
-    The sign-in form trims the name and applies NFKC, and the column's
-    collation ignores case and accents, so " alice", "ＡＬＩＣＥ" and "Álice"
-    all try alice's password and all count against alice.
+    """Whom a sign-in attempt names, for counting its failures: ``"user:<id>"`` for the account the
+    backend would check (trimmed, NFKC, ignoring case and accents), else ``"name:<folded name>"``.
 
     :param raw: the username as posted (any text).
     :returns: a key of at most 160 characters.
@@ -46,8 +42,7 @@ def sign_in_identity(raw: str) -> str:
 
 
 def active_user_named(username: str) -> User:
-    """The active account called ``username``, whatever its case (names are unique ignoring case;
-    the caller redirects to the stored spelling when it differs).
+    """The active account called ``username``, whatever its case (the caller redirects to the stored spelling).
 
     :raises NotFound: not a possible username (``core.parsing``), no such
         account, or it is deactivated (404).
@@ -69,14 +64,10 @@ def users_by_id(ids: Sequence[int]) -> dict[int, User]:
 
 
 def user_ids_matching(term: str, *, limit: int = SEARCH_MATCH_LIMIT) -> list[int]:
-    """Ids of accounts an admin search ``term`` names: a numeric id, or a username prefix.
+    """Ids of accounts an admin search ``term`` names: a numeric id, or a username prefix (the unique
+    index; ``'%term%'`` would scan every account).
 
-    Prefix matching (``LIKE 'term%'``) uses the unique username index; a
-    ``'%term%'`` match would scan every account. The case-insensitive
-    collation makes it case-insensitive.
-
-    :returns: at most ``limit`` ids (a numeric term also matches usernames
-        starting with it, e.g. ``u42`` needs the ``u``).
+    :returns: at most ``limit`` ids (a numeric term also matches usernames starting with it).
     """
     term = term.strip()
     if not term:

@@ -64,12 +64,8 @@ def user_touch_seen(*, user: User) -> bool:
 
 
 def user_set_active(*, user: User, is_active: bool) -> bool:
-    """Deactivate or reactivate ``user``.
-
-    A deactivated account's follows in both directions stop counting at
-    once in database reads and leave every Redis structure after commit
-    (the follow mirror hears ``user_activity_changed``); reactivation
-    restores them from the rows, which are kept.
+    """Deactivate or reactivate ``user``: its follows stop counting in database reads at once and leave
+    Redis after commit (``user_activity_changed``); reactivation restores them from the kept rows.
 
     :returns: True when the flag changed.
     """

@@ -1,11 +1,8 @@
 """Settings shared by every environment, read from environment variables.
 
-With no variables set, followfeed runs on an embedded default: SQLite and an
-embedded Valkey server (``core.embedded``), both keeping their data in
-``FOLLOWFEED_VAR_DIR``, and Celery tasks run eagerly. Setting DATABASE_URL,
-REDIS_URL and CELERY_BROKER_URL switches each piece to the real service
-(MariaDB via mysqlclient, Redis via django-redis, RabbitMQ or Redis as
-broker). ``.env`` is read only when ``DJANGO_READ_DOT_ENV_FILE`` is true.
+Unset, followfeed runs embedded (SQLite and a Valkey server in ``FOLLOWFEED_VAR_DIR``, Celery
+eager); ``DATABASE_URL``, ``REDIS_URL`` and ``CELERY_BROKER_URL`` switch each piece to the real
+service. ``.env`` is read only when ``DJANGO_READ_DOT_ENV_FILE`` is true. See docs/operations.md#configuration.
 """
 
 from pathlib import Path

@@ -1,14 +1,8 @@
 """Production settings: every service is required, nothing falls back to the embedded default.
 
-With ``DATABASE_URL``, ``REDIS_URL``, ``CELERY_BROKER_URL`` or
-``DJANGO_SECRET_KEY`` unset, the process refuses to start with an
-``ImproperlyConfigured`` naming the variable (a silent SQLite, embedded Redis
-and eager Celery in production would lose data and hide every outage).
-
-The site runs behind a TLS-terminating proxy: ``DJANGO_SECURE_PROXY_SSL_HEADER``
-(default ``X-Forwarded-Proto``) tells Django a request came in over HTTPS;
-plain HTTP is redirected, cookies are secure, HSTS is sent. Static files are
-served by WhiteNoise from ``STATIC_ROOT`` (``manage.py collectstatic``).
+A missing ``DATABASE_URL``, ``REDIS_URL``, ``CELERY_BROKER_URL`` or ``DJANGO_SECRET_KEY`` raises
+``ImproperlyConfigured`` naming it. Behind a TLS proxy (``DJANGO_SECURE_PROXY_SSL_HEADER``):
+HTTPS redirect, secure cookies, HSTS; WhiteNoise serves ``STATIC_ROOT``. See docs/operations.md#production.
 """
 
 from django.core.exceptions import ImproperlyConfigured

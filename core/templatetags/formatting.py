@@ -1,24 +1,7 @@
-"""Display filters for every page: compact counts, relative times, avatar colours.
-
-``{% load formatting %}`` then:
-
-- ``{{ n|compact_count }}``: ``12345`` -> ``"12.3k"`` (see ``compact_count``);
-  pages put the exact number in the element's ``title``.
-- ``{{ dt|time_ago }}``: ``"3 min ago"`` (see ``relative_time``); pages wrap it
-  in ``<time datetime=... title=...>`` so the exact moment is one hover away.
-- ``{{ user.username|path_of:"social:mute" }}``: the path ``{% url "social:mute"
-  user.username %}`` gives, from a template of the route reversed once per
-  process (a list of 50 rows with four links each reverses four routes, not
-  two hundred).
-- ``{{ user.pk|avatar_hue }}``: a stable hue (degrees) for the initial-letter avatar;
-  ``{{ user.pk|avatar_hue_class }}`` the CSS class of that hue rounded down to
-  10 degrees (``hue-0`` to ``hue-35`` in ``static/css/site.css``), since the
-  Content-Security-Policy allows no inline ``style``.
-
-Presentation only: no queries, no business rules. ``static/js/site.js``
-implements the same two formats (``followfeed.compactCount`` and
-``followfeed.relativeTime``) for counts and times it updates in the page;
-``tests/e2e/test_formatting_parity.py`` checks that both agree.
+"""Display filters for every page: ``compact_count``, ``time_ago``, ``utc_title``, ``path_of``,
+``avatar_hue`` and ``avatar_hue_class``. Presentation only: no queries. ``static/js/site.js``
+implements the same count and time formats; ``tests/e2e/test_formatting_parity.py`` checks they agree.
+Rules: docs/behaviours.md#follows-counts-and-the-home-feed.
 """
 
 from __future__ import annotations
@@ -41,27 +24,14 @@ _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
 
 
 def compact_count(value: Any) -> str:
-    """A count shortened for display: at most three significant digits and a unit.
+    """A count shortened to three significant digits and a unit (k, M, B), rounded toward zero on integers.
 
-    Rules (``n`` a non-negative integer):
+    ``999`` -> ``"999"``, ``1234`` -> ``"1.2k"``, ``123456`` -> ``"123k"``, ``1000`` -> ``"1k"``,
+    ``1999`` -> ``"1.9k"`` (a short count never claims more than the exact one).
 
-    - below 1,000 the number itself: ``999`` -> ``"999"``;
-    - then k (thousands), M (millions), B (billions); below 100 of a unit one
-      decimal, ``1234`` -> ``"1.2k"``, ``12345`` -> ``"12.3k"``, at 100 or
-      more none, ``123456`` -> ``"123k"``; a trailing ``.0`` is dropped,
-      ``1000`` -> ``"1k"``, ``1000000`` -> ``"1M"``.
-
-    Rounding is **toward zero** (truncation), the convention of the large
-    social products' follower counts: a shortened count never claims more
-    than the exact one, so ``1999`` shows ``"1.9k"`` and ``999999`` shows
-    ``"999k"``, never ``"2k"`` or ``"1000k"``/``"1M"`` before the threshold
-    is really crossed. The arithmetic is on integers (no float rounding
-    surprises at ``x.x5`` boundaries).
-
-    :param value: an ``int`` (or a string of digits). Anything else, and
-        negative numbers, are returned unchanged as ``str(value)`` (counts are
-        never negative; a template must not fail on a bad value).
-    :returns: the display string, e.g. ``"12.3k"``.
+    :param value: an ``int`` (or a string of digits); anything else, and negative numbers,
+        come back as ``str(value)`` (a template must not fail).
+    :returns: the display string.
     """
     try:
         n = int(value)
@@ -80,19 +50,11 @@ def compact_count(value: Any) -> str:
 
 
 def relative_time(value: datetime | None, *, now: datetime) -> str:
-    """How long ago ``value`` was, as a short phrase: ``"3 min ago"``.
+    """How long ago ``value`` was: ``"just now"`` (under 10 s, or future), ``"42 s ago"``,
+    ``"3 min ago"``, ``"5 h ago"``, ``"2 d ago"``, then ``"Mar 4"`` (``now``'s year) or
+    ``"Mar 4, 2023"``; each step rounds down; compared and dated in UTC.
 
-    - under 10 seconds (or in the future, clock skew): ``"just now"``;
-    - under a minute: ``"42 s ago"``; under an hour: ``"3 min ago"``;
-    - under a day: ``"5 h ago"``; under a week: ``"2 d ago"``;
-    - older: the date, ``"Mar 4"`` in ``now``'s year, else ``"Mar 4, 2023"``.
-
-    Each step rounds down (59 min 59 s is ``"59 min ago"``), like the
-    timelines of the large products; the date form avoids "52 weeks ago".
-    Times are compared in UTC, so the output does not depend on the server's
-    time zone; the date form uses UTC dates.
-
-    :param value: an aware datetime (a naive one is taken as UTC); None gives "".
+    :param value: an aware datetime (naive is taken as UTC); None gives "".
     :param now: the current time, aware.
     :returns: the phrase.
     """
@@ -139,12 +101,9 @@ def utc_title_filter(value: datetime | None) -> str:
 
 @register.filter(name="avatar_hue")
 def avatar_hue_filter(value: Any) -> int:
-    """``{{ user.pk|avatar_hue }}``: a hue in degrees (0-359) that is stable per account.
-
-    Multiplying by 137 (close to the golden angle, 137.5 degrees) spreads
-    consecutive ids around the colour wheel.
-    """
+    """``{{ user.pk|avatar_hue }}``: a hue in degrees (0-359), stable per account."""
     try:
+        # 137, near the golden angle (137.5 degrees), spreads consecutive ids around the wheel.
         return int(value) * 137 % 360
     except (TypeError, ValueError):
         return 210
@@ -166,7 +125,7 @@ _route_templates: dict[str, tuple[str, str]] = {}
 
 @register.filter(name="path_of")
 def path_of_filter(value: Any, route: str) -> str:
-    """The path of ``route`` (a URL name taking one argument) for ``value``, as ``reverse`` gives it.
+    """The path of ``route`` (a URL name taking one argument) for ``value``, reversed once per process.
 
     :raises django.urls.NoReverseMatch: ``route`` takes no single argument.
     """

@@ -86,9 +86,7 @@ class Command(BaseCommand):
             self._stop_embedded_server()
 
     def _prepare(self, options: dict[str, Any]) -> None:
-        """Migrate, then import the graph when there is none. The import runs in one transaction,
-        so an interrupted one left nothing and runs again here; the mirror is forgotten first (it
-        no longer matches the database, and the warm-up rebuilds it)."""
+        """Migrate, then import the graph when there is none (one transaction; the mirror is forgotten first)."""
         call_command("migrate", interactive=False, verbosity=0)
         if not Follow.objects.exists():
             started = time.perf_counter()
@@ -120,9 +118,7 @@ class Command(BaseCommand):
         return subprocess.Popen(command, cwd=settings.BASE_DIR, env=os.environ.copy())  # noqa: S603 - this manage.py, fixed argv
 
     def _render_first_page(self, options: dict[str, Any]) -> None:
-        """Render ``/`` once in this process before the warm-up starts beside it: the views,
-        templates and the directory's ranking (cached for every process) are ready when the first
-        visitor asks, instead of computed while the warm-up competes for the processor."""
+        """Render ``/`` once before the warm-up starts, so the first visitor finds views, templates and the cached ranking ready."""
         from django.test import Client
 
         try:
@@ -171,13 +167,9 @@ class Command(BaseCommand):
 
 
 def start_drain(warmer: subprocess.Popen[bytes] | None) -> BackgroundDrain:
-    """Beat's outbox drain in a thread of the server's process (``core.outbox.BackgroundDrain``,
-    every ``SOCIAL_OUTBOX_DRAIN_SECONDS``): with no beat, the entries a request leaves pending (a
-    mute's, a block's) would wait for the next start, and the health page's backlog would grow.
-
-    Paused while ``warmer`` (the warm-up process) runs: it drains at its end itself, and the two
-    would compete for the SQLite database. A mirror lost meanwhile is left to the next start's
-    warm-up, not rebuilt in the server's process.
+    """Beat's outbox drain in a thread of the server's process (``core.outbox.BackgroundDrain``), paused
+    while ``warmer`` runs (it drains at its end; the two would compete for SQLite); a lost mirror
+    is left to the next start's warm-up.
     """
     return BackgroundDrain(paused=lambda: warmer is not None and warmer.poll() is None, start_rebuild=False).start()
 
@@ -212,8 +204,7 @@ def banner_html(progress: WarmupProgress) -> bytes:
 
 
 def with_banner(html: bytes, banner: bytes) -> bytes:
-    """``html`` with ``banner`` at the top of the page's main element (after ``<body>`` without
-    one; unchanged without either)."""
+    """``html`` with ``banner`` at the top of the page's main element (after ``<body>`` without one; unchanged without either)."""
     for opening in (b'<main id="content"', b"<body"):
         at = html.find(opening)
         if at >= 0:
