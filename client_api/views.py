@@ -7,6 +7,7 @@ that the account is active, and answers failures as ``{"error": ...}``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -320,17 +321,16 @@ def _follow_list(call: Call, raw_id: str, *, followers: bool) -> JsonResponse:
     if not _may_see_content(call, user):
         return json_list([])
     limit = call.limit(ACCOUNT_LIMIT, ACCOUNT_LIMIT_MAX)
-    raw = call.get("max_id")
-    cursor = follow_cursor(str(raw)) if raw not in (None, "") else None
-    read = social_selectors.followers_page if followers else social_selectors.following_page
-    page = read(user_id=user.pk, cursor=cursor, limit=limit)
+    cursor, above = _list_cursors(call, follow_cursor)
+    if above is not None:
+        read_above = social_selectors.followers_page_above if followers else social_selectors.following_page_above
+        page = read_above(user_id=user.pk, above=above, limit=limit)
+    else:
+        read = social_selectors.followers_page if followers else social_selectors.following_page
+        page = read(user_id=user.pk, cursor=cursor, limit=limit)
     hidden = visibility.hidden_ids(viewer_id=call.user.pk) if call.user is not None else set()
     users = [entry.user for entry in page.entries if entry.user.pk not in hidden]
-    response = json_list(formatting.accounts_json(call.request, users))
-    if page.next_cursor is not None:
-        base = call.request.build_absolute_uri(call.request.path)
-        response["Link"] = f'<{base}?max_id={page.next_cursor}&limit={limit}>; rel="next"'
-    return response
+    return _with_list_link(call, json_list(formatting.accounts_json(call.request, users)), page, limit)
 
 
 @endpoint("GET", scope="read:accounts", user=False, token=False)
@@ -414,40 +414,48 @@ def account_unmute(call: Call, raw_id: str) -> JsonResponse:
 def blocks(call: Call) -> JsonResponse:
     """GET /api/v1/blocks: the accounts the caller blocks, newest first."""
     limit = call.limit(ACCOUNT_LIMIT, ACCOUNT_LIMIT_MAX)
-    raw = call.get("max_id")
-    page = social_selectors.blocked_by(user_id=call.me.pk, cursor=_control_cursor(raw), limit=limit)
-    return _control_response(call, [user for user in page.entries if user.is_active], page.next_cursor, limit)
+    cursor, above = _list_cursors(call, control_cursor)
+    page = social_selectors.blocked_by(user_id=call.me.pk, cursor=cursor, limit=limit, above=above)
+    return _with_list_link(call, json_list(formatting.accounts_json(call.request, [user for user in page.entries if user.is_active])), page, limit)
 
 
 @endpoint("GET", scope="read:mutes")
 def mutes(call: Call) -> JsonResponse:
     """GET /api/v1/mutes: the accounts the caller mutes now, newest first (``mute_expires_at``)."""
     limit = call.limit(ACCOUNT_LIMIT, ACCOUNT_LIMIT_MAX)
-    page = social_selectors.muted_by(user_id=call.me.pk, cursor=_control_cursor(call.get("max_id")), limit=limit)
+    cursor, above = _list_cursors(call, control_cursor)
+    page = social_selectors.muted_by(user_id=call.me.pk, cursor=cursor, limit=limit, above=above)
     shapes = []
     for entry in page.entries:
         if entry.user.is_active:
             shape = formatting.account_json(call.request, entry.user)
             shape["mute_expires_at"] = formatting.iso(entry.expires_at)
             shapes.append(shape)
-    response = json_list(shapes)
+    return _with_list_link(call, json_list(shapes), page, limit)
+
+
+def _list_cursors(call: Call, parse: Callable[[str], Cursor | None]) -> tuple[Cursor | None, Cursor | None]:
+    """``(max_id, min_id)`` of an account list's request, each parsed by ``parse`` (a 400 when it is
+    not a position this list gave out)."""
+
+    def position(name: str) -> Cursor | None:
+        raw = call.get(name)
+        return parse(str(raw)) if raw not in (None, "") else None
+
+    return position("max_id"), position("min_id")
+
+
+def _with_list_link(call: Call, response: JsonResponse, page: Any, limit: int) -> JsonResponse:
+    """``response`` with the ``Link`` header of an account list's ``page`` (its ``next_cursor`` and
+    ``prev_cursor``): ``next`` (older, ``max_id``) first, then ``prev`` (newer, ``min_id``)."""
+    base = call.request.build_absolute_uri(call.request.path)
+    parts = []
     if page.next_cursor is not None:
-        response["Link"] = _next_link(call, str(page.next_cursor), limit)
-    return response
-
-
-def _control_cursor(raw: Any) -> Cursor | None:
-    return control_cursor(str(raw)) if raw not in (None, "") else None
-
-
-def _next_link(call: Call, token: str, limit: int) -> str:
-    return f'<{call.request.build_absolute_uri(call.request.path)}?max_id={token}&limit={limit}>; rel="next"'
-
-
-def _control_response(call: Call, users: list[User], next_cursor: Any, limit: int) -> JsonResponse:
-    response = json_list(formatting.accounts_json(call.request, users))
-    if next_cursor is not None:
-        response["Link"] = _next_link(call, str(next_cursor), limit)
+        parts.append(f'<{base}?max_id={page.next_cursor}&limit={limit}>; rel="next"')
+    if page.prev_cursor is not None:
+        parts.append(f'<{base}?min_id={page.prev_cursor}&limit={limit}>; rel="prev"')
+    if parts:
+        response["Link"] = ", ".join(parts)
     return response
 
 
@@ -455,9 +463,9 @@ def _control_response(call: Call, users: list[User], next_cursor: Any, limit: in
 def follow_requests(call: Call) -> JsonResponse:
     """GET /api/v1/follow_requests: the accounts asking to follow the caller, newest first."""
     limit = call.limit(ACCOUNT_LIMIT, ACCOUNT_LIMIT_MAX)
-    raw = call.get("max_id")
-    page = social_selectors.follow_requests_page(target_id=call.me.pk, cursor=request_cursor(str(raw)) if raw not in (None, "") else None, limit=limit)
-    return _control_response(call, [entry.user for entry in page.entries], page.next_cursor, limit)
+    cursor, above = _list_cursors(call, request_cursor)
+    page = social_selectors.follow_requests_page(target_id=call.me.pk, cursor=cursor, limit=limit, above=above)
+    return _with_list_link(call, json_list(formatting.accounts_json(call.request, [entry.user for entry in page.entries])), page, limit)
 
 
 @endpoint("POST", scope="write:follows")

@@ -248,3 +248,65 @@ def db_page(
     items.extend(rows)
     items.sort(key=sort_key, reverse=True)
     return items[:limit]
+
+
+# --- the other way: the page just above a cursor (Mastodon's ``min_id``) -----------------
+
+
+def before_cursor(item: Item, cursor: Cursor) -> bool:
+    """Whether ``item`` comes strictly before (is newer than) the cursor position in the order."""
+    return sort_key(item) > (cursor.score, str(cursor.member).encode())
+
+
+def redis_page_above(client: redis.Redis, keys: Sequence[str], *, cursor: Cursor, limit: int) -> list[Item]:
+    """The ``limit`` items just before ``cursor`` (the newer ones closest to it) from one sorted set
+    or the merge of its shards, in one round trip.
+
+    :returns: ``[(member_id, score)]`` newest first (the order of ``redis_page``).
+    """
+    pipe = pipeline(client)
+    score = cursor.score
+    for key in keys:
+        pipe.zrangebyscore(key, score, score, start=0, num=TIE_CHUNK, withscores=True)
+        pipe.zrangebyscore(key, f"({score}", "+inf", start=0, num=limit, withscores=True)
+    replies = pipe.execute()
+    items: list[Item] = []
+    for index in range(len(keys)):
+        # A run of ties longer than TIE_CHUNK: its newest members are past the chunk read here.
+        ties = _decode(replies[2 * index])
+        if len(ties) == TIE_CHUNK:
+            ties = _decode(client.zrangebyscore(keys[index], score, score, withscores=True))
+        items.extend(item for item in ties if before_cursor(item, cursor))
+        items.extend(_decode(replies[2 * index + 1]))
+    items.sort(key=sort_key)
+    return items[:limit][::-1]
+
+
+def db_page_above(
+    queryset: Any,
+    *,
+    member_field: str,
+    cursor: Cursor,
+    limit: int,
+    time_field: str = "created_at",
+    score_of: Callable[[datetime], int] = lambda at: int(at.timestamp()),
+) -> list[Item]:
+    """The same page as ``redis_page_above``, from a database queryset (as ``db_page``: one owner,
+    scores in whole seconds, runs of equal seconds read whole).
+
+    :returns: ``[(member_id, score)]`` newest first, at most ``limit``.
+    """
+    fields = (member_field, time_field)
+    ties = queryset.filter(**_within_second(time_field, cursor.score))
+    items = [item for item in ((member, score_of(at)) for member, at in ties.values_list(*fields)) if before_cursor(item, cursor)]
+    if cursor.score < MAX_SECONDS:
+        newer = queryset.filter(**{f"{time_field}__gte": _second(cursor.score + 1)}).order_by(time_field, member_field)
+        rows = [(member, score_of(at)) for member, at in newer.values_list(*fields)[: limit + 1]]
+        if len(rows) > limit:
+            # The last second's run may be cut by LIMIT: read it whole.
+            last = rows[-1][1]
+            rows = [row for row in rows if row[1] != last]
+            rows.extend((member, score_of(at)) for member, at in newer.filter(**_within_second(time_field, last)).values_list(*fields))
+        items.extend(rows)
+    items.sort(key=sort_key)
+    return items[:limit][::-1]

@@ -16,7 +16,7 @@ from django.core.cache import cache
 from django.db.models import Count, Q, QuerySet
 
 from core.cluster import is_cluster, lua, pipeline
-from core.paging import Cursor, Item, db_page, queue_redis_page, redis_page
+from core.paging import Cursor, Item, db_page, db_page_above, queue_redis_page, redis_page, redis_page_above
 from core.redis import REDIS_ERRORS, intersect_sets, redis_or_database
 from users.models import User
 from users.selectors import users_by_id
@@ -100,6 +100,7 @@ class RequestPage:
 
     entries: list[RequestEntry]
     next_cursor: Cursor | None
+    prev_cursor: Cursor | None = None  # the first entry's position, for the page above (None: empty)
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -108,25 +109,39 @@ Row = TypeVar("Row", FollowRequest, Block, Mute)
 Entry = TypeVar("Entry")
 
 
-def _newest_first(rows: QuerySet[Row], cursor: Cursor | None, limit: int, *, unit: timedelta) -> tuple[list[Row], Cursor | None]:
-    """A page of ``rows`` newest first, keyset-paged on ``(created_at, id)`` after ``cursor`` (scores in integer ``unit``s).
+def _newest_first(
+    rows: QuerySet[Row], cursor: Cursor | None, limit: int, *, unit: timedelta, above: Cursor | None = None
+) -> tuple[list[Row], Cursor | None, Cursor | None]:
+    """A page of ``rows`` newest first, keyset-paged on ``(created_at, id)`` after ``cursor``, or the
+    ``limit`` rows just above ``above`` (Mastodon's ``min_id``); scores in integer ``unit``s.
 
-    :returns: the page's rows and the cursor after its last (None: the end).
+    :returns: the page's rows, the cursor after its last (None: the end) and its first's position.
     """
+    def position(row: Row) -> Cursor:
+        return Cursor(score=(row.created_at - EPOCH) // unit, member=row.pk)
+
+    if above is not None:
+        at = EPOCH + above.score * unit
+        newer = rows.filter(Q(created_at__gt=at) | Q(created_at=at, pk__gt=above.member)).order_by("created_at", "pk")
+        page = list(newer[:limit])[::-1]
+        # Older rows follow a page above a position: at least the row the position names.
+        return page, position(page[-1]) if page else None, position(page[0]) if page else None
     if cursor is not None:
         at = EPOCH + cursor.score * unit
         rows = rows.filter(Q(created_at__lt=at) | Q(created_at=at, pk__lt=cursor.member))
     found = list(rows.order_by("-created_at", "-pk")[: limit + 1])
     page = found[:limit]
     more = len(found) > limit and bool(page)
-    return page, Cursor(score=(page[-1].created_at - EPOCH) // unit, member=page[-1].pk) if more else None
+    return page, position(page[-1]) if more else None, position(page[0]) if page else None
 
 
-def follow_requests_page(*, target_id: int, cursor: Cursor | None, limit: int) -> RequestPage:
-    """The pending requests to ``target_id`` from active accounts, newest first (cursor scores in ms)."""
+def follow_requests_page(*, target_id: int, cursor: Cursor | None, limit: int, above: Cursor | None = None) -> RequestPage:
+    """The pending requests to ``target_id`` from active accounts, newest first (cursor scores in
+    ms), after ``cursor`` or just above ``above``."""
     rows = FollowRequest.objects.filter(target_id=target_id, requester__is_active=True).select_related("requester")
-    page, next_cursor = _newest_first(rows, cursor, limit, unit=timedelta(milliseconds=1))
-    return RequestPage(entries=[RequestEntry(user=row.requester, requested_at=row.created_at, request_id=row.pk) for row in page], next_cursor=next_cursor)
+    page, next_cursor, prev_cursor = _newest_first(rows, cursor, limit, unit=timedelta(milliseconds=1), above=above)
+    entries = [RequestEntry(user=row.requester, requested_at=row.created_at, request_id=row.pk) for row in page]
+    return RequestPage(entries=entries, next_cursor=next_cursor, prev_cursor=prev_cursor)
 
 
 def follow_requests_count(*, target_id: int) -> int:
@@ -141,13 +156,15 @@ class ControlPage(Generic[Entry]):
     entries: list[Entry]
     total: int
     next_cursor: Cursor | None
+    prev_cursor: Cursor | None = None  # the first entry's position, for the page above (None: empty)
 
 
-def blocked_by(*, user_id: int, cursor: Cursor | None = None, limit: int = 50) -> ControlPage[User]:
-    """The accounts ``user_id`` blocks, newest first (cursor scores in microseconds)."""
+def blocked_by(*, user_id: int, cursor: Cursor | None = None, limit: int = 50, above: Cursor | None = None) -> ControlPage[User]:
+    """The accounts ``user_id`` blocks, newest first (cursor scores in microseconds), after
+    ``cursor`` or just above ``above``."""
     rows = Block.objects.filter(blocker_id=user_id)
-    page, next_cursor = _newest_first(rows.select_related("blocked"), cursor, limit, unit=timedelta(microseconds=1))
-    return ControlPage(entries=[block.blocked for block in page], total=rows.count(), next_cursor=next_cursor)
+    page, next_cursor, prev_cursor = _newest_first(rows.select_related("blocked"), cursor, limit, unit=timedelta(microseconds=1), above=above)
+    return ControlPage(entries=[block.blocked for block in page], total=rows.count(), next_cursor=next_cursor, prev_cursor=prev_cursor)
 
 
 @dataclass(frozen=True)
@@ -158,11 +175,13 @@ class MuteEntry:
     expires_at: datetime | None
 
 
-def muted_by(*, user_id: int, cursor: Cursor | None = None, limit: int = 50) -> ControlPage[MuteEntry]:
-    """The accounts ``user_id`` mutes now, newest first (cursor scores in microseconds)."""
+def muted_by(*, user_id: int, cursor: Cursor | None = None, limit: int = 50, above: Cursor | None = None) -> ControlPage[MuteEntry]:
+    """The accounts ``user_id`` mutes now, newest first (cursor scores in microseconds), after
+    ``cursor`` or just above ``above``."""
     rows = Mute.objects.filter(live_mutes(), muter_id=user_id)
-    page, next_cursor = _newest_first(rows.select_related("muted"), cursor, limit, unit=timedelta(microseconds=1))
-    return ControlPage(entries=[MuteEntry(user=row.muted, expires_at=row.expires_at) for row in page], total=rows.count(), next_cursor=next_cursor)
+    page, next_cursor, prev_cursor = _newest_first(rows.select_related("muted"), cursor, limit, unit=timedelta(microseconds=1), above=above)
+    entries = [MuteEntry(user=row.muted, expires_at=row.expires_at) for row in page]
+    return ControlPage(entries=entries, total=rows.count(), next_cursor=next_cursor, prev_cursor=prev_cursor)
 
 
 @dataclass(frozen=True)
@@ -305,9 +324,12 @@ class FollowPage:
 
     entries: list[FollowEntry]
     next_cursor: Cursor | None = None
+    prev_cursor: Cursor | None = None  # the first entry's position, for the page above (None: empty)
 
 
-def _page(items: list[Item], limit: int) -> FollowPage:
+def _page(items: list[Item], limit: int, *, older: bool = False) -> FollowPage:
+    """The page of the first ``limit`` of ``items`` (``older``: older items follow it whatever
+    ``items`` holds, as after a page read above a position)."""
     shown = items[:limit]
     users = users_by_id([member for member, _ in shown])
     entries = [
@@ -315,8 +337,9 @@ def _page(items: list[Item], limit: int) -> FollowPage:
         for member, score in shown
         if member in users
     ]
-    next_cursor = Cursor(score=shown[-1][1], member=shown[-1][0]) if len(items) > limit and shown else None
-    return FollowPage(entries=entries, next_cursor=next_cursor)
+    next_cursor = Cursor(score=shown[-1][1], member=shown[-1][0]) if (older or len(items) > limit) and shown else None
+    prev_cursor = Cursor(score=shown[0][1], member=shown[0][0]) if shown else None
+    return FollowPage(entries=entries, next_cursor=next_cursor, prev_cursor=prev_cursor)
 
 
 def followers_items(*, user_id: int, cursor: Cursor | None, limit: int) -> list[Item]:
@@ -362,6 +385,33 @@ def following_page(*, user_id: int, cursor: Cursor | None, limit: int) -> Follow
         return db_page(rows, member_field="followee_id", cursor=cursor, limit=limit + 1)
 
     return _page(redis_or_database(from_redis, from_database, keys=[redis_keys.following_zset_key(user_id)]), limit)
+
+
+def followers_page_above(*, user_id: int, above: Cursor, limit: int) -> FollowPage:
+    """The ``limit`` followers of ``user_id`` just above ``above`` (newer: Mastodon's ``min_id``),
+    newest first; its ``next_cursor`` continues below them."""
+
+    def from_redis(client: redis.Redis) -> list[Item]:
+        live = followers_layouts(client, [user_id])[user_id]
+        keys = [zset_key for _, zset_key in layout.read_keys(user_id, live)]
+        return redis_page_above(client, keys, cursor=above, limit=limit)
+
+    def from_database() -> list[Item]:
+        return db_page_above(active_follows().filter(followee_id=user_id), member_field="follower_id", cursor=above, limit=limit)
+
+    return _page(redis_or_database(from_redis, from_database, keys=[redis_keys.followers_zset_key(user_id)]), limit, older=True)
+
+
+def following_page_above(*, user_id: int, above: Cursor, limit: int) -> FollowPage:
+    """The ``limit`` accounts ``user_id`` follows just above ``above``, newest first (as ``followers_page_above``)."""
+
+    def from_redis(client: redis.Redis) -> list[Item]:
+        return redis_page_above(client, [redis_keys.following_zset_key(user_id)], cursor=above, limit=limit)
+
+    def from_database() -> list[Item]:
+        return db_page_above(active_follows().filter(follower_id=user_id), member_field="followee_id", cursor=above, limit=limit)
+
+    return _page(redis_or_database(from_redis, from_database, keys=[redis_keys.following_zset_key(user_id)]), limit, older=True)
 
 
 # --- intersections --------------------------------------------------------

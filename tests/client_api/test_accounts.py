@@ -173,6 +173,79 @@ class TestFollows:
         assert sorted(ids) == sorted(str(user.pk) for user in followers)
 
 
+def links(response) -> dict[str, str]:
+    """``{rel: path and query}`` of a response's ``Link`` header."""
+    found = {}
+    for part in response.get("Link", "").split(", "):
+        if part:
+            url, rel = part.split(">; rel=")
+            found[rel.strip('"')] = url.lstrip("<").replace("http://testserver", "")
+    return found
+
+
+class TestListLinks:
+    """Every account list answers ``Link`` with ``next`` (``max_id``) first and ``prev`` (``min_id``),
+    and ``min_id`` gives the page just above: a client pages down and back up to the same pages."""
+
+    @staticmethod
+    def down_and_back(api, path: str) -> tuple[list[list[str]], list[list[str]]]:
+        down, response = [], api.get(path, {"limit": 2})
+        while True:
+            down.append([account["id"] for account in response.json()])
+            if "next" not in links(response):
+                break
+            response = api.get(links(response)["next"])
+        up = []
+        while "prev" in links(response):
+            response = api.get(links(response)["prev"])
+            if not response.json():
+                break
+            up.append([account["id"] for account in response.json()])
+        return down, up[::-1]
+
+    def test_followers_following_blocks_mutes_and_requests(self, alice, user_factory, api_alice, run_commits) -> None:
+        others = user_factory.create_batch(5)
+        for user in others:
+            run_commits(lambda user=user: follow_create(actor=user, followee_id=alice.pk))
+            run_commits(lambda user=user: follow_create(actor=alice, followee_id=user.pk))
+        requesters = user_factory.create_batch(5)
+        type(alice).objects.filter(pk=alice.pk).update(approve_followers=True)
+        for user in requesters:
+            run_commits(lambda user=user: follow_create(actor=user, followee_id=alice.pk))
+        extra = user_factory.create_batch(5)
+        for user in extra:
+            run_commits(lambda user=user: api_alice.post(f"/api/v1/accounts/{user.pk}/mute"))
+            run_commits(lambda user=user: api_alice.post(f"/api/v1/accounts/{user.pk}/block"))
+
+        for path, accounts in [
+            (f"/api/v1/accounts/{alice.pk}/followers", others),
+            (f"/api/v1/accounts/{alice.pk}/following", others),
+            ("/api/v1/blocks", extra),
+            ("/api/v1/mutes", extra),
+            ("/api/v1/follow_requests", requesters),
+        ]:
+            down, up = self.down_and_back(api_alice, path)
+
+            assert sorted(pk for page in down for pk in page) == sorted(str(user.pk) for user in accounts), path
+            assert [len(page) for page in down] == [2, 2, 1], path
+            assert up == down[:-1], path
+
+    def test_a_page_link_lists_next_before_prev(self, alice, user_factory, api_alice, run_commits) -> None:
+        for user in user_factory.create_batch(3):
+            run_commits(lambda user=user: follow_create(actor=user, followee_id=alice.pk))
+
+        response = api_alice.get(f"/api/v1/accounts/{alice.pk}/followers", {"limit": 2})
+
+        assert list(links(response)) == ["next", "prev"]
+        assert "max_id=" in links(response)["next"] and "min_id=" in links(response)["prev"]
+
+    def test_a_min_id_that_is_not_a_position_is_a_400(self, alice, api_alice) -> None:
+        response = api_alice.get(f"/api/v1/accounts/{alice.pk}/followers", {"min_id": "12345"})
+
+        assert response.status_code == 400
+        assert "error" in response.json()
+
+
 class TestBlocksAndMutes:
     def test_block_lists_and_unblock(self, alice, bob, api_alice, run_commits) -> None:
         assert run_commits(lambda: api_alice.post(f"/api/v1/accounts/{bob.pk}/block")).json()["blocking"] is True

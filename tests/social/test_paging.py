@@ -192,6 +192,88 @@ def test_any_tie_pattern_pages_exactly_once(offsets, limit, user_factory, redis_
     assert all(pages[:-1]) and all(len(p) == limit for p in pages[:-1])
 
 
+def walk_back(user_id, last_page, *, limit, reader=selectors.followers_page_above, database=False):
+    """From ``last_page`` up to the top through each page's ``prev_cursor``: ids per page, top first."""
+    pages: list[list[int]] = []
+    page = last_page
+    while page.prev_cursor is not None:
+        if database:
+            redis_failed(RuntimeError("simulated outage"))
+        page = reader(user_id=user_id, above=page.prev_cursor, limit=limit)
+        if not page.entries:
+            return pages[::-1]
+        pages.append([e.user.pk for e in page.entries])
+        assert len(pages) < 100, "endless cursor"
+    return pages[::-1]
+
+
+class TestThePageAbove:
+    """Mastodon's ``min_id``: the page just above a position, the way back up a list."""
+
+    @pytest.mark.parametrize("database", [False, True], ids=["redis", "database"])
+    def test_walking_back_up_meets_the_pages_walked_down(self, bob, user_factory, redis_client, database, fast_breaker):
+        # Ties: a run of equal seconds longer than a page, across page boundaries.
+        times = [BASE] * 7 + [BASE - timedelta(seconds=s) for s in (5, 4, 4, 3, 2, 1)]
+        followers = make_followers(user_factory, bob, times)
+        rebuild([bob, *followers], redis_client)
+        down = walk(bob.pk, limit=3, database=database)
+        cursor = None
+        for _ in down[:-1]:
+            cursor = selectors.followers_page(user_id=bob.pk, cursor=cursor, limit=3).next_cursor
+        last = selectors.followers_page(user_id=bob.pk, cursor=cursor, limit=3)
+
+        up = walk_back(bob.pk, last, limit=3, database=database)
+
+        assert [e.user.pk for e in last.entries] == down[-1]
+        assert up == down[:-1]
+
+    def test_redis_and_database_paths_agree(self, bob, user_factory, redis_client, fast_breaker):
+        times = [BASE] * 4 + [BASE + timedelta(seconds=s) for s in (1, 1, 2, 3)]
+        followers = make_followers(user_factory, bob, times)
+        rebuild([bob, *followers], redis_client)
+        oldest = min(followers, key=lambda f: (int(BASE.timestamp()), str(f.pk)))
+        position = Cursor(score=int(BASE.timestamp()), member=oldest.pk)
+
+        from_redis = selectors.followers_page_above(user_id=bob.pk, above=position, limit=5)
+        redis_failed(RuntimeError("simulated outage"))
+        from_database = selectors.followers_page_above(user_id=bob.pk, above=position, limit=5)
+
+        ids = [e.user.pk for e in from_redis.entries]
+        assert ids == [e.user.pk for e in from_database.entries]
+        assert len(ids) == 5 and oldest.pk not in ids
+        # The five closest above the position, newest first: what the list shows just above it.
+        everyone = [pk for page in walk(bob.pk, limit=100) for pk in page]
+        assert ids == everyone[everyone.index(oldest.pk) - 5 : everyone.index(oldest.pk)]
+        assert from_redis.next_cursor is not None and from_redis.prev_cursor is not None
+
+    def test_a_sharded_account_pages_back_up_over_its_shards(self, bob, user_factory, redis_client, settings):
+        from social import sharding
+
+        settings.FOLLOWERS_SHARD_THRESHOLD = 20
+        followers = make_followers(user_factory, bob, [BASE + timedelta(seconds=s // 3) for s in range(30)])
+        rebuild([bob, *followers], redis_client)
+        sharding.followers_layout_migrate(user_id=bob.pk)
+        down = walk(bob.pk, limit=4)
+        cursor = None
+        for _ in down[:-1]:
+            cursor = selectors.followers_page(user_id=bob.pk, cursor=cursor, limit=4).next_cursor
+        last = selectors.followers_page(user_id=bob.pk, cursor=cursor, limit=4)
+
+        assert walk_back(bob.pk, last, limit=4) == down[:-1]
+
+    def test_the_following_list_too(self, alice, user_factory, redis_client):
+        targets = [user_factory() for _ in range(5)]
+        Follow.objects.bulk_create([Follow(follower=alice, followee=t, created_at=BASE + timedelta(seconds=i)) for i, t in enumerate(targets)])
+        rebuild([alice, *targets], redis_client)
+        second = selectors.following_page(user_id=alice.pk, cursor=selectors.following_page(user_id=alice.pk, cursor=None, limit=2).next_cursor, limit=2)
+
+        assert second.prev_cursor is not None
+        above = selectors.following_page_above(user_id=alice.pk, above=second.prev_cursor, limit=2)
+
+        assert [e.user.pk for e in above.entries] == [targets[4].pk, targets[3].pk]
+        assert [e.user.pk for e in second.entries] == [targets[2].pk, targets[1].pk]
+
+
 class TestFollowersPageRoundTrips:
     """A followers page at any depth is one Redis round trip (the layout marker rides along)."""
 
