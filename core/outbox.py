@@ -465,7 +465,12 @@ def _watch_server(node: str, client: redis.Redis, sentinel: str) -> Rollback | N
             watch.last_rollback_at = timezone.now()
             watch.last_rollback_to_ms = restored
             watch.last_reapplied = reapplied
-            logger.warning("Redis (%s) restarted with data as old as %s ms: %s entries applied again", node, restored, reapplied)
+            logger.warning(
+                "Redis (%s) restarted with data as of %s: %s entries applied again",
+                node,
+                datetime.fromtimestamp(restored / 1000, tz=UTC).isoformat(timespec="seconds"),
+                reapplied,
+            )
         watch.run_id = run_id
         if stored is not None:
             # XX: a missing sentinel (data lost) stays missing until the rebuild.
