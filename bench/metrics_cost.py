@@ -1,4 +1,4 @@
-"""What the metrics cost: the write path and the home page with ``METRICS_ENABLED`` on and off.
+"""What the metrics cost: the write path and the home page with metrics on, off, and with the per-query counters.
 
 Run it alone or from ``make bench``::
 
@@ -11,15 +11,16 @@ What it does:
    migrated once, with a reader following 300 authors (2 notes each) and 200
    accounts to follow; its own RabbitMQ queue, which no worker consumes
    (the messages' cost is counted), deleted at the end.
-1. In rounds that take turns, a fresh process with metrics on
-   (django-prometheus's middleware, database and cache wrappers, and
-   followfeed's own recorders, into a ``PROMETHEUS_MULTIPROC_DIR``) and one
-   with them off, each timing through Django's test client (every
-   middleware): the write path (``PUT /api/follow/<id>/true`` then
+1. In rounds that take turns, a fresh process per mode: ``on`` (the
+   default: django-prometheus's middleware and followfeed's own recorders,
+   into a ``PROMETHEUS_MULTIPROC_DIR``), ``off`` (``METRICS_ENABLED=false``)
+   and ``queries`` (the default plus the database and cache wrappers,
+   ``METRICS_QUERIES=true``), each timing through Django's test client
+   (every middleware): the write path (``PUT /api/follow/<id>/true`` then
    ``/false``) and the reader's home page (``GET /``).
 2. Reports each figure per mode (the median over rounds: the p50 of the
    wall time, and the process's CPU time per call) and the overhead of
-   metrics on over off (the goal: under 5%).
+   ``on`` and of ``queries`` over ``off`` (the goal: under 5% for ``on``).
 """
 
 from __future__ import annotations
@@ -45,7 +46,11 @@ AUTHORS = 300
 TARGETS = 200
 
 
-def child_environment(*, metrics: bool, directory: str) -> dict[str, str]:
+MODES = ("on", "off", "queries")  # the default metrics, none, and the default plus the per-query counters
+
+
+def child_environment(*, mode: str, directory: str) -> dict[str, str]:
+    metrics = mode != "off"
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "bench.settings",
@@ -53,6 +58,7 @@ def child_environment(*, metrics: bool, directory: str) -> dict[str, str]:
         "CELERY_TASK_DEFAULT_QUEUE": QUEUE,
         "DJANGO_ALLOWED_HOSTS": "testserver,localhost",
         "METRICS_ENABLED": "true" if metrics else "false",
+        "METRICS_QUERIES": "true" if mode == "queries" else "false",
     }
     if metrics:
         env["PROMETHEUS_MULTIPROC_DIR"] = directory
@@ -175,18 +181,18 @@ def main(argv: list[str] | None = None) -> int:
     from bench.servers import redis_for_run
 
     ensure_database(os.environ.get("BENCH_METRICS_DATABASE_URL", DEFAULT_DATABASE_URL))
-    results: dict[str, list[dict[str, float]]] = {"on": [], "off": []}
+    results: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
     with redis_for_run(args.redis_url), tempfile.TemporaryDirectory(prefix="ff-metrics-") as directory:
         me = [sys.executable, str(Path(__file__).resolve())]
-        subprocess.run([*me, "--child", "setup"], env=child_environment(metrics=False, directory=directory), check=True, cwd=ROOT)
+        subprocess.run([*me, "--child", "setup"], env=child_environment(mode="off", directory=directory), check=True, cwd=ROOT)
         try:
             for round_index in range(args.rounds):
-                # Take turns, starting with the other mode each round (no mode always runs on a warmer machine).
-                order = ("on", "off") if round_index % 2 == 0 else ("off", "on")
+                # Take turns, starting with another mode each round (no mode always runs on a warmer machine).
+                order = MODES[round_index % len(MODES) :] + MODES[: round_index % len(MODES)]
                 for mode in order:
                     done = subprocess.run(
                         [*me, "--child", "measure", "--budget", str(args.budget)],
-                        env=child_environment(metrics=mode == "on", directory=directory),
+                        env=child_environment(mode=mode, directory=directory),
                         check=True,
                         cwd=ROOT,
                         capture_output=True,
@@ -197,9 +203,12 @@ def main(argv: list[str] | None = None) -> int:
             delete_queue()
     report: dict[str, Any] = {"rounds": results}
     for figure in ("write_p50_us", "home_p50_us", "write_cpu_us", "home_cpu_us"):
-        on = statistics.median(run[figure] for run in results["on"])
-        off = statistics.median(run[figure] for run in results["off"])
-        report[figure] = {"on": round(on, 1), "off": round(off, 1), "overhead_percent": round((on / off - 1) * 100, 1)}
+        median = {mode: statistics.median(run[figure] for run in results[mode]) for mode in MODES}
+        report[figure] = {
+            **{mode: round(value, 1) for mode, value in median.items()},
+            "overhead_percent": round((median["on"] / median["off"] - 1) * 100, 1),
+            "with_queries_overhead_percent": round((median["queries"] / median["off"] - 1) * 100, 1),
+        }
     print(json.dumps({key: value for key, value in report.items() if key != "rounds"}, indent=2))
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n")

@@ -212,12 +212,16 @@ CLIENT_ADDRESS_HEADER = env("CLIENT_ADDRESS_HEADER", default="")
 # METRICS_ALLOWED_NETWORKS ("10.0.0.0/8,127.0.0.1"); neither set: the endpoint answers 404.
 METRICS_TOKEN = env("METRICS_TOKEN", default="")
 METRICS_ALLOWED_NETWORKS = env.list("METRICS_ALLOWED_NETWORKS", default=[])
-# django-prometheus's request, database and cache metrics (off: none of its middleware or wrappers).
+# django-prometheus's request metrics (off: none of its middleware or wrappers).
 METRICS_ENABLED = env.bool("METRICS_ENABLED", default=True)
+# Its per-query and per-cache-call counters too: a wrapper on every query, which costs the write
+# path more than the request metrics do, so they are asked for.
+METRICS_QUERIES = env.bool("METRICS_QUERIES", default=False)
 if METRICS_ENABLED:
     INSTALLED_APPS.append("django_prometheus")
     MIDDLEWARE.insert(0, "django_prometheus.middleware.PrometheusBeforeMiddleware")
     MIDDLEWARE.append("django_prometheus.middleware.PrometheusAfterMiddleware")
+if METRICS_ENABLED and METRICS_QUERIES:
     # The same backends, wrapped to count queries, errors and cache hits.
     for _database in DATABASES.values():
         if _database["ENGINE"] in ("django.db.backends.mysql", "django.db.backends.sqlite3"):
