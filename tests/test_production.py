@@ -332,6 +332,8 @@ class TestDotEnv:
         finally:
             subprocess.run([sys.executable, "manage.py", "embedded_redis", "stop"], cwd=ROOT, env=fresh_environment(**base), timeout=60, check=False)
         read = settings_seen(DJANGO_READ_DOT_ENV_FILE="true")
+        counted = settings_seen(DJANGO_READ_DOT_ENV_FILE="true", METRICS_QUERIES="true")
 
-        assert ignored == "True django_prometheus.db.backends.sqlite3"  # the embedded default, whatever .env says
-        assert read == "False django_prometheus.db.backends.mysql"
+        assert ignored == "True django.db.backends.sqlite3"  # the embedded default, whatever .env says
+        assert read == "False django.db.backends.mysql"
+        assert counted == "False django_prometheus.db.backends.mysql"  # the per-query counters, asked for
