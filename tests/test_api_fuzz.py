@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from schemathesis.core.result import Ok
 
 from core.views import api_document
-from tests.social.faults import RedisServer, point_at
+from tests.support.faults import RedisServer, point_at
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

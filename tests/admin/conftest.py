@@ -16,7 +16,7 @@ from django.apps import apps as django_apps
 from django.contrib.auth.models import Group
 from django.test import Client
 
-from tests.conftest import UserFactory, signed_in
+from tests.support.accounts import UserFactory, signed_in
 
 
 @pytest.fixture
@@ -63,14 +63,3 @@ def staff_client(plain_staff: Any) -> Client:
 def superuser_client(superuser: Any) -> Client:
     return signed_in(superuser)
 
-
-@pytest.fixture
-def follow(django_capture_on_commit_callbacks: Any) -> Any:
-    """``follow(a, b)``: ``a`` follows ``b`` through the service, mirror applied."""
-    from social import services
-
-    def make(follower: Any, followee: Any) -> None:
-        with django_capture_on_commit_callbacks(execute=True):
-            services.follow_create(actor=follower, followee_id=followee.pk)
-
-    return make

@@ -193,7 +193,7 @@ class TestFeedAndRestartFigures:
     def test_shows_the_last_inbox_reconcile_and_the_redis_watch(self, alice: Any, superuser_client: Any) -> None:
         from core.outbox import drain
         from feed.reconcile import reconcile_inboxes_run
-        from tests.feed.helpers import make_user
+        from tests.support.accounts import make_user
 
         make_user("reader")
         reconcile_inboxes_run()

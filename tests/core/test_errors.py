@@ -103,7 +103,7 @@ class TestAWriteThatOutlivesItsRetries:
 
         from core import transactions
         from social.models import Mute
-        from tests.conftest import UserFactory, signed_in
+        from tests.support.accounts import UserFactory, signed_in
 
         alice, bob = UserFactory.create(username="alice"), UserFactory.create(username="bob")
         monkeypatch.setattr(transactions, "WRITE_ATTEMPTS", 2)

@@ -19,7 +19,8 @@ from django.test import Client
 from core.paging import MAX_MILLISECONDS, MAX_SECONDS
 from feed.models import Note
 from social.models import Follow
-from tests.social.faults import free_port
+from tests.support.accounts import signed_in
+from tests.support.faults import free_port
 
 pytestmark = pytest.mark.django_db
 
@@ -44,12 +45,6 @@ def written() -> tuple[int, int, int]:
 def forged(text: str) -> str:
     """A cursor token around ``text`` (what a client forging one would send)."""
     return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def url_segment(raw: str) -> str:

@@ -19,9 +19,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from core.sender import flush_sends
 from feed import services as feed_services
 from social import services as social_services
-from tests.feed.helpers import make_user
-from tests.feed.test_worker import fanned_out, queue, worker  # noqa: F401 - fixtures
-from tests.social.faults import wait_for_worker, wait_until
+from tests.support.accounts import make_user
+from tests.support.faults import wait_for_worker, wait_until
+from tests.support.feed import fanned_out
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 

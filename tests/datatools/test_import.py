@@ -89,7 +89,7 @@ class TestRebuild:
     def test_rebuild_restores_a_wiped_mirror(self, tmp_path, redis_client, redis_isolated):
         path = write_edges(tmp_path / "g.txt.gz", "1 2\n2 3\n3 1\n1 3\n")
         call_command("import_graph", str(path), stdout=StringIO(), verbosity=0)
-        from tests.conftest import unlink_prefix
+        from tests.support.redis import unlink_prefix
 
         unlink_prefix(redis_client, redis_isolated)
         stats = rebuild_all()

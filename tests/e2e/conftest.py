@@ -43,8 +43,10 @@ from django.test.testcases import LiveServerThread
 from core import redis_keys as core_keys
 from core.outbox import now_ms
 from core.redis import forget_sentinel, get_redis, redis_reset_breaker
-from tests.conftest import celery_conf, unlink_prefix
-from tests.social.faults import CeleryWorker, purge_queue
+from tests.support.browser import DESKTOP
+from tests.support.celery import celery_conf
+from tests.support.faults import CeleryWorker, purge_queue
+from tests.support.redis import unlink_prefix
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 ARTIFACTS = BASE_DIR / "artifacts" / "e2e"
@@ -58,8 +60,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-DESKTOP = {"width": 1280, "height": 900}
-MOBILE = {"width": 390, "height": 844}
 
 
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:

@@ -29,9 +29,9 @@ from social.models import Block, Follow
 from social.reconcile import reconcile_all
 from social.services import follow_create
 from tests.cluster import ClusterNode, RedisClusterNodes
-from tests.feed.consistency import feed_differences
-from tests.feed.helpers import make_user
-from tests.social.helpers import assert_mirror_equals_database
+from tests.support.accounts import make_user
+from tests.support.consistency import feed_differences
+from tests.support.graph import assert_mirror_equals_database
 from users.models import User
 
 pytestmark = pytest.mark.django_db

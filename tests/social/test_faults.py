@@ -15,8 +15,8 @@ from core.redis import breaker_state, forget_sentinel, redis_reset_breaker
 from core.tasks import outbox_drain as social_outbox_drain
 from social import redis_keys, selectors, services
 from social.models import OUTBOX_PAIR
-from tests.social.faults import RedisServer, point_at
-from tests.social.helpers import assert_mirror_equals_database
+from tests.support.faults import RedisServer, point_at
+from tests.support.graph import assert_mirror_equals_database
 
 pytestmark = pytest.mark.django_db
 
@@ -308,7 +308,7 @@ class TestManyWritersThroughFaults:
         from django.db import connections
 
         from social.reconcile import reconcile_all
-        from tests.social.faults import CeleryWorker, purge_queue, send_drain, wait_until
+        from tests.support.faults import CeleryWorker, purge_queue, send_drain, wait_until
 
         settings.REDIS_CIRCUIT_OPEN_SECONDS = 0.5
         server = RedisServer()

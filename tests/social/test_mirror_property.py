@@ -6,7 +6,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from social import selectors, services
-from tests.social.helpers import assert_mirror_equals_database, db_edges
+from tests.support.graph import assert_mirror_equals_database, db_edges
 
 pytestmark = pytest.mark.django_db
 

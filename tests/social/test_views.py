@@ -7,14 +7,9 @@ from django.test import Client
 
 from social import services
 from social.models import Follow
+from tests.support.accounts import signed_in
 
 pytestmark = pytest.mark.django_db
-
-
-def signed_in(user):
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
