@@ -23,14 +23,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from django.test import override_settings
+from django.test import Client, override_settings
 
 from core.cluster import cluster_nodes
 from core.outbox import now_ms
 from core.redis import forget_sentinel, get_redis, redis_reset_breaker, write_sentinels
 from tests.cluster import RedisClusterNodes
 from tests.support import graph
-from tests.support.accounts import UserFactory, make_user
+from tests.support.accounts import UserFactory, make_user, signed_in
 from tests.support.celery import celery_conf
 from tests.support.faults import CeleryWorker, purge_queue
 from tests.support.redis import unlink_prefix
@@ -165,6 +165,18 @@ def active_bob(db: Any) -> User:
 def active_charlie(db: Any) -> User:
     """The stranger persona, active."""
     return make_user("charlie")
+
+
+@pytest.fixture
+def superuser(db: Any) -> User:
+    """A superuser (staff)."""
+    return UserFactory.create(username="root", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def superuser_client(superuser: User) -> Client:
+    """A test client signed in as ``superuser``."""
+    return signed_in(superuser)
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 - ``moderator``: staff, in the "moderators" group (created by the users
   migration), not a superuser;
 - ``plain_staff``: staff with no group and no permission;
-- ``superuser``.
+- ``superuser`` (and ``superuser_client``): the root conftest's.
 """
 
 from __future__ import annotations
@@ -45,11 +45,6 @@ def plain_staff(db: Any) -> Any:
 
 
 @pytest.fixture
-def superuser(db: Any) -> Any:
-    return UserFactory.create(username="root", is_staff=True, is_superuser=True)
-
-
-@pytest.fixture
 def moderator_client(moderator: Any) -> Client:
     return signed_in(moderator)
 
@@ -57,9 +52,4 @@ def moderator_client(moderator: Any) -> Client:
 @pytest.fixture
 def staff_client(plain_staff: Any) -> Client:
     return signed_in(plain_staff)
-
-
-@pytest.fixture
-def superuser_client(superuser: Any) -> Client:
-    return signed_in(superuser)
 

@@ -382,29 +382,23 @@ class TestSignUpInput:
 
 
 class TestAdminIds:
-    @pytest.fixture
-    def moderator(self, user_factory: Any) -> Client:
-        client = Client()
-        client.force_login(user_factory(username="moderator", is_staff=True, is_superuser=True))
-        return client
-
     @pytest.mark.parametrize("raw", ["١٢", "𝟙𝟘", "011", "²"])
-    def test_a_change_page_with_a_non_canonical_id_is_no_such_object(self, raw: str, moderator: Client, alice: Any, bob: Any) -> None:
+    def test_a_change_page_with_a_non_canonical_id_is_no_such_object(self, raw: str, superuser_client: Client, alice: Any, bob: Any) -> None:
         follow = Follow.objects.create(follower=alice, followee=bob)
         digits = str(follow.pk)
         look_alike = {"١٢": "١٢", "𝟙𝟘": "𝟙𝟘", "011": "0" + digits, "²": "²"}[raw]
 
-        response = moderator.get(f"/admin/social/follow/{url_segment(look_alike)}/change/")
-        canonical = moderator.get(f"/admin/social/follow/{digits}/change/")
+        response = superuser_client.get(f"/admin/social/follow/{url_segment(look_alike)}/change/")
+        canonical = superuser_client.get(f"/admin/social/follow/{digits}/change/")
 
         assert response.status_code == 302 and response["Location"] == "/admin/"
         assert canonical.status_code == 200
 
-    def test_an_action_on_a_non_canonical_id_is_400_and_deletes_nothing(self, moderator: Client, alice: Any, bob: Any) -> None:
+    def test_an_action_on_a_non_canonical_id_is_400_and_deletes_nothing(self, superuser_client: Client, alice: Any, bob: Any) -> None:
         follow = Follow.objects.create(follower=alice, followee=bob)
         arabic = "".join(chr(0x0660 + int(digit)) for digit in str(follow.pk))  # the same number in Arabic-Indic digits
 
-        response = moderator.post(
+        response = superuser_client.post(
             "/admin/social/follow/", {"action": "delete_selected", "_selected_action": [arabic], "post": "yes"}
         )
 
