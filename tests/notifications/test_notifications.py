@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db
 
 
 class TestFollowNotification:
-    def test_a_follow_notifies_the_followee_after_commit(self, alice, bob, run_commits, django_capture_on_commit_callbacks):
+    def test_a_follow_notifies_the_followee_after_commit(self, alice, bob, django_capture_on_commit_callbacks):
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
             social_services.follow_create(actor=alice, followee_id=bob.pk)
             before_commit = Notification.objects.count()
@@ -91,7 +91,7 @@ class TestFollowNotification:
         assert made is False
         assert not Notification.objects.exists()
 
-    def test_a_block_standing_while_the_follow_still_exists_makes_none(self, alice, bob, run_commits):
+    def test_a_block_standing_while_the_follow_still_exists_makes_none(self, alice, bob):
         # A follow row and a block between the same accounts, as a bulk import could leave them.
         from social.models import Block, Follow
 
@@ -103,7 +103,7 @@ class TestFollowNotification:
 
 
 class TestGrouping:
-    def test_many_follows_of_one_account_are_one_line(self, alice, run_commits):
+    def test_many_follows_of_one_account_are_one_line(self, alice):
         fans = [UserFactory.create(username=f"fan{n:02d}") for n in range(44)]
         for fan in fans:
             follow(fan, alice)
@@ -115,7 +115,7 @@ class TestGrouping:
         assert page.lines[0].text == "@fan43, @fan42, @fan41 and 41 others followed you"
         assert selectors.unread_count(user_id=alice.pk) == 44
 
-    def test_the_line_is_read_in_three_queries_whatever_its_size(self, alice, run_commits, django_assert_num_queries):
+    def test_the_line_is_read_in_three_queries_whatever_its_size(self, alice, django_assert_num_queries):
         for fan in [UserFactory.create() for _ in range(30)]:
             follow(fan, alice)
 
@@ -153,7 +153,7 @@ class TestUnreadCounter:
         assert signed_in(bob).get("/api/notifications/unread").json()["data"] == {"unread": 0}
         assert not Notification.objects.filter(read_at__isnull=True).exists()
 
-    def test_a_missing_counter_is_one_primary_key_read_and_is_set_again(self, alice, bob, charlie, run_commits, redis_client, django_assert_num_queries):
+    def test_a_missing_counter_is_one_primary_key_read_and_is_set_again(self, alice, bob, charlie, redis_client, django_assert_num_queries):
         follow(alice, bob)
         follow(charlie, bob)
         assert redis_client.get(redis_keys.unread_key(bob.pk)) == b"2:2"  # version 2, two unread
@@ -185,7 +185,7 @@ class TestUnreadCounter:
         sql = missing.captured_queries[0]["sql"]
         assert sql.startswith("SELECT `notifications_unreadcounter`") and "COUNT(" not in sql.upper()
 
-    def test_an_older_write_never_replaces_a_newer_count(self, alice, bob, charlie, run_commits, redis_client):
+    def test_an_older_write_never_replaces_a_newer_count(self, alice, bob, charlie, redis_client):
         follow(alice, bob)
         follow(charlie, bob)
 
@@ -270,7 +270,7 @@ class TestUnreadCounter:
 
 
 class TestApi:
-    def test_lists_lines_with_a_cursor(self, alice, bob, charlie, run_commits):
+    def test_lists_lines_with_a_cursor(self, alice, bob, charlie):
         follow(alice, bob)
         follow(charlie, bob)
 

@@ -114,7 +114,7 @@ class TestDesiredLayout:
 
 class TestGrowAndShrink:
     def test_lists_and_counts_match_the_database_at_every_step(
-        self, low_threshold, user_factory, redis_client, django_capture_on_commit_callbacks
+        self, low_threshold, user_factory, redis_client
     ):
         star = user_factory(username="star")
         fans = [user_factory() for _ in range(12)]
@@ -137,7 +137,7 @@ class TestGrowAndShrink:
         assert not redis_client.exists(redis_keys.followers_migration_queued_key(star.pk))
 
     def test_sharded_keys_place_each_follower_in_its_shard(
-        self, low_threshold, user_factory, redis_client, django_capture_on_commit_callbacks
+        self, low_threshold, user_factory, redis_client
     ):
         star = user_factory()
         fans = [user_factory() for _ in range(11)]
@@ -152,7 +152,7 @@ class TestGrowAndShrink:
             assert {int(m) for m in redis_client.zrange(zset_key, 0, -1)} == expected
 
     def test_membership_reads_of_a_sharded_account_agree_with_the_database(
-        self, low_threshold, user_factory, redis_client, django_capture_on_commit_callbacks
+        self, low_threshold, user_factory, redis_client
     ):
         star, viewer = user_factory(), user_factory()
         fans = [user_factory() for _ in range(12)]
@@ -170,7 +170,7 @@ class TestGrowAndShrink:
         assert {u.pk for u in familiar.users} == {f.pk for f in fans[:5]}
         assert {u.pk for u in mutual.users} == {f.pk for f in fans[3:7]}
 
-    def test_counts_are_never_negative(self, low_threshold, user_factory, redis_client, django_capture_on_commit_callbacks):
+    def test_counts_are_never_negative(self, low_threshold, user_factory, redis_client):
         star, fan = user_factory(), user_factory()
         follow(fan, star)
 
@@ -350,7 +350,7 @@ class TestMigrationInterleavedReads:
         self.check(redis_client, star)
 
     def test_a_writer_that_read_the_marker_before_the_flip_writes_again(
-        self, settings, star, user_factory, redis_client, monkeypatch, django_capture_on_commit_callbacks
+        self, settings, star, user_factory, redis_client, monkeypatch
     ):
         settings.FOLLOWERS_SHARD_THRESHOLD = self.FANS // 2
         sharding.followers_layout_migrate(user_id=star.pk)
@@ -426,7 +426,7 @@ class TestTrigger:
         assert len(sends) == 1  # its message, alone, with the long tasks' limits
 
     def test_crossing_by_follows_migrates_through_the_task(
-        self, low_threshold, user_factory, redis_client, django_capture_on_commit_callbacks
+        self, low_threshold, user_factory, redis_client
     ):
         star = user_factory()
         fans = [user_factory() for _ in range(10)]
@@ -608,7 +608,7 @@ class TestC17RebuildOfABigAccount:
 
 
 class TestCountsOfSeveral:
-    def test_a_sharded_account_counts_beside_a_single_key_one(self, low_threshold, user_factory, redis_client, django_capture_on_commit_callbacks):
+    def test_a_sharded_account_counts_beside_a_single_key_one(self, low_threshold, user_factory, redis_client):
         star = user_factory(username="star")
         fans = [user_factory() for _ in range(12)]
         for fan in fans:

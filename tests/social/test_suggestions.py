@@ -35,7 +35,7 @@ class TestRank:
 
 
 @pytest.fixture
-def world(alice, bob, charlie, user_factory, run_commits):
+def world(alice, bob, charlie, user_factory):
     """alice follows bob and charlie; both follow the candidates."""
     names = ["dave", "erin", "frank", "grace", "heidi", "ivan", "judy"]
     people = {name: user_factory(username=name) for name in names}
@@ -95,7 +95,7 @@ class TestStoredAndRead:
         assert response.status_code == 302 and response["Location"] == "/suggestions/"
         assert world["dave"].pk not in [item.user.pk for item in after.items]
 
-    def test_a_follow_rederives_the_stored_set(self, alice, bob, world, user_factory, run_commits, redis_client):
+    def test_a_follow_rederives_the_stored_set(self, alice, bob, world, user_factory, redis_client):
         newcomer = user_factory(username="newcomer")
         follow(newcomer, bob)
         suggestions.suggestions_refresh(user_id=newcomer.pk)
@@ -130,7 +130,7 @@ class TestStoredAndRead:
 
 
 class TestRefreshActive:
-    def test_refreshes_readers_seen_lately_and_resumes(self, alice, bob, world, run_commits, redis_client):
+    def test_refreshes_readers_seen_lately_and_resumes(self, alice, bob, world, redis_client):
         from django.utils import timezone
 
         type(alice).objects.filter(pk__in=[alice.pk, bob.pk]).update(last_seen_at=timezone.now())
@@ -182,7 +182,7 @@ class TestBlocksInSuggestions:
         assert world["dave"].pk not in [item.user.pk for item in found.items]
         assert world["erin"].pk in [item.user.pk for item in found.items]
 
-    def test_a_first_follow_after_the_fallback_computes_anew(self, world, user_factory, run_commits, settings, redis_client, bob):
+    def test_a_first_follow_after_the_fallback_computes_anew(self, world, user_factory, settings, redis_client, bob):
         settings.CELERY_TASK_ALWAYS_EAGER = True
         newcomer = user_factory(username="newcomer")
         suggestions.suggestions_refresh(user_id=newcomer.pk)  # follows nobody: the most followed
@@ -248,7 +248,7 @@ class TestReadFilters:
 
 
 class TestTheCap:
-    def test_a_rederivation_keeps_the_best_and_their_reasons_only(self, alice, bob, world, user_factory, run_commits, redis_client, monkeypatch):
+    def test_a_rederivation_keeps_the_best_and_their_reasons_only(self, alice, bob, world, user_factory, redis_client, monkeypatch):
         monkeypatch.setattr(suggestions, "SUGGESTIONS_MAX", 3)
         newcomer = user_factory(username="newcomer")
         follow(newcomer, bob)
@@ -338,7 +338,7 @@ class TestAPrivateAccountsFolloweesLeaveWhenTheReaderStopsFollowing:
         assert stored_ids(redis_client, alice) == [erin.pk]
         assert shown(alice) == [("erin", "followed by @charlie you follow")]
 
-    def test_turning_private_hides_his_followees_from_a_reader_he_did_not_approve(self, alice, bob, charlie, user_factory, run_commits, redis_client):
+    def test_turning_private_hides_his_followees_from_a_reader_he_did_not_approve(self, alice, bob, charlie, user_factory, redis_client):
         dave, erin = user_factory(username="dave"), user_factory(username="erin")
         follow(alice, bob)  # bob is public
         follow(bob, dave)
@@ -373,7 +373,7 @@ class TestC27:
     """A follows B and C; B follows D; C follows E; A's suggestions computed; then A blocks B."""
 
     @pytest.fixture
-    def graph(self, alice, bob, charlie, user_factory, run_commits):
+    def graph(self, alice, bob, charlie, user_factory):
         dave, erin = user_factory(username="dave"), user_factory(username="erin")
         follow(alice, bob)
         follow(alice, charlie)
@@ -394,7 +394,7 @@ class TestC27:
         assert stored_ids(redis_client, alice) == [erin.pk]
         assert redis_client.hget(redis_keys.suggestions_why_key(alice.pk), erin.pk) == f"1,{charlie.pk}".encode()
 
-    def test_d_stays_while_another_followee_links_it(self, alice, bob, charlie, graph, user_factory, run_commits):
+    def test_d_stays_while_another_followee_links_it(self, alice, bob, charlie, graph, user_factory):
         dave, _ = graph
         frank = user_factory(username="frank")
         follow(alice, frank)
@@ -413,7 +413,7 @@ class TestC27:
 class TestReasonCounts:
     """Reasons name and count only the links the reader may see, whatever the stored reason says."""
 
-    def test_a_hidden_link_is_neither_named_nor_counted(self, alice, bob, charlie, user_factory, run_commits):
+    def test_a_hidden_link_is_neither_named_nor_counted(self, alice, bob, charlie, user_factory):
         frank, grace, dave = user_factory(username="frank"), user_factory(username="grace"), user_factory(username="dave")
         for link in (bob, charlie, frank, grace):
             follow(alice, link)
@@ -442,7 +442,7 @@ class TestRederivedFromTheRows:
     set, scores and reasons equal a rebuild from the database (a dry-run reconcile finds nothing)."""
 
     @pytest.fixture
-    def reader(self, alice, bob, world, run_commits):
+    def reader(self, alice, bob, world):
         type(alice).objects.filter(pk=alice.pk).update(last_seen_at=timezone.now())
         suggestions.suggestions_refresh(user_id=alice.pk)
         return alice
@@ -523,7 +523,7 @@ class TestRankingsAndTheFallback:
     very next request; reactivation brings it back on the next one."""
 
     @pytest.fixture
-    def star(self, user_factory, run_commits):
+    def star(self, user_factory):
         star, second = user_factory(username="star"), user_factory(username="second")
         fans = [user_factory(username=f"fan{n}") for n in range(3)]
         for fan in fans:
