@@ -23,6 +23,7 @@ from core.models import OutboxEntry
 from core.redis import all_sentinel_keys, get_redis, watched_servers
 from social.models import OUTBOX_PAIR
 from social.reconcile import reconcile_run
+from tests.support.faults import free_port
 
 pytestmark = pytest.mark.django_db
 HEALTH = "/admin/core/outboxentry/health/"
@@ -53,12 +54,6 @@ def silent_broker() -> Iterator[int]:
     for connection in accepted:
         connection.close()
     server.close()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class TestOutboxBacklog:

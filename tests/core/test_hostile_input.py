@@ -8,7 +8,6 @@ application pointed at a port nobody listens on).
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 from urllib.parse import quote
@@ -20,6 +19,7 @@ from core.paging import MAX_MILLISECONDS, MAX_SECONDS
 from feed.models import Note
 from social.models import Follow
 from tests.support.accounts import signed_in
+from tests.support.cursors import forged
 from tests.support.faults import free_port
 
 pytestmark = pytest.mark.django_db
@@ -40,11 +40,6 @@ def redis_state(request: Any, settings: Any) -> str:
 def written() -> tuple[int, int, int]:
     """What a refused request must not change: follows, notes, deleted notes."""
     return Follow.objects.count(), Note.objects.count(), Note.objects.filter(deleted_at__isnull=False).count()
-
-
-def forged(text: str) -> str:
-    """A cursor token around ``text`` (what a client forging one would send)."""
-    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
 
 
 def url_segment(raw: str) -> str:

@@ -1,6 +1,5 @@
 """import_graph on real data slices and edge cases (C18 self-loops, re-runs)."""
 
-import gzip
 from io import StringIO
 
 import pytest
@@ -12,15 +11,10 @@ from social import selectors
 from social.models import Follow
 from social.rebuild import rebuild_all
 from social.reconcile import reconcile_all
+from tests.support.graph import write_edges
 from users.models import User
 
 pytestmark = pytest.mark.django_db
-
-
-def write_edges(path, text):
-    with gzip.open(path, "wt") as handle:
-        handle.write(text)
-    return path
 
 
 class TestImportGraph:

@@ -29,6 +29,7 @@ from tests.support.browser import (
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+
 class TestPublish:
     def test_a_note_reaches_a_followers_home_feed_through_the_worker(self, stack, open_session, shot):
         author = make_user("bob", display_name="Bob Stone")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+from pathlib import Path
 from typing import Any
 
 from social import layout, redis_keys, services
@@ -69,3 +71,10 @@ def assert_mirror_equals_database(client: Any, user_ids: list[int]) -> None:
     }
     for name, want in expected.items():
         assert found[name] == want, name
+
+
+def write_edges(path: Path, text: str) -> Path:
+    """Write ``text`` (an edge list, SNAP style: "follower<TAB>followee" lines) gzipped to ``path``; returns it."""
+    with gzip.open(path, "wt") as handle:
+        handle.write(text)
+    return path
