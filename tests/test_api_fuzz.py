@@ -30,7 +30,6 @@ import requests
 import schemathesis
 from django.apps import apps
 from django.db import connection
-from django.test import Client
 from hypothesis import HealthCheck, Phase, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
@@ -42,6 +41,8 @@ from schemathesis.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+
+from tests.support.accounts import signed_in
 
 if TYPE_CHECKING:
     from schemathesis.core.result import Ok
@@ -115,8 +116,7 @@ class Credentials:
         self.csrf_token = self.session.cookies["csrftoken"]
         self.session_id: str | None = None
         if actor is not None:
-            django_client = Client()
-            django_client.force_login(actor)
+            django_client = signed_in(actor)
             self.session_id = django_client.cookies["sessionid"].value
 
     def apply(self, case: Any) -> None:

@@ -268,8 +268,7 @@ class TestBodies:
     ) -> None:
         from social.models import Mute
 
-        client = Client(enforce_csrf_checks=True)
-        client.force_login(alice)
+        client = signed_in(alice, enforce_csrf_checks=True)
         client.get("/settings/privacy/")  # the CSRF cookie: the check then reads the form for its token
 
         response = client.post(path, {"duration": "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1)})
@@ -431,8 +430,7 @@ class TestAnswers:
             assert "invalid literal" not in text and "Expecting" not in text and "Error" not in text
 
     def test_a_csrf_failure_in_the_api_says_what_was_missing(self, alice: Any, bob: Any) -> None:
-        client = Client(enforce_csrf_checks=True)
-        client.force_login(alice)
+        client = signed_in(alice, enforce_csrf_checks=True)
 
         response = client.put(f"/api/follow/{bob.pk}/true")
 

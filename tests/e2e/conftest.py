@@ -37,12 +37,12 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.contrib.staticfiles.handlers import StaticFilesHandler
-from django.test import Client
 from django.test.testcases import LiveServerThread
 
 from core import redis_keys as core_keys
 from core.outbox import now_ms
 from core.redis import forget_sentinel, get_redis, redis_reset_breaker
+from tests.support.accounts import signed_in
 from tests.support.browser import DESKTOP
 from tests.support.celery import celery_conf
 from tests.support.faults import CeleryWorker, purge_queue
@@ -246,8 +246,7 @@ def open_session(request: Any, browser: Any, stack: Stack) -> Iterator[Callable[
         context = browser.new_context(viewport=viewport, java_script_enabled=js, base_url=stack.url, locale="en-US", timezone_id="UTC")
         context.set_default_timeout(10_000)
         if user is not None:
-            client = Client()
-            client.force_login(user)
+            client = signed_in(user)
             cookie = client.cookies[settings.SESSION_COOKIE_NAME]
             context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie.value, "url": stack.url}])
         session = Session(context=context, page=context.new_page(), label=label or (user.username if user else f"anonymous{len(sessions)}"))

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 
 from core import redis_keys as core_keys
@@ -29,7 +28,7 @@ from feed.models import Note
 from social import redis_keys as social_keys
 from social import selectors as social_selectors
 from social.models import OUTBOX_PAIR, Follow
-from tests.support.accounts import make_user
+from tests.support.accounts import make_user, signed_in
 from tests.support.celery import celery_conf, refusing_broker
 from tests.support.consistency import feed_differences, feed_pages
 from tests.support.faults import RedisServer, point_at
@@ -148,8 +147,7 @@ class TestC22Deletion:
         with django_capture_on_commit_callbacks(execute=True):
             if path == "admin":
                 admin = User.objects.create_superuser("root", password="pw")
-                client = Client()
-                client.force_login(admin)
+                client = signed_in(admin)
                 assert client.post(f"/admin/users/user/{b.pk}/delete/", {"post": "yes"}).status_code == 302
             elif path == "instance":
                 User.objects.get(pk=b.pk).delete()

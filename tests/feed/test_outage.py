@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 
 from core.outbox import drain
@@ -13,6 +12,7 @@ from core.paging import Cursor
 from core.redis import redis_reset_breaker
 from feed import selectors
 from feed.models import Note
+from tests.support.accounts import signed_in
 from tests.support.feed import inbox_ids
 
 pytestmark = pytest.mark.django_db
@@ -58,8 +58,7 @@ class TestNotePublishedWhileRedisIsDown:
 
         redis_switch(up=False)
         n2 = publish(active_bob, "n2", at_ms=BASE_MS + 20)  # the fan-out task fails
-        client = Client()
-        client.force_login(active_alice)
+        client = signed_in(active_alice)
         during = client.get("/home")
         feed_during = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10)
 
@@ -77,8 +76,7 @@ class TestNotePublishedWhileRedisIsDown:
         assert all_pages(active_alice) == [n3.pk, n2.pk, n1.pk, n0.pk]
 
     def test_publishing_through_the_api_answers_201_while_redis_is_down(self, active_bob, redis_switch):
-        client = Client()
-        client.force_login(active_bob)
+        client = signed_in(active_bob)
         redis_switch(up=False)
 
         response = client.post("/api/notes", {"body": "still works"})

@@ -136,8 +136,7 @@ class TestPublishPage:
         assert signed_in(active_bob).get("/notes/").status_code == 405
 
     def test_without_a_csrf_token_it_is_a_403(self, active_bob):
-        client = Client(enforce_csrf_checks=True)
-        client.force_login(active_bob)
+        client = signed_in(active_bob, enforce_csrf_checks=True)
 
         response = client.post("/notes/", {"body": "hi"})
 
@@ -321,8 +320,7 @@ class TestApi:
         assert Client().get("/api/notes/999999999").status_code == 404
 
     def test_api_without_csrf_is_a_403(self, active_bob):
-        client = Client(enforce_csrf_checks=True)
-        client.force_login(active_bob)
+        client = signed_in(active_bob, enforce_csrf_checks=True)
 
         response = client.post("/api/notes", data=json.dumps({"body": "x"}), content_type="application/json")
 

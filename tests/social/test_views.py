@@ -80,8 +80,7 @@ class TestFollowButton:
         assert not Follow.objects.exists()
 
     def test_missing_csrf_is_403(self, alice, bob):
-        client = Client(enforce_csrf_checks=True)
-        client.force_login(alice)
+        client = signed_in(alice, enforce_csrf_checks=True)
 
         response = client.post("/u/bob/follow/")
 
