@@ -1,4 +1,10 @@
-"""Shared fixtures: factories, an isolated Redis prefix per test, personas.
+"""Shared fixtures: factories, an isolated Redis prefix per test, personas, follow, a worker.
+
+Fixtures are defined in conftest files only (here, or a layer's for its own tests), each
+name with one meaning across the suite; the helpers they use, and tests import, are plain
+functions in ``tests.support`` (nothing imports this module). The personas ``alice``,
+``bob`` and ``charlie`` are never-seen accounts; ``active_alice``, ``active_bob`` and
+``active_charlie`` are the same people as active readers (the feed tests use them).
 
 Every test that uses a service is marked ``services`` at collection
 (``pytest_collection_modifyitems``): one that uses the database (the
