@@ -1,4 +1,10 @@
-"""Shared fixtures: factories, an isolated Redis prefix per test, personas.
+"""Shared fixtures: factories, an isolated Redis prefix per test, personas, follow, a worker.
+
+Fixtures are defined in conftest files only (here, or a layer's for its own tests), each
+name with one meaning across the suite; the helpers they use, and tests import, are plain
+functions in ``tests.support`` (nothing imports this module). The personas ``alice``,
+``bob`` and ``charlie`` are never-seen accounts; ``active_alice``, ``active_bob`` and
+``active_charlie`` are the same people as active readers (the feed tests use them).
 
 Every test that uses a service is marked ``services`` at collection
 (``pytest_collection_modifyitems``): one that uses the database (the
@@ -18,21 +24,22 @@ tests never connect to Redis.
 
 from __future__ import annotations
 
-import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-import factory
 import pytest
 from django.test import Client, override_settings
-from factory.declarations import LazyAttribute, Sequence
 
 from core.cluster import cluster_nodes
 from core.outbox import now_ms
 from core.redis import forget_sentinel, get_redis, redis_reset_breaker, write_sentinels
-from core.sender import flush_sends
 from tests.cluster import RedisClusterNodes
+from tests.support import graph
+from tests.support.accounts import UserFactory, make_user, signed_in
+from tests.support.celery import celery_conf
+from tests.support.faults import CeleryWorker, purge_queue
+from tests.support.redis import unlink_prefix
 from users.models import User
 
 
@@ -91,34 +98,9 @@ def redis_backend(request: Any) -> Iterator[RedisClusterNodes | None]:
 @pytest.fixture(scope="session", autouse=True)
 def process_logs(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The logs of the workers and servers tests start go to this session's temporary directory."""
-    from tests.social import faults
+    from tests.support import faults
 
     faults.LOG_DIR = tmp_path_factory.mktemp("process-logs")
-
-
-class UserFactory(factory.django.DjangoModelFactory[User]):
-    class Meta:
-        model = User
-        skip_postgeneration_save = True
-
-    username = Sequence(lambda n: f"user{n}")
-    display_name = LazyAttribute(lambda o: o.username.title())
-    password = factory.django.Password("pw")
-    is_active = True
-
-
-def unlink_prefix(client: Any, prefix: str) -> int:
-    """Unlink every key under ``prefix`` (SCAN, never KEYS); returns how many."""
-    removed = 0
-    batch: list[bytes] = []
-    for key in client.scan_iter(match=f"{prefix}*", count=1000):
-        batch.append(key)
-        if len(batch) >= 500:
-            removed += client.unlink(*batch)
-            batch = []
-    if batch:
-        removed += client.unlink(*batch)
-    return removed
 
 
 @pytest.fixture(autouse=True)
@@ -169,6 +151,40 @@ def charlie(db: Any) -> User:
     return UserFactory.create(username="charlie")
 
 
+# The personas as active readers (``last_seen_at`` now, inbox synced): fan-out skips accounts
+# never seen (see ``feed.delivery.follower_batches``), so the feed tests use these.
+
+
+@pytest.fixture
+def active_alice(db: Any) -> User:
+    """The follower persona, an active reader."""
+    return make_user("alice")
+
+
+@pytest.fixture
+def active_bob(db: Any) -> User:
+    """The followee persona (an author), active."""
+    return make_user("bob")
+
+
+@pytest.fixture
+def active_charlie(db: Any) -> User:
+    """The stranger persona, active."""
+    return make_user("charlie")
+
+
+@pytest.fixture
+def superuser(db: Any) -> User:
+    """A superuser (staff)."""
+    return UserFactory.create(username="root", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def superuser_client(superuser: User) -> Client:
+    """A test client signed in as ``superuser``."""
+    return signed_in(superuser)
+
+
 @pytest.fixture
 def run_commits(django_capture_on_commit_callbacks: Any) -> Any:
     """``run_commits(action)``: run ``action()`` and its after-commit work, as a request would;
@@ -181,61 +197,53 @@ def run_commits(django_capture_on_commit_callbacks: Any) -> Any:
     return run
 
 
-def signed_in(user: Any) -> Client:
-    """A test client signed in as ``user``."""
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 @pytest.fixture
 def redis_client() -> Any:
     return get_redis()
 
 
-@contextlib.contextmanager
-def celery_conf(**values: Any) -> Iterator[Any]:
-    """Inside the block the Celery app's configuration has ``values``; after it each key is as it
-    was: the value set on the app before, or none (then the Django settings answer again, as
-    pytest-django's ``settings`` fixture changes them). Assigning the old value back instead
-    would pin it on the app for every later test.
+@pytest.fixture
+def follow() -> Callable[[Any, Any], None]:
+    """``follow(a, b)``: ``a`` follows ``b`` through the service, after-commit work run
+    (``tests.support.graph.follow``)."""
+    return graph.follow
 
-    :returns: (as the block's value) the app.
-    """
+
+@pytest.fixture
+def unfollow() -> Callable[[Any, Any], None]:
+    """``unfollow(a, b)``: ``a`` stops following ``b`` through the service, after-commit work run
+    (``tests.support.graph.unfollow``)."""
+    return graph.unfollow
+
+
+@pytest.fixture
+def queue() -> Iterator[str]:
+    """A queue of this test's own; the test process sends its tasks there instead of running them."""
     from config.celery_app import app
 
-    app.conf.task_always_eager  # noqa: B018 - finalizes the configuration (its ``changes`` layer)
-    changes = app.conf.changes
-    saved = {name: changes[name] for name in values if name in changes}
-    app.conf.update(values)
-    try:
-        yield app
-    finally:
-        for name in values:
-            if name in saved:
-                changes[name] = saved[name]
-            else:
-                changes.pop(name, None)
+    name = f"ff_feed_{uuid.uuid4().hex[:10]}"
+    # Fresh broker connections: one the server closed while earlier tests ran (missed
+    # heartbeats) would refuse this test's first message.
+    app._pool = None
+    app.amqp._producer_pool = None
+    with celery_conf(task_always_eager=False, task_default_queue=name):
+        yield name
+    purge_queue(name)
 
 
-@contextlib.contextmanager
-def refusing_broker() -> Iterator[None]:
-    """Inside the block, Celery sends to a broker that refuses connections, with no retries:
-    every send fails at once with kombu's ``OperationalError`` (then the real broker again)."""
-    refusing = {
-        "task_always_eager": False,
-        "broker_url": "amqp://guest:guest@127.0.0.1:1//",
-        "broker_connection_retry": False,
-        "broker_connection_max_retries": 0,
-        "task_publish_retry": False,
-    }
-    with celery_conf(**refusing) as app:
-        # Celery builds its connection and producer pools on first use: pools for the refusing broker.
-        app._pool = None
-        app.amqp._producer_pool = None
-        try:
-            yield
-            flush_sends()  # what the block committed meets the refusing broker
-        finally:
-            app._pool = None
-            app.amqp._producer_pool = None
+@pytest.fixture
+def worker(queue: str) -> Iterator[Callable[..., CeleryWorker]]:
+    """``worker(**env)``: start a worker on this test's queue with extra settings in ``env``."""
+    from django.conf import settings
+
+    started: list[CeleryWorker] = []
+
+    def start(**env: str) -> CeleryWorker:
+        process = CeleryWorker(queue=queue, redis_url=str(settings.REDIS_URL), extra_env=env)
+        started.append(process)
+        process.start()
+        return process
+
+    yield start
+    for process in started:
+        process.stop()

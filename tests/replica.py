@@ -19,7 +19,7 @@ Used by ``scripts/with_replica.sh`` through the command line::
 
     python -m tests.replica run -- <command> [args...]
 
-which starts the pair and a private ``redis-server`` (``tests.social.faults``;
+which starts the pair and a private ``redis-server`` (``tests.support.faults``;
 the system Redis is left alone), runs the command with ``DATABASE_URL``,
 ``DATABASE_REPLICA_URL``, ``REDIS_URL``, ``REPLICA_TEST_PRIMARY_URL`` and
 ``REPLICA_TEST_REPLICA_URL`` (the root URLs of both servers) set, stops
@@ -42,7 +42,7 @@ from typing import Any
 
 import MySQLdb
 
-from tests.social.faults import RedisServer, free_port, wait_until
+from tests.support.faults import RedisServer, free_port, wait_until
 
 MARIADBD = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
 INSTALL_DB = shutil.which("mariadb-install-db") or "/usr/bin/mariadb-install-db"

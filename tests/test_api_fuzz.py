@@ -30,7 +30,6 @@ import requests
 import schemathesis
 from django.apps import apps
 from django.db import connection
-from django.test import Client
 from hypothesis import HealthCheck, Phase, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
@@ -43,11 +42,13 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
+from tests.support.accounts import signed_in
+
 if TYPE_CHECKING:
     from schemathesis.core.result import Ok
 
 from core.views import api_document
-from tests.social.faults import RedisServer, point_at
+from tests.support.faults import RedisServer, point_at
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -79,7 +80,7 @@ def database_checksum(tables: list[str]) -> tuple[Any, ...]:
 
 
 @pytest.fixture
-def private_redis(settings: Any) -> Iterator[RedisServer]:
+def private_redis_no_sentinel(settings: Any) -> Iterator[RedisServer]:
     server = RedisServer()
     server.start()
     point_at(settings, server)
@@ -115,8 +116,7 @@ class Credentials:
         self.csrf_token = self.session.cookies["csrftoken"]
         self.session_id: str | None = None
         if actor is not None:
-            django_client = Client()
-            django_client.force_login(actor)
+            django_client = signed_in(actor)
             self.session_id = django_client.cookies["sessionid"].value
 
     def apply(self, case: Any) -> None:
@@ -158,10 +158,10 @@ def fuzz(base_url: str, credentials: Credentials, ids: list[int], figures: Count
 
 @pytest.mark.parametrize("redis_state", ["up", "down"])
 @pytest.mark.parametrize("signed_in", [True, False], ids=["signed-in", "signed-out"])
-def test_every_operation_answers_as_documented(live_server, private_redis, world, signed_in, redis_state):
+def test_every_operation_answers_as_documented(live_server, private_redis_no_sentinel, world, signed_in, redis_state):
     credentials = Credentials(live_server.url, world["actor"] if signed_in else None)
     if redis_state == "down":
-        private_redis.kill()
+        private_redis_no_sentinel.kill()
     figures: Counter[int] = Counter()
 
     fuzz(live_server.url, credentials, world["ids"], figures)

@@ -34,8 +34,8 @@ import environ
 import pytest
 from django.conf import settings
 
-from tests.conftest import unlink_prefix
-from tests.social.faults import free_port
+from tests.support.faults import free_port
+from tests.support.redis import unlink_prefix
 
 ROOT = Path(__file__).resolve().parents[1]
 

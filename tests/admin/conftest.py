@@ -3,7 +3,7 @@
 - ``moderator``: staff, in the "moderators" group (created by the users
   migration), not a superuser;
 - ``plain_staff``: staff with no group and no permission;
-- ``superuser``.
+- ``superuser`` (and ``superuser_client``): the root conftest's.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from django.apps import apps as django_apps
 from django.contrib.auth.models import Group
 from django.test import Client
 
-from tests.conftest import UserFactory, signed_in
+from tests.support.accounts import UserFactory, signed_in
 
 
 @pytest.fixture
@@ -45,11 +45,6 @@ def plain_staff(db: Any) -> Any:
 
 
 @pytest.fixture
-def superuser(db: Any) -> Any:
-    return UserFactory.create(username="root", is_staff=True, is_superuser=True)
-
-
-@pytest.fixture
 def moderator_client(moderator: Any) -> Client:
     return signed_in(moderator)
 
@@ -58,19 +53,3 @@ def moderator_client(moderator: Any) -> Client:
 def staff_client(plain_staff: Any) -> Client:
     return signed_in(plain_staff)
 
-
-@pytest.fixture
-def superuser_client(superuser: Any) -> Client:
-    return signed_in(superuser)
-
-
-@pytest.fixture
-def follow(django_capture_on_commit_callbacks: Any) -> Any:
-    """``follow(a, b)``: ``a`` follows ``b`` through the service, mirror applied."""
-    from social import services
-
-    def make(follower: Any, followee: Any) -> None:
-        with django_capture_on_commit_callbacks(execute=True):
-            services.follow_create(actor=follower, followee_id=followee.pk)
-
-    return make

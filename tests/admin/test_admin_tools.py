@@ -20,7 +20,7 @@ from core.admin_tools import (
     estimated_table_rows,
 )
 from social.models import Follow
-from tests.conftest import UserFactory
+from tests.support.accounts import UserFactory
 from users.selectors import user_ids_matching
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from social import controls, services
-from tests.conftest import UserFactory, signed_in
+from tests.support.accounts import UserFactory, signed_in
 
 pytestmark = pytest.mark.django_db
 

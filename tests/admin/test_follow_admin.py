@@ -18,8 +18,8 @@ from django.contrib.admin.models import DELETION, LogEntry
 from social import redis_keys, selectors
 from social.models import Follow
 from social.reconcile import reconcile_all
-from tests.conftest import UserFactory
-from tests.social.helpers import assert_mirror_equals_database
+from tests.support.accounts import UserFactory
+from tests.support.graph import assert_mirror_equals_database
 
 pytestmark = pytest.mark.django_db
 

@@ -23,6 +23,7 @@ from core.models import OutboxEntry
 from core.redis import all_sentinel_keys, get_redis, watched_servers
 from social.models import OUTBOX_PAIR
 from social.reconcile import reconcile_run
+from tests.support.faults import free_port
 
 pytestmark = pytest.mark.django_db
 HEALTH = "/admin/core/outboxentry/health/"
@@ -53,12 +54,6 @@ def silent_broker() -> Iterator[int]:
     for connection in accepted:
         connection.close()
     server.close()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class TestOutboxBacklog:
@@ -193,7 +188,7 @@ class TestFeedAndRestartFigures:
     def test_shows_the_last_inbox_reconcile_and_the_redis_watch(self, alice: Any, superuser_client: Any) -> None:
         from core.outbox import drain
         from feed.reconcile import reconcile_inboxes_run
-        from tests.feed.helpers import make_user
+        from tests.support.accounts import make_user
 
         make_user("reader")
         reconcile_inboxes_run()

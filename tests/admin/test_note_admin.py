@@ -17,7 +17,8 @@ from feed import redis_keys as feed_keys
 from feed import services as feed_services
 from feed.models import Note
 from feed.selectors import home_timeline
-from tests.feed.helpers import inbox_ids, make_user
+from tests.support.accounts import make_user
+from tests.support.feed import inbox_ids
 
 pytestmark = pytest.mark.django_db
 

@@ -19,8 +19,8 @@ from core.models import OutboxEntry
 from social import redis_keys, selectors
 from social.models import OUTBOX_USER, Follow
 from social.reconcile import reconcile_all
-from tests.conftest import UserFactory
-from tests.social.helpers import assert_mirror_equals_database
+from tests.support.accounts import UserFactory
+from tests.support.graph import assert_mirror_equals_database
 from users.models import User
 
 pytestmark = pytest.mark.django_db

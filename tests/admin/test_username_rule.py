@@ -11,7 +11,7 @@ from django.test import Client
 
 from social import transfer
 from social.models import Follow
-from tests.conftest import signed_in
+from tests.support.accounts import signed_in
 from users.models import User
 
 pytestmark = pytest.mark.django_db

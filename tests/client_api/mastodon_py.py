@@ -27,7 +27,7 @@ from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application
 
 from client_api.models import ClientApp
-from tests.social.faults import log_dir
+from tests.support.faults import log_dir
 from users.models import User
 
 BASE_DIR = Path(__file__).resolve().parents[2]

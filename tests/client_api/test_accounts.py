@@ -17,7 +17,7 @@ RELATIONSHIP_FIELDS = {
 }
 
 
-def follow(run_commits, api: Api, user) -> dict:
+def follow_via_api(run_commits, api: Api, user) -> dict:
     response = run_commits(lambda: api.post(f"/api/v1/accounts/{user.pk}/follow"))
     assert response.status_code == 200, response.content
     return response.json()
@@ -70,7 +70,7 @@ class TestAccounts:
 
 class TestRelationships:
     def test_every_field_and_both_directions(self, alice, bob, api_alice, api_bob, run_commits) -> None:
-        follow(run_commits, api_bob, alice)
+        follow_via_api(run_commits, api_bob, alice)
 
         body = api_alice.get("/api/v1/accounts/relationships", {"id[]": [bob.pk]}).json()
 
@@ -80,8 +80,8 @@ class TestRelationships:
         assert body[0]["following"] is False
 
     def test_familiar_followers_from_a_json_body_on_get(self, alice, bob, charlie, api_alice, api_bob, api_charlie, run_commits) -> None:
-        follow(run_commits, api_alice, bob)
-        follow(run_commits, api_bob, charlie)
+        follow_via_api(run_commits, api_alice, bob)
+        follow_via_api(run_commits, api_bob, charlie)
 
         body = api_alice.get("/api/v1/accounts/familiar_followers", {"id": [str(charlie.pk)]}, content_type="application/json").json()
 
@@ -91,8 +91,8 @@ class TestRelationships:
 
 class TestFamiliarFollowersAndBlocks:
     def test_an_account_in_a_block_shows_no_familiar_followers(self, alice, bob, charlie, api_alice, api_bob, api_charlie, run_commits) -> None:
-        follow(run_commits, api_alice, bob)
-        follow(run_commits, api_bob, charlie)
+        follow_via_api(run_commits, api_alice, bob)
+        follow_via_api(run_commits, api_bob, charlie)
         run_commits(lambda: api_charlie.post(f"/api/v1/accounts/{alice.pk}/block"))
 
         body = api_alice.get("/api/v1/accounts/familiar_followers", {"id[]": [charlie.pk]}).json()
@@ -102,7 +102,7 @@ class TestFamiliarFollowersAndBlocks:
 
 class TestFollows:
     def test_follow_and_unfollow(self, alice, bob, api_alice, run_commits) -> None:
-        assert follow(run_commits, api_alice, bob)["following"] is True
+        assert follow_via_api(run_commits, api_alice, bob)["following"] is True
 
         after = run_commits(lambda: api_alice.post(f"/api/v1/accounts/{bob.pk}/unfollow")).json()
 
@@ -113,7 +113,7 @@ class TestFollows:
         bob.approve_followers = True
         bob.save()
 
-        relation = follow(run_commits, api_alice, bob)
+        relation = follow_via_api(run_commits, api_alice, bob)
 
         assert relation["requested"] is True and relation["following"] is False
         assert [account["id"] for account in api_bob.get("/api/v1/follow_requests").json()] == [str(alice.pk)]
@@ -124,7 +124,7 @@ class TestFollows:
     def test_rejecting_a_request(self, alice, bob, api_alice, api_bob, run_commits) -> None:
         bob.approve_followers = True
         bob.save()
-        follow(run_commits, api_alice, bob)
+        follow_via_api(run_commits, api_alice, bob)
 
         rejected = run_commits(lambda: api_bob.post(f"/api/v1/follow_requests/{alice.pk}/reject"))
 
@@ -143,7 +143,7 @@ class TestFollows:
         assert not Follow.objects.exists()
 
     def test_remove_from_followers(self, alice, bob, api_alice, api_bob, run_commits) -> None:
-        follow(run_commits, api_alice, bob)
+        follow_via_api(run_commits, api_alice, bob)
 
         body = run_commits(lambda: api_bob.post(f"/api/v1/accounts/{alice.pk}/remove_from_followers")).json()
 
@@ -151,7 +151,7 @@ class TestFollows:
         assert not Follow.objects.filter(follower=alice, followee=bob).exists()
 
     def test_a_private_accounts_lists_and_notes_are_empty_to_a_non_follower(self, alice, bob, charlie, api_alice, api_charlie, run_commits) -> None:
-        follow(run_commits, api_charlie, bob)
+        follow_via_api(run_commits, api_charlie, bob)
         bob.approve_followers = True
         bob.save()
 

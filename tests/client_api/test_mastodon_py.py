@@ -21,8 +21,8 @@ from django.db import connection
 from core import redis_keys as core_keys
 from core.outbox import now_ms
 from core.redis import get_redis
-from tests.conftest import unlink_prefix
-from tests.social.faults import CeleryWorker, log_dir, purge_queue
+from tests.support.faults import CeleryWorker, log_dir, purge_queue
+from tests.support.redis import unlink_prefix
 
 from .mastodon_py import Gunicorn, create_setup_sql_data, outcomes, run_suite, unpack_sdist
 

@@ -8,6 +8,7 @@ import pytest
 from django.test import Client
 
 from core.errors import SERVER_ERROR_MESSAGE
+from tests.support.accounts import signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -53,8 +54,7 @@ class TestPages:
         assert "/static/css/site.css" in response.content.decode()
 
     def test_a_form_without_its_csrf_token_is_a_403_page_in_the_layout(self, alice: Any, bob: Any) -> None:
-        client = Client(enforce_csrf_checks=True)
-        client.force_login(alice)
+        client = signed_in(alice, enforce_csrf_checks=True)
 
         response = client.post("/u/bob/follow/")
 
@@ -103,7 +103,7 @@ class TestAWriteThatOutlivesItsRetries:
 
         from core import transactions
         from social.models import Mute
-        from tests.conftest import UserFactory, signed_in
+        from tests.support.accounts import UserFactory
 
         alice, bob = UserFactory.create(username="alice"), UserFactory.create(username="bob")
         monkeypatch.setattr(transactions, "WRITE_ATTEMPTS", 2)

@@ -8,7 +8,6 @@ application pointed at a port nobody listens on).
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 from urllib.parse import quote
@@ -19,7 +18,9 @@ from django.test import Client
 from core.paging import MAX_MILLISECONDS, MAX_SECONDS
 from feed.models import Note
 from social.models import Follow
-from tests.social.faults import free_port
+from tests.support.accounts import signed_in
+from tests.support.cursors import forged
+from tests.support.faults import free_port
 
 pytestmark = pytest.mark.django_db
 
@@ -39,17 +40,6 @@ def redis_state(request: Any, settings: Any) -> str:
 def written() -> tuple[int, int, int]:
     """What a refused request must not change: follows, notes, deleted notes."""
     return Follow.objects.count(), Note.objects.count(), Note.objects.filter(deleted_at__isnull=False).count()
-
-
-def forged(text: str) -> str:
-    """A cursor token around ``text`` (what a client forging one would send)."""
-    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def url_segment(raw: str) -> str:
@@ -278,8 +268,7 @@ class TestBodies:
     ) -> None:
         from social.models import Mute
 
-        client = Client(enforce_csrf_checks=True)
-        client.force_login(alice)
+        client = signed_in(alice, enforce_csrf_checks=True)
         client.get("/settings/privacy/")  # the CSRF cookie: the check then reads the form for its token
 
         response = client.post(path, {"duration": "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1)})
@@ -387,29 +376,23 @@ class TestSignUpInput:
 
 
 class TestAdminIds:
-    @pytest.fixture
-    def moderator(self, user_factory: Any) -> Client:
-        client = Client()
-        client.force_login(user_factory(username="moderator", is_staff=True, is_superuser=True))
-        return client
-
     @pytest.mark.parametrize("raw", ["١٢", "𝟙𝟘", "011", "²"])
-    def test_a_change_page_with_a_non_canonical_id_is_no_such_object(self, raw: str, moderator: Client, alice: Any, bob: Any) -> None:
+    def test_a_change_page_with_a_non_canonical_id_is_no_such_object(self, raw: str, superuser_client: Client, alice: Any, bob: Any) -> None:
         follow = Follow.objects.create(follower=alice, followee=bob)
         digits = str(follow.pk)
         look_alike = {"١٢": "١٢", "𝟙𝟘": "𝟙𝟘", "011": "0" + digits, "²": "²"}[raw]
 
-        response = moderator.get(f"/admin/social/follow/{url_segment(look_alike)}/change/")
-        canonical = moderator.get(f"/admin/social/follow/{digits}/change/")
+        response = superuser_client.get(f"/admin/social/follow/{url_segment(look_alike)}/change/")
+        canonical = superuser_client.get(f"/admin/social/follow/{digits}/change/")
 
         assert response.status_code == 302 and response["Location"] == "/admin/"
         assert canonical.status_code == 200
 
-    def test_an_action_on_a_non_canonical_id_is_400_and_deletes_nothing(self, moderator: Client, alice: Any, bob: Any) -> None:
+    def test_an_action_on_a_non_canonical_id_is_400_and_deletes_nothing(self, superuser_client: Client, alice: Any, bob: Any) -> None:
         follow = Follow.objects.create(follower=alice, followee=bob)
         arabic = "".join(chr(0x0660 + int(digit)) for digit in str(follow.pk))  # the same number in Arabic-Indic digits
 
-        response = moderator.post(
+        response = superuser_client.post(
             "/admin/social/follow/", {"action": "delete_selected", "_selected_action": [arabic], "post": "yes"}
         )
 
@@ -447,8 +430,7 @@ class TestAnswers:
             assert "invalid literal" not in text and "Expecting" not in text and "Error" not in text
 
     def test_a_csrf_failure_in_the_api_says_what_was_missing(self, alice: Any, bob: Any) -> None:
-        client = Client(enforce_csrf_checks=True)
-        client.force_login(alice)
+        client = signed_in(alice, enforce_csrf_checks=True)
 
         response = client.put(f"/api/follow/{bob.pk}/true")
 

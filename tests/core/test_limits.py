@@ -18,19 +18,14 @@ from core import limits
 from feed.models import Note
 from social import services as social_services
 from social.models import Follow
-from tests.social.faults import free_port
+from tests.support.accounts import signed_in
+from tests.support.faults import free_port
 from users.models import User
 from users.selectors import sign_in_identity
 
 pytestmark = pytest.mark.django_db
 
 PASSWORD = "correct horse battery"
-
-
-def signed_in(user: Any, **defaults: Any) -> Client:
-    client = Client(**defaults)
-    client.force_login(user)
-    return client
 
 
 def fresh_window(group: str, who: str, rate_setting: str, *, needed: float) -> None:

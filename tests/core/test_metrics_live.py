@@ -19,9 +19,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from core.sender import flush_sends
 from feed import services as feed_services
 from social import services as social_services
-from tests.feed.helpers import make_user
-from tests.feed.test_worker import fanned_out, queue, worker  # noqa: F401 - fixtures
-from tests.social.faults import wait_for_worker, wait_until
+from tests.support.accounts import make_user
+from tests.support.faults import wait_for_worker, wait_until
+from tests.support.feed import fanned_out
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -57,7 +57,7 @@ def oldest(figures: dict[str, list[tuple[dict[str, str], float]]]) -> float:
 
 
 @pytest.fixture
-def stack(settings: Any, queue: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+def metrics_stack(settings: Any, queue: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
     """Scrapes see the broker's queue of this test and the worker's metrics files; returns the files' directory."""
     settings.METRICS_TOKEN = TOKEN
     settings.CELERY_TASK_ALWAYS_EAGER = False
@@ -68,9 +68,9 @@ def stack(settings: Any, queue: str, monkeypatch: pytest.MonkeyPatch, tmp_path: 
 
 class TestMetricsOnALiveStack:
     def test_backlog_and_oldest_age_rise_while_the_worker_is_stopped_and_fall_when_it_is_back(
-        self, stack: str, worker: Any, queue: str
+        self, metrics_stack: str, worker: Any, queue: str
     ) -> None:
-        running = worker(PROMETHEUS_MULTIPROC_DIR=stack, OUTBOX_TASK_GRACE_SECONDS=GRACE)
+        running = worker(PROMETHEUS_MULTIPROC_DIR=metrics_stack, OUTBOX_TASK_GRACE_SECONDS=GRACE)
         refused = Client().get("/metrics")
         bob, alice = make_user("bob"), make_user("alice")
         social_services.follow_create(actor=alice, followee_id=bob.pk)
@@ -85,7 +85,7 @@ class TestMetricsOnALiveStack:
         stopped = scrape()
         time.sleep(2)
         later = scrape()
-        worker(PROMETHEUS_MULTIPROC_DIR=stack, OUTBOX_TASK_GRACE_SECONDS=GRACE)
+        worker(PROMETHEUS_MULTIPROC_DIR=metrics_stack, OUTBOX_TASK_GRACE_SECONDS=GRACE)
         wait_for_worker(lambda: fanned_out(*notes), queue=queue, timeout=TIMEOUT, what="the fan-outs after the restart")
         back = wait_until(drained_scrape, timeout=TIMEOUT, what="the backlog drained again")
 

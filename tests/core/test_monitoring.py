@@ -18,7 +18,7 @@ from core.redis import redis_failed, redis_reset_breaker
 from feed import services as feed_services
 from social import services as social_services
 from social.models import OUTBOX_PAIR, ReconcileRun
-from tests.feed.helpers import make_user
+from tests.support.accounts import make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -37,12 +37,12 @@ from social.mirror import mirror_apply_pairs
 from social.models import Follow
 from social.rebuild import rebuild_user
 from social.reconcile import reconcile_run
-from tests.conftest import UserFactory
-from tests.feed.consistency import feed_differences
-from tests.feed.helpers import inbox_ids, make_user
 from tests.replica import ReplicaPair
-from tests.social.faults import RedisServer, point_at
-from tests.social.helpers import assert_mirror_equals_database
+from tests.support.accounts import UserFactory, make_user, signed_in
+from tests.support.consistency import feed_differences
+from tests.support.faults import RedisServer, point_at
+from tests.support.feed import inbox_ids
+from tests.support.graph import assert_mirror_equals_database
 
 pytestmark = [
     pytest.mark.replica,
@@ -93,12 +93,6 @@ def pair() -> ReplicaPair:
     found = ReplicaPair.attached()
     assert found is not None, "run through scripts/with_replica.sh"
     return found
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def followee_ids(response: Any) -> list[int]:

@@ -13,6 +13,7 @@ import pytest
 from django.test import Client
 
 from feed.models import Note
+from tests.support.accounts import signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -33,8 +34,7 @@ def policy(response: Any) -> dict[str, list[str]]:
 class TestContentSecurityPolicy:
     def test_every_page_sends_a_policy_it_satisfies(self, alice: Any, bob: Any) -> None:
         note = Note.objects.create(author=bob, body="hello")
-        client = Client()
-        client.force_login(alice)
+        client = signed_in(alice)
         pages = ["/", "/?q=bo", "/u/bob/", "/u/bob/followers/", "/u/bob/following/", "/u/bob/notes/", "/home", f"/n/{note.pk}/", "/nowhere/"]
         signed_out = ["/signup/", "/login/"]
 
@@ -74,8 +74,7 @@ class TestBehindATlsProxy:
         settings.SECURE_SSL_REDIRECT = True
 
     def client_for(self, user: Any) -> tuple[Client, str]:
-        client = Client(enforce_csrf_checks=True, HTTP_HOST="followfeed.example", HTTP_X_FORWARDED_PROTO="https")
-        client.force_login(user)
+        client = signed_in(user, enforce_csrf_checks=True, HTTP_HOST="followfeed.example", HTTP_X_FORWARDED_PROTO="https")
         client.get("/login/")
         return client, client.cookies["csrftoken"].value
 

@@ -1,6 +1,5 @@
 """import_graph on real data slices and edge cases (C18 self-loops, re-runs)."""
 
-import gzip
 from io import StringIO
 
 import pytest
@@ -12,15 +11,10 @@ from social import selectors
 from social.models import Follow
 from social.rebuild import rebuild_all
 from social.reconcile import reconcile_all
+from tests.support.graph import write_edges
 from users.models import User
 
 pytestmark = pytest.mark.django_db
-
-
-def write_edges(path, text):
-    with gzip.open(path, "wt") as handle:
-        handle.write(text)
-    return path
 
 
 class TestImportGraph:
@@ -89,7 +83,7 @@ class TestRebuild:
     def test_rebuild_restores_a_wiped_mirror(self, tmp_path, redis_client, redis_isolated):
         path = write_edges(tmp_path / "g.txt.gz", "1 2\n2 3\n3 1\n1 3\n")
         call_command("import_graph", str(path), stdout=StringIO(), verbosity=0)
-        from tests.conftest import unlink_prefix
+        from tests.support.redis import unlink_prefix
 
         unlink_prefix(redis_client, redis_isolated)
         stats = rebuild_all()

@@ -1,7 +1,5 @@
 """The importer's fast path (one LOAD DATA into an empty follows table) gives the same rows as the batch path."""
 
-import gzip
-from pathlib import Path
 
 import pytest
 from django.db import transaction
@@ -15,16 +13,11 @@ from datatools.importer import (
     read_edge_columns,
 )
 from social.models import Follow
+from tests.support.graph import write_edges
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 EDGES = "# Directed graph\n# FromNodeId\tToNodeId\n1\t2\n2\t1\n3\t3\n1\t3\n\n4\t1\n1\t2\n5\t4\n"
-
-
-def write_edges(path: Path, text: str) -> Path:
-    with gzip.open(path, "wt") as handle:
-        handle.write(text)
-    return path
 
 
 def follow_rows() -> set[tuple[str, str, int]]:

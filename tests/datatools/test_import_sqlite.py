@@ -7,7 +7,6 @@ SQLite is not the test database (MariaDB is), so each test runs a script under
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from datatools.datasets import dataset_path, read_edges
+from tests.support.graph import write_edges
 
 ROOT = Path(__file__).resolve().parents[2]
 EDGES = "# Directed graph\n# FromNodeId\tToNodeId\n1\t2\n2\t1\n3\t3\n1\t3\n\n4\t1\n1\t2\n5\t4\n"
@@ -91,12 +91,6 @@ plan = simulate.plan_replay(dataset_path(simulate.HIGGS_ACTIVITY), notes=5000, a
 assert len(plan.rows) > simulate.INSERT_BATCH
 simulate.replay(plan, on_progress=die_after_first)
 """
-
-
-def write_edges(path: Path, text: str) -> Path:
-    with gzip.open(path, "wt") as handle:
-        handle.write(text)
-    return path
 
 
 def run_local(script: str, var_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:

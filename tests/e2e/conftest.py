@@ -37,14 +37,16 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.contrib.staticfiles.handlers import StaticFilesHandler
-from django.test import Client
 from django.test.testcases import LiveServerThread
 
 from core import redis_keys as core_keys
 from core.outbox import now_ms
 from core.redis import forget_sentinel, get_redis, redis_reset_breaker
-from tests.conftest import celery_conf, unlink_prefix
-from tests.social.faults import CeleryWorker, purge_queue
+from tests.support.accounts import signed_in
+from tests.support.browser import DESKTOP
+from tests.support.celery import celery_conf
+from tests.support.faults import CeleryWorker, purge_queue
+from tests.support.redis import unlink_prefix
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 ARTIFACTS = BASE_DIR / "artifacts" / "e2e"
@@ -58,8 +60,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-DESKTOP = {"width": 1280, "height": 900}
-MOBILE = {"width": 390, "height": 844}
 
 
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
@@ -246,8 +246,7 @@ def open_session(request: Any, browser: Any, stack: Stack) -> Iterator[Callable[
         context = browser.new_context(viewport=viewport, java_script_enabled=js, base_url=stack.url, locale="en-US", timezone_id="UTC")
         context.set_default_timeout(10_000)
         if user is not None:
-            client = Client()
-            client.force_login(user)
+            client = signed_in(user)
             cookie = client.cookies[settings.SESSION_COOKIE_NAME]
             context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie.value, "url": stack.url}])
         session = Session(context=context, page=context.new_page(), label=label or (user.username if user else f"anonymous{len(sessions)}"))

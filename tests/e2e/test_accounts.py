@@ -6,8 +6,7 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import MOBILE
-from tests.e2e.helpers import unlabelled_controls
+from tests.support.browser import MOBILE, unlabelled_controls
 from users.models import User
 
 pytestmark = pytest.mark.django_db(transaction=True)

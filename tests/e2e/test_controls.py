@@ -15,9 +15,8 @@ from feed import services as feed_services
 from feed.models import Note
 from social import services as social_services
 from social.models import Follow, FollowRequest
-from tests.e2e.helpers import note_ids, wait_until
-from tests.e2e.test_feed import WORKER_TIMEOUT, inbox_ids, wait_for_fan_out, wait_for_synced_inbox
-from tests.feed.helpers import make_user
+from tests.support.accounts import make_user
+from tests.support.browser import WORKER_TIMEOUT, inbox_id_set, note_ids, wait_for_fan_out, wait_for_synced_inbox, wait_until
 from users.models import User
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -30,7 +29,7 @@ class TestBlockFromAProfile:
         social_services.follow_create(actor=reader, followee_id=author.pk)
         note = feed_services.note_create(author=author, body="A note alice will block away.")
         wait_for_fan_out([note.pk])
-        wait_until(lambda: note.pk in inbox_ids(reader), timeout=WORKER_TIMEOUT, what="the note in alice's inbox")
+        wait_until(lambda: note.pk in inbox_id_set(reader), timeout=WORKER_TIMEOUT, what="the note in alice's inbox")
         session = open_session(reader, label="alice")
         page = session.page
         page.goto("/u/bob/")
@@ -47,7 +46,7 @@ class TestBlockFromAProfile:
         assert page.locator("#blocked-notice").is_visible()
         assert "A note alice will block away." not in page.content()
         assert not Follow.objects.filter(follower=reader, followee=author).exists()
-        wait_until(lambda: note.pk not in inbox_ids(reader), timeout=WORKER_TIMEOUT, what="the note out of alice's inbox")
+        wait_until(lambda: note.pk not in inbox_id_set(reader), timeout=WORKER_TIMEOUT, what="the note out of alice's inbox")
         page.goto("/home")
         assert note.pk not in note_ids(page)
 
@@ -78,7 +77,7 @@ class TestApproveAFollowRequest:
         later = feed_services.note_create(author=owner, body="Written after approving bob.")
         wait_for_fan_out([later.pk])
         wait_for_synced_inbox(asker)
-        wait_until(lambda: {earlier.pk, later.pk} <= inbox_ids(asker), timeout=WORKER_TIMEOUT, what="both notes in bob's inbox")
+        wait_until(lambda: {earlier.pk, later.pk} <= inbox_id_set(asker), timeout=WORKER_TIMEOUT, what="both notes in bob's inbox")
         bob.page.goto("/home")
         shot(bob, "home-after-approval")
 

@@ -27,9 +27,8 @@ from datatools.importer import graph_import
 from feed import services as feed_services
 from feed.models import Note
 from social.rebuild import rebuild_all
-from tests.e2e.conftest import DESKTOP, MOBILE
-from tests.e2e.test_feed import WORKER_TIMEOUT, wait_for_fan_out, wait_for_synced_inbox
-from tests.social.faults import wait_until
+from tests.support.browser import DESKTOP, MOBILE, WORKER_TIMEOUT, wait_for_fan_out, wait_for_synced_inbox
+from tests.support.faults import wait_until
 from users.models import User
 
 pytestmark = [

@@ -9,43 +9,25 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Any, cast
 
 import pytest
 from django.utils import timezone
 
-from core.redis import get_redis
-from feed import redis_keys
 from feed import services as feed_services
 from feed.models import Note
 from social import services as social_services
-from tests.e2e.conftest import MOBILE
-from tests.e2e.helpers import note_ids, wait_until
-from tests.feed.helpers import make_user
+from tests.support.accounts import make_user
+from tests.support.browser import (
+    MOBILE,
+    WORKER_TIMEOUT,
+    inbox_id_set,
+    note_ids,
+    wait_for_fan_out,
+    wait_for_synced_inbox,
+    wait_until,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-WORKER_TIMEOUT = 30.0  # seconds; a task normally lands in well under one
-
-
-def inbox_ids(user: Any) -> set[int]:
-    """Note ids in ``user``'s Redis inbox (what fan-out wrote)."""
-    members = cast("list[bytes]", get_redis().zrange(redis_keys.inbox_key(user.pk), 0, -1))
-    return {int(member) for member in members}
-
-
-def wait_for_synced_inbox(user: Any) -> None:
-    """Until ``user``'s inbox is complete in Redis (the worker's rebuild, after a visit or sign-in)."""
-    wait_until(lambda: get_redis().exists(redis_keys.inbox_synced_key(user.pk)), timeout=WORKER_TIMEOUT, what="synced inbox")
-
-
-def wait_for_fan_out(note_ids_: list[int]) -> None:
-    """Until the worker has fanned out every note in ``note_ids_``."""
-    wait_until(
-        lambda: Note.objects.filter(pk__in=note_ids_, fanned_out_at__isnull=False).count() == len(note_ids_),
-        timeout=WORKER_TIMEOUT,
-        what=f"fan-out of {len(note_ids_)} notes",
-    )
 
 
 class TestPublish:
@@ -66,7 +48,7 @@ class TestPublish:
         shot(writer, "published")
         note = Note.objects.get(author=author)
 
-        wait_until(lambda: note.pk in inbox_ids(reader), timeout=WORKER_TIMEOUT, what="the note in alice's inbox")
+        wait_until(lambda: note.pk in inbox_id_set(reader), timeout=WORKER_TIMEOUT, what="the note in alice's inbox")
         wait_for_fan_out([note.pk])
         follower.page.reload()
 
@@ -93,7 +75,7 @@ class TestLoadMore:
             at = base + timedelta(minutes=7 * (n // 2))
             published.append(feed_services.note_create(author=authors[n % 2], body=f"note number {n}", created_at=at).pk)
         wait_for_fan_out(published)
-        wait_until(lambda: set(published) <= inbox_ids(reader), timeout=WORKER_TIMEOUT, what="23 notes in the inbox")
+        wait_until(lambda: set(published) <= inbox_id_set(reader), timeout=WORKER_TIMEOUT, what="23 notes in the inbox")
         with_js = open_session(reader, label="alice-js")
         page = with_js.page
         page.goto("/home")
@@ -146,7 +128,7 @@ class TestUnfollow:
         bobs = [feed_services.note_create(author=bob, body=f"bob says {n}").pk for n in range(3)]
         carols = [feed_services.note_create(author=carol, body=f"carol says {n}").pk for n in range(2)]
         wait_for_fan_out(bobs + carols)
-        wait_until(lambda: set(bobs + carols) <= inbox_ids(reader), timeout=WORKER_TIMEOUT, what="notes in the inbox")
+        wait_until(lambda: set(bobs + carols) <= inbox_id_set(reader), timeout=WORKER_TIMEOUT, what="notes in the inbox")
         person = open_session(reader)
         page = person.page
         page.goto("/home")
@@ -155,7 +137,7 @@ class TestUnfollow:
         page.goto("/u/bob/")
         page.get_by_role("button", name="Following").click()
         page.wait_for_selector("button.follow-button[aria-pressed=false]")
-        wait_until(lambda: not (set(bobs) & inbox_ids(reader)), timeout=WORKER_TIMEOUT, what="bob's notes to leave the inbox")
+        wait_until(lambda: not (set(bobs) & inbox_id_set(reader)), timeout=WORKER_TIMEOUT, what="bob's notes to leave the inbox")
         page.goto("/home")
 
         assert set(note_ids(page)) == set(carols)

@@ -6,9 +6,8 @@ import pytest
 
 from feed import services as feed_services
 from social import services as social_services
-from tests.e2e.conftest import DESKTOP, MOBILE
-from tests.e2e.helpers import unlabelled_controls
-from tests.feed.helpers import make_user
+from tests.support.accounts import make_user
+from tests.support.browser import DESKTOP, MOBILE, unlabelled_controls
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

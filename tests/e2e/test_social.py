@@ -11,25 +11,14 @@ from typing import Any
 import pytest
 
 from datatools.importer import graph_import, username_for
-from social import services
 from social.models import Follow
 from social.rebuild import rebuild_user
-from tests.conftest import UserFactory
-from tests.e2e.conftest import MOBILE
-from tests.e2e.helpers import (
-    count_of,
-    follow_state,
-    people_on_page,
-    unlabelled_controls,
-)
+from tests.support.accounts import UserFactory
+from tests.support.browser import MOBILE, count_of, follow_state, people_on_page, unlabelled_controls
+from tests.support.graph import follow
 from users.models import User
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def follow(a: Any, b: Any) -> None:
-    """``a`` follows ``b`` through the service (mirror applied on commit, feed tasks to the worker)."""
-    services.follow_create(actor=a, followee_id=b.pk)
 
 
 @pytest.fixture

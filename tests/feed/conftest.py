@@ -1,40 +1,21 @@
-"""Fixtures of the feed tests: active personas, publishing and following with side effects run.
+"""Fixtures of the feed tests: more active readers, publishing with fan-out run, synced inboxes.
 
-The personas here are *active* readers (``last_seen_at`` now): fan-out skips
-accounts never seen (see ``feed.delivery.follower_batches``).
+The feed tests' personas are the root conftest's *active* ones (``active_alice``,
+``active_bob``, ``active_charlie``: ``last_seen_at`` now): fan-out skips accounts
+never seen (see ``feed.delivery.follower_batches``). ``follow`` and ``unfollow``
+are the root conftest's too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 import pytest
 
-from feed import services
-from feed.models import Note, from_ms
 from feed.rebuild import inbox_rebuild
-from social import services as social_services
-from tests.feed.helpers import make_user
-
-
-@pytest.fixture
-def alice(db: Any) -> Any:
-    """The follower persona, an active reader."""
-    return make_user("alice")
-
-
-@pytest.fixture
-def bob(db: Any) -> Any:
-    """The followee persona (an author), active."""
-    return make_user("bob")
-
-
-@pytest.fixture
-def charlie(db: Any) -> Any:
-    """The stranger persona, active."""
-    return make_user("charlie")
+from tests.support.accounts import make_user
+from tests.support.feed import Publisher
 
 
 @pytest.fixture
@@ -48,38 +29,9 @@ def people(db: Any) -> Callable[..., list[Any]]:
 
 
 @pytest.fixture
-def follow(django_capture_on_commit_callbacks: Any) -> Callable[[Any, Any], None]:
-    """``follow(a, b)``: a follows b, with the mirror and the feed backfill run."""
-
-    def run(a: Any, b: Any) -> None:
-        with django_capture_on_commit_callbacks(execute=True):
-            social_services.follow_create(actor=a, followee_id=b.pk)
-
-    return run
-
-
-@pytest.fixture
-def unfollow(django_capture_on_commit_callbacks: Any) -> Callable[[Any, Any], None]:
-    """``unfollow(a, b)``: a stops following b, with the mirror and the inbox cleanup run."""
-
-    def run(a: Any, b: Any) -> None:
-        with django_capture_on_commit_callbacks(execute=True):
-            social_services.follow_delete(actor=a, followee_id=b.pk)
-
-    return run
-
-
-@pytest.fixture
-def publish(django_capture_on_commit_callbacks: Any) -> Callable[..., Note]:
+def publish() -> Publisher:
     """``publish(author, body="...", at_ms=None)``: note_create with its fan-out run (eager)."""
-    counter = iter(range(1, 10**9))
-
-    def run(author: Any, body: str | None = None, *, at_ms: int | None = None, at: datetime | None = None) -> Note:
-        created_at = from_ms(at_ms) if at_ms is not None else at
-        with django_capture_on_commit_callbacks(execute=True):
-            return services.note_create(author=author, body=body or f"note {next(counter)}", created_at=created_at)
-
-    return run
+    return Publisher()
 
 
 @pytest.fixture

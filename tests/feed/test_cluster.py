@@ -29,9 +29,9 @@ from social.models import Block, Follow
 from social.reconcile import reconcile_all
 from social.services import follow_create
 from tests.cluster import ClusterNode, RedisClusterNodes
-from tests.feed.consistency import feed_differences
-from tests.feed.helpers import make_user
-from tests.social.helpers import assert_mirror_equals_database
+from tests.support.accounts import make_user, signed_in
+from tests.support.consistency import feed_differences
+from tests.support.graph import assert_mirror_equals_database
 from users.models import User
 
 pytestmark = pytest.mark.django_db
@@ -137,8 +137,7 @@ class TestPagesFromRedis:
     def test_lists_counts_and_the_home_feed_never_read_the_follow_table(self, cluster: RedisClusterNodes, follow: Any, publish: Any) -> None:
         readers, authors = small_graph(follow, publish)
         reader, other = readers[0], readers[1]
-        browser = Client()
-        browser.force_login(reader)
+        browser = signed_in(reader)
 
         pages, follow_sql = follow_queries(lambda: [
             browser.get(f"/u/{authors[0].username}/followers/"),

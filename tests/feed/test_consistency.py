@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 
 from core import redis_keys as core_keys
@@ -29,11 +28,12 @@ from feed.models import Note
 from social import redis_keys as social_keys
 from social import selectors as social_selectors
 from social.models import OUTBOX_PAIR, Follow
-from tests.conftest import celery_conf, refusing_broker
-from tests.feed.consistency import feed_differences, feed_pages
-from tests.feed.helpers import inbox, inbox_ids, make_user
-from tests.social.faults import RedisServer, point_at
-from tests.social.helpers import assert_mirror_equals_database
+from tests.support.accounts import make_user, signed_in
+from tests.support.celery import celery_conf, refusing_broker
+from tests.support.consistency import feed_differences, feed_pages
+from tests.support.faults import RedisServer, point_at
+from tests.support.feed import inbox, inbox_ids
+from tests.support.graph import assert_mirror_equals_database
 from users.models import User
 
 pytestmark = pytest.mark.django_db
@@ -147,8 +147,7 @@ class TestC22Deletion:
         with django_capture_on_commit_callbacks(execute=True):
             if path == "admin":
                 admin = User.objects.create_superuser("root", password="pw")
-                client = Client()
-                client.force_login(admin)
+                client = signed_in(admin)
                 assert client.post(f"/admin/users/user/{b.pk}/delete/", {"post": "yes"}).status_code == 302
             elif path == "instance":
                 User.objects.get(pk=b.pk).delete()
@@ -295,7 +294,7 @@ class TestFanOutRacesUnfollowOnTwoWorkers:
 
         from social import services
         from social.mirror import mirror_apply_pairs
-        from tests.social.faults import CeleryWorker, purge_queue, wait_until
+        from tests.support.faults import CeleryWorker, purge_queue, wait_until
 
         author = make_user("author")
         readers = [make_user(f"r{i}") for i in range(self.READERS)]

@@ -13,7 +13,8 @@ from social import controls
 from social import redis_keys as social_keys
 from social import services as social_services
 from social.models import Mute
-from tests.feed.helpers import inbox_ids, make_user
+from tests.support.accounts import make_user
+from tests.support.feed import inbox_ids
 
 pytestmark = pytest.mark.django_db
 
@@ -23,10 +24,10 @@ def page_ids(user, *, database_only=False):
 
 
 @pytest.fixture
-def reader_and_authors(alice, bob, charlie, follow):
-    follow(alice, bob)
-    follow(alice, charlie)
-    return alice, bob, charlie
+def reader_and_authors(active_alice, active_bob, active_charlie, follow):
+    follow(active_alice, active_bob)
+    follow(active_alice, active_charlie)
+    return active_alice, active_bob, active_charlie
 
 
 class TestMuteInTheFeed:
@@ -159,16 +160,16 @@ class TestMuteKeepsTheInboxTrue:
 
 
 class TestNoteApiVisibility:
-    def test_a_private_or_blocking_authors_note_is_not_served(self, alice, bob, charlie, publish, run_commits):
+    def test_a_private_or_blocking_authors_note_is_not_served(self, active_alice, active_bob, active_charlie, publish, run_commits):
         from django.test import Client
 
-        note = publish(bob)
-        bob.approve_followers = True
-        bob.save(update_fields=["approve_followers"])
-        run_commits(lambda: controls.block_create(actor=bob, target_id=charlie.pk))
+        note = publish(active_bob)
+        active_bob.approve_followers = True
+        active_bob.save(update_fields=["approve_followers"])
+        run_commits(lambda: controls.block_create(actor=active_bob, target_id=active_charlie.pk))
         stranger, blocked = Client(), Client()
-        stranger.force_login(alice)
-        blocked.force_login(charlie)
+        stranger.force_login(active_alice)
+        blocked.force_login(active_charlie)
 
         assert stranger.get(f"/api/notes/{note.pk}").status_code == 403
         assert Client().get(f"/api/notes/{note.pk}").status_code == 403

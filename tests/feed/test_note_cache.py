@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.template.loader import render_to_string
-from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -16,7 +15,8 @@ from core.models import OutboxEntry
 from feed import note_cache, redis_keys, selectors, services
 from feed import outbox as feed_outbox
 from feed.models import Note, now_whole_ms
-from tests.feed.helpers import inbox_ids
+from tests.support.accounts import signed_in
+from tests.support.feed import inbox_ids
 from users.models import User
 
 pytestmark = pytest.mark.django_db
@@ -28,12 +28,6 @@ def page_ids(user, limit=10):
     return [note.pk for note in selectors.home_timeline(user_id=user.pk, cursor=None, limit=limit).notes]
 
 
-def signed_in(user):
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 @pytest.fixture
 def no_tasks(monkeypatch):
     """The worker is busy: outbox entries sent to Celery stay pending (inline kinds still apply)."""
@@ -41,34 +35,34 @@ def no_tasks(monkeypatch):
 
 
 @pytest.fixture
-def feed(alice, bob, charlie, follow, publish, synced):
+def feed(active_alice, active_bob, active_charlie, follow, publish, synced):
     """alice follows bob and charlie, who published 6 notes (fanned out: cached)."""
-    follow(alice, bob)
-    follow(alice, charlie)
-    synced(alice)
-    return [publish(bob if i % 2 else charlie, f"note {i}", at_ms=BASE_MS + i) for i in range(6)]
+    follow(active_alice, active_bob)
+    follow(active_alice, active_charlie)
+    synced(active_alice)
+    return [publish(active_bob if i % 2 else active_charlie, f"note {i}", at_ms=BASE_MS + i) for i in range(6)]
 
 
 class TestFilling:
-    def test_the_fan_out_caches_the_note_and_its_author(self, alice, bob, follow, publish, redis_client):
-        follow(alice, bob)
+    def test_the_fan_out_caches_the_note_and_its_author(self, active_alice, active_bob, follow, publish, redis_client):
+        follow(active_alice, active_bob)
 
-        note = publish(bob, "words with  spaces and ünïcode")
+        note = publish(active_bob, "words with  spaces and ünïcode")
 
         assert redis_client.get(redis_keys.note_cache_key(note.pk)) == note_cache.note_value(note)
         assert note_cache.parse_note_value(redis_client.get(redis_keys.note_cache_key(note.pk))) == (
-            bob.pk,
+            active_bob.pk,
             note.published_ms,
             "words with  spaces and ünïcode",
         )
-        assert note_cache.parse_author_value(redis_client.get(redis_keys.author_cache_key(bob.pk))) == (bob.username, bob.display_name)
+        assert note_cache.parse_author_value(redis_client.get(redis_keys.author_cache_key(active_bob.pk))) == (active_bob.username, active_bob.display_name)
 
-    def test_a_page_of_cached_notes_makes_one_query_and_carries_bodies_and_authors(self, alice, bob, charlie, feed):
+    def test_a_page_of_cached_notes_makes_one_query_and_carries_bodies_and_authors(self, active_alice, active_bob, active_charlie, feed):
         note_cache.forget_note_authors()  # a process that never met these ids
         with CaptureQueriesContext(connection) as first:
-            page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=4)
+            page = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=4)
         with CaptureQueriesContext(connection) as again:
-            selectors.home_timeline(user_id=alice.pk, cursor=None, limit=4)
+            selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=4)
         with CaptureQueriesContext(connection) as shown:
             seen = [(note.pk, note.body, note.author.username, note.author.shown_name, note.published_ms) for note in page.notes]
 
@@ -78,48 +72,48 @@ class TestFilling:
         expected = sorted(feed, key=lambda n: -n.published_ms)[:4]
         assert seen == [(n.pk, n.body, n.author.username, n.author.shown_name, n.published_ms) for n in expected]
 
-    def test_the_templates_and_the_api_render_the_page_without_a_query(self, alice, feed):
-        page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)
+    def test_the_templates_and_the_api_render_the_page_without_a_query(self, active_alice, feed):
+        page = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10)
 
         with CaptureQueriesContext(connection) as rendered:
             html = "".join(render_to_string("feed/_note.html", {"note": note}) for note in page.notes)
-        response = signed_in(alice).get("/api/feed?limit=10")
+        response = signed_in(active_alice).get("/api/feed?limit=10")
 
         assert len(rendered.captured_queries) == 0
         assert html.count('class="note"') == 6
         assert [item["id"] for item in response.json()["data"]["list"]] == [n.pk for n in page.notes]
         assert {item["author"]["username"] for item in response.json()["data"]["list"]} == {"bob", "charlie"}
 
-    def test_a_miss_reads_the_database_once_and_fills_the_cache(self, alice, bob, follow, synced, redis_client):
-        follow(alice, bob)
-        rows = Note.objects.bulk_create([Note(author=bob, body=f"bulk {i}", created_at=now_whole_ms() - timedelta(minutes=i)) for i in range(4)])
-        synced(alice)  # the inbox holds them; nothing ever cached them (the oldest, its horizon, is the database's)
+    def test_a_miss_reads_the_database_once_and_fills_the_cache(self, active_alice, active_bob, follow, synced, redis_client):
+        follow(active_alice, active_bob)
+        rows = Note.objects.bulk_create([Note(author=active_bob, body=f"bulk {i}", created_at=now_whole_ms() - timedelta(minutes=i)) for i in range(4)])
+        synced(active_alice)  # the inbox holds them; nothing ever cached them (the oldest, its horizon, is the database's)
 
         with CaptureQueriesContext(connection) as missed:
-            first = page_ids(alice, limit=2)
+            first = page_ids(active_alice, limit=2)
         with CaptureQueriesContext(connection) as hit:
-            second = page_ids(alice, limit=2)
+            second = page_ids(active_alice, limit=2)
 
         assert first == second == [row.pk for row in rows[:2]]
         assert len(missed.captured_queries) == 2  # the notes with their authors, on the primary; the visibility check
         assert len(hit.captured_queries) == 1  # the visibility check
         assert all(redis_client.get(redis_keys.note_cache_key(row.pk)) for row in rows[:3])  # the round read 3
 
-    def test_a_stale_author_table_entry_is_corrected(self, alice, bob, charlie, feed, monkeypatch):
+    def test_a_stale_author_table_entry_is_corrected(self, active_alice, active_bob, active_charlie, feed, monkeypatch):
         note = feed[1]  # bob's
-        monkeypatch.setitem(note_cache._note_authors, note.pk, charlie.pk)  # a wrong guess
+        monkeypatch.setitem(note_cache._note_authors, note.pk, active_charlie.pk)  # a wrong guess
 
-        page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)
+        page = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10)
 
         assert {n.pk: n.author.username for n in page.notes}[note.pk] == "bob"
-        assert note_cache._note_authors[note.pk] == bob.pk
+        assert note_cache._note_authors[note.pk] == active_bob.pk
 
-    def test_the_per_process_tables_empty_themselves_when_full(self, alice, feed, monkeypatch):
+    def test_the_per_process_tables_empty_themselves_when_full(self, active_alice, feed, monkeypatch):
         monkeypatch.setattr(note_cache, "NOTE_AUTHORS_MAX", 2)
         monkeypatch.setattr(note_cache, "PARSED_MAX", 2)
 
-        first = page_ids(alice)
-        second = page_ids(alice)
+        first = page_ids(active_alice)
+        second = page_ids(active_alice)
 
         assert first == second == [n.pk for n in sorted(feed, key=lambda n: -n.published_ms)]
         assert len(note_cache._parsed_notes) <= 2
@@ -127,16 +121,16 @@ class TestFilling:
 
 
 class TestForgetting:
-    def test_a_hidden_note_leaves_the_page_at_commit_before_its_task_runs(self, alice, feed, no_tasks, redis_client, django_capture_on_commit_callbacks):
+    def test_a_hidden_note_leaves_the_page_at_commit_before_its_task_runs(self, active_alice, feed, no_tasks, redis_client, django_capture_on_commit_callbacks):
         hidden = feed[5]
         with django_capture_on_commit_callbacks(execute=True):
             services.note_hide(note=hidden, hidden=True)
 
         assert redis_client.get(redis_keys.note_cache_key(hidden.pk)) == redis_keys.CACHE_TOMBSTONE
-        assert hidden.pk not in page_ids(alice)
-        assert hidden.pk not in inbox_ids(redis_client, alice)  # a stale id, confirmed on the primary and removed
+        assert hidden.pk not in page_ids(active_alice)
+        assert hidden.pk not in inbox_ids(redis_client, active_alice)  # a stale id, confirmed on the primary and removed
 
-    def test_the_task_forgets_it_again_when_the_commit_could_not(self, alice, feed, redis_client, monkeypatch, django_capture_on_commit_callbacks):
+    def test_the_task_forgets_it_again_when_the_commit_could_not(self, active_alice, feed, redis_client, monkeypatch, django_capture_on_commit_callbacks):
         hidden = feed[5]
         monkeypatch.setattr(note_cache, "cache_forget_now", lambda **kw: False)  # Redis failed at commit
 
@@ -144,9 +138,9 @@ class TestForgetting:
             services.note_hide(note=hidden, hidden=True)  # eager: the feed.note task retracts
 
         assert redis_client.get(redis_keys.note_cache_key(hidden.pk)) == redis_keys.CACHE_TOMBSTONE
-        assert hidden.pk not in page_ids(alice)
+        assert hidden.pk not in page_ids(active_alice)
 
-    def test_an_unhidden_note_is_cached_again_by_its_fan_out(self, alice, feed, redis_client, django_capture_on_commit_callbacks):
+    def test_an_unhidden_note_is_cached_again_by_its_fan_out(self, active_alice, feed, redis_client, django_capture_on_commit_callbacks):
         note = feed[5]
         with django_capture_on_commit_callbacks(execute=True):
             services.note_hide(note=note, hidden=True)
@@ -154,53 +148,53 @@ class TestForgetting:
             services.note_hide(note=note, hidden=False)
 
         assert redis_client.get(redis_keys.note_cache_key(note.pk)) == note_cache.note_value(note)
-        assert page_ids(alice)[0] == note.pk
+        assert page_ids(active_alice)[0] == note.pk
 
-    def test_a_deleted_note_leaves_the_page_at_commit(self, alice, bob, feed, no_tasks, django_capture_on_commit_callbacks):
+    def test_a_deleted_note_leaves_the_page_at_commit(self, active_alice, active_bob, feed, no_tasks, django_capture_on_commit_callbacks):
         note = feed[5]
         with django_capture_on_commit_callbacks(execute=True):
-            services.note_delete(note=note, actor=bob)
+            services.note_delete(note=note, actor=active_bob)
 
-        assert note.pk not in page_ids(alice)
+        assert note.pk not in page_ids(active_alice)
 
-    def test_a_deactivated_authors_notes_leave_the_page_at_commit(self, alice, bob, feed, no_tasks, redis_client, django_capture_on_commit_callbacks):
+    def test_a_deactivated_authors_notes_leave_the_page_at_commit(self, active_alice, active_bob, feed, no_tasks, redis_client, django_capture_on_commit_callbacks):
         from users.services import user_set_active
 
         with django_capture_on_commit_callbacks(execute=True):
-            user_set_active(user=bob, is_active=False)
+            user_set_active(user=active_bob, is_active=False)
 
-        assert redis_client.get(redis_keys.author_cache_key(bob.pk)) == redis_keys.CACHE_TOMBSTONE
-        assert {n.author_id for n in selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10).notes} == {feed[0].author_id}
+        assert redis_client.get(redis_keys.author_cache_key(active_bob.pk)) == redis_keys.CACHE_TOMBSTONE
+        assert {n.author_id for n in selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10).notes} == {feed[0].author_id}
 
-    def test_an_author_whose_entry_is_forgotten_is_read_from_the_database(self, alice, bob, feed, redis_client):
-        User.objects.filter(pk=bob.pk).update(is_active=False)  # no signal: the forget done by hand below
-        note_cache.cache_forget(redis_client, author_ids=[bob.pk])
+    def test_an_author_whose_entry_is_forgotten_is_read_from_the_database(self, active_alice, active_bob, feed, redis_client):
+        User.objects.filter(pk=active_bob.pk).update(is_active=False)  # no signal: the forget done by hand below
+        note_cache.cache_forget(redis_client, author_ids=[active_bob.pk])
 
-        shown = page_ids(alice)
+        shown = page_ids(active_alice)
 
-        assert shown == [n.pk for n in sorted(feed, key=lambda n: -n.published_ms) if n.author_id != bob.pk]
-        assert not set(inbox_ids(redis_client, alice)) & {n.pk for n in feed if n.author_id == bob.pk}
+        assert shown == [n.pk for n in sorted(feed, key=lambda n: -n.published_ms) if n.author_id != active_bob.pk]
+        assert not set(inbox_ids(redis_client, active_alice)) & {n.pk for n in feed if n.author_id == active_bob.pk}
 
-    def test_a_renamed_author_is_shown_with_the_new_name(self, alice, bob, feed, django_capture_on_commit_callbacks):
-        page_ids(alice)  # the old name is cached
+    def test_a_renamed_author_is_shown_with_the_new_name(self, active_alice, active_bob, feed, django_capture_on_commit_callbacks):
+        page_ids(active_alice)  # the old name is cached
         with django_capture_on_commit_callbacks(execute=True):
-            bob.display_name = "Robert"
-            bob.save()
+            active_bob.display_name = "Robert"
+            active_bob.save()
 
-        names = {n.author.shown_name for n in selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10).notes}
+        names = {n.author.shown_name for n in selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10).notes}
 
         assert names == {"Robert", "Charlie"}
-        assert OutboxEntry.objects.filter(kind=feed_outbox.AUTHOR_CACHE_KIND, subject_id=bob.pk, applied_at__isnull=False).exists()
+        assert OutboxEntry.objects.filter(kind=feed_outbox.AUTHOR_CACHE_KIND, subject_id=active_bob.pk, applied_at__isnull=False).exists()
 
-    def test_a_save_of_other_fields_forgets_nothing(self, bob, feed, redis_client, django_capture_on_commit_callbacks):
+    def test_a_save_of_other_fields_forgets_nothing(self, active_bob, feed, redis_client, django_capture_on_commit_callbacks):
         with django_capture_on_commit_callbacks(execute=True):
-            bob.last_login = timezone.now()
-            bob.save(update_fields=["last_login"])
+            active_bob.last_login = timezone.now()
+            active_bob.save(update_fields=["last_login"])
 
-        assert not OutboxEntry.objects.filter(kind=feed_outbox.AUTHOR_CACHE_KIND, subject_id=bob.pk).exists()
-        assert redis_client.get(redis_keys.author_cache_key(bob.pk)) != redis_keys.CACHE_TOMBSTONE
+        assert not OutboxEntry.objects.filter(kind=feed_outbox.AUTHOR_CACHE_KIND, subject_id=active_bob.pk).exists()
+        assert redis_client.get(redis_keys.author_cache_key(active_bob.pk)) != redis_keys.CACHE_TOMBSTONE
 
-    def test_a_tombstone_refuses_a_fill_read_before_the_change(self, alice, feed, redis_client):
+    def test_a_tombstone_refuses_a_fill_read_before_the_change(self, active_alice, feed, redis_client):
         note = Note.objects.select_related("author").get(pk=feed[5].pk)  # read while visible...
         note_cache.cache_forget(redis_client, note_ids=[note.pk])  # ...then the change committed
 
@@ -211,50 +205,50 @@ class TestForgetting:
         assert redis_client.get(redis_keys.note_cache_key(note.pk)) == redis_keys.CACHE_TOMBSTONE
         assert 0 < redis_client.ttl(redis_keys.note_cache_key(note.pk)) <= redis_keys.CACHE_TOMBSTONE_SECONDS
 
-    def test_while_tombstoned_pages_read_the_database_and_write_nothing(self, alice, feed, redis_client):
+    def test_while_tombstoned_pages_read_the_database_and_write_nothing(self, active_alice, feed, redis_client):
         note = feed[5]
         note_cache.cache_forget(redis_client, note_ids=[note.pk])
 
         with CaptureQueriesContext(connection) as queries:
-            shown = page_ids(alice, limit=3)
+            shown = page_ids(active_alice, limit=3)
 
         assert shown[0] == note.pk
         assert len(queries.captured_queries) == 2  # the note (its author is cached), no fill; the visibility check
         assert redis_client.get(redis_keys.note_cache_key(note.pk)) == redis_keys.CACHE_TOMBSTONE
 
-    def test_a_deleted_account_leaves_no_cache_key(self, alice, bob, feed, redis_client, django_capture_on_commit_callbacks):
+    def test_a_deleted_account_leaves_no_cache_key(self, active_alice, active_bob, feed, redis_client, django_capture_on_commit_callbacks):
         with django_capture_on_commit_callbacks(execute=True):
-            User.objects.get(pk=bob.pk).delete()
+            User.objects.get(pk=active_bob.pk).delete()
 
-        assert not redis_client.exists(redis_keys.author_cache_key(bob.pk))
-        assert {n.author.username for n in selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10).notes} == {"charlie"}
+        assert not redis_client.exists(redis_keys.author_cache_key(active_bob.pk))
+        assert {n.author.username for n in selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10).notes} == {"charlie"}
 
 
 class TestFollowing:
     def test_an_unfollowed_authors_notes_are_skipped_and_left_for_the_unfollow_task(
-        self, alice, bob, feed, no_tasks, redis_client, django_capture_on_commit_callbacks
+        self, active_alice, active_bob, feed, no_tasks, redis_client, django_capture_on_commit_callbacks
     ):
         from social import services as social_services
 
         with django_capture_on_commit_callbacks(execute=True):
-            social_services.follow_delete(actor=alice, followee_id=bob.pk)  # the mirror applies inline; feed.pair waits
+            social_services.follow_delete(actor=active_alice, followee_id=active_bob.pk)  # the mirror applies inline; feed.pair waits
 
-        bobs = {n.pk for n in feed if n.author_id == bob.pk}
-        assert not set(page_ids(alice)) & bobs
-        assert bobs <= set(inbox_ids(redis_client, alice))
+        bobs = {n.pk for n in feed if n.author_id == active_bob.pk}
+        assert not set(page_ids(active_alice)) & bobs
+        assert bobs <= set(inbox_ids(redis_client, active_alice))
 
-    def test_a_page_from_redis_reads_no_follow_row_also_past_the_horizon(self, alice, bob, charlie, feed):
+    def test_a_page_from_redis_reads_no_follow_row_also_past_the_horizon(self, active_alice, active_bob, active_charlie, feed):
         with CaptureQueriesContext(connection) as queries:
-            page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)  # 6 notes: the tail from the database
+            page = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10)  # 6 notes: the tail from the database
 
         notes_sql, follow_sql = ([q["sql"] for q in queries.captured_queries if table in q["sql"]] for table in ("feed_note", "social_follow"))
         assert (page.source, len(page.notes)) == ("redis", 6)
         assert (len(queries.captured_queries), len(notes_sql), len(follow_sql)) == (2, 1, 1)
         assert "social_follow" not in notes_sql[0]  # the tail's authors are the Redis following set
         # The visibility check reads follow rows only by key, for the page's authors (bob and charlie).
-        assert follow_sql[0].endswith(f"WHERE follower_id = {alice.pk} AND followee_id IN ({min(bob.pk, charlie.pk)}, {max(bob.pk, charlie.pk)})")
+        assert follow_sql[0].endswith(f"WHERE follower_id = {active_alice.pk} AND followee_id IN ({min(active_bob.pk, active_charlie.pk)}, {max(active_bob.pk, active_charlie.pk)})")
 
-    def test_only_the_pages_authors_are_asked_about(self, alice, feed, monkeypatch):
+    def test_only_the_pages_authors_are_asked_about(self, active_alice, feed, monkeypatch):
         asked: list[int] = []
         real = note_cache.lookup
 
@@ -265,27 +259,27 @@ class TestFollowing:
         monkeypatch.setattr(note_cache, "lookup", spy)
         note_cache.forget_note_authors()
 
-        page_ids(alice, limit=2)
+        page_ids(active_alice, limit=2)
 
         assert asked and max(asked) <= 2  # the authors of the page's 3 ids (2 accounts), never the following set
 
 
 class TestRedisDown:
-    def test_a_cached_page_falls_back_to_the_database_when_redis_fails(self, alice, feed, monkeypatch):
+    def test_a_cached_page_falls_back_to_the_database_when_redis_fails(self, active_alice, feed, monkeypatch):
         def fail(*args, **kwargs):
             raise ConnectionError("redis is gone")
 
         monkeypatch.setattr(note_cache, "resolve_notes", fail)
 
-        page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)
+        page = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10)
 
         assert page.source == "database"
         assert [n.pk for n in page.notes] == [n.pk for n in sorted(feed, key=lambda n: -n.published_ms)]
 
-    def test_an_inbox_being_rebuilt_reads_the_database(self, alice, feed, redis_client):
-        redis_client.set(redis_keys.inbox_rebuilding_key(alice.pk), "1")
+    def test_an_inbox_being_rebuilt_reads_the_database(self, active_alice, feed, redis_client):
+        redis_client.set(redis_keys.inbox_rebuilding_key(active_alice.pk), "1")
 
-        page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)
+        page = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10)
 
         assert (page.source, page.catching_up, len(page.notes)) == ("database", True, 6)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 
 from core.outbox import drain
@@ -13,7 +12,8 @@ from core.paging import Cursor
 from core.redis import redis_reset_breaker
 from feed import selectors
 from feed.models import Note
-from tests.feed.helpers import inbox_ids
+from tests.support.accounts import signed_in
+from tests.support.feed import inbox_ids
 
 pytestmark = pytest.mark.django_db
 
@@ -49,23 +49,22 @@ def all_pages(user, limit=2):
 
 class TestNotePublishedWhileRedisIsDown:
     def test_the_note_is_kept_shown_from_the_database_and_delivered_after_recovery(
-        self, alice, bob, follow, publish, synced, redis_switch, redis_client
+        self, active_alice, active_bob, follow, publish, synced, redis_switch, redis_client
     ):
-        follow(alice, bob)
-        synced(alice)
-        n0 = publish(bob, "n0", at_ms=BASE_MS)
-        n1 = publish(bob, "n1", at_ms=BASE_MS + 10)
+        follow(active_alice, active_bob)
+        synced(active_alice)
+        n0 = publish(active_bob, "n0", at_ms=BASE_MS)
+        n1 = publish(active_bob, "n1", at_ms=BASE_MS + 10)
 
         redis_switch(up=False)
-        n2 = publish(bob, "n2", at_ms=BASE_MS + 20)  # the fan-out task fails
-        client = Client()
-        client.force_login(alice)
+        n2 = publish(active_bob, "n2", at_ms=BASE_MS + 20)  # the fan-out task fails
+        client = signed_in(active_alice)
         during = client.get("/home")
-        feed_during = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)
+        feed_during = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10)
 
         redis_switch(up=True)
-        n3 = publish(bob, "n3", at_ms=BASE_MS + 30)
-        inbox_before_repair = inbox_ids(redis_client, alice)
+        n3 = publish(active_bob, "n3", at_ms=BASE_MS + 30)
+        inbox_before_repair = inbox_ids(redis_client, active_alice)
         repaired = drain(task_grace_seconds=0).applied
 
         assert Note.objects.filter(pk=n2.pk, fanned_out_at__isnull=True).count() == 0
@@ -73,12 +72,11 @@ class TestNotePublishedWhileRedisIsDown:
         assert (feed_during.source, [n.body for n in feed_during.notes]) == ("database", ["n2", "n1", "n0"])
         assert inbox_before_repair == [n3.pk, n1.pk, n0.pk]
         assert repaired == 1
-        assert inbox_ids(redis_client, alice) == [n3.pk, n2.pk, n1.pk, n0.pk]
-        assert all_pages(alice) == [n3.pk, n2.pk, n1.pk, n0.pk]
+        assert inbox_ids(redis_client, active_alice) == [n3.pk, n2.pk, n1.pk, n0.pk]
+        assert all_pages(active_alice) == [n3.pk, n2.pk, n1.pk, n0.pk]
 
-    def test_publishing_through_the_api_answers_201_while_redis_is_down(self, bob, redis_switch):
-        client = Client()
-        client.force_login(bob)
+    def test_publishing_through_the_api_answers_201_while_redis_is_down(self, active_bob, redis_switch):
+        client = signed_in(active_bob)
         redis_switch(up=False)
 
         response = client.post("/api/notes", {"body": "still works"})
@@ -86,14 +84,14 @@ class TestNotePublishedWhileRedisIsDown:
         assert response.status_code == 201
         assert Note.objects.get().fanned_out_at is None
 
-    def test_follow_and_unfollow_work_and_the_feed_reads_the_database(self, alice, bob, follow, unfollow, publish, redis_switch):
-        note = publish(bob, "visible after follow")
+    def test_follow_and_unfollow_work_and_the_feed_reads_the_database(self, active_alice, active_bob, follow, unfollow, publish, redis_switch):
+        note = publish(active_bob, "visible after follow")
         redis_switch(up=False)
 
-        follow(alice, bob)
-        followed = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=5)
-        unfollow(alice, bob)
-        unfollowed = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=5)
+        follow(active_alice, active_bob)
+        followed = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=5)
+        unfollow(active_alice, active_bob)
+        unfollowed = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=5)
 
         assert [n.pk for n in followed.notes] == [note.pk]
         assert unfollowed.notes == []

@@ -13,8 +13,9 @@ from django.core.management import call_command
 from feed import redis_keys
 from feed.models import InboxReconcileRun
 from feed.reconcile import reconcile_inboxes
-from tests.feed.consistency import feed_differences
-from tests.feed.helpers import inbox, inbox_ids, make_user
+from tests.support.accounts import make_user
+from tests.support.consistency import feed_differences
+from tests.support.feed import inbox, inbox_ids
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,8 @@ from feed import delivery, redis_keys, selectors, services
 from feed import outbox as feed_outbox
 from feed.models import Note
 from feed.rebuild import inbox_rebuild
-from tests.feed.helpers import inbox, inbox_ids, make_user
+from tests.support.accounts import make_user
+from tests.support.feed import inbox, inbox_ids
 
 pytestmark = pytest.mark.django_db
 
@@ -25,38 +26,38 @@ BASE_MS = int((timezone.now() - timedelta(hours=1)).timestamp() * 1000)
 
 
 class TestNoteCreate:
-    def test_saves_the_note_and_fans_out_only_after_commit(self, alice, bob, follow, redis_client, django_capture_on_commit_callbacks):
-        follow(alice, bob)
+    def test_saves_the_note_and_fans_out_only_after_commit(self, active_alice, active_bob, follow, redis_client, django_capture_on_commit_callbacks):
+        follow(active_alice, active_bob)
 
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
-            note = services.note_create(author=bob, body="  hello world  ")
-            assert inbox(redis_client, alice) == []  # nothing before commit
+            note = services.note_create(author=active_bob, body="  hello world  ")
+            assert inbox(redis_client, active_alice) == []  # nothing before commit
         for callback in callbacks:
             callback()
 
         note.refresh_from_db()
         assert note.body == "hello world"
         assert note.created_at.microsecond % 1000 == 0  # whole milliseconds
-        assert inbox(redis_client, alice) == [(str(note.pk).encode(), note.published_ms)]
-        assert redis_client.zscore(redis_keys.outbox_key(bob.pk), note.pk) == note.published_ms
+        assert inbox(redis_client, active_alice) == [(str(note.pk).encode(), note.published_ms)]
+        assert redis_client.zscore(redis_keys.outbox_key(active_bob.pk), note.pk) == note.published_ms
         assert note.fanned_out_at is not None
 
-    def test_a_rolled_back_note_sends_no_task_and_reaches_no_inbox(self, alice, bob, follow, redis_client, monkeypatch, django_capture_on_commit_callbacks):
-        follow(alice, bob)
+    def test_a_rolled_back_note_sends_no_task_and_reaches_no_inbox(self, active_alice, active_bob, follow, redis_client, monkeypatch, django_capture_on_commit_callbacks):
+        follow(active_alice, active_bob)
         sent = []
         monkeypatch.setattr(core_tasks.outbox_apply, "apply_async", lambda kwargs, **options: sent.append(kwargs))
 
         with django_capture_on_commit_callbacks(execute=True) as callbacks, pytest.raises(RuntimeError), transaction.atomic():
-            services.note_create(author=bob, body="never committed")
+            services.note_create(author=active_bob, body="never committed")
             raise RuntimeError("the request failed after the insert")
 
         assert callbacks == []
         assert sent == []
         assert Note.objects.count() == 0
-        assert inbox(redis_client, alice) == []
+        assert inbox(redis_client, active_alice) == []
 
-    def test_the_task_of_a_committed_note_finds_its_row(self, alice, bob, follow, monkeypatch, django_capture_on_commit_callbacks):
-        follow(alice, bob)
+    def test_the_task_of_a_committed_note_finds_its_row(self, active_alice, active_bob, follow, monkeypatch, django_capture_on_commit_callbacks):
+        follow(active_alice, active_bob)
         results = []
         real = feed_outbox.note_fan_out
         def recorded(**kw):
@@ -66,59 +67,59 @@ class TestNoteCreate:
         monkeypatch.setattr(feed_outbox, "note_fan_out", recorded)
 
         with django_capture_on_commit_callbacks(execute=True):
-            services.note_create(author=bob, body="committed")
+            services.note_create(author=active_bob, body="committed")
 
         assert [r.mode for r in results] == ["push"]
         assert results[0].followers == 1
 
     @pytest.mark.parametrize("body", ["", "   ", "\n\t"])
-    def test_an_empty_body_is_rejected(self, bob, body, django_capture_on_commit_callbacks):
+    def test_an_empty_body_is_rejected(self, active_bob, body, django_capture_on_commit_callbacks):
         with django_capture_on_commit_callbacks(execute=True) as callbacks, pytest.raises(services.NoteInvalidError):
-            services.note_create(author=bob, body=body)
+            services.note_create(author=active_bob, body=body)
 
         assert Note.objects.count() == 0
         assert callbacks == []
 
-    def test_the_length_limit_is_inclusive(self, bob, settings, django_capture_on_commit_callbacks):
+    def test_the_length_limit_is_inclusive(self, active_bob, settings, django_capture_on_commit_callbacks):
         settings.NOTE_MAX_LENGTH = 10
 
         with django_capture_on_commit_callbacks(execute=True):
-            note = services.note_create(author=bob, body="x" * 10)
+            note = services.note_create(author=active_bob, body="x" * 10)
             with pytest.raises(services.NoteInvalidError):
-                services.note_create(author=bob, body="x" * 11)
+                services.note_create(author=active_bob, body="x" * 11)
 
         assert list(Note.objects.values_list("pk", flat=True)) == [note.pk]
 
-    def test_a_deactivated_author_cannot_publish(self, bob):
-        bob.is_active = False
+    def test_a_deactivated_author_cannot_publish(self, active_bob):
+        active_bob.is_active = False
 
         with pytest.raises(services.NoteForbiddenError) as raised:
-            services.note_create(author=bob, body="hi")
+            services.note_create(author=active_bob, body="hi")
 
         assert raised.value.status == 403
         assert Note.objects.count() == 0
 
 
 class TestFanOut:
-    def test_reaches_every_active_follower_and_skips_inactive_ones(self, bob, follow, people, redis_client, publish):
+    def test_reaches_every_active_follower_and_skips_inactive_ones(self, active_bob, follow, people, redis_client, publish):
         active = people(3)
         never_seen = make_user(active=False)
         away = make_user(last_seen_at=timezone.now() - timedelta(days=31))
         for reader in [*active, never_seen, away]:
-            follow(reader, bob)
+            follow(reader, active_bob)
 
-        note = publish(bob)
+        note = publish(active_bob)
 
         member = [(str(note.pk).encode(), note.published_ms)]
         assert [inbox(redis_client, reader) for reader in active] == [member] * 3
         assert inbox(redis_client, never_seen) == []
         assert inbox(redis_client, away) == []
 
-    def test_reads_followers_in_batches_with_one_pipeline_each(self, bob, follow, people, redis_client, publish, settings, monkeypatch):
+    def test_reads_followers_in_batches_with_one_pipeline_each(self, active_bob, follow, people, redis_client, publish, settings, monkeypatch):
         settings.FEED_FANOUT_BATCH_SIZE = 2
         readers = people(5)
         for reader in readers:
-            follow(reader, bob)
+            follow(reader, active_bob)
         batches = []
         real = delivery.deliver
         def recorded(client, ids, author, entries):
@@ -127,29 +128,29 @@ class TestFanOut:
 
         monkeypatch.setattr(delivery, "deliver", recorded)
 
-        note = publish(bob)
+        note = publish(active_bob)
 
         assert sorted(i for batch in batches for i in batch) == sorted(r.pk for r in readers)
         assert max(len(batch) for batch in batches) <= 2
         assert all(inbox_ids(redis_client, r) == [note.pk] for r in readers)
 
-    def test_inboxes_are_trimmed_to_the_cap_on_every_write(self, alice, bob, follow, publish, redis_client, settings):
+    def test_inboxes_are_trimmed_to_the_cap_on_every_write(self, active_alice, active_bob, follow, publish, redis_client, settings):
         settings.INBOX_MAX_LEN = 5
-        follow(alice, bob)
+        follow(active_alice, active_bob)
 
-        notes = [publish(bob, at_ms=BASE_MS + i) for i in range(8)]
+        notes = [publish(active_bob, at_ms=BASE_MS + i) for i in range(8)]
 
-        assert inbox_ids(redis_client, alice) == [n.pk for n in reversed(notes[3:])]
-        assert redis_client.zcard(redis_keys.outbox_key(bob.pk)) == 5
+        assert inbox_ids(redis_client, active_alice) == [n.pk for n in reversed(notes[3:])]
+        assert redis_client.zcard(redis_keys.outbox_key(active_bob.pk)) == 5
 
     def test_a_retry_after_a_partial_run_then_a_delete_leaves_one_canonical_member_then_none(
-        self, bob, follow, people, publish, redis_client, settings, monkeypatch, django_capture_on_commit_callbacks
+        self, active_bob, follow, people, publish, redis_client, settings, monkeypatch, django_capture_on_commit_callbacks
     ):
         # C11
         settings.FEED_FANOUT_BATCH_SIZE = 2
         readers = people(5)
         for reader in readers:
-            follow(reader, bob)
+            follow(reader, active_bob)
         real = delivery.deliver
         calls = []
 
@@ -161,7 +162,7 @@ class TestFanOut:
 
         monkeypatch.setattr(delivery, "deliver", flaky)
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
-            note = services.note_create(author=bob, body="n1")
+            note = services.note_create(author=active_bob, body="n1")
         with pytest.raises(redis.exceptions.ConnectionError):
             feed_outbox.note_fan_out(note_id=note.pk)
         partial = [r for r in readers if inbox_ids(redis_client, r)]
@@ -171,7 +172,7 @@ class TestFanOut:
         core_tasks.outbox_apply.apply(kwargs={"entry_ids": [entry.pk]})  # the retry
         feed_outbox.note_fan_out(note_id=note.pk)  # and a duplicate delivery
         for reader in readers[:2]:  # a backfill and a rebuild write it too
-            feed_outbox.inbox_backfill_followee(follower_id=reader.pk, followee_id=bob.pk)
+            feed_outbox.inbox_backfill_followee(follower_id=reader.pk, followee_id=active_bob.pk)
         inbox_rebuild(user_id=readers[2].pk)
 
         assert 0 < len(partial) < 5
@@ -181,19 +182,19 @@ class TestFanOut:
             services.note_delete(note=note)
 
         assert [inbox(redis_client, r) for r in readers] == [[]] * 5
-        assert redis_client.zcard(redis_keys.outbox_key(bob.pk)) == 0
+        assert redis_client.zcard(redis_keys.outbox_key(active_bob.pk)) == 0
         del callbacks
 
-    def test_a_pull_author_is_not_fanned_out(self, alice, bob, charlie, follow, publish, redis_client, settings):
+    def test_a_pull_author_is_not_fanned_out(self, active_alice, active_bob, active_charlie, follow, publish, redis_client, settings):
         settings.FANOUT_PULL_THRESHOLD = 2
-        follow(alice, bob)
-        follow(charlie, bob)
+        follow(active_alice, active_bob)
+        follow(active_charlie, active_bob)
 
-        note = publish(bob)
+        note = publish(active_bob)
 
-        assert inbox(redis_client, alice) == []
-        assert redis_client.zrange(redis_keys.outbox_key(bob.pk), 0, -1) == [str(note.pk).encode()]
-        assert redis_client.smembers(redis_keys.pull_authors_key()) == {str(bob.pk).encode()}
+        assert inbox(redis_client, active_alice) == []
+        assert redis_client.zrange(redis_keys.outbox_key(active_bob.pk), 0, -1) == [str(note.pk).encode()]
+        assert redis_client.smembers(redis_keys.pull_authors_key()) == {str(active_bob.pk).encode()}
 
     def test_members_are_plain_decimal_strings(self):
         assert [redis_keys.note_member(v) for v in (7, "7", b"7")] == ["7", "7", "7"]
@@ -202,26 +203,26 @@ class TestFanOut:
 
 
 class TestHideAndDelete:
-    def test_a_hidden_note_leaves_every_inbox_and_unhiding_restores_it(self, alice, charlie, bob, follow, publish, redis_client, django_capture_on_commit_callbacks):
-        follow(alice, bob)
-        follow(charlie, bob)
-        older = publish(bob, at_ms=BASE_MS)
-        note = publish(bob, at_ms=BASE_MS + 5)
+    def test_a_hidden_note_leaves_every_inbox_and_unhiding_restores_it(self, active_alice, active_charlie, active_bob, follow, publish, redis_client, django_capture_on_commit_callbacks):
+        follow(active_alice, active_bob)
+        follow(active_charlie, active_bob)
+        older = publish(active_bob, at_ms=BASE_MS)
+        note = publish(active_bob, at_ms=BASE_MS + 5)
 
         with django_capture_on_commit_callbacks(execute=True):
             changed = services.note_hide(note=note, hidden=True)
 
         assert changed is True
-        assert inbox_ids(redis_client, alice) == inbox_ids(redis_client, charlie) == [older.pk]
-        assert redis_client.zscore(redis_keys.outbox_key(bob.pk), note.pk) is None
+        assert inbox_ids(redis_client, active_alice) == inbox_ids(redis_client, active_charlie) == [older.pk]
+        assert redis_client.zscore(redis_keys.outbox_key(active_bob.pk), note.pk) is None
 
         with django_capture_on_commit_callbacks(execute=True):
             services.note_hide(note=note, hidden=False)
 
-        assert inbox(redis_client, alice) == [(str(note.pk).encode(), BASE_MS + 5), (str(older.pk).encode(), BASE_MS)]
+        assert inbox(redis_client, active_alice) == [(str(note.pk).encode(), BASE_MS + 5), (str(older.pk).encode(), BASE_MS)]
 
-    def test_hiding_twice_changes_nothing_the_second_time(self, bob, publish, django_capture_on_commit_callbacks):
-        note = publish(bob)
+    def test_hiding_twice_changes_nothing_the_second_time(self, active_bob, publish, django_capture_on_commit_callbacks):
+        note = publish(active_bob)
 
         with django_capture_on_commit_callbacks(execute=True):
             first = services.note_hide(note=note, hidden=True)
@@ -231,19 +232,19 @@ class TestHideAndDelete:
         # The publish's entry and the first hide's: the second recorded nothing.
         assert OutboxEntry.objects.filter(kind=feed_outbox.NOTE_KIND, subject_id=note.pk).count() == 2
 
-    def test_only_the_author_can_delete(self, bob, charlie, publish):
-        note = publish(bob)
+    def test_only_the_author_can_delete(self, active_bob, active_charlie, publish):
+        note = publish(active_bob)
 
         with pytest.raises(services.NoteForbiddenError):
-            services.note_delete(note=note, actor=charlie)
+            services.note_delete(note=note, actor=active_charlie)
 
         note.refresh_from_db()
         assert note.deleted_at is None
 
-    def test_a_note_hidden_during_its_fan_out_is_withdrawn(self, alice, bob, follow, redis_client, monkeypatch, django_capture_on_commit_callbacks):
-        follow(alice, bob)
+    def test_a_note_hidden_during_its_fan_out_is_withdrawn(self, active_alice, active_bob, follow, redis_client, monkeypatch, django_capture_on_commit_callbacks):
+        follow(active_alice, active_bob)
         with django_capture_on_commit_callbacks(execute=False):
-            note = services.note_create(author=bob, body="racing a moderator")
+            note = services.note_create(author=active_bob, body="racing a moderator")
         real = delivery.fan_out_to_followers
 
         def hide_meanwhile(*args, **kwargs):
@@ -255,121 +256,121 @@ class TestHideAndDelete:
 
         feed_outbox.note_fan_out(note_id=note.pk)
 
-        assert inbox(redis_client, alice) == []
+        assert inbox(redis_client, active_alice) == []
 
 
 class TestFollowAndUnfollow:
-    def test_unfollow_removes_the_followee_and_refollow_backfills_it(self, alice, bob, charlie, follow, unfollow, publish, redis_client):
+    def test_unfollow_removes_the_followee_and_refollow_backfills_it(self, active_alice, active_bob, active_charlie, follow, unfollow, publish, redis_client):
         # C10: A->B, A->C; b1@100, c1@101, b2@102; A unfollows B.
-        follow(alice, bob)
-        follow(alice, charlie)
-        b1 = publish(bob, at_ms=BASE_MS + 100)
-        c1 = publish(charlie, at_ms=BASE_MS + 101)
-        b2 = publish(bob, at_ms=BASE_MS + 102)
+        follow(active_alice, active_bob)
+        follow(active_alice, active_charlie)
+        b1 = publish(active_bob, at_ms=BASE_MS + 100)
+        c1 = publish(active_charlie, at_ms=BASE_MS + 101)
+        b2 = publish(active_bob, at_ms=BASE_MS + 102)
 
-        unfollow(alice, bob)
+        unfollow(active_alice, active_bob)
 
-        assert inbox(redis_client, alice) == [(str(c1.pk).encode(), BASE_MS + 101)]
+        assert inbox(redis_client, active_alice) == [(str(c1.pk).encode(), BASE_MS + 101)]
 
-        follow(alice, bob)  # pinned: a re-follow backfills like a first follow
+        follow(active_alice, active_bob)  # pinned: a re-follow backfills like a first follow
 
-        assert inbox(redis_client, alice) == [
+        assert inbox(redis_client, active_alice) == [
             (str(b2.pk).encode(), BASE_MS + 102),
             (str(c1.pk).encode(), BASE_MS + 101),
             (str(b1.pk).encode(), BASE_MS + 100),
         ]
 
-    def test_follow_backfills_the_newest_notes_up_to_the_cap(self, alice, bob, follow, publish, redis_client, settings):
+    def test_follow_backfills_the_newest_notes_up_to_the_cap(self, active_alice, active_bob, follow, publish, redis_client, settings):
         settings.INBOX_MAX_LEN = 3
-        notes = [publish(bob, at_ms=BASE_MS + i) for i in range(5)]
+        notes = [publish(active_bob, at_ms=BASE_MS + i) for i in range(5)]
 
-        follow(alice, bob)
+        follow(active_alice, active_bob)
 
-        assert inbox_ids(redis_client, alice) == [n.pk for n in reversed(notes[2:])]
+        assert inbox_ids(redis_client, active_alice) == [n.pk for n in reversed(notes[2:])]
 
     def test_following_an_account_past_the_pull_threshold_backfills_nothing_and_pulls_it(
-        self, alice, bob, follow, publish, redis_client, settings, user_factory
+        self, active_alice, active_bob, follow, publish, redis_client, settings, user_factory
     ):
-        note = publish(bob)  # fanned out while bob had no followers
+        note = publish(active_bob)  # fanned out while bob had no followers
         for fan in [user_factory(), user_factory()]:
-            follow(fan, bob)
+            follow(fan, active_bob)
         settings.FANOUT_PULL_THRESHOLD = 3
-        inbox_rebuild(user_id=alice.pk)  # a maintained inbox, which a backfill would write
-        alice_inbox_before = inbox_ids(redis_client, alice)
+        inbox_rebuild(user_id=active_alice.pk)  # a maintained inbox, which a backfill would write
+        alice_inbox_before = inbox_ids(redis_client, active_alice)
 
-        follow(alice, bob)  # bob's third follower: past the threshold before his next note
+        follow(active_alice, active_bob)  # bob's third follower: past the threshold before his next note
 
         assert alice_inbox_before == []
-        assert inbox_ids(redis_client, alice) == []  # not pushed: a pull never removes what was pushed
-        assert redis_client.sismember(redis_keys.pull_authors_key(), bob.pk)
-        assert note.pk in [n.pk for n in selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10).notes]
+        assert inbox_ids(redis_client, active_alice) == []  # not pushed: a pull never removes what was pushed
+        assert redis_client.sismember(redis_keys.pull_authors_key(), active_bob.pk)
+        assert note.pk in [n.pk for n in selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10).notes]
 
-    def test_unfollowing_someone_not_followed_touches_nothing(self, alice, bob, charlie, follow, unfollow, publish, redis_client):
-        follow(alice, bob)
-        note = publish(bob)
+    def test_unfollowing_someone_not_followed_touches_nothing(self, active_alice, active_bob, active_charlie, follow, unfollow, publish, redis_client):
+        follow(active_alice, active_bob)
+        note = publish(active_bob)
 
-        unfollow(alice, charlie)
+        unfollow(active_alice, active_charlie)
 
-        assert inbox_ids(redis_client, alice) == [note.pk]
+        assert inbox_ids(redis_client, active_alice) == [note.pk]
 
-    def test_a_late_removal_after_a_refollow_keeps_the_notes(self, alice, bob, follow, publish, redis_client):
-        follow(alice, bob)
-        note = publish(bob)
+    def test_a_late_removal_after_a_refollow_keeps_the_notes(self, active_alice, active_bob, follow, publish, redis_client):
+        follow(active_alice, active_bob)
+        note = publish(active_bob)
 
-        removed = feed_outbox.inbox_remove_followee(follower_id=alice.pk, followee_id=bob.pk)
+        removed = feed_outbox.inbox_remove_followee(follower_id=active_alice.pk, followee_id=active_bob.pk)
 
         assert removed == 0
-        assert inbox_ids(redis_client, alice) == [note.pk]
+        assert inbox_ids(redis_client, active_alice) == [note.pk]
 
-    def test_a_late_backfill_after_an_unfollow_adds_nothing(self, alice, bob, follow, unfollow, publish, redis_client):
-        follow(alice, bob)
-        publish(bob)
-        unfollow(alice, bob)
+    def test_a_late_backfill_after_an_unfollow_adds_nothing(self, active_alice, active_bob, follow, unfollow, publish, redis_client):
+        follow(active_alice, active_bob)
+        publish(active_bob)
+        unfollow(active_alice, active_bob)
 
-        added = feed_outbox.inbox_backfill_followee(follower_id=alice.pk, followee_id=bob.pk)
+        added = feed_outbox.inbox_backfill_followee(follower_id=active_alice.pk, followee_id=active_bob.pk)
 
         assert added == 0
-        assert inbox(redis_client, alice) == []
+        assert inbox(redis_client, active_alice) == []
 
 
 class TestAuthorDeactivation:
     def test_a_deactivated_authors_notes_leave_feeds_and_come_back_on_reactivation(
-        self, alice, bob, charlie, follow, publish, redis_client, django_capture_on_commit_callbacks
+        self, active_alice, active_bob, active_charlie, follow, publish, redis_client, django_capture_on_commit_callbacks
     ):
         from users.services import user_set_active
 
-        follow(alice, bob)
-        follow(alice, charlie)
-        b1 = publish(bob, at_ms=BASE_MS + 1)
-        c1 = publish(charlie, at_ms=BASE_MS + 2)
+        follow(active_alice, active_bob)
+        follow(active_alice, active_charlie)
+        b1 = publish(active_bob, at_ms=BASE_MS + 1)
+        c1 = publish(active_charlie, at_ms=BASE_MS + 2)
 
         with django_capture_on_commit_callbacks(execute=True):
-            user_set_active(user=bob, is_active=False)
+            user_set_active(user=active_bob, is_active=False)
 
-        assert inbox_ids(redis_client, alice) == [c1.pk]
+        assert inbox_ids(redis_client, active_alice) == [c1.pk]
 
         with django_capture_on_commit_callbacks(execute=True):
-            user_set_active(user=bob, is_active=True)
+            user_set_active(user=active_bob, is_active=True)
 
-        assert inbox_ids(redis_client, alice) == [c1.pk, b1.pk]
-        assert redis_client.zrange(redis_keys.outbox_key(bob.pk), 0, -1) == [str(b1.pk).encode()]
+        assert inbox_ids(redis_client, active_alice) == [c1.pk, b1.pk]
+        assert redis_client.zrange(redis_keys.outbox_key(active_bob.pk), 0, -1) == [str(b1.pk).encode()]
 
 
 class TestPendingFanOut:
-    def test_delivers_notes_whose_fan_out_never_ran(self, alice, bob, follow, redis_client, django_capture_on_commit_callbacks):
-        follow(alice, bob)
+    def test_delivers_notes_whose_fan_out_never_ran(self, active_alice, active_bob, follow, redis_client, django_capture_on_commit_callbacks):
+        follow(active_alice, active_bob)
         with django_capture_on_commit_callbacks(execute=False):  # the task was lost
-            note = services.note_create(author=bob, body="lost task")
+            note = services.note_create(author=active_bob, body="lost task")
 
         handled = drain(task_grace_seconds=0).applied
         again = drain(task_grace_seconds=0).applied
 
         assert (handled, again) == (1, 0)
-        assert inbox_ids(redis_client, alice) == [note.pk]
+        assert inbox_ids(redis_client, active_alice) == [note.pk]
 
-    def test_leaves_young_notes_to_their_own_task(self, bob, django_capture_on_commit_callbacks):
+    def test_leaves_young_notes_to_their_own_task(self, active_bob, django_capture_on_commit_callbacks):
         with django_capture_on_commit_callbacks(execute=False):
-            services.note_create(author=bob, body="just now")
+            services.note_create(author=active_bob, body="just now")
 
         assert drain(task_grace_seconds=60).applied == 0
 

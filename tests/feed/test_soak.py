@@ -42,9 +42,9 @@ from core.models import OutboxEntry
 from core.outbox import drain
 from core.redis import forget_sentinel, get_redis, redis_reset_breaker
 from core.sender import flush_sends
-from tests.feed.consistency import feed_differences
-from tests.social.faults import CeleryWorker, RedisServer, point_at, purge_queue, wait_until
-from tests.social.helpers import assert_mirror_equals_database
+from tests.support.consistency import feed_differences
+from tests.support.faults import CeleryWorker, RedisServer, point_at, purge_queue, wait_until
+from tests.support.graph import assert_mirror_equals_database
 from users.models import User
 
 pytestmark = [pytest.mark.slow, pytest.mark.worker, pytest.mark.django_db(transaction=True)]

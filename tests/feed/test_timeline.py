@@ -17,7 +17,7 @@ from core.paging import MAX_MILLISECONDS, InvalidCursorError, feed_cursor
 from core.parsing import parse_scroll
 from feed import redis_keys, selectors, services
 from feed.models import Note
-from tests.feed.helpers import cursor_all, inbox_ids, scroll_all
+from tests.support.feed import cursor_all, inbox_ids, scroll_all
 
 pytestmark = pytest.mark.django_db
 
@@ -26,19 +26,19 @@ BASE_MS = int((timezone.now() - timedelta(hours=1)).timestamp() * 1000)
 
 class TestScrollContractC08:
     @pytest.fixture
-    def inbox_c08(self, alice, bob, follow, publish, synced):
-        follow(alice, bob)
-        synced(alice)
+    def inbox_c08(self, active_alice, active_bob, follow, publish, synced):
+        follow(active_alice, active_bob)
+        synced(active_alice)
         notes = {}
         for name, at in [("n1", 105), ("n2", 104), ("n3", 104), ("n4", 104), ("n5", 103), ("n7", 100)]:
-            notes[name] = publish(bob, name, at_ms=BASE_MS + at)
+            notes[name] = publish(active_bob, name, at_ms=BASE_MS + at)
         return notes
 
-    def test_the_offset_accumulates_when_a_page_shares_the_previous_minimum(self, alice, bob, inbox_c08, publish):
+    def test_the_offset_accumulates_when_a_page_shares_the_previous_minimum(self, active_alice, active_bob, inbox_c08, publish):
         notes = inbox_c08
 
         ids, states, _ = scroll_all(
-            alice, 2, between_pages=lambda page: page == 1 and notes.setdefault("n6", publish(bob, "n6", at_ms=BASE_MS + 104))
+            active_alice, 2, between_pages=lambda page: page == 1 and notes.setdefault("n6", publish(active_bob, "n6", at_ms=BASE_MS + 104))
         )
 
         names = {n.pk: name for name, n in notes.items()}
@@ -47,24 +47,24 @@ class TestScrollContractC08:
         assert states == [(BASE_MS + 104, 1), (BASE_MS + 104, 3), (BASE_MS + 103, 1), (BASE_MS + 100, 1)]
 
     @pytest.mark.parametrize("arrives_after_page", [1, 2])
-    def test_every_note_once_newest_first_whenever_n6_arrives(self, alice, bob, inbox_c08, publish, arrives_after_page):
+    def test_every_note_once_newest_first_whenever_n6_arrives(self, active_alice, active_bob, inbox_c08, publish, arrives_after_page):
         notes = inbox_c08
 
         def arrive(page):
             if page == arrives_after_page:
-                notes["n6"] = publish(bob, "n6", at_ms=BASE_MS + 104)
+                notes["n6"] = publish(active_bob, "n6", at_ms=BASE_MS + 104)
 
-        ids, _, _ = scroll_all(alice, 2, between_pages=arrive)
+        ids, _, _ = scroll_all(active_alice, 2, between_pages=arrive)
 
         scores = [Note.objects.get(pk=i).published_ms for i in ids]
         assert sorted(ids) == sorted(n.pk for n in notes.values())
         assert len(ids) == len(set(ids)) == 7
         assert scores == sorted(scores, reverse=True)
 
-    def test_the_cursor_variant_returns_the_same_order(self, alice, bob, inbox_c08, publish):
+    def test_the_cursor_variant_returns_the_same_order(self, active_alice, active_bob, inbox_c08, publish):
         notes = inbox_c08
 
-        ids, pages = cursor_all(alice, 2, between_pages=lambda page: page == 1 and notes.setdefault("n6", publish(bob, "n6", at_ms=BASE_MS + 104)))
+        ids, pages = cursor_all(active_alice, 2, between_pages=lambda page: page == 1 and notes.setdefault("n6", publish(active_bob, "n6", at_ms=BASE_MS + 104)))
 
         names = {n.pk: name for name, n in notes.items()}
         assert [names[i] for i in ids] == ["n1", "n2", "n3", "n4", "n6", "n5", "n7"]
@@ -73,60 +73,60 @@ class TestScrollContractC08:
 
 class TestStaleIdsC09:
     def test_deleted_rows_are_skipped_filled_from_older_ids_and_removed(
-        self, alice, bob, follow, publish, synced, redis_client, django_capture_on_commit_callbacks
+        self, active_alice, active_bob, follow, publish, synced, redis_client, django_capture_on_commit_callbacks
     ):
-        follow(alice, bob)
-        synced(alice)
-        notes = [publish(bob, f"n{i}", at_ms=BASE_MS + i) for i in range(1, 13)]
+        follow(active_alice, active_bob)
+        synced(active_alice)
+        notes = [publish(active_bob, f"n{i}", at_ms=BASE_MS + i) for i in range(1, 13)]
         with django_capture_on_commit_callbacks(execute=True):  # the note cache forgets them at commit
             Note.objects.filter(pk__in=[n.pk for n in notes[4:]]).delete()  # n5..n12, the inbox untouched
 
-        page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=5)
+        page = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=5)
 
         assert [n.body for n in page.notes] == ["n4", "n3", "n2", "n1"]
         assert page.next_cursor is None
-        assert sorted(inbox_ids(redis_client, alice)) == sorted(n.pk for n in notes[:4])
+        assert sorted(inbox_ids(redis_client, active_alice)) == sorted(n.pk for n in notes[:4])
 
-    def test_the_next_page_continues_after_the_stale_run(self, alice, bob, follow, publish, synced, redis_client, django_capture_on_commit_callbacks):
-        follow(alice, bob)
-        synced(alice)
-        notes = [publish(bob, f"n{i}", at_ms=BASE_MS + i) for i in range(1, 13)]
+    def test_the_next_page_continues_after_the_stale_run(self, active_alice, active_bob, follow, publish, synced, redis_client, django_capture_on_commit_callbacks):
+        follow(active_alice, active_bob)
+        synced(active_alice)
+        notes = [publish(active_bob, f"n{i}", at_ms=BASE_MS + i) for i in range(1, 13)]
         with django_capture_on_commit_callbacks(execute=True):
             Note.objects.filter(pk__in=[n.pk for n in notes[4:8]]).delete()  # n5..n8
 
-        first = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=5)
-        second = selectors.home_timeline(user_id=alice.pk, cursor=first.next_cursor, limit=5)
+        first = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=5)
+        second = selectors.home_timeline(user_id=active_alice.pk, cursor=first.next_cursor, limit=5)
 
         assert [n.body for n in first.notes] == ["n12", "n11", "n10", "n9", "n4"]
         assert [n.body for n in second.notes] == ["n3", "n2", "n1"]
         assert second.next_cursor is None
-        assert len(inbox_ids(redis_client, alice)) == 8
+        assert len(inbox_ids(redis_client, active_alice)) == 8
 
     def test_hidden_notes_disappear_at_once_before_any_cleanup(
-        self, alice, bob, follow, publish, synced, redis_client, monkeypatch, django_capture_on_commit_callbacks
+        self, active_alice, active_bob, follow, publish, synced, redis_client, monkeypatch, django_capture_on_commit_callbacks
     ):
-        follow(alice, bob)
-        synced(alice)
-        kept = publish(bob, "kept", at_ms=BASE_MS)
-        hidden = publish(bob, "hidden", at_ms=BASE_MS + 1)
-        selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)  # both in the note cache now
+        follow(active_alice, active_bob)
+        synced(active_alice)
+        kept = publish(active_bob, "kept", at_ms=BASE_MS)
+        hidden = publish(active_bob, "hidden", at_ms=BASE_MS + 1)
+        selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10)  # both in the note cache now
         monkeypatch.setattr("core.tasks.outbox_apply.apply_async", lambda *args, **kwargs: None)  # no task runs
         with django_capture_on_commit_callbacks(execute=True):
             services.note_hide(note=hidden, hidden=True)
 
-        page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)
+        page = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10)
 
         assert [n.pk for n in page.notes] == [kept.pk]
         assert OutboxEntry.objects.filter(subject_id=hidden.pk, applied_at__isnull=True).exists()  # the cleanup never ran
 
-    def test_scroll_contract_skips_stale_ids_without_a_short_page(self, alice, bob, follow, publish, synced, django_capture_on_commit_callbacks):
-        follow(alice, bob)
-        synced(alice)
-        notes = [publish(bob, f"n{i}", at_ms=BASE_MS + i) for i in range(1, 13)]
+    def test_scroll_contract_skips_stale_ids_without_a_short_page(self, active_alice, active_bob, follow, publish, synced, django_capture_on_commit_callbacks):
+        follow(active_alice, active_bob)
+        synced(active_alice)
+        notes = [publish(active_bob, f"n{i}", at_ms=BASE_MS + i) for i in range(1, 13)]
         with django_capture_on_commit_callbacks(execute=True):
             Note.objects.filter(pk__in=[n.pk for n in notes[4:8]]).delete()
 
-        ids, _, pages = scroll_all(alice, 5)
+        ids, _, pages = scroll_all(active_alice, 5)
 
         assert ids == [n.pk for n in reversed(notes[8:])] + [n.pk for n in reversed(notes[:4])]
         assert pages == 2
@@ -134,34 +134,34 @@ class TestStaleIdsC09:
 
 class TestPastTheCapC12:
     @pytest.fixture
-    def capped(self, alice, bob, follow, publish, synced, settings):
+    def capped(self, active_alice, active_bob, follow, publish, synced, settings):
         settings.INBOX_MAX_LEN = 5
-        follow(alice, bob)
-        synced(alice)
-        return [publish(bob, f"n{i}", at_ms=BASE_MS + i) for i in range(1, 9)]
+        follow(active_alice, active_bob)
+        synced(active_alice)
+        return [publish(active_bob, f"n{i}", at_ms=BASE_MS + i) for i in range(1, 9)]
 
-    def test_the_inbox_never_holds_more_than_the_cap(self, alice, capped, redis_client):
-        assert redis_client.zcard(redis_keys.inbox_key(alice.pk)) == 5
+    def test_the_inbox_never_holds_more_than_the_cap(self, active_alice, capped, redis_client):
+        assert redis_client.zcard(redis_keys.inbox_key(active_alice.pk)) == 5
 
-    def test_scrolling_past_the_cap_continues_from_the_database_then_ends(self, alice, capped, redis_client):
+    def test_scrolling_past_the_cap_continues_from_the_database_then_ends(self, active_alice, capped, redis_client):
         pages = []
         cursor = None
         while True:
-            page = selectors.home_timeline(user_id=alice.pk, cursor=cursor, limit=3)
+            page = selectors.home_timeline(user_id=active_alice.pk, cursor=cursor, limit=3)
             pages.append([n.body for n in page.notes])
             if page.next_cursor is None:
                 break
             cursor = page.next_cursor
 
         assert pages == [["n8", "n7", "n6"], ["n5", "n4", "n3"], ["n2", "n1"]]
-        assert redis_client.zcard(redis_keys.inbox_key(alice.pk)) == 5
+        assert redis_client.zcard(redis_keys.inbox_key(active_alice.pk)) == 5
 
-    def test_the_scroll_contract_does_the_same_with_an_explicit_end(self, alice, capped):
-        ids, states, pages = scroll_all(alice, 3)
+    def test_the_scroll_contract_does_the_same_with_an_explicit_end(self, active_alice, capped):
+        ids, states, pages = scroll_all(active_alice, 3)
 
         assert ids == [n.pk for n in reversed(capped)]
         assert pages == 3
-        last = selectors.home_timeline_scroll(user_id=alice.pk, last_id=states[-1][0], offset=states[-1][1], limit=3)
+        last = selectors.home_timeline_scroll(user_id=active_alice.pk, last_id=states[-1][0], offset=states[-1][1], limit=3)
         assert (last.notes, last.has_more) == ([], False)
 
 
@@ -169,84 +169,84 @@ class TestLongRuns:
     """Runs of one millisecond longer than a round's read (Redis orders them by member bytes, the feed by id)."""
 
     @pytest.mark.parametrize("contract", ["cursor", "scroll"])
-    def test_a_run_longer_than_a_window_is_paged_whole_in_id_order(self, alice, bob, follow, publish, synced, contract):
-        follow(alice, bob)
-        synced(alice)
-        older = publish(bob, "older", at_ms=BASE_MS)
-        run = [publish(bob, f"r{i}", at_ms=BASE_MS + 1) for i in range(15)]  # ids 9.. and 10.. sort apart as bytes
+    def test_a_run_longer_than_a_window_is_paged_whole_in_id_order(self, active_alice, active_bob, follow, publish, synced, contract):
+        follow(active_alice, active_bob)
+        synced(active_alice)
+        older = publish(active_bob, "older", at_ms=BASE_MS)
+        run = [publish(active_bob, f"r{i}", at_ms=BASE_MS + 1) for i in range(15)]  # ids 9.. and 10.. sort apart as bytes
 
-        ids = cursor_all(alice, 3)[0] if contract == "cursor" else scroll_all(alice, 3)[0]
+        ids = cursor_all(active_alice, 3)[0] if contract == "cursor" else scroll_all(active_alice, 3)[0]
 
         assert ids == [n.pk for n in run] + [older.pk]
 
     @pytest.mark.parametrize("extra", [0, 2])
-    def test_a_run_at_the_inbox_tail_cut_by_the_cap_comes_whole_from_the_database(self, alice, bob, follow, publish, synced, settings, extra):
+    def test_a_run_at_the_inbox_tail_cut_by_the_cap_comes_whole_from_the_database(self, active_alice, active_bob, follow, publish, synced, settings, extra):
         settings.INBOX_MAX_LEN = 12
-        follow(alice, bob)
-        synced(alice)
-        run = [publish(bob, f"r{i}", at_ms=BASE_MS) for i in range(12 + extra)]  # the cap trims some of the run
+        follow(active_alice, active_bob)
+        synced(active_alice)
+        run = [publish(active_bob, f"r{i}", at_ms=BASE_MS) for i in range(12 + extra)]  # the cap trims some of the run
 
-        ids, _ = cursor_all(alice, 3)
+        ids, _ = cursor_all(active_alice, 3)
 
         assert ids == [n.pk for n in run]
 
-    def test_a_short_inbox_ending_in_a_trimmed_run_is_completed_by_the_database(self, alice, bob, follow, publish, synced, settings):
+    def test_a_short_inbox_ending_in_a_trimmed_run_is_completed_by_the_database(self, active_alice, active_bob, follow, publish, synced, settings):
         settings.INBOX_MAX_LEN = 5
-        follow(alice, bob)
-        synced(alice)
-        newest = publish(bob, "newest", at_ms=BASE_MS + 1)
-        run = [publish(bob, f"r{i}", at_ms=BASE_MS) for i in range(8)]  # 4 of them kept, by member bytes
+        follow(active_alice, active_bob)
+        synced(active_alice)
+        newest = publish(active_bob, "newest", at_ms=BASE_MS + 1)
+        run = [publish(active_bob, f"r{i}", at_ms=BASE_MS) for i in range(8)]  # 4 of them kept, by member bytes
 
-        ids, _ = cursor_all(alice, 10)
+        ids, _ = cursor_all(active_alice, 10)
 
         assert ids == [newest.pk] + [n.pk for n in run]
 
 
 class TestHybrid:
-    def test_a_pull_authors_notes_are_merged_at_read_time(self, alice, bob, charlie, follow, publish, synced, settings, people, redis_client):
+    def test_a_pull_authors_notes_are_merged_at_read_time(self, active_alice, active_bob, active_charlie, follow, publish, synced, settings, people, redis_client):
         settings.FANOUT_PULL_THRESHOLD = 3
         for fan in people(2):
-            follow(fan, bob)
-        follow(alice, bob)  # bob now has 3 followers: pulled
-        follow(alice, charlie)
-        synced(alice)
-        b1 = publish(bob, "b1", at_ms=BASE_MS + 1)
-        c1 = publish(charlie, "c1", at_ms=BASE_MS + 2)
-        b2 = publish(bob, "b2", at_ms=BASE_MS + 3)
+            follow(fan, active_bob)
+        follow(active_alice, active_bob)  # bob now has 3 followers: pulled
+        follow(active_alice, active_charlie)
+        synced(active_alice)
+        b1 = publish(active_bob, "b1", at_ms=BASE_MS + 1)
+        c1 = publish(active_charlie, "c1", at_ms=BASE_MS + 2)
+        b2 = publish(active_bob, "b2", at_ms=BASE_MS + 3)
 
-        page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10)
+        page = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10)
 
-        assert inbox_ids(redis_client, alice) == [c1.pk]
+        assert inbox_ids(redis_client, active_alice) == [c1.pk]
         assert [n.pk for n in page.notes] == [b2.pk, c1.pk, b1.pk]
         assert page.source == "redis"
 
-    def test_an_unfollowed_pull_author_is_no_longer_merged(self, alice, bob, follow, unfollow, publish, synced, settings):
+    def test_an_unfollowed_pull_author_is_no_longer_merged(self, active_alice, active_bob, follow, unfollow, publish, synced, settings):
         settings.FANOUT_PULL_THRESHOLD = 1
-        follow(alice, bob)
-        synced(alice)
-        publish(bob, "b1")
+        follow(active_alice, active_bob)
+        synced(active_alice)
+        publish(active_bob, "b1")
 
-        unfollow(alice, bob)
+        unfollow(active_alice, active_bob)
 
-        assert selectors.home_timeline(user_id=alice.pk, cursor=None, limit=10).notes == []
+        assert selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10).notes == []
 
 
 class TestBothPaths:
-    def test_redis_and_database_pages_are_identical(self, alice, bob, charlie, follow, publish, synced, redis_client):
-        follow(alice, bob)
-        follow(alice, charlie)
-        synced(alice)
+    def test_redis_and_database_pages_are_identical(self, active_alice, active_bob, active_charlie, follow, publish, synced, redis_client):
+        follow(active_alice, active_bob)
+        follow(active_alice, active_charlie)
+        synced(active_alice)
         for i in range(12):
-            publish(bob if i % 3 else charlie, at_ms=BASE_MS + i // 4)  # runs of equal ms
+            publish(active_bob if i % 3 else active_charlie, at_ms=BASE_MS + i // 4)  # runs of equal ms
 
-        from_redis, _ = cursor_all(alice, 4)
-        redis_client.delete(redis_keys.inbox_synced_key(alice.pk))
-        redis_client.set(redis_keys.inbox_rebuilding_key(alice.pk), "1")  # catching up: database only
-        from_database, _ = cursor_all(alice, 4)
+        from_redis, _ = cursor_all(active_alice, 4)
+        redis_client.delete(redis_keys.inbox_synced_key(active_alice.pk))
+        redis_client.set(redis_keys.inbox_rebuilding_key(active_alice.pk), "1")  # catching up: database only
+        from_database, _ = cursor_all(active_alice, 4)
 
         assert from_redis == from_database
         assert len(from_redis) == 12
-        page = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=4)
+        page = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=4)
         assert (page.source, page.catching_up) == ("database", True)
 
     def test_a_malformed_cursor_is_rejected(self):
@@ -285,7 +285,7 @@ arrivals = st.lists(st.tuples(st.integers(1, 6), st.integers(0, 2), st.integers(
     deletions=st.sets(st.integers(0, 24), max_size=4),
 )
 def test_paging_returns_every_note_once_newest_first(
-    initial, later, limit, cap, contract, deletions, alice, people, follow, publish, synced, redis_client, settings,
+    initial, later, limit, cap, contract, deletions, active_alice, people, follow, publish, synced, redis_client, settings,
     django_capture_on_commit_callbacks,
 ):
     """Invariant 2: each note present at the start (and not deleted) exactly once, newest
@@ -293,13 +293,13 @@ def test_paging_returns_every_note_once_newest_first(
     position at that moment, else never; deleted ones never."""
     settings.INBOX_MAX_LEN = cap
     Note.objects.all().delete()
-    if not hasattr(alice, "authors"):
-        alice.authors = people(3)
-        for author in alice.authors:
-            follow(alice, author)
-    authors = alice.authors
-    redis_client.delete(redis_keys.inbox_key(alice.pk), *[redis_keys.outbox_key(a.pk) for a in authors])
-    synced(alice)
+    if not hasattr(active_alice, "authors"):
+        active_alice.authors = people(3)
+        for author in active_alice.authors:
+            follow(active_alice, author)
+    authors = active_alice.authors
+    redis_client.delete(redis_keys.inbox_key(active_alice.pk), *[redis_keys.outbox_key(a.pk) for a in authors])
+    synced(active_alice)
     start = [publish(authors[a], at_ms=BASE_MS + t) for a, t in initial]
     gone = {start[i].pk for i in deletions if i < len(start)}
     with django_capture_on_commit_callbacks(execute=True):  # the note cache forgets them at commit
@@ -312,11 +312,11 @@ def test_paging_returns_every_note_once_newest_first(
 
     for page_number in range(1, 100):
         if contract == "cursor":
-            page = selectors.home_timeline(user_id=alice.pk, cursor=state["cursor"], limit=limit)
+            page = selectors.home_timeline(user_id=active_alice.pk, cursor=state["cursor"], limit=limit)
             state["cursor"] = page.next_cursor
             more = page.next_cursor is not None
         else:
-            page = selectors.home_timeline_scroll(user_id=alice.pk, last_id=state["last"], offset=state["offset"], limit=limit)
+            page = selectors.home_timeline_scroll(user_id=active_alice.pk, last_id=state["last"], offset=state["offset"], limit=limit)
             state["last"], state["offset"] = page.min_time, page.offset
             more = page.has_more
         if more:
@@ -344,7 +344,7 @@ def test_paging_returns_every_note_once_newest_first(
 
 
 def test_a_note_older_than_what_the_cap_trimmed_does_not_hide_the_trimmed_notes(
-    alice, people, follow, publish, synced, redis_client, settings, django_capture_on_commit_callbacks
+    active_alice, people, follow, publish, synced, redis_client, settings, django_capture_on_commit_callbacks
 ):
     """Found by the paging invariant on the cluster run: the cap trims a note, a page removes a
     deleted one (the inbox is below the cap again), then a note older than the trimmed one
@@ -352,19 +352,19 @@ def test_a_note_older_than_what_the_cap_trimmed_does_not_hide_the_trimmed_notes(
     there; the floor keeps it out, so the database serves that stretch."""
     settings.INBOX_MAX_LEN = 3
     author = people(1)[0]
-    follow(alice, author)
-    synced(alice)
+    follow(active_alice, author)
+    synced(active_alice)
     oldest, deleted, tie_a, tie_b, newest = [publish(author, at_ms=BASE_MS + t) for t in (0, 2, 1, 1, 2)]
     with django_capture_on_commit_callbacks(execute=True):
         deleted.delete()
-    first = selectors.home_timeline(user_id=alice.pk, cursor=None, limit=1)
+    first = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=1)
     late = publish(author, at_ms=BASE_MS)
     seen, cursor = [n.pk for n in first.notes], first.next_cursor
     while cursor is not None:
-        page = selectors.home_timeline(user_id=alice.pk, cursor=cursor, limit=1)
+        page = selectors.home_timeline(user_id=active_alice.pk, cursor=cursor, limit=1)
         seen += [n.pk for n in page.notes]
         cursor = page.next_cursor
 
     assert seen == [newest.pk, tie_a.pk, tie_b.pk, oldest.pk, late.pk]
-    assert redis_client.get(redis_keys.inbox_floor_key(alice.pk)) is not None
-    assert late.pk not in inbox_ids(redis_client, alice)
+    assert redis_client.get(redis_keys.inbox_floor_key(active_alice.pk)) is not None
+    assert late.pk not in inbox_ids(redis_client, active_alice)

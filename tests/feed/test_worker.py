@@ -7,13 +7,10 @@ the worker, a separate process on the test database, sees them.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.conf import settings as django_settings
 from django.db import transaction
 from django.utils import timezone
 from hypothesis import HealthCheck, given
@@ -28,43 +25,13 @@ from feed.rebuild import inbox_rebuild
 from social import services as social_services
 from social.mirror import mirror_apply_pairs
 from social.models import Follow
-from tests.conftest import celery_conf
-from tests.feed.helpers import inbox, inbox_ids, make_user
-from tests.social.faults import CeleryWorker, purge_queue, wait_until
+from tests.support.accounts import make_user
+from tests.support.faults import DELIVERY_TIMEOUT, wait_until
+from tests.support.feed import fanned_out, inbox, inbox_ids
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 BASE_MS = int((timezone.now() - timedelta(hours=1)).timestamp() * 1000)
-DELIVERY_TIMEOUT = 60
-
-
-@pytest.fixture
-def queue() -> Iterator[str]:
-    """A queue of this test's own; the test process sends its tasks there instead of running them."""
-    name = f"ff_feed_{uuid.uuid4().hex[:10]}"
-    # Fresh broker connections: one the server closed while earlier tests ran (missed
-    # heartbeats) would refuse this test's first message.
-    app._pool = None
-    app.amqp._producer_pool = None
-    with celery_conf(task_always_eager=False, task_default_queue=name):
-        yield name
-    purge_queue(name)
-
-
-@pytest.fixture
-def worker(queue: str) -> Iterator[Callable[..., CeleryWorker]]:
-    """``worker(**env)``: start a worker on this test's queue with extra settings in ``env``."""
-    started: list[CeleryWorker] = []
-
-    def start(**env: str) -> CeleryWorker:
-        process = CeleryWorker(queue=queue, redis_url=str(django_settings.REDIS_URL), extra_env=env)
-        started.append(process)
-        process.start()
-        return process
-
-    yield start
-    for process in started:
-        process.stop()
 
 
 def queued_messages(queue: str) -> int:
@@ -94,10 +61,6 @@ def bulk_follow(readers: list[Any], author: Any) -> None:
     """Follow rows in bulk with the mirror applied explicitly (no signals, so no feed tasks)."""
     Follow.objects.bulk_create([Follow(follower_id=r.pk, followee_id=author.pk) for r in readers])
     mirror_apply_pairs([(r.pk, author.pk) for r in readers])
-
-
-def fanned_out(*notes: Note) -> bool:
-    return Note.objects.filter(pk__in=[n.pk for n in notes], fanned_out_at__isnull=False).count() == len(notes)
 
 
 class TestRollbackAndCommitC16:

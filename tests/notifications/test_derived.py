@@ -19,8 +19,8 @@ from notifications.models import Notification, NotificationGroup, NotificationsR
 from social import controls
 from social import services as social_services
 from social.models import Block, Follow, FollowRequest
-from tests.conftest import signed_in
-from tests.social.helpers import redis_edges
+from tests.support.accounts import signed_in
+from tests.support.graph import redis_edges
 from users.models import User
 from users.services import user_set_active
 

@@ -16,18 +16,15 @@ from notifications.models import APPROVED, FOLLOW, REQUEST, Notification, Notifi
 from notifications.selectors import counter_publish
 from social import controls
 from social import services as social_services
-from tests.conftest import UserFactory, signed_in
+from tests.support.accounts import UserFactory, signed_in
+from tests.support.graph import follow
 from users.models import User
 
 pytestmark = pytest.mark.django_db
 
 
-def follow(a, b, run_commits):
-    run_commits(lambda: social_services.follow_create(actor=a, followee_id=b.pk))
-
-
 class TestFollowNotification:
-    def test_a_follow_notifies_the_followee_after_commit(self, alice, bob, run_commits, django_capture_on_commit_callbacks):
+    def test_a_follow_notifies_the_followee_after_commit(self, alice, bob, django_capture_on_commit_callbacks):
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
             social_services.follow_create(actor=alice, followee_id=bob.pk)
             before_commit = Notification.objects.count()
@@ -41,21 +38,21 @@ class TestFollowNotification:
         assert selectors.unread_count(user_id=alice.pk) == 0
 
     def test_follow_unfollow_follow_within_a_minute_is_one_notification(self, alice, bob, run_commits):
-        follow(alice, bob, run_commits)
+        follow(alice, bob)
         run_commits(lambda: social_services.follow_delete(actor=alice, followee_id=bob.pk))
-        follow(alice, bob, run_commits)
+        follow(alice, bob)
 
         assert Notification.objects.count() == 1
         assert NotificationGroup.objects.get().count == 1
         assert selectors.unread_count(user_id=bob.pk) == 1
 
     def test_a_follow_again_after_the_minute_comes_back_unread_at_the_top(self, alice, bob, run_commits):
-        follow(alice, bob, run_commits)
+        follow(alice, bob)
         run_commits(lambda: services.notifications_mark_read(recipient_id=bob.pk))
         Notification.objects.update(created_at=timezone.now() - timedelta(minutes=5))
         run_commits(lambda: social_services.follow_delete(actor=alice, followee_id=bob.pk))
 
-        follow(alice, bob, run_commits)
+        follow(alice, bob)
 
         row = Notification.objects.get()
         assert row.read_at is None and row.created_at > timezone.now() - timedelta(seconds=5)
@@ -74,7 +71,7 @@ class TestFollowNotification:
 
     def test_a_muted_or_blocked_actor_makes_none(self, alice, bob, charlie, run_commits):
         run_commits(lambda: controls.mute_create(actor=bob, target_id=alice.pk))
-        follow(alice, bob, run_commits)
+        follow(alice, bob)
         run_commits(lambda: controls.block_create(actor=charlie, target_id=bob.pk))
 
         assert not Notification.objects.exists()
@@ -94,7 +91,7 @@ class TestFollowNotification:
         assert made is False
         assert not Notification.objects.exists()
 
-    def test_a_block_standing_while_the_follow_still_exists_makes_none(self, alice, bob, run_commits):
+    def test_a_block_standing_while_the_follow_still_exists_makes_none(self, alice, bob):
         # A follow row and a block between the same accounts, as a bulk import could leave them.
         from social.models import Block, Follow
 
@@ -106,10 +103,10 @@ class TestFollowNotification:
 
 
 class TestGrouping:
-    def test_many_follows_of_one_account_are_one_line(self, alice, run_commits):
+    def test_many_follows_of_one_account_are_one_line(self, alice):
         fans = [UserFactory.create(username=f"fan{n:02d}") for n in range(44)]
         for fan in fans:
-            follow(fan, alice, run_commits)
+            follow(fan, alice)
 
         page = selectors.groups_page(user_id=alice.pk, cursor=None, limit=10)
 
@@ -118,9 +115,9 @@ class TestGrouping:
         assert page.lines[0].text == "@fan43, @fan42, @fan41 and 41 others followed you"
         assert selectors.unread_count(user_id=alice.pk) == 44
 
-    def test_the_line_is_read_in_three_queries_whatever_its_size(self, alice, run_commits, django_assert_num_queries):
+    def test_the_line_is_read_in_three_queries_whatever_its_size(self, alice, django_assert_num_queries):
         for fan in [UserFactory.create() for _ in range(30)]:
-            follow(fan, alice, run_commits)
+            follow(fan, alice)
 
         with django_assert_num_queries(3):  # the groups, the reader's blocks, the actors
             page = selectors.groups_page(user_id=alice.pk, cursor=None, limit=10)
@@ -148,7 +145,7 @@ class TestGrouping:
 
 class TestUnreadCounter:
     def test_mark_all_read_clears_the_count(self, alice, bob, run_commits):
-        follow(alice, bob, run_commits)
+        follow(alice, bob)
 
         response = run_commits(lambda: signed_in(bob).post("/api/notifications/read"))
 
@@ -156,9 +153,9 @@ class TestUnreadCounter:
         assert signed_in(bob).get("/api/notifications/unread").json()["data"] == {"unread": 0}
         assert not Notification.objects.filter(read_at__isnull=True).exists()
 
-    def test_a_missing_counter_is_one_primary_key_read_and_is_set_again(self, alice, bob, charlie, run_commits, redis_client, django_assert_num_queries):
-        follow(alice, bob, run_commits)
-        follow(charlie, bob, run_commits)
+    def test_a_missing_counter_is_one_primary_key_read_and_is_set_again(self, alice, bob, charlie, redis_client, django_assert_num_queries):
+        follow(alice, bob)
+        follow(charlie, bob)
         assert redis_client.get(redis_keys.unread_key(bob.pk)) == b"2:2"  # version 2, two unread
         redis_client.delete(redis_keys.unread_key(bob.pk))
 
@@ -188,9 +185,9 @@ class TestUnreadCounter:
         sql = missing.captured_queries[0]["sql"]
         assert sql.startswith("SELECT `notifications_unreadcounter`") and "COUNT(" not in sql.upper()
 
-    def test_an_older_write_never_replaces_a_newer_count(self, alice, bob, charlie, run_commits, redis_client):
-        follow(alice, bob, run_commits)
-        follow(charlie, bob, run_commits)
+    def test_an_older_write_never_replaces_a_newer_count(self, alice, bob, charlie, redis_client):
+        follow(alice, bob)
+        follow(charlie, bob)
 
         written = counter_publish(redis_client, bob.pk, 1, 1)  # the first job's write, arriving late
 
@@ -203,7 +200,7 @@ class TestUnreadCounter:
 
         dead = {**settings.CACHES["default"], "LOCATION": "redis://127.0.0.1:1/0"}
         live = settings.CACHES
-        follow(alice, bob, run_commits)
+        follow(alice, bob)
         settings.CACHES = {**live, "default": dead}  # Redis goes away before the mark-read
         run_commits(lambda: services.notifications_mark_read(recipient_id=bob.pk))
         during = selectors.unread_count(user_id=bob.pk)  # the counter row answers meanwhile
@@ -218,9 +215,9 @@ class TestUnreadCounter:
         assert redis_client.get(redis_keys.unread_key(bob.pk)) == b"2:0"
 
     def test_reconcile_repairs_a_wrong_counter_row_and_wrong_mirrors(self, alice, bob, charlie, run_commits, redis_client):
-        follow(alice, bob, run_commits)
-        follow(bob, alice, run_commits)
-        follow(charlie, alice, run_commits)
+        follow(alice, bob)
+        follow(bob, alice)
+        follow(charlie, alice)
         redis_client.set(redis_keys.unread_key(bob.pk), "7")  # garbage
         redis_client.set(redis_keys.unread_key(alice.pk), "99:3")  # a version from nowhere
         UnreadCounter.objects.filter(pk=charlie.pk).delete()
@@ -239,19 +236,19 @@ class TestUnreadCounter:
         assert services.notifications_reconcile() == services.NotificationsDrift()
 
     def test_read_within_the_repeat_window_stays_read(self, alice, bob, run_commits):
-        follow(alice, bob, run_commits)
+        follow(alice, bob)
         run_commits(lambda: services.notifications_mark_read(recipient_id=bob.pk))
         run_commits(lambda: social_services.follow_delete(actor=alice, followee_id=bob.pk))
 
-        follow(alice, bob, run_commits)  # within the minute: the same notification, still read
+        follow(alice, bob)  # within the minute: the same notification, still read
 
         assert selectors.unread_count(user_id=bob.pk) == 0
         assert Notification.objects.get().read_at is not None
 
     def test_one_that_came_after_the_page_was_read_stays_unread(self, alice, bob, charlie, run_commits):
-        follow(alice, bob, run_commits)
+        follow(alice, bob)
         page = selectors.groups_page(user_id=bob.pk, cursor=None, limit=10)
-        follow(charlie, bob, run_commits)  # commits between the page's read and its mark-read
+        follow(charlie, bob)  # commits between the page's read and its mark-read
 
         marked = run_commits(lambda: services.notifications_mark_read(recipient_id=bob.pk, up_to=page.lines[0].updated_at))
 
@@ -260,7 +257,7 @@ class TestUnreadCounter:
         assert Notification.objects.get(read_at__isnull=True).actor_id == charlie.pk
 
     def test_the_header_shows_the_count_and_the_page_clears_it(self, alice, bob, run_commits):
-        follow(alice, bob, run_commits)
+        follow(alice, bob)
         client = signed_in(bob)
 
         home = client.get("/home")
@@ -273,9 +270,9 @@ class TestUnreadCounter:
 
 
 class TestApi:
-    def test_lists_lines_with_a_cursor(self, alice, bob, charlie, run_commits):
-        follow(alice, bob, run_commits)
-        follow(charlie, bob, run_commits)
+    def test_lists_lines_with_a_cursor(self, alice, bob, charlie):
+        follow(alice, bob)
+        follow(charlie, bob)
 
         data = signed_in(bob).get("/api/notifications?limit=5").json()["data"]
 
@@ -292,7 +289,7 @@ class TestApi:
         assert Client().get("/api/notifications/unread").status_code == 401
 
     def test_the_pages_mark_all_read_button(self, alice, bob, run_commits):
-        follow(alice, bob, run_commits)
+        follow(alice, bob)
 
         response = run_commits(lambda: signed_in(bob).post("/notifications/read/"))
 
@@ -302,8 +299,8 @@ class TestApi:
 
 class TestBlocksInNotifications:
     def test_a_line_does_not_name_an_account_a_block_separates_since(self, alice, bob, charlie, run_commits):
-        follow(alice, bob, run_commits)
-        follow(charlie, bob, run_commits)
+        follow(alice, bob)
+        follow(charlie, bob)
         run_commits(lambda: controls.block_create(actor=bob, target_id=alice.pk))
 
         line = selectors.groups_page(user_id=bob.pk, cursor=None, limit=5).lines[0]

@@ -13,9 +13,8 @@ from core.sender import flush_sends
 from notifications import redis_keys, selectors
 from notifications.models import Notification, NotificationGroup
 from social import services as social_services
-from tests.feed.helpers import make_user
-from tests.feed.test_worker import DELIVERY_TIMEOUT, queue, worker  # noqa: F401 - fixtures
-from tests.social.faults import wait_until
+from tests.support.accounts import make_user
+from tests.support.faults import DELIVERY_TIMEOUT, wait_until
 from users.models import User
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]

@@ -6,14 +6,14 @@ from django.test import Client
 from core.models import OutboxEntry
 from social import redis_keys, services
 from social.models import Follow
+from tests.support.accounts import signed_in
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def alice_client(alice):
-    client = Client()
-    client.force_login(alice)
+    client = signed_in(alice)
     return client
 
 
@@ -90,8 +90,7 @@ class TestFollowToggle:
         assert not Follow.objects.exists()
 
     def test_missing_csrf_token_is_403(self, alice, bob):
-        client = Client(enforce_csrf_checks=True)
-        client.force_login(alice)
+        client = signed_in(alice, enforce_csrf_checks=True)
 
         response = client.put(f"/api/follow/{bob.pk}/true")
 

@@ -9,7 +9,7 @@ from core.models import OutboxEntry
 from social import redis_keys, selectors, services
 from social.models import Follow
 from social.signals import follow_created
-from tests.social.helpers import assert_mirror_equals_database
+from tests.support.graph import assert_mirror_equals_database
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,7 +13,7 @@ from social import controls, redis_keys, selectors, services, visibility
 from social.control_mirror import mirror_apply_controls
 from social.models import Block, Follow, FollowRequest, Mute
 from social.rebuild import rebuild_all
-from tests.conftest import UserFactory, signed_in
+from tests.support.accounts import UserFactory, signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -420,7 +420,7 @@ class TestFollowRequests:
     def test_the_settings_page_turns_approval_off_and_the_new_followers_get_the_notes(self, private_alice, bob, charlie, run_commits, redis_client):
         from feed import services as feed_services
         from feed.services import note_create
-        from tests.feed.helpers import inbox_ids
+        from tests.support.feed import inbox_ids
 
         note = run_commits(lambda: note_create(author=private_alice, body="for followers"))
         for requester in (bob, charlie):
@@ -636,7 +636,6 @@ class TestARequestRacingApprovalOff:
         assert outcome["result"].changed is True and outcome["result"].requested is False
         assert follows(bob, owner)
         assert not FollowRequest.objects.exists()
-
 
 
 def control_sets(client, user_ids) -> dict[int, tuple[set[int], dict[int, float]]]:

@@ -15,8 +15,9 @@ from core.redis import breaker_state, forget_sentinel, redis_reset_breaker
 from core.tasks import outbox_drain as social_outbox_drain
 from social import redis_keys, selectors, services
 from social.models import OUTBOX_PAIR
-from tests.social.faults import RedisServer, point_at
-from tests.social.helpers import assert_mirror_equals_database
+from tests.support.accounts import signed_in
+from tests.support.faults import RedisServer, point_at
+from tests.support.graph import assert_mirror_equals_database
 
 pytestmark = pytest.mark.django_db
 
@@ -69,8 +70,7 @@ def follow_then_fail(fault, private_redis, settings, capture, follower, followee
         services.follow_create(actor=follower, followee_id=followee.pk)
     fail, recover = FAULTS[fault]
     fail(private_redis)
-    client = Client(raise_request_exception=False)
-    client.force_login(viewer)
+    client = signed_in(viewer, raise_request_exception=False)
     return client, recover
 
 
@@ -128,8 +128,7 @@ class TestControlsDuringOutage:
         with django_capture_on_commit_callbacks(execute=True):
             blocked = client.put(f"/api/block/{bob.pk}/true")
             muted = client.put(f"/api/mute/{charlie.pk}/true?duration=7d")
-        as_bob = Client(raise_request_exception=False)
-        as_bob.force_login(bob)
+        as_bob = signed_in(bob, raise_request_exception=False)
         pages = {"bob sees alice": as_bob.get(f"/u/{alice.username}/"), "alice's followers": client.get(f"/u/{alice.username}/followers/")}
         recover(private_redis)
         if fault == "killed":  # restarted empty: the sentinel is gone too
@@ -308,7 +307,7 @@ class TestManyWritersThroughFaults:
         from django.db import connections
 
         from social.reconcile import reconcile_all
-        from tests.social.faults import CeleryWorker, purge_queue, send_drain, wait_until
+        from tests.support.faults import CeleryWorker, purge_queue, send_drain, wait_until
 
         settings.REDIS_CIRCUIT_OPEN_SECONDS = 0.5
         server = RedisServer()

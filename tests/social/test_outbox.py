@@ -16,7 +16,7 @@ from core.tasks import outbox_drain as social_outbox_drain
 from social import mirror, redis_keys, services
 from social.mirror import MirrorNotConverged
 from social.models import OUTBOX_PAIR, Follow
-from tests.social.helpers import assert_mirror_equals_database
+from tests.support.graph import assert_mirror_equals_database
 
 pytestmark = pytest.mark.django_db
 

@@ -1,6 +1,5 @@
 """Cursor paging of followers/following lists: ties, both paths, mutation while paging (C07)."""
 
-import base64
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,6 +13,7 @@ from core.redis import redis_failed
 from social import selectors
 from social.models import Follow
 from social.rebuild import rebuild_range
+from tests.support.cursors import forged
 
 pytestmark = pytest.mark.django_db
 
@@ -129,10 +129,6 @@ class TestFollowersPaging:
         pages = walk(alice.pk, limit=3, reader=selectors.following_page)
 
         assert [pk for page in pages for pk in page] == [f.pk for f in reversed(followees)]
-
-
-def forged(text):
-    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
 
 
 class TestCursor:

@@ -16,7 +16,7 @@ import pytest
 from core.models import OutboxEntry
 from core.outbox import drain
 from social import services
-from tests.social.helpers import assert_mirror_equals_database, redis_edges
+from tests.support.graph import assert_mirror_equals_database, redis_edges
 
 pytestmark = pytest.mark.django_db
 

@@ -19,7 +19,7 @@ from core.outbox import drain as outbox_drain_pending
 from social import selectors, services
 from social.models import Follow
 from social.reconcile import reconcile_all
-from tests.social.helpers import assert_mirror_equals_database
+from tests.support.graph import assert_mirror_equals_database
 from users.models import User
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -12,7 +12,7 @@ from django.core.management import call_command
 from social import reconcile, redis_keys, selectors, services
 from social.models import Follow, ReconcileRun
 from social.reconcile import reconcile_all, reconcile_run
-from tests.social.helpers import assert_mirror_equals_database, db_edges
+from tests.support.graph import assert_mirror_equals_database, db_edges
 
 pytestmark = pytest.mark.django_db
 
@@ -308,7 +308,7 @@ class TestControlsReconcile:
 
     def test_the_nightly_run_repairs_them_and_the_health_page_shows_the_figures(self, drifted_controls, user_factory, redis_client):
         from social.tasks import social_cache_reconcile
-        from tests.conftest import signed_in
+        from tests.support.accounts import signed_in
 
         alice, bob, _ = drifted_controls
 

@@ -5,7 +5,7 @@ from core.models import OutboxEntry
 from core.parsing import parse_id
 from social import redis_keys, selectors, services
 from social.models import Follow
-from tests.social.helpers import assert_mirror_equals_database
+from tests.support.graph import assert_mirror_equals_database
 
 pytestmark = pytest.mark.django_db
 

@@ -31,8 +31,8 @@ from social.mirror import LayoutObservation
 from social.models import Follow
 from social.outbox import layout_migrations_enqueue
 from social.rebuild import ADD_CHUNK, rebuild_user
-from tests.social.faults import RedisServer, point_at
-from tests.social.helpers import assert_mirror_equals_database, db_edges
+from tests.support.faults import RedisServer, point_at
+from tests.support.graph import assert_mirror_equals_database, db_edges, follow, unfollow
 from users.models import User
 
 pytestmark = pytest.mark.django_db
@@ -92,16 +92,6 @@ def stale_keys(client: Any, user_id: int) -> list[str]:
     return [key for key in keys if client.exists(key)]
 
 
-def follow(actor: Any, target: Any, capture: Any) -> None:
-    with capture(execute=True):
-        services.follow_create(actor=actor, followee_id=target.pk)
-
-
-def unfollow(actor: Any, target: Any, capture: Any) -> None:
-    with capture(execute=True):
-        services.follow_delete(actor=actor, followee_id=target.pk)
-
-
 class TestDesiredLayout:
     @pytest.mark.parametrize(
         ("followers", "marker", "expected"),
@@ -124,19 +114,19 @@ class TestDesiredLayout:
 
 class TestGrowAndShrink:
     def test_lists_and_counts_match_the_database_at_every_step(
-        self, low_threshold, user_factory, redis_client, django_capture_on_commit_callbacks
+        self, low_threshold, user_factory, redis_client
     ):
         star = user_factory(username="star")
         fans = [user_factory() for _ in range(12)]
         layouts = []
 
         for fan in fans:
-            follow(fan, star, django_capture_on_commit_callbacks)
+            follow(fan, star)
             assert_reads_match_database(redis_client, star.pk)
             assert stale_keys(redis_client, star.pk) == []
             layouts.append(layout_of(redis_client, star.pk))
         for fan in fans:
-            unfollow(fan, star, django_capture_on_commit_callbacks)
+            unfollow(fan, star)
             assert_reads_match_database(redis_client, star.pk)
             assert stale_keys(redis_client, star.pk) == []
             layouts.append(layout_of(redis_client, star.pk))
@@ -147,13 +137,13 @@ class TestGrowAndShrink:
         assert not redis_client.exists(redis_keys.followers_migration_queued_key(star.pk))
 
     def test_sharded_keys_place_each_follower_in_its_shard(
-        self, low_threshold, user_factory, redis_client, django_capture_on_commit_callbacks
+        self, low_threshold, user_factory, redis_client
     ):
         star = user_factory()
         fans = [user_factory() for _ in range(11)]
 
         for fan in fans:
-            follow(fan, star, django_capture_on_commit_callbacks)
+            follow(fan, star)
 
         assert layout_of(redis_client, star.pk) == SHARDED
         for shard, (set_key, zset_key) in enumerate(layout.all_shard_keys(star.pk)):
@@ -162,16 +152,16 @@ class TestGrowAndShrink:
             assert {int(m) for m in redis_client.zrange(zset_key, 0, -1)} == expected
 
     def test_membership_reads_of_a_sharded_account_agree_with_the_database(
-        self, low_threshold, user_factory, redis_client, django_capture_on_commit_callbacks
+        self, low_threshold, user_factory, redis_client
     ):
         star, viewer = user_factory(), user_factory()
         fans = [user_factory() for _ in range(12)]
         for fan in fans:
-            follow(fan, star, django_capture_on_commit_callbacks)
+            follow(fan, star)
         for fan in fans[:5]:
-            follow(viewer, fan, django_capture_on_commit_callbacks)
+            follow(viewer, fan)
         for fan in fans[3:7]:
-            follow(star, fan, django_capture_on_commit_callbacks)
+            follow(star, fan)
 
         familiar = selectors.familiar_followers(viewer_id=viewer.pk, user_id=star.pk, limit=20)
         mutual = selectors.mutual_follows(user_id=star.pk, limit=20)
@@ -180,12 +170,12 @@ class TestGrowAndShrink:
         assert {u.pk for u in familiar.users} == {f.pk for f in fans[:5]}
         assert {u.pk for u in mutual.users} == {f.pk for f in fans[3:7]}
 
-    def test_counts_are_never_negative(self, low_threshold, user_factory, redis_client, django_capture_on_commit_callbacks):
+    def test_counts_are_never_negative(self, low_threshold, user_factory, redis_client):
         star, fan = user_factory(), user_factory()
-        follow(fan, star, django_capture_on_commit_callbacks)
+        follow(fan, star)
 
-        unfollow(fan, star, django_capture_on_commit_callbacks)
-        unfollow(fan, star, django_capture_on_commit_callbacks)
+        unfollow(fan, star)
+        unfollow(fan, star)
 
         assert selectors.follow_counts(user_id=star.pk) == selectors.Counts(followers=0, following=0)
         assert selectors.follow_counts(user_id=fan.pk) == selectors.Counts(followers=0, following=0)
@@ -277,7 +267,7 @@ class TestMigrationInterleavedReads:
             if phase in ("marked", "verified") or len(phases) in (3, 20):
                 who = newcomers.pop() if newcomers else None
                 if who is not None:
-                    follow(who, star, django_capture_on_commit_callbacks)
+                    follow(who, star)
                 if leavers:
                     with django_capture_on_commit_callbacks(execute=True):
                         services.follow_delete_pair(follower_id=leavers.pop(), followee_id=star.pk)
@@ -360,7 +350,7 @@ class TestMigrationInterleavedReads:
         self.check(redis_client, star)
 
     def test_a_writer_that_read_the_marker_before_the_flip_writes_again(
-        self, settings, star, user_factory, redis_client, monkeypatch, django_capture_on_commit_callbacks
+        self, settings, star, user_factory, redis_client, monkeypatch
     ):
         settings.FOLLOWERS_SHARD_THRESHOLD = self.FANS // 2
         sharding.followers_layout_migrate(user_id=star.pk)
@@ -376,7 +366,7 @@ class TestMigrationInterleavedReads:
 
         monkeypatch.setattr(mirror, "queue_pair_write", recording)
 
-        follow(newcomer, star, django_capture_on_commit_callbacks)
+        follow(newcomer, star)
 
         assert calls[:2] == [(SINGLE, False), (SHARDED, True)]  # written again, with the layout the pipeline read
         shard = layout.follower_shard(newcomer.pk)
@@ -436,7 +426,7 @@ class TestTrigger:
         assert len(sends) == 1  # its message, alone, with the long tasks' limits
 
     def test_crossing_by_follows_migrates_through_the_task(
-        self, low_threshold, user_factory, redis_client, django_capture_on_commit_callbacks
+        self, low_threshold, user_factory, redis_client
     ):
         star = user_factory()
         fans = [user_factory() for _ in range(10)]
@@ -444,7 +434,7 @@ class TestTrigger:
         rebuild_user(star.pk)
         assert layout_of(redis_client, star.pk) == SINGLE
 
-        follow(fans[9], star, django_capture_on_commit_callbacks)  # eager Celery runs the task
+        follow(fans[9], star)  # eager Celery runs the task
 
         assert layout_of(redis_client, star.pk) == SHARDED
         assert_reads_match_database(redis_client, star.pk)
@@ -618,11 +608,11 @@ class TestC17RebuildOfABigAccount:
 
 
 class TestCountsOfSeveral:
-    def test_a_sharded_account_counts_beside_a_single_key_one(self, low_threshold, user_factory, redis_client, django_capture_on_commit_callbacks):
+    def test_a_sharded_account_counts_beside_a_single_key_one(self, low_threshold, user_factory, redis_client):
         star = user_factory(username="star")
         fans = [user_factory() for _ in range(12)]
         for fan in fans:
-            follow(fan, star, django_capture_on_commit_callbacks)
+            follow(fan, star)
 
         counts = selectors.follow_counts_many(user_ids=[star.pk, fans[0].pk])
 

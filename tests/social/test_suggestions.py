@@ -13,14 +13,12 @@ from django.utils import timezone
 from core.models import OutboxEntry
 from core.outbox import drain
 from social import control_mirror, controls, redis_keys, selectors, services, suggestions
-from tests.conftest import refusing_broker, signed_in
+from tests.support.accounts import signed_in
+from tests.support.celery import refusing_broker
+from tests.support.graph import follow
 from users.services import user_set_active
 
 pytestmark = pytest.mark.django_db
-
-
-def follow(a, b, run_commits):
-    run_commits(lambda: services.follow_create(actor=a, followee_id=b.pk))
 
 
 class TestRank:
@@ -37,23 +35,23 @@ class TestRank:
 
 
 @pytest.fixture
-def world(alice, bob, charlie, user_factory, run_commits):
+def world(alice, bob, charlie, user_factory):
     """alice follows bob and charlie; both follow the candidates."""
     names = ["dave", "erin", "frank", "grace", "heidi", "ivan", "judy"]
     people = {name: user_factory(username=name) for name in names}
     for followee in (bob, charlie):
-        follow(alice, followee, run_commits)
+        follow(alice, followee)
         for name in names:
-            follow(followee, people[name], run_commits)
-    follow(bob, charlie, run_commits)  # charlie: followed by alice already
-    follow(people["dave"], alice, run_commits)  # alice herself is a candidate of nobody
+            follow(followee, people[name])
+    follow(bob, charlie)  # charlie: followed by alice already
+    follow(people["dave"], alice)  # alice herself is a candidate of nobody
     return people
 
 
 class TestCompute:
     def test_leaves_out_every_excluded_kind(self, alice, bob, charlie, world, run_commits, redis_client):
         people = world
-        follow(alice, people["dave"], run_commits)  # followed
+        follow(alice, people["dave"])  # followed
         people["erin"].approve_followers = True
         people["erin"].save(update_fields=["approve_followers"])
         run_commits(lambda: services.follow_create(actor=alice, followee_id=people["erin"].pk))  # requested
@@ -97,16 +95,16 @@ class TestStoredAndRead:
         assert response.status_code == 302 and response["Location"] == "/suggestions/"
         assert world["dave"].pk not in [item.user.pk for item in after.items]
 
-    def test_a_follow_rederives_the_stored_set(self, alice, bob, world, user_factory, run_commits, redis_client):
+    def test_a_follow_rederives_the_stored_set(self, alice, bob, world, user_factory, redis_client):
         newcomer = user_factory(username="newcomer")
-        follow(newcomer, bob, run_commits)
+        follow(newcomer, bob)
         suggestions.suggestions_refresh(user_id=newcomer.pk)
         erin_before = redis_client.zscore(redis_keys.suggestions_key(newcomer.pk), world["erin"].pk)
         dave = world["dave"]
-        follow(dave, world["judy"], run_commits)
-        follow(dave, user_factory(username="zed"), run_commits)
+        follow(dave, world["judy"])
+        follow(dave, user_factory(username="zed"))
 
-        follow(newcomer, dave, run_commits)  # re-derived: dave leaves, the accounts dave follows gain
+        follow(newcomer, dave)  # re-derived: dave leaves, the accounts dave follows gain
 
         stored = {int(m): s for m, s in redis_client.zrange(redis_keys.suggestions_key(newcomer.pk), 0, -1, withscores=True)}
         assert dave.pk not in stored
@@ -132,7 +130,7 @@ class TestStoredAndRead:
 
 
 class TestRefreshActive:
-    def test_refreshes_readers_seen_lately_and_resumes(self, alice, bob, world, run_commits, redis_client):
+    def test_refreshes_readers_seen_lately_and_resumes(self, alice, bob, world, redis_client):
         from django.utils import timezone
 
         type(alice).objects.filter(pk__in=[alice.pk, bob.pk]).update(last_seen_at=timezone.now())
@@ -184,13 +182,13 @@ class TestBlocksInSuggestions:
         assert world["dave"].pk not in [item.user.pk for item in found.items]
         assert world["erin"].pk in [item.user.pk for item in found.items]
 
-    def test_a_first_follow_after_the_fallback_computes_anew(self, world, user_factory, run_commits, settings, redis_client, bob):
+    def test_a_first_follow_after_the_fallback_computes_anew(self, world, user_factory, settings, redis_client, bob):
         settings.CELERY_TASK_ALWAYS_EAGER = True
         newcomer = user_factory(username="newcomer")
         suggestions.suggestions_refresh(user_id=newcomer.pk)  # follows nobody: the most followed
         assert redis_client.scard(redis_keys.suggestions_counted_key(newcomer.pk)) == 0
 
-        follow(newcomer, bob, run_commits)
+        follow(newcomer, bob)
 
         found = selectors.suggestions_for(user_id=newcomer.pk, limit=3)
         assert found.items and all(item.via == 1 for item in found.items)
@@ -250,17 +248,17 @@ class TestReadFilters:
 
 
 class TestTheCap:
-    def test_a_rederivation_keeps_the_best_and_their_reasons_only(self, alice, bob, world, user_factory, run_commits, redis_client, monkeypatch):
+    def test_a_rederivation_keeps_the_best_and_their_reasons_only(self, alice, bob, world, user_factory, redis_client, monkeypatch):
         monkeypatch.setattr(suggestions, "SUGGESTIONS_MAX", 3)
         newcomer = user_factory(username="newcomer")
-        follow(newcomer, bob, run_commits)
+        follow(newcomer, bob)
         suggestions.suggestions_refresh(user_id=newcomer.pk)
         dave = world["dave"]
         extra = [user_factory(username=f"extra{n}") for n in range(5)]
         for other in extra:
-            follow(dave, other, run_commits)
+            follow(dave, other)
 
-        follow(newcomer, dave, run_commits)  # dave's five followings are candidates now
+        follow(newcomer, dave)  # dave's five followings are candidates now
 
         stored = [int(m) for m in redis_client.zrevrange(redis_keys.suggestions_key(newcomer.pk), 0, -1)]
         reasons = {int(field) for field in redis_client.hkeys(redis_keys.suggestions_why_key(newcomer.pk))}
@@ -305,9 +303,9 @@ def private_link(alice, bob, charlie, user_factory, run_commits):
     run_commits(lambda: controls.account_privacy_set(actor=bob, private=True))
     run_commits(lambda: services.follow_create(actor=alice, followee_id=bob.pk))
     run_commits(lambda: controls.follow_request_approve(actor=bob, requester_id=alice.pk))
-    follow(bob, dave, run_commits)
-    follow(alice, charlie, run_commits)
-    follow(charlie, erin, run_commits)
+    follow(bob, dave)
+    follow(alice, charlie)
+    follow(charlie, erin)
     suggestions.suggestions_refresh(user_id=alice.pk)
     assert shown(alice) == [("dave", "followed by @bob you follow"), ("erin", "followed by @charlie you follow")]
     return dave, erin
@@ -340,12 +338,12 @@ class TestAPrivateAccountsFolloweesLeaveWhenTheReaderStopsFollowing:
         assert stored_ids(redis_client, alice) == [erin.pk]
         assert shown(alice) == [("erin", "followed by @charlie you follow")]
 
-    def test_turning_private_hides_his_followees_from_a_reader_he_did_not_approve(self, alice, bob, charlie, user_factory, run_commits, redis_client):
+    def test_turning_private_hides_his_followees_from_a_reader_he_did_not_approve(self, alice, bob, charlie, user_factory, redis_client):
         dave, erin = user_factory(username="dave"), user_factory(username="erin")
-        follow(alice, bob, run_commits)  # bob is public
-        follow(bob, dave, run_commits)
-        follow(alice, charlie, run_commits)
-        follow(charlie, erin, run_commits)
+        follow(alice, bob)  # bob is public
+        follow(bob, dave)
+        follow(alice, charlie)
+        follow(charlie, erin)
         suggestions.suggestions_refresh(user_id=alice.pk)
         assert shown(alice)[0] == ("dave", "followed by @bob you follow")
 
@@ -361,8 +359,8 @@ class TestAPrivateAccountsFolloweesLeaveWhenTheReaderStopsFollowing:
 
     def test_turning_private_keeps_his_followees_for_an_approved_follower(self, alice, bob, charlie, user_factory, run_commits):
         dave = user_factory(username="dave")
-        follow(alice, bob, run_commits)
-        follow(bob, dave, run_commits)
+        follow(alice, bob)
+        follow(bob, dave)
         suggestions.suggestions_refresh(user_id=alice.pk)
 
         run_commits(lambda: controls.account_privacy_set(actor=bob, private=True))
@@ -375,12 +373,12 @@ class TestC27:
     """A follows B and C; B follows D; C follows E; A's suggestions computed; then A blocks B."""
 
     @pytest.fixture
-    def graph(self, alice, bob, charlie, user_factory, run_commits):
+    def graph(self, alice, bob, charlie, user_factory):
         dave, erin = user_factory(username="dave"), user_factory(username="erin")
-        follow(alice, bob, run_commits)
-        follow(alice, charlie, run_commits)
-        follow(bob, dave, run_commits)
-        follow(charlie, erin, run_commits)
+        follow(alice, bob)
+        follow(alice, charlie)
+        follow(bob, dave)
+        follow(charlie, erin)
         suggestions.suggestions_refresh(user_id=alice.pk)
         assert shown(alice) == [("dave", "followed by @bob you follow"), ("erin", "followed by @charlie you follow")]
         return dave, erin
@@ -396,11 +394,11 @@ class TestC27:
         assert stored_ids(redis_client, alice) == [erin.pk]
         assert redis_client.hget(redis_keys.suggestions_why_key(alice.pk), erin.pk) == f"1,{charlie.pk}".encode()
 
-    def test_d_stays_while_another_followee_links_it(self, alice, bob, charlie, graph, user_factory, run_commits):
+    def test_d_stays_while_another_followee_links_it(self, alice, bob, charlie, graph, user_factory):
         dave, _ = graph
         frank = user_factory(username="frank")
-        follow(alice, frank, run_commits)
-        follow(frank, dave, run_commits)
+        follow(alice, frank)
+        follow(frank, dave)
         suggestions.suggestions_refresh(user_id=alice.pk)
         assert shown(alice)[0] == ("dave", "followed by @bob and @frank you follow")
 
@@ -415,11 +413,11 @@ class TestC27:
 class TestReasonCounts:
     """Reasons name and count only the links the reader may see, whatever the stored reason says."""
 
-    def test_a_hidden_link_is_neither_named_nor_counted(self, alice, bob, charlie, user_factory, run_commits):
+    def test_a_hidden_link_is_neither_named_nor_counted(self, alice, bob, charlie, user_factory):
         frank, grace, dave = user_factory(username="frank"), user_factory(username="grace"), user_factory(username="dave")
         for link in (bob, charlie, frank, grace):
-            follow(alice, link, run_commits)
-            follow(link, dave, run_commits)
+            follow(alice, link)
+            follow(link, dave)
         suggestions.suggestions_refresh(user_id=alice.pk)
         stored = shown(alice)
 
@@ -444,7 +442,7 @@ class TestRederivedFromTheRows:
     set, scores and reasons equal a rebuild from the database (a dry-run reconcile finds nothing)."""
 
     @pytest.fixture
-    def reader(self, alice, bob, world, run_commits):
+    def reader(self, alice, bob, world):
         type(alice).objects.filter(pk=alice.pk).update(last_seen_at=timezone.now())
         suggestions.suggestions_refresh(user_id=alice.pk)
         return alice
@@ -525,13 +523,13 @@ class TestRankingsAndTheFallback:
     very next request; reactivation brings it back on the next one."""
 
     @pytest.fixture
-    def star(self, user_factory, run_commits):
+    def star(self, user_factory):
         star, second = user_factory(username="star"), user_factory(username="second")
         fans = [user_factory(username=f"fan{n}") for n in range(3)]
         for fan in fans:
-            follow(fan, star, run_commits)
+            follow(fan, star)
         for fan in fans[:2]:
-            follow(fan, second, run_commits)
+            follow(fan, second)
         return star, second
 
     def ranked(self, limit=2):

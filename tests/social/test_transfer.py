@@ -18,8 +18,7 @@ from core.models import OutboxEntry
 from core.outbox import drain
 from social import controls, services, transfer
 from social.models import Follow, FollowImport, FollowRequest
-from tests.conftest import UserFactory, signed_in
-from tests.feed.test_worker import queue, worker  # noqa: F401 - fixtures
+from tests.support.accounts import UserFactory, signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -232,7 +231,7 @@ def send_pending_import(import_id: int, attempts: int = 5) -> None:
 @pytest.mark.django_db(transaction=True)
 class TestImportThroughTheWorker:
     def test_an_import_interrupted_by_a_worker_kill_resumes_without_following_anyone_twice(self, queue, worker):
-        from tests.social.faults import wait_until
+        from tests.support.faults import wait_until
 
         alice = UserFactory.create(username="alice")
         targets = [UserFactory.create(username=f"target{n:02d}") for n in range(30)]
@@ -298,7 +297,6 @@ class TestImportRuns:
         assert OutboxEntry.objects.get(kind="social.follows_import", subject_id=job.pk).applied_at is not None
         assert list(OutboxEntry.objects.filter(applied_at__isnull=True).values_list("kind", flat=True)) == []
         assert (result.stuck, result.redis_down) == (0, False)
-
 
 
 def mastodon_file(names: list[str], form: str) -> bytes:
@@ -407,7 +405,7 @@ class TestConcurrentImports:
         import threading
 
         from social.selectors import follow_counts
-        from tests.social.helpers import assert_mirror_equals_database
+        from tests.support.graph import assert_mirror_equals_database
 
         real = transfer._skip_reason
         in_step = threading.Barrier(2)
@@ -526,7 +524,7 @@ class TestImportRacingDeletion:
 
         from django.db import connection
 
-        from tests.social.faults import wait_until
+        from tests.support.faults import wait_until
 
         settings.FOLLOWS_IMPORT_PAUSE_SECONDS = 0.02
         actor = UserFactory.create(username="importer")

@@ -7,14 +7,9 @@ from django.test import Client
 
 from social import services
 from social.models import Follow
+from tests.support.accounts import signed_in
 
 pytestmark = pytest.mark.django_db
-
-
-def signed_in(user):
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
@@ -85,8 +80,7 @@ class TestFollowButton:
         assert not Follow.objects.exists()
 
     def test_missing_csrf_is_403(self, alice, bob):
-        client = Client(enforce_csrf_checks=True)
-        client.force_login(alice)
+        client = signed_in(alice, enforce_csrf_checks=True)
 
         response = client.post("/u/bob/follow/")
 

@@ -1,11 +1,28 @@
-"""Assertions shared by the follow-graph tests."""
+"""The follow graph in tests: following through the service, and the mirror against the database."""
 
 from __future__ import annotations
 
+import gzip
+from pathlib import Path
 from typing import Any
 
-from social import layout, redis_keys
+from social import layout, redis_keys, services
 from social.models import Follow
+from tests.support.commits import run_on_commit
+
+
+def follow(follower: Any, followee: Any) -> None:
+    """``follower`` follows ``followee`` through the service, with the after-commit work (the
+    mirror, the feed backfill) run as a request would (in a transactional test it ran at commit)."""
+    with run_on_commit():
+        services.follow_create(actor=follower, followee_id=followee.pk)
+
+
+def unfollow(follower: Any, followee: Any) -> None:
+    """``follower`` stops following ``followee`` through the service, after-commit work run (the
+    mirror, the inbox clean-up)."""
+    with run_on_commit():
+        services.follow_delete(actor=follower, followee_id=followee.pk)
 
 
 def db_edges() -> set[tuple[int, int]]:
@@ -54,3 +71,10 @@ def assert_mirror_equals_database(client: Any, user_ids: list[int]) -> None:
     }
     for name, want in expected.items():
         assert found[name] == want, name
+
+
+def write_edges(path: Path, text: str) -> Path:
+    """Write ``text`` (an edge list, SNAP style: "follower<TAB>followee" lines) gzipped to ``path``; returns it."""
+    with gzip.open(path, "wt") as handle:
+        handle.write(text)
+    return path

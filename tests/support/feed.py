@@ -1,28 +1,35 @@
-"""Helpers shared by the feed tests."""
+"""Feed helpers of the tests: publishing with fan-out run, reading inboxes, paging to the end."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from django.utils import timezone
-
 from core.paging import Cursor
-from feed import redis_keys, selectors
-from feed.rebuild import inbox_rebuild, synced_until
-from tests.conftest import UserFactory
+from feed import redis_keys, selectors, services
+from feed.models import Note, from_ms
+from tests.support.commits import run_on_commit
 
 
-def make_user(username: str | None = None, *, active: bool = True, **fields: Any) -> Any:
-    """A user; ``active`` readers were seen now and their (empty) inbox is synced, as after a
-    sign-in, so fan-out delivers to them."""
-    if username is not None:
-        fields["username"] = username
-    if active:
-        fields.setdefault("last_seen_at", timezone.now())
-    user = UserFactory.create(**fields)
-    if active and synced_until(user.last_seen_at) is not None:
-        inbox_rebuild(user_id=user.pk)
-    return user
+class Publisher:
+    """``publish(author, body=None, *, at_ms=None, at=None)``: ``note_create`` with its fan-out run
+    (eager); a note without a body is "note 1", "note 2"... counted per publisher."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, author: Any, body: str | None = None, *, at_ms: int | None = None, at: datetime | None = None) -> Note:
+        created_at = from_ms(at_ms) if at_ms is not None else at
+        if not body:
+            self.count += 1
+            body = f"note {self.count}"
+        with run_on_commit():
+            return services.note_create(author=author, body=body, created_at=created_at)
+
+
+def fanned_out(*notes: Note) -> bool:
+    """Whether every note of ``notes`` has been fanned out (``fanned_out_at`` set)."""
+    return Note.objects.filter(pk__in=[n.pk for n in notes], fanned_out_at__isnull=False).count() == len(notes)
 
 
 def inbox(client: Any, user: Any) -> list[tuple[bytes, int]]:

@@ -32,6 +32,8 @@ BASE_DIR = Path(__file__).resolve().parents[2]
 # Where the logs of the processes tests start go: the session's pytest temporary directory
 # (tests/conftest.py sets it), never files of their own in /tmp.
 LOG_DIR: Path | None = None
+# Seconds a test waits for a Celery worker to deliver (fan-out, notifications).
+DELIVERY_TIMEOUT = 60
 
 
 def log_dir() -> Path:

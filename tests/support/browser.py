@@ -1,13 +1,22 @@
-"""Helpers of the browser journeys: waiting for the worker, reading pages, checking accessibility."""
+"""Helpers of the browser journeys: viewports, waiting for the worker, reading pages, checking accessibility."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
-from tests.social.faults import wait_until
+from core.redis import get_redis
+from feed import redis_keys
+from feed.models import Note
+from tests.support.faults import wait_until
 
-__all__ = ["count_of", "follow_state", "note_ids", "people_on_page", "unlabelled_controls", "wait_until"]
+DESKTOP = {"width": 1280, "height": 900}
+MOBILE = {"width": 390, "height": 844}
+
+__all__ = [
+    "DESKTOP", "MOBILE", "WORKER_TIMEOUT", "count_of", "follow_state", "inbox_id_set", "note_ids", "people_on_page",
+    "unlabelled_controls", "wait_for_fan_out", "wait_for_synced_inbox", "wait_until",
+]
 
 
 def note_ids(page: Any) -> list[int]:
@@ -44,3 +53,26 @@ def count_of(page: Any, element_id: str) -> tuple[str, str]:
     """A count element's (shown text, exact number in its title)."""
     element = page.locator(f"#{element_id}")
     return element.inner_text().strip(), element.get_attribute("title") or ""
+
+
+WORKER_TIMEOUT = 30.0  # seconds; a task normally lands in well under one
+
+
+def inbox_id_set(user: Any) -> set[int]:
+    """Note ids in ``user``'s Redis inbox (what fan-out wrote)."""
+    members = cast("list[bytes]", get_redis().zrange(redis_keys.inbox_key(user.pk), 0, -1))
+    return {int(member) for member in members}
+
+
+def wait_for_synced_inbox(user: Any) -> None:
+    """Until ``user``'s inbox is complete in Redis (the worker's rebuild, after a visit or sign-in)."""
+    wait_until(lambda: get_redis().exists(redis_keys.inbox_synced_key(user.pk)), timeout=WORKER_TIMEOUT, what="synced inbox")
+
+
+def wait_for_fan_out(note_ids_: list[int]) -> None:
+    """Until the worker has fanned out every note in ``note_ids_``."""
+    wait_until(
+        lambda: Note.objects.filter(pk__in=note_ids_, fanned_out_at__isnull=False).count() == len(note_ids_),
+        timeout=WORKER_TIMEOUT,
+        what=f"fan-out of {len(note_ids_)} notes",
+    )
