@@ -92,9 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     setup_test_environment()
-    admin, _ = User.objects.get_or_create(
-        username="bench_admin", defaults={"is_staff": True, "is_superuser": True}
-    )
+    admin, _ = User.objects.get_or_create(username="bench_admin", defaults={"is_staff": True, "is_superuser": True})
     client = Client()
     client.force_login(admin)
     top_id, top_followers = most_followed_user_id()
@@ -128,8 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         failed |= over
         print(
             f"{name:52} {status:>6} {queries:>7} {bound:>5} {statistics.median(times):>10.1f} {max(times):>8.1f}"
-            f" {statistics.median(sql_times):>7.1f}"
-            + ("  OVER BOUND" if over else "")
+            f" {statistics.median(sql_times):>7.1f}" + ("  OVER BOUND" if over else "")
         )
     return 1 if failed else 0
 

@@ -178,8 +178,10 @@ def main() -> int:
     args = parser.parse_args()
     client = get_redis()
     prefix = settings.REDIS_KEY_PREFIX
-    print(f"database {settings.DATABASES['default']['NAME']}, Redis prefix {prefix!r}, "
-          f"FOLLOWERS_SHARD_THRESHOLD {settings.FOLLOWERS_SHARD_THRESHOLD:,}, FOLLOWERS_SHARDS {settings.FOLLOWERS_SHARDS}")
+    print(
+        f"database {settings.DATABASES['default']['NAME']}, Redis prefix {prefix!r}, "
+        f"FOLLOWERS_SHARD_THRESHOLD {settings.FOLLOWERS_SHARD_THRESHOLD:,}, FOLLOWERS_SHARDS {settings.FOLLOWERS_SHARDS}"
+    )
     call_command("migrate", verbosity=0)
 
     accounts = {}
@@ -188,14 +190,18 @@ def main() -> int:
         with tqdm(total=count, desc=f"make_celebrity {name}", unit="fan", mininterval=2) as bar:
             result = celebrity_make(username=name, followers=count, on_progress=bar.update)
         accounts[name] = result.user_id
-        print(f"{name}: user {result.user_id}, {result.followers:,} followers, made and rebuilt in "
-              f"{time.perf_counter() - started:.1f} s")
+        print(
+            f"{name}: user {result.user_id}, {result.followers:,} followers, made and rebuilt in "
+            f"{time.perf_counter() - started:.1f} s"
+        )
     client.set(core_keys.sentinel_key(), now_ms())  # every account's keys are built
 
     keys, largest_key, largest, by_type = key_sizes(client, prefix)
     bound = args.followers / settings.FOLLOWERS_SHARDS * 1.2
-    print(f"\nkeys under {prefix!r}: {keys:,} ({by_type}); largest {largest_key} with {largest:,} members; "
-          f"bound followers/FOLLOWERS_SHARDS*1.2 = {bound:,.0f}: {'OK' if largest <= bound else 'EXCEEDED'}")
+    print(
+        f"\nkeys under {prefix!r}: {keys:,} ({by_type}); largest {largest_key} with {largest:,} members; "
+        f"bound followers/FOLLOWERS_SHARDS*1.2 = {bound:,.0f}: {'OK' if largest <= bound else 'EXCEEDED'}"
+    )
 
     print("\nRedis memory of the follower keys (MEMORY USAGE, exact):")
     for name, user_id in accounts.items():
@@ -203,8 +209,10 @@ def main() -> int:
         used = memory_of(client, keys_of)
         count = selectors.follow_counts(user_id=user_id).followers
         shard_sizes = [client.zcard(k) for k in keys_of if ":z:" in k]
-        print(f"  {name:16s} {len(keys_of):3d} keys, {used:>12,} bytes, {used / max(count, 1):6.1f} bytes/follower; "
-              f"zset sizes min {min(shard_sizes):,} max {max(shard_sizes):,}")
+        print(
+            f"  {name:16s} {len(keys_of):3d} keys, {used:>12,} bytes, {used / max(count, 1):6.1f} bytes/follower; "
+            f"zset sizes min {min(shard_sizes):,} max {max(shard_sizes):,}"
+        )
 
     probers = list(User.objects.filter(username__startswith="bench_prober_").order_by("pk")[: args.repeat])
     if len(probers) < args.repeat:
@@ -249,9 +257,7 @@ def main() -> int:
                 lambda: selectors._followers_among(client, user_id, {fan, stranger}), args.repeat
             ),
             "follow_counts": timed(lambda: selectors.follow_counts(user_id=user_id), args.repeat),
-            "followers page 1": timed(
-                lambda: selectors.followers_page(user_id=user_id, cursor=None, limit=size), args.repeat
-            ),
+            "followers page 1": timed(lambda: selectors.followers_page(user_id=user_id, cursor=None, limit=size), args.repeat),
             "followers deep page": timed(
                 lambda: selectors.followers_page(user_id=user_id, cursor=cursor, limit=size), args.repeat
             ),

@@ -58,7 +58,11 @@ def parent(args: argparse.Namespace) -> None:
     finally:
         single.stop()
         cluster.stop()
-    ratios = {name: round(results["cluster"][name] / results["single"][name], 2) for name in results["single"] if results["single"][name]}
+    ratios = {
+        name: round(results["cluster"][name] / results["single"][name], 2)
+        for name in results["single"]
+        if results["single"][name]
+    }
     print("cluster / single: " + ", ".join(f"{name} {ratio}x" for name, ratio in ratios.items()))
     output = {
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -81,7 +81,9 @@ def page_with_mutes(reader_id: int, mutes: int, budget: float, rounds: int) -> d
     unmute_all()
     # The authors of the unmuted page 1 first (the muted page must skip all of them), then
     # every 25th followee up to ``mutes``.
-    first_page_authors = list(dict.fromkeys(Note.objects.filter(pk__in=page(0)).order_by("-created_at").values_list("author_id", flat=True)))
+    first_page_authors = list(
+        dict.fromkeys(Note.objects.filter(pk__in=page(0)).order_by("-created_at").values_list("author_id", flat=True))
+    )
     muted = list(dict.fromkeys(first_page_authors + followees[::25]))[:mutes]
     without: list[int] = []
     with_mutes: list[int] = []

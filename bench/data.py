@@ -102,9 +102,7 @@ def graph_edge_count() -> int:
     follow = connection.ops.quote_name(Follow._meta.db_table)
     users = connection.ops.quote_name(User._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT COUNT(*) FROM {follow} f JOIN {users} a ON a.id = f.follower_id WHERE a.username LIKE %s", ["u%"]
-        )
+        cursor.execute(f"SELECT COUNT(*) FROM {follow} f JOIN {users} a ON a.id = f.follower_id WHERE a.username LIKE %s", ["u%"])
         return int(cursor.fetchone()[0])
 
 
@@ -137,7 +135,11 @@ def ensure_graph(scale: Scale, setup: Setup) -> None:
 def ensure_big_account(username: str, followers: int, setup: Setup) -> int:
     """Make ``username`` have exactly ``followers`` fan accounts; returns its user id."""
     user = User.objects.filter(username=username).first()
-    if user is not None and Follow.objects.filter(followee_id=user.pk).count() == followers and _mirror_followers(user.pk) == followers:
+    if (
+        user is not None
+        and Follow.objects.filter(followee_id=user.pk).count() == followers
+        and _mirror_followers(user.pk) == followers
+    ):
         return int(user.pk)
     started = time.perf_counter()
     result = celebrity_make(username=username, followers=followers)

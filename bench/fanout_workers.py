@@ -52,8 +52,23 @@ def start_workers(count: int, queue: str) -> list[subprocess.Popen[bytes]]:
     logs = [Path(f"/tmp/{queue}-{index}.log") for index in range(count)]
     workers = [
         subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config.celery_app", "worker", "--pool=solo", "-Q", queue,
-             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{queue}-{index}@%h", "--loglevel=INFO"],
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config.celery_app",
+                "worker",
+                "--pool=solo",
+                "-Q",
+                queue,
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-n",
+                f"{queue}-{index}@%h",
+                "--loglevel=INFO",
+            ],
             cwd=ROOT,
             env={**os.environ, "CELERY_TASK_DEFAULT_QUEUE": queue},
             stdout=log.open("wb"),
@@ -115,7 +130,9 @@ def main() -> None:
     pipe.execute()
     parts = delivery.fan_out_parts(len(fans))
     author = User.objects.get(pk=made.user_id)
-    print(f"setup: {len(fans):,} followers of bench_wide, {parts} parts of {settings.FEED_FANOUT_PART_FOLLOWERS} ({time.perf_counter() - started:.1f}s)")
+    print(
+        f"setup: {len(fans):,} followers of bench_wide, {parts} parts of {settings.FEED_FANOUT_PART_FOLLOWERS} ({time.perf_counter() - started:.1f}s)"
+    )
 
     app.conf.task_always_eager = False
     figures = []
@@ -139,8 +156,17 @@ def main() -> None:
             for worker in workers:
                 worker.wait(timeout=30)
         median = statistics.median(times)
-        figures.append({"workers": count, "seconds": round(median, 3), "inbox_writes_per_s": round(len(fans) / median), "load_1m": round(load, 2)})
-        print(f"{count} worker(s): {median:.2f}s per fan-out to {len(fans):,} inboxes = {len(fans) / median:,.0f} inbox writes/s (load {load:.2f})")
+        figures.append(
+            {
+                "workers": count,
+                "seconds": round(median, 3),
+                "inbox_writes_per_s": round(len(fans) / median),
+                "load_1m": round(load, 2),
+            }
+        )
+        print(
+            f"{count} worker(s): {median:.2f}s per fan-out to {len(fans):,} inboxes = {len(fans) / median:,.0f} inbox writes/s (load {load:.2f})"
+        )
     base = figures[0]["seconds"]
     for figure in figures:
         figure["speed_up"] = round(base / figure["seconds"], 2)

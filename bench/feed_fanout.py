@@ -115,7 +115,9 @@ def main() -> None:
         users = [User(username=f"bf{i}", password="!", last_seen_at=now) for i in range(have, args.followers)]
         User.objects.bulk_create(users, batch_size=5000, ignore_conflicts=True)
     User.objects.filter(username__startswith="bf").update(last_seen_at=now, is_active=True)
-    follower_ids = list(User.objects.filter(username__startswith="bf").order_by("pk").values_list("pk", flat=True)[: args.followers])
+    follower_ids = list(
+        User.objects.filter(username__startswith="bf").order_by("pk").values_list("pk", flat=True)[: args.followers]
+    )
     existing = set(Follow.objects.filter(followee=author).values_list("follower_id", flat=True))
     Follow.objects.bulk_create(
         [Follow(follower_id=f, followee_id=author.pk) for f in follower_ids if f not in existing], batch_size=5000
@@ -193,7 +195,6 @@ def bench_raw_zadd(client: redis.Redis, follower_ids: list[int], batch: int) -> 
         print(f"raw redis-py pipelined {label}, {len(keys):,} keys in pipelines of {batch}: {len(keys) / elapsed:,.0f} writes/s")
 
 
-
 def bench_feed(args: argparse.Namespace, client: redis.Redis, now: datetime) -> None:
     """3. home feed latency on the Redis and database paths."""
     from django.conf import settings
@@ -212,7 +213,12 @@ def bench_feed(args: argparse.Namespace, client: redis.Redis, now: datetime) -> 
         base = int((now.timestamp() - 86400) * 1000)
         Note.objects.bulk_create(
             [
-                Note(author_id=a, body=f"note {n} by {a}", created_at=from_ms(base + random.randrange(86_400_000)), fanned_out_at=now)
+                Note(
+                    author_id=a,
+                    body=f"note {n} by {a}",
+                    created_at=from_ms(base + random.randrange(86_400_000)),
+                    fanned_out_at=now,
+                )
                 for a in authors
                 for n in range(60)
             ],
@@ -274,7 +280,9 @@ def bench_feed(args: argparse.Namespace, client: redis.Redis, now: datetime) -> 
         t = time.perf_counter()
         assert page_client.get("/home").status_code == 200
         samples.append(time.perf_counter() - t)
-    print(f"GET /home (whole view with template, Redis): p50 {ms(percentile(samples, 50))}, p99 {ms(percentile(samples, 99))} over {len(samples)} requests")
+    print(
+        f"GET /home (whole view with template, Redis): p50 {ms(percentile(samples, 50))}, p99 {ms(percentile(samples, 99))} over {len(samples)} requests"
+    )
     if args.profile:
         import cProfile
         import pstats
@@ -289,7 +297,10 @@ def bench_feed(args: argparse.Namespace, client: redis.Redis, now: datetime) -> 
     for r in readers:
         client.delete(redis_keys.inbox_synced_key(r))
         client.set(redis_keys.inbox_rebuilding_key(r), "1", ex=600)
-    measure("home feed, first page of 20 (database path, catching up)", lambda r: selectors.home_timeline(user_id=r, cursor=None, limit=20))
+    measure(
+        "home feed, first page of 20 (database path, catching up)",
+        lambda r: selectors.home_timeline(user_id=r, cursor=None, limit=20),
+    )
     for r in readers:
         client.delete(redis_keys.inbox_rebuilding_key(r))
 

@@ -83,7 +83,12 @@ def start(clone: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     # SIGINT as Ctrl-C delivers it: a shell's background job (make bench run with &) passes
     # SIGINT ignored to its children, and an ignored signal stays ignored across exec.
     return subprocess.Popen(
-        ["make", "run"], cwd=clone, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
+        ["make", "run"],
+        cwd=clone,
+        env=env,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509 - only restores SIGINT; no lock is taken
     )
 
@@ -97,7 +102,12 @@ def stop(process: subprocess.Popen[bytes], clone: Path, timeout: float = 60.0) -
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         code = process.wait()
-        subprocess.run([str(clone / ".venv" / "bin" / "python"), "manage.py", "embedded_redis", "stop"], cwd=clone, capture_output=True, check=False)
+        subprocess.run(
+            [str(clone / ".venv" / "bin" / "python"), "manage.py", "embedded_redis", "stop"],
+            cwd=clone,
+            capture_output=True,
+            check=False,
+        )
         return code
     except ProcessLookupError:
         return process.wait()
@@ -113,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"port": args.port, "load_average_start": [round(x, 2) for x in load_start]}
     try:
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-        results["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True, text=True, check=False).stdout.strip()
+        results["commit"] = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True, text=True, check=False
+        ).stdout.strip()
         print(f"first run: fresh clone of {results['commit']} in {clone}; make run on port {args.port}", flush=True)
         for name, goal in (("first_run", 60), ("restart", 5)):
             started = time.monotonic()
@@ -121,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
             seconds, warming = first_page(url, started=started, timeout=args.timeout, process=process)
             results[f"{name}_seconds"] = round(seconds, 1)
             results[f"{name}_page_says_warming_up"] = warming
-            print(f"  {name}: first page after {seconds:.1f} s (goal {goal} s){' while warming up' if warming else ''}", flush=True)
+            print(
+                f"  {name}: first page after {seconds:.1f} s (goal {goal} s){' while warming up' if warming else ''}", flush=True
+            )
             results[f"{name}_stop_exit"] = stop(process, clone)
     except (RuntimeError, subprocess.CalledProcessError) as exc:
         results["error"] = str(exc)

@@ -170,7 +170,9 @@ def measure(reader_id: int, budget: float, rounds: int) -> dict[str, Any]:
             durations[name] += taken
             pings[name] += paired
             with database_only():
-                taken, _ = timing.collect(page(at), budget_seconds=budget / rounds / 2, max_calls=math.ceil(300 / rounds), warmup=warmup)
+                taken, _ = timing.collect(
+                    page(at), budget_seconds=budget / rounds / 2, max_calls=math.ceil(300 / rounds), warmup=warmup
+                )
             database[name] += taken
     for name in cursors:
         redis_p50 = timing.summarize(durations[name]).p50_us

@@ -110,8 +110,26 @@ SNAPSHOT_DIR = ROOT / "var" / "bench-http"
 MARKER = "HTTPLOAD "
 ACCESS_LOG_FORMAT = "%(s)s %(D)s %(m)s %(U)s"
 INHERITED_SETTINGS_PREFIXES = (
-    "DJANGO_", "CELERY_", "REDIS_", "DATABASE_", "FANOUT_", "FEED_", "FOLLOW_", "FOLLOWERS_", "FOLLOWING_", "NOTE_", "INBOX_",
-    "OUTBOX_", "SOCIAL_", "SIGNUP_", "LOGIN_", "CLIENT_ADDRESS", "CONN_MAX_AGE", "REPLICA_", "LONG_TASK", "FOLLOWFEED_VAR_DIR",
+    "DJANGO_",
+    "CELERY_",
+    "REDIS_",
+    "DATABASE_",
+    "FANOUT_",
+    "FEED_",
+    "FOLLOW_",
+    "FOLLOWERS_",
+    "FOLLOWING_",
+    "NOTE_",
+    "INBOX_",
+    "OUTBOX_",
+    "SOCIAL_",
+    "SIGNUP_",
+    "LOGIN_",
+    "CLIENT_ADDRESS",
+    "CONN_MAX_AGE",
+    "REPLICA_",
+    "LONG_TASK",
+    "FOLLOWFEED_VAR_DIR",
 )
 
 Spec = tuple[str, str, dict[str, str], str | None]
@@ -292,7 +310,9 @@ def write_mix(writers: list[dict[str, Any]], *, csrf: str, port: int, label: str
             if len(specs) % (FOLLOWS_PER_PUBLISH + 1) == FOLLOWS_PER_PUBLISH:
                 author = writers[published % len(writers)]
                 body = json.dumps({"body": f"http bench note {label} {published}: three toggles, one note"})
-                specs.append(("POST", "/api/notes", api_headers(session=author["session"], csrf=csrf, port=port, write=True), body))
+                specs.append(
+                    ("POST", "/api/notes", api_headers(session=author["session"], csrf=csrf, port=port, write=True), body)
+                )
                 published += 1
     return specs
 
@@ -373,29 +393,84 @@ def endpoints(plan: dict[str, Any], deep_cursor: str, depth: int) -> list[Endpoi
     profiles: list[Spec] = [("GET", f"/u/{quote(name)}/", pages, None) for name in plan["profiles"]]
     followers_path = f"/u/{quote(followed['username'])}/followers/"
     return [
-        Endpoint("floor", "floor: minimal Django view", "GET /bench/floor (a two-byte HttpResponse, same middleware)", same(("GET", "/bench/floor", pages, None)),
-                 lambda status, body: None if status == 200 and body == b"ok" else f"status {status}: {body[:100]!r}"),
-        Endpoint("profile", "profile page", f"GET /u/<name>/ of the {len(profiles)} most followed accounts in turn, viewed by the reader",
-                 lambda mode: [profiles] * THREADS, expect_page(signed_in_as=reader["username"])),
-        Endpoint("followers_page_1", "followers page 1", f"GET {followers_path} ({followed['followers']:,} followers), 50 per page",
-                 same(("GET", followers_path, pages, None)), expect_page(marker=b"Older")),
-        Endpoint("followers_page_deep", f"followers page at depth {depth:,}", f"GET {followers_path}?cursor=... ({depth:,} followers in)",
-                 same(("GET", f"{followers_path}?cursor={quote(deep_cursor)}", pages, None)), expect_page()),
-        Endpoint("home", "home feed", f"GET /home signed in as {reader['username']} (follows {reader['following']:,})",
-                 same(("GET", "/home", pages, None)), expect_page(signed_in_as=reader["username"])),
-        Endpoint("api_followers", "JSON followers", f"GET /api/users/{followed['id']}/followers (page 1, 50)",
-                 same(("GET", f"/api/users/{followed['id']}/followers", api, None)), expect_json()),
-        Endpoint("api_feed", "JSON home feed", f"GET /api/feed signed in as {reader['username']} (page 1, 20)",
-                 same(("GET", "/api/feed", api, None)), expect_json(feed=True)),
-        Endpoint("api_feed_40", "JSON home feed, 40", f"GET /api/feed?limit=40 signed in as {reader['username']}",
-                 same(("GET", "/api/feed?limit=40", api, None)), expect_json(feed=True)),
-        Endpoint("mastodon_home", "Mastodon home timeline, 40", f"GET /api/v1/timelines/home?limit=40 with {reader['username']}'s token",
-                 same(("GET", "/api/v1/timelines/home?limit=40", {"Authorization": f"Bearer {reader.get('token', '')}", "Accept": "application/json"}, None)),
-                 expect_statuses()),
-        Endpoint("write_mix", "write mix: follow toggles + publishes",
-                 f"PUT /api/follow/<id>/true|false by {THREADS * len(plan['writer_groups']['followfeed'][0])} signed-in writers "
-                 f"(each follows then unfollows its targets), and one POST /api/notes per {FOLLOWS_PER_PUBLISH} toggles",
-                 writes, expect_json(statuses=(200, 201))),
+        Endpoint(
+            "floor",
+            "floor: minimal Django view",
+            "GET /bench/floor (a two-byte HttpResponse, same middleware)",
+            same(("GET", "/bench/floor", pages, None)),
+            lambda status, body: None if status == 200 and body == b"ok" else f"status {status}: {body[:100]!r}",
+        ),
+        Endpoint(
+            "profile",
+            "profile page",
+            f"GET /u/<name>/ of the {len(profiles)} most followed accounts in turn, viewed by the reader",
+            lambda mode: [profiles] * THREADS,
+            expect_page(signed_in_as=reader["username"]),
+        ),
+        Endpoint(
+            "followers_page_1",
+            "followers page 1",
+            f"GET {followers_path} ({followed['followers']:,} followers), 50 per page",
+            same(("GET", followers_path, pages, None)),
+            expect_page(marker=b"Older"),
+        ),
+        Endpoint(
+            "followers_page_deep",
+            f"followers page at depth {depth:,}",
+            f"GET {followers_path}?cursor=... ({depth:,} followers in)",
+            same(("GET", f"{followers_path}?cursor={quote(deep_cursor)}", pages, None)),
+            expect_page(),
+        ),
+        Endpoint(
+            "home",
+            "home feed",
+            f"GET /home signed in as {reader['username']} (follows {reader['following']:,})",
+            same(("GET", "/home", pages, None)),
+            expect_page(signed_in_as=reader["username"]),
+        ),
+        Endpoint(
+            "api_followers",
+            "JSON followers",
+            f"GET /api/users/{followed['id']}/followers (page 1, 50)",
+            same(("GET", f"/api/users/{followed['id']}/followers", api, None)),
+            expect_json(),
+        ),
+        Endpoint(
+            "api_feed",
+            "JSON home feed",
+            f"GET /api/feed signed in as {reader['username']} (page 1, 20)",
+            same(("GET", "/api/feed", api, None)),
+            expect_json(feed=True),
+        ),
+        Endpoint(
+            "api_feed_40",
+            "JSON home feed, 40",
+            f"GET /api/feed?limit=40 signed in as {reader['username']}",
+            same(("GET", "/api/feed?limit=40", api, None)),
+            expect_json(feed=True),
+        ),
+        Endpoint(
+            "mastodon_home",
+            "Mastodon home timeline, 40",
+            f"GET /api/v1/timelines/home?limit=40 with {reader['username']}'s token",
+            same(
+                (
+                    "GET",
+                    "/api/v1/timelines/home?limit=40",
+                    {"Authorization": f"Bearer {reader.get('token', '')}", "Accept": "application/json"},
+                    None,
+                )
+            ),
+            expect_statuses(),
+        ),
+        Endpoint(
+            "write_mix",
+            "write mix: follow toggles + publishes",
+            f"PUT /api/follow/<id>/true|false by {THREADS * len(plan['writer_groups']['followfeed'][0])} signed-in writers "
+            f"(each follows then unfollows its targets), and one POST /api/notes per {FOLLOWS_PER_PUBLISH} toggles",
+            writes,
+            expect_json(statuses=(200, 201)),
+        ),
     ]
 
 
@@ -418,10 +493,14 @@ def lua_script(per_thread: list[list[Spec]]) -> str:
         rows = []
         for method, path, headers, body in specs:
             header_table = "{" + ", ".join(f"[{lua_string(k)}] = {lua_string(v)}" for k, v in headers.items()) + "}"
-            rows.append(f"{{{lua_string(method)}, {lua_string(path)}, {header_table}, {lua_string(body) if body is not None else 'nil'}}}")
+            rows.append(
+                f"{{{lua_string(method)}, {lua_string(path)}, {header_table}, {lua_string(body) if body is not None else 'nil'}}}"
+            )
         tables.append("{\n" + ",\n".join(rows) + "\n}")
     return (
-        "local specs = {\n" + ",\n".join(tables) + "\n}\n"
+        "local specs = {\n"
+        + ",\n".join(tables)
+        + "\n}\n"
         + """
 local threads = {}
 local count = 0
@@ -472,8 +551,20 @@ def wrk(port: int, script: Path, seconds: float) -> dict[str, Any]:
 
     :raises RuntimeError: wrk failed or printed no figures.
     """
-    command = ["wrk", "-t", str(THREADS), "-c", str(CONNECTIONS), "-d", f"{max(1, round(seconds))}s", "--timeout", WRK_TIMEOUT,
-               "-s", str(script), f"http://127.0.0.1:{port}/"]
+    command = [
+        "wrk",
+        "-t",
+        str(THREADS),
+        "-c",
+        str(CONNECTIONS),
+        "-d",
+        f"{max(1, round(seconds))}s",
+        "--timeout",
+        WRK_TIMEOUT,
+        "-s",
+        str(script),
+        f"http://127.0.0.1:{port}/",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60, check=False)
     for line in done.stdout.splitlines():
         if line.startswith(MARKER):
@@ -518,7 +609,9 @@ def ensure_vhost() -> None:
     vhosts = subprocess.run(["rabbitmqctl", "-q", "list_vhosts"], capture_output=True, text=True, check=True).stdout.split()
     if VHOST not in vhosts:
         subprocess.run(["rabbitmqctl", "-q", "add_vhost", VHOST], check=True, capture_output=True)
-    subprocess.run(["rabbitmqctl", "-q", "set_permissions", "-p", VHOST, "guest", ".*", ".*", ".*"], check=True, capture_output=True)
+    subprocess.run(
+        ["rabbitmqctl", "-q", "set_permissions", "-p", VHOST, "guest", ".*", ".*", ".*"], check=True, capture_output=True
+    )
 
 
 def delete_queues(*names: str) -> None:
@@ -560,9 +653,24 @@ def run_setup(env: dict[str, str], scale: Scale, plan_path: Path, log: Path, sna
 
     :raises SystemExit: the setup failed (its log's tail in the message).
     """
-    command = [sys.executable, str(ROOT / "bench" / "http_setup.py"), "--plan", str(plan_path), "--notes", str(scale.notes),
-               "--threads", str(THREADS), "--writers-per-thread", str(scale.writers_per_thread),
-               "--targets-per-writer", str(scale.targets_per_writer), "--profiles", str(scale.profiles), "--snapshot", str(snapshot)]
+    command = [
+        sys.executable,
+        str(ROOT / "bench" / "http_setup.py"),
+        "--plan",
+        str(plan_path),
+        "--notes",
+        str(scale.notes),
+        "--threads",
+        str(THREADS),
+        "--writers-per-thread",
+        str(scale.writers_per_thread),
+        "--targets-per-writer",
+        str(scale.targets_per_writer),
+        "--profiles",
+        str(scale.profiles),
+        "--snapshot",
+        str(snapshot),
+    ]
     if scale.limit is not None:
         command += ["--limit", str(scale.limit)]
     with log.open("wb") as out:
@@ -576,9 +684,27 @@ def run_setup(env: dict[str, str], scale: Scale, plan_path: Path, log: Path, sna
 def launch_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """Start one Celery worker (solo pool) on ``QUEUE``; ``wait_worker`` waits until it is ready."""
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config.celery_app", "worker", "--pool=solo", "-Q", QUEUE, "--without-gossip",
-         "--without-mingle", "--without-heartbeat", "-n", f"{QUEUE}@%h", "--loglevel=INFO"],
-        cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "config.celery_app",
+            "worker",
+            "--pool=solo",
+            "-Q",
+            QUEUE,
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-n",
+            f"{QUEUE}@%h",
+            "--loglevel=INFO",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
     )
 
 
@@ -602,10 +728,29 @@ def launch_server(mode: str, env: dict[str, str], directory: Path, *, workers: i
     error_log = directory / f"gunicorn-{mode}-error.log"
     access_log.touch()
     process = subprocess.Popen(
-        [str(Path(sys.executable).parent / "gunicorn"), "config.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
-         "--worker-class", worker_class, "--threads", str(threads), "--access-logfile", str(access_log), "--access-logformat", ACCESS_LOG_FORMAT,
-         "--error-logfile", str(error_log), "--capture-output"],
-        cwd=ROOT, env=env, stdout=error_log.open("ab"), stderr=subprocess.STDOUT,
+        [
+            str(Path(sys.executable).parent / "gunicorn"),
+            "config.wsgi",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(workers),
+            "--worker-class",
+            worker_class,
+            "--threads",
+            str(threads),
+            "--access-logfile",
+            str(access_log),
+            "--access-logformat",
+            ACCESS_LOG_FORMAT,
+            "--error-logfile",
+            str(error_log),
+            "--capture-output",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=error_log.open("ab"),
+        stderr=subprocess.STDOUT,
     )
     return Server(mode=mode, port=port, process=process, access_log=access_log, error_log=error_log)
 
@@ -728,7 +873,11 @@ def server_side(lines: list[str]) -> tuple[dict[str, int], float | None, float |
     if not durations:
         return dict(statuses), None, None
     durations.sort()
-    return dict(statuses), round(durations[len(durations) // 2] / 1000, 2), round(durations[min(len(durations) - 1, int(len(durations) * 0.99))] / 1000, 2)
+    return (
+        dict(statuses),
+        round(durations[len(durations) // 2] / 1000, 2),
+        round(durations[min(len(durations) - 1, int(len(durations) * 0.99))] / 1000, 2),
+    )
 
 
 def measure(endpoint: Endpoint, mode: str, server: Server, directory: Path, *, seconds: float, warmup: float, redis: Any) -> Run:
@@ -828,15 +977,45 @@ def profile(endpoint: Endpoint, server: Server, directory: Path, *, seconds: flo
     script.write_text(lua_script([[_with_origin(s, server.port) for s in specs] for specs in endpoint.specs("followfeed")]))
     raw = directory / f"{endpoint.key}-profile.raw.txt"
     load = subprocess.Popen(
-        ["wrk", "-t", str(THREADS), "-c", str(CONNECTIONS), "-d", f"{round(warmup + seconds + 2)}s", "--timeout", WRK_TIMEOUT,
-         "-s", str(script), f"http://127.0.0.1:{server.port}/"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            "wrk",
+            "-t",
+            str(THREADS),
+            "-c",
+            str(CONNECTIONS),
+            "-d",
+            f"{round(warmup + seconds + 2)}s",
+            "--timeout",
+            WRK_TIMEOUT,
+            "-s",
+            str(script),
+            f"http://127.0.0.1:{server.port}/",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     time.sleep(max(warmup, 1.0))
     spy = subprocess.run(
-        [py_spy, "record", "--pid", str(server.process.pid), "--subprocesses", "--format", "raw", "--rate", "100", "--idle",
-         "--nonblocking", "--duration", str(round(seconds)), "--output", str(raw)],
-        capture_output=True, text=True,
+        [
+            py_spy,
+            "record",
+            "--pid",
+            str(server.process.pid),
+            "--subprocesses",
+            "--format",
+            "raw",
+            "--rate",
+            "100",
+            "--idle",
+            "--nonblocking",
+            "--duration",
+            str(round(seconds)),
+            "--output",
+            str(raw),
+        ],
+        capture_output=True,
+        text=True,
         check=False,
     )
     out, _ = load.communicate(timeout=seconds + warmup + 60)
@@ -957,7 +1136,11 @@ def summarize_profile(raw: str, *, header: str = "", top: int = 25) -> str:
         lines.append(f"{count / django:8.1%}  {area}")
     table(f"top {top} by own time (the leaf frame: running there, or blocked in a C call made there):", own, top)
     table(f"followfeed's own functions by cumulative time (top {top}):", project, top)
-    table(f"top {top + 15} by cumulative time (the frame anywhere on the stack; gunicorn and Django's handler left out):", cumulative, top + 15)
+    table(
+        f"top {top + 15} by cumulative time (the frame anywhere on the stack; gunicorn and Django's handler left out):",
+        cumulative,
+        top + 15,
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -1010,22 +1193,34 @@ def run(
     try:
         # Everything started is stopped in reverse order, however the run ends.
         with ExitStack() as stack:
-            print(f"http load: RabbitMQ vhost {VHOST}, private redis-server, database {scale.database_url.rsplit('/', 1)[1]}", flush=True)
+            print(
+                f"http load: RabbitMQ vhost {VHOST}, private redis-server, database {scale.database_url.rsplit('/', 1)[1]}",
+                flush=True,
+            )
             ensure_vhost()
             delete_queues(QUEUE, DATABASE_ONLY_QUEUE)
             stack.callback(delete_queues, QUEUE, DATABASE_ONLY_QUEUE)
             database = scale.database_url.rsplit("/", 1)[1]
             SNAPSHOT_DIR.mkdir(parents=True, exist_ok=True)
             # It loads the snapshot the last setup saved, if any; the setup decides whether it is usable.
-            redis_server = PrivateRedis(config={"zset-max-listpack-entries": "3000", "set-max-intset-entries": "3000",
-                                                "dir": str(SNAPSHOT_DIR), "dbfilename": f"{database}.rdb"})
+            redis_server = PrivateRedis(
+                config={
+                    "zset-max-listpack-entries": "3000",
+                    "set-max-intset-entries": "3000",
+                    "dir": str(SNAPSHOT_DIR),
+                    "dbfilename": f"{database}.rdb",
+                }
+            )
             stack.callback(redis_server.stop)
             env = base_environment(redis_server.url, scale.database_url, directory / "static")
             print("setup (bench/http_setup.py): graph, notes, feeds, sessions ...", flush=True)
             setup_started = time.perf_counter()
             plan = run_setup(env, scale, directory / "plan.json", directory / "setup.log", SNAPSHOT_DIR / f"{database}.json")
             setup_seconds = round(time.perf_counter() - setup_started, 1)
-            print(f"  {plan['graph']['edges']:,} follows, {plan['notes']:,} notes, {plan['inboxes']:,} inboxes ({setup_seconds} s)", flush=True)
+            print(
+                f"  {plan['graph']['edges']:,} follows, {plan['notes']:,} notes, {plan['inboxes']:,} inboxes ({setup_seconds} s)",
+                flush=True,
+            )
             worker = launch_worker(env, directory / "worker.log")
             database_only_env = {
                 **env,
@@ -1034,8 +1229,12 @@ def run(
                 "CELERY_TASK_DEFAULT_QUEUE": DATABASE_ONLY_QUEUE,
             }
             servers = {
-                "followfeed": launch_server("followfeed", env, directory, workers=workers, worker_class=worker_class, threads=threads),
-                "database_only": launch_server("database_only", database_only_env, directory, workers=workers, worker_class=worker_class, threads=threads),
+                "followfeed": launch_server(
+                    "followfeed", env, directory, workers=workers, worker_class=worker_class, threads=threads
+                ),
+                "database_only": launch_server(
+                    "database_only", database_only_env, directory, workers=workers, worker_class=worker_class, threads=threads
+                ),
             }
             stack.callback(stop_all, [worker, *(server.process for server in servers.values())])
             wait_worker(worker, directory / "worker.log")
@@ -1053,15 +1252,32 @@ def run(
             for row in rows:
                 problems += preflight(row, servers)
             if problems:
-                raise SystemExit("preflight failed:\n" + "\n".join(problems) + "\n" + servers["followfeed"].error_log.read_text()[-3000:])
-            print(f"preflight: every request answered as expected on both servers (ports {ports}) [{time.perf_counter() - started:.0f} s]", flush=True)
+                raise SystemExit(
+                    "preflight failed:\n" + "\n".join(problems) + "\n" + servers["followfeed"].error_log.read_text()[-3000:]
+                )
+            print(
+                f"preflight: every request answered as expected on both servers (ports {ports}) [{time.perf_counter() - started:.0f} s]",
+                flush=True,
+            )
             if not profile_only:
-                results = measure_all(rows, servers, directory, seconds=seconds, warmup=warmup, redis=redis_server.client, drain_s=5 if quick else 10)
+                results = measure_all(
+                    rows,
+                    servers,
+                    directory,
+                    seconds=seconds,
+                    warmup=warmup,
+                    redis=redis_server.client,
+                    drain_s=5 if quick else 10,
+                )
                 # The breaker's warning, once per worker process that found Redis unreachable.
-                results["database_only_breaker_warnings"] = servers["database_only"].error_log.read_text().count("Redis unavailable")
+                results["database_only_breaker_warnings"] = (
+                    servers["database_only"].error_log.read_text().count("Redis unavailable")
+                )
             if profile_page:
                 print(f"profile of {profile_page} under load ({profile_seconds:.0f} s, py-spy) ...", flush=True)
-                summary, _raw = profile(by_key[profile_page], servers["followfeed"], directory, seconds=profile_seconds, warmup=warmup)
+                summary, _raw = profile(
+                    by_key[profile_page], servers["followfeed"], directory, seconds=profile_seconds, warmup=warmup
+                )
                 title = (
                     f"py-spy profile of the followfeed server's {workers} {worker_class} gunicorn workers, page '{by_key[profile_page].title}' "
                     f"({by_key[profile_page].describe}) under {CONNECTIONS} connections, {datetime.now(UTC):%Y-%m-%d %H:%M UTC}, "
@@ -1079,8 +1295,13 @@ def run(
                     "generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
                     "command": command,
                     "code": code_state(),
-                    "machine": {"cpus": os.cpu_count(), "loadavg_start": load_start, "loadavg_end": loadavg(),
-                                "platform": platform.platform(), "python": platform.python_version()},
+                    "machine": {
+                        "cpus": os.cpu_count(),
+                        "loadavg_start": load_start,
+                        "loadavg_end": loadavg(),
+                        "platform": platform.platform(),
+                        "python": platform.python_version(),
+                    },
                     "server": {
                         "gunicorn": _version([str(Path(sys.executable).parent / "gunicorn"), "--version"]),
                         "workers": workers,
@@ -1089,17 +1310,31 @@ def run(
                         "settings": SETTINGS_MODULE,
                         "access_log": f"on, to a file (format {ACCESS_LOG_FORMAT!r})",
                         "celery_worker": f"1 solo-pool worker on queue {QUEUE} (vhost {VHOST}); the database-only server's tasks go to "
-                                         f"{DATABASE_ONLY_QUEUE}, which nobody consumes (deleted at the end); no beat",
-                        "redis": "private redis-server, zset-max-listpack-entries 3000, set-max-intset-entries 3000; its data: " + plan["redis"],
+                        f"{DATABASE_ONLY_QUEUE}, which nobody consumes (deleted at the end); no beat",
+                        "redis": "private redis-server, zset-max-listpack-entries 3000, set-max-intset-entries 3000; its data: "
+                        + plan["redis"],
                         "database_only": "REDIS_URL is a closed port and REDIS_CIRCUIT_OPEN_SECONDS 3600: every read takes its database fallback",
                     },
-                    "load": {"tool": _version(["wrk", "--version"]).splitlines()[0].split(" Copyright")[0], "connections": CONNECTIONS, "threads": THREADS,
-                             "seconds": seconds, "warmup_seconds": warmup, "timeout": WRK_TIMEOUT},
+                    "load": {
+                        "tool": _version(["wrk", "--version"]).splitlines()[0].split(" Copyright")[0],
+                        "connections": CONNECTIONS,
+                        "threads": THREADS,
+                        "seconds": seconds,
+                        "warmup_seconds": warmup,
+                        "timeout": WRK_TIMEOUT,
+                    },
                     "data": {
-                        "database": plan["database"], "graph": plan["graph"], "notes": plan["notes"], "maintained_inboxes": plan["inboxes"],
-                        "reader": _public(plan["reader"]), "followed": _public(plan["followed"]), "profiles": len(plan["profiles"]),
+                        "database": plan["database"],
+                        "graph": plan["graph"],
+                        "notes": plan["notes"],
+                        "maintained_inboxes": plan["inboxes"],
+                        "reader": _public(plan["reader"]),
+                        "followed": _public(plan["followed"]),
+                        "profiles": len(plan["profiles"]),
                         "writers": {g: sum(len(t) for t in lists) for g, lists in plan["writer_groups"].items()},
-                        "setup_steps_s": plan["steps_s"], "setup_s": setup_seconds, "undone_from_last_run": plan["undone"],
+                        "setup_steps_s": plan["steps_s"],
+                        "setup_s": setup_seconds,
+                        "undone_from_last_run": plan["undone"],
                     },
                     "quick": quick,
                 }
@@ -1115,13 +1350,22 @@ def run(
         else:
             shutil.rmtree(directory, ignore_errors=True)
     results["duration_s"] = round(time.perf_counter() - started, 1)
-    (out_dir / "http_load.json").write_text(json.dumps({k: v for k, v in results.items() if k != "profile_summary"}, indent=2) + "\n")
+    (out_dir / "http_load.json").write_text(
+        json.dumps({k: v for k, v in results.items() if k != "profile_summary"}, indent=2) + "\n"
+    )
     (out_dir / "http_load.md").write_text(markdown(results))
     return results
 
 
 def measure_all(
-    rows: list[Endpoint], servers: dict[str, Server], directory: Path, *, seconds: float, warmup: float, redis: Any, drain_s: float
+    rows: list[Endpoint],
+    servers: dict[str, Server],
+    directory: Path,
+    *,
+    seconds: float,
+    warmup: float,
+    redis: Any,
+    drain_s: float,
 ) -> dict[str, Any]:
     """The floor, then each endpoint on followfeed and on database-only followed by the floor
     again; each endpoint's ratio uses the mean of the floor runs just before and just after it
@@ -1134,8 +1378,11 @@ def measure_all(
     """
     floor_row = rows[0]
     floor_seconds = min(seconds, FLOOR_SECONDS)
-    print(f"load: wrk, {CONNECTIONS} connections, {THREADS} threads, {seconds:.0f} s per endpoint and mode after {warmup} s of warm-up, "
-          f"the floor ({floor_seconds:.0f} s) beside each endpoint", flush=True)
+    print(
+        f"load: wrk, {CONNECTIONS} connections, {THREADS} threads, {seconds:.0f} s per endpoint and mode after {warmup} s of warm-up, "
+        f"the floor ({floor_seconds:.0f} s) beside each endpoint",
+        flush=True,
+    )
     floor_server = servers["followfeed"]
     floors = [measure(floor_row, "followfeed", floor_server, directory, seconds=floor_seconds, warmup=warmup, redis=redis)]
     measured: list[dict[str, Any]] = []
@@ -1160,30 +1407,59 @@ def measure_all(
         for mode in ("followfeed", "database_only"):
             run = entry[mode]
             if run.errors or run.status_5xx or run.status_3xx or run.tracebacks:
-                errors.append({"endpoint": entry["key"], "mode": mode, "errors": run.errors, "socket_errors": run.socket_errors,
-                               "status_3xx": run.status_3xx, "status_4xx": run.status_4xx, "status_5xx": run.status_5xx,
-                               "server_statuses": run.server_statuses, "tracebacks": run.tracebacks})
+                errors.append(
+                    {
+                        "endpoint": entry["key"],
+                        "mode": mode,
+                        "errors": run.errors,
+                        "socket_errors": run.socket_errors,
+                        "status_3xx": run.status_3xx,
+                        "status_4xx": run.status_4xx,
+                        "status_5xx": run.status_5xx,
+                        "server_statuses": run.server_statuses,
+                        "tracebacks": run.tracebacks,
+                    }
+                )
             entry[mode] = run.__dict__
     for run in floors:
         if run.errors or run.tracebacks:
-            errors.append({"endpoint": "floor", "mode": "followfeed", "errors": run.errors, "socket_errors": run.socket_errors,
-                           "tracebacks": run.tracebacks})
+            errors.append(
+                {
+                    "endpoint": "floor",
+                    "mode": "followfeed",
+                    "errors": run.errors,
+                    "socket_errors": run.socket_errors,
+                    "tracebacks": run.tracebacks,
+                }
+            )
     met = [entry["goal_met"] for entry in measured]
     rates = [run.requests_per_s for run in floors]
     return {
-        "floor": {"requests_per_s": round(statistics.mean(rates), 1), "min": min(rates), "max": max(rates), "seconds": floor_seconds,
-                  "runs": [run.__dict__ for run in floors]},
+        "floor": {
+            "requests_per_s": round(statistics.mean(rates), 1),
+            "min": min(rates),
+            "max": max(rates),
+            "seconds": floor_seconds,
+            "runs": [run.__dict__ for run in floors],
+        },
         "endpoints": measured,
-        "goal": {"target": f">= {GOAL_SHARE:.0%} of the floor's requests/s and 0 errors, per endpoint (followfeed mode)",
-                 "met": sum(met), "of": len(met)},
+        "goal": {
+            "target": f">= {GOAL_SHARE:.0%} of the floor's requests/s and 0 errors, per endpoint (followfeed mode)",
+            "met": sum(met),
+            "of": len(met),
+        },
         "errors": errors,
     }
 
 
 def code_state() -> dict[str, Any]:
     """The commit the servers ran and the tracked files that differed from it (the working tree is what gunicorn loads)."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
-    status = subprocess.run(["git", "status", "--short", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True, check=False).stdout
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.strip()
+    status = subprocess.run(
+        ["git", "status", "--short", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout
     return {"commit": commit, "uncommitted": [line[3:] for line in status.splitlines() if line.strip()]}
 
 
@@ -1214,7 +1490,8 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"`{results['command']}`, run {results['generated_at']} on {machine['cpus']} cores (load average {machine['loadavg_start'][0]} at the start, "
         f"{machine['loadavg_end'][0]} at the end; wrk and gunicorn share the cores), {results['duration_s'] / 60:.1f} min"
-        + (" — **quick run on a slice: figures not comparable**" if results.get("quick") else "") + ".",
+        + (" — **quick run on a slice: figures not comparable**" if results.get("quick") else "")
+        + ".",
         "",
         f"Server: {server['gunicorn']}, {server['workers']} {server['worker_class']} workers"
         + (f" of {server['threads']} threads" if server.get("threads", 1) > 1 else "")
@@ -1228,16 +1505,19 @@ def markdown(results: dict[str, Any]) -> str:
         + " (gunicorn loads the working tree).",
         "",
         f"Data: `{data['database']}`, {graph['dataset']} ({graph['edges']:,} follows, {graph['users']:,} accounts"
-        + (f", first {graph['limit']:,} rows" if graph["limit"] else "") + f"), {data['notes']:,} notes (Higgs replay), "
+        + (f", first {graph['limit']:,} rows" if graph["limit"] else "")
+        + f"), {data['notes']:,} notes (Higgs replay), "
         f"{data['maintained_inboxes']:,} maintained inboxes (the reader, the writers and their followers); Redis: {server['redis']}. Reader {data['reader']['username']} "
         f"(follows {data['reader']['following']:,}); followed account {data['followed']['username']} ({data['followed']['followers']:,} followers).",
         "",
-        ("Each cell: requests/s · p50 · p99 · errors (wrk: answers >= 400 and socket errors). Database-only: the same gunicorn with "
-        f"Redis unreachable (every read takes its database fallback; the breaker's warning is in its log "
-        f"{results.get('database_only_breaker_warnings', '?')} times, once per worker process). Floor: `GET /bench/floor`, a two-byte HttpResponse through the "
-        f"same middleware, measured for {floor['seconds']:.0f} s before the first endpoint and after each one: "
-        f"{floor['min']:,.0f} to {floor['max']:,.0f} requests/s over the run (mean {floor['requests_per_s']:,.0f}); each row's floor "
-        "is the mean of the runs just before and after it."),
+        (
+            "Each cell: requests/s · p50 · p99 · errors (wrk: answers >= 400 and socket errors). Database-only: the same gunicorn with "
+            f"Redis unreachable (every read takes its database fallback; the breaker's warning is in its log "
+            f"{results.get('database_only_breaker_warnings', '?')} times, once per worker process). Floor: `GET /bench/floor`, a two-byte HttpResponse through the "
+            f"same middleware, measured for {floor['seconds']:.0f} s before the first endpoint and after each one: "
+            f"{floor['min']:,.0f} to {floor['max']:,.0f} requests/s over the run (mean {floor['requests_per_s']:,.0f}); each row's floor "
+            "is the mean of the runs just before and after it."
+        ),
         "",
         "| endpoint | followfeed | database-only | floor req/s | % of floor | goal >= 50%, 0 errors |",
         "|---|---|---|---|---|---|",
@@ -1248,18 +1528,28 @@ def markdown(results: dict[str, Any]) -> str:
             f"| {entry['title']} | {_cell(entry['followfeed'])} | {_cell(entry['database_only'])} | {entry['floor_rps']:,.0f} | "
             f"{entry['ratio_to_floor']:.0%} (database-only {entry['database_only_ratio_to_floor']:.0%}) | {met} |"
         )
-    lines += ["", f"Goal met by {results['goal']['met']} of {results['goal']['of']} endpoints.", "", "What each endpoint sends:", ""]
+    lines += [
+        "",
+        f"Goal met by {results['goal']['met']} of {results['goal']['of']} endpoints.",
+        "",
+        "What each endpoint sends:",
+        "",
+    ]
     lines += [f"- {entry['title']}: {entry['requests']}" for entry in results["endpoints"]]
-    lines += ["", "Server side (gunicorn's access log of the measured seconds): time per request p50 / p99, Redis commands per request:", ""]
+    lines += [
+        "",
+        "Server side (gunicorn's access log of the measured seconds): time per request p50 / p99, Redis commands per request:",
+        "",
+    ]
     for entry in results["endpoints"]:
         ff, db = entry["followfeed"], entry["database_only"]
         extra = ""
         background = ff.get("extra", {}).get("background")
         if background:
-            extra = (
-                f"; the worker's queue held {background['queued_at_end']} tasks at the end, "
-                + (f"{background['purged']} still queued after {background['waited_s']} s and purged" if background["purged"]
-                   else f"drained in {background['waited_s']} s")
+            extra = f"; the worker's queue held {background['queued_at_end']} tasks at the end, " + (
+                f"{background['purged']} still queued after {background['waited_s']} s and purged"
+                if background["purged"]
+                else f"drained in {background['waited_s']} s"
             )
         lines.append(
             f"- {entry['title']}: followfeed {ff['server_p50_ms']} / {ff['server_p99_ms']} ms, {ff['redis_commands_per_request']} Redis "
@@ -1268,7 +1558,9 @@ def markdown(results: dict[str, Any]) -> str:
     if results["errors"]:
         lines += ["", "Errors and unexpected answers:", ""]
         for error in results["errors"]:
-            lines.append(f"- {error['endpoint']} ({error['mode']}): {json.dumps({k: v for k, v in error.items() if k != 'tracebacks'})}")
+            lines.append(
+                f"- {error['endpoint']} ({error['mode']}): {json.dumps({k: v for k, v in error.items() if k != 'tracebacks'})}"
+            )
             for trace in error["tracebacks"][:2]:
                 lines += ["", "```", trace, "```"]
     else:
@@ -1279,13 +1571,21 @@ def markdown(results: dict[str, Any]) -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"), help="output directory (default bench/results)")
-    parser.add_argument("--seconds", type=float, default=None, help="measured seconds per endpoint and mode, whole (default 10; 1 with --quick)")
-    parser.add_argument("--quick", action="store_true", help="a 30,000-edge slice, short runs: a smoke run, figures not comparable")
-    parser.add_argument("--profile", default=None, metavar="PAGE", help="also profile this endpoint under load with py-spy (e.g. home)")
+    parser.add_argument(
+        "--seconds", type=float, default=None, help="measured seconds per endpoint and mode, whole (default 10; 1 with --quick)"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="a 30,000-edge slice, short runs: a smoke run, figures not comparable"
+    )
+    parser.add_argument(
+        "--profile", default=None, metavar="PAGE", help="also profile this endpoint under load with py-spy (e.g. home)"
+    )
     parser.add_argument("--profile-label", default="before", help="the profile goes to http_profile_<label>.txt (default before)")
     parser.add_argument("--profile-only", action="store_true", help="with --profile: skip the table")
     parser.add_argument("--profile-seconds", type=float, default=10.0, help="seconds recorded by py-spy (default 10)")
-    parser.add_argument("--workers", type=int, default=GUNICORN_WORKERS, help=f"gunicorn workers per server (default {GUNICORN_WORKERS})")
+    parser.add_argument(
+        "--workers", type=int, default=GUNICORN_WORKERS, help=f"gunicorn workers per server (default {GUNICORN_WORKERS})"
+    )
     parser.add_argument("--worker-class", default=GUNICORN_WORKER_CLASS, help="gunicorn worker class (default sync)")
     parser.add_argument("--threads", type=int, default=1, help="threads per gunicorn worker (gthread; default 1)")
     parser.add_argument("--keep-logs", action="store_true", help="keep the temporary directory with logs and wrk scripts")

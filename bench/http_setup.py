@@ -92,7 +92,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--writers-per-thread", type=int, default=4)
     parser.add_argument("--targets-per-writer", type=int, default=100)
     parser.add_argument("--profiles", type=int, default=50, help="profiles the reader opens (the most followed)")
-    parser.add_argument("--snapshot", default=None, help="JSON file describing the Redis snapshot (RDB) the private server loaded")
+    parser.add_argument(
+        "--snapshot", default=None, help="JSON file describing the Redis snapshot (RDB) the private server loaded"
+    )
     return parser.parse_args(argv)
 
 
@@ -139,7 +141,9 @@ def database_fingerprint() -> dict[str, int]:
     found: dict[str, int] = {}
     with connection.cursor() as cursor:
         for name, model in (("follows", Follow), ("notes", Note), ("users", User)):
-            cursor.execute(f"SELECT COUNT(*), COALESCE(SUM(id), 0), COALESCE(MAX(id), 0) FROM {connection.ops.quote_name(model._meta.db_table)}")
+            cursor.execute(
+                f"SELECT COUNT(*), COALESCE(SUM(id), 0), COALESCE(MAX(id), 0) FROM {connection.ops.quote_name(model._meta.db_table)}"
+            )
             count, total, top = cursor.fetchone()
             found.update({f"{name}_count": int(count), f"{name}_id_sum": int(total), f"{name}_max_id": int(top)})
     return found
@@ -214,14 +218,24 @@ def mastodon_token(user_id: int) -> str:
     from oauth2_provider.models import AccessToken, Application
 
     app, _ = Application.objects.get_or_create(
-        name="bench", defaults={"redirect_uris": "urn:ietf:wg:oauth:2.0:oob", "client_type": "confidential", "authorization_grant_type": "authorization-code", "algorithm": ""}
+        name="bench",
+        defaults={
+            "redirect_uris": "urn:ietf:wg:oauth:2.0:oob",
+            "client_type": "confidential",
+            "authorization_grant_type": "authorization-code",
+            "algorithm": "",
+        },
     )
     token = get_random_string(40)
-    AccessToken.objects.create(user_id=user_id, application=app, token=token, scope="read", expires=dj_timezone.now() + timedelta(days=1))
+    AccessToken.objects.create(
+        user_id=user_id, application=app, token=token, scope="read", expires=dj_timezone.now() + timedelta(days=1)
+    )
     return token
 
 
-def writer_groups(*, reader: int, followed: int, threads: int, per_thread: int, targets: int) -> dict[str, list[list[dict[str, Any]]]]:
+def writer_groups(
+    *, reader: int, followed: int, threads: int, per_thread: int, targets: int
+) -> dict[str, list[list[dict[str, Any]]]]:
     """Writers for every group of ``WRITER_GROUPS``, ``per_thread`` per load-generator thread, each
     with ``targets`` accounts it does not follow (from the ``TARGET_POOL`` most followed, in an
     order of its own), every writer signed in.
@@ -335,7 +349,13 @@ def main(argv: list[str] | None = None) -> int:
     followed = next(u for u in most_followed(2) if u != reader)
     profiles = [u for u in most_followed(args.profiles + 1) if u != reader][: args.profiles]
     usernames = dict(User.objects.filter(pk__in=profiles).values_list("pk", "username"))
-    groups = writer_groups(reader=reader, followed=followed, threads=args.threads, per_thread=args.writers_per_thread, targets=args.targets_per_writer)
+    groups = writer_groups(
+        reader=reader,
+        followed=followed,
+        threads=args.threads,
+        per_thread=args.writers_per_thread,
+        targets=args.targets_per_writer,
+    )
     _timed(steps, "accounts and sessions", started)
 
     writers = sorted({w["id"] for lists in groups.values() for thread in lists for w in thread})
@@ -349,13 +369,21 @@ def main(argv: list[str] | None = None) -> int:
         redis_state = "rebuilt from the database" + (" and saved as a snapshot for the next run" if snapshot_path else "")
     else:
         inboxes = len(readers)
-        redis_state = (f"the snapshot of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(snapshot['saved_at']))}, "
-                       "taken after the last rebuild of this same database state")
+        redis_state = (
+            f"the snapshot of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(snapshot['saved_at']))}, "
+            "taken after the last rebuild of this same database state"
+        )
 
     plan: dict[str, Any] = {
         "database": database_name(url),
         "settings": os.environ.get("DJANGO_SETTINGS_MODULE"),
-        "graph": {"dataset": args.dataset, "limit": args.limit, "edges": expected, "users": User.objects.count(), "imported": imported},
+        "graph": {
+            "dataset": args.dataset,
+            "limit": args.limit,
+            "edges": expected,
+            "users": User.objects.count(),
+            "imported": imported,
+        },
         "notes": Note.objects.count(),
         "inboxes": inboxes,
         "redis": redis_state,

@@ -158,14 +158,20 @@ def main() -> None:
     assert figures["readers_drifted"] == 0, figures
     print(line("after the repair (dry run)", figures, seconds), flush=True)
     runs["after"] = {**figures, "seconds": round(seconds, 2)}
-    RESULTS.write_text(json.dumps({
-        "when": timezone.now().isoformat(timespec="seconds"),
-        "load_average_at_start": round(load, 2),
-        "load_average_at_end": round(os.getloadavg()[0], 2),
-        "fraction": args.fraction,
-        "setup_seconds": {k: round(v, 1) for k, v in setup.items()},
-        "runs": runs,
-    }, indent=2) + "\n")
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "when": timezone.now().isoformat(timespec="seconds"),
+                "load_average_at_start": round(load, 2),
+                "load_average_at_end": round(os.getloadavg()[0], 2),
+                "fraction": args.fraction,
+                "setup_seconds": {k: round(v, 1) for k, v in setup.items()},
+                "runs": runs,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"wrote {RESULTS.relative_to(BASE_DIR)}")
 
 

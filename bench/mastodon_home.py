@@ -76,6 +76,7 @@ def measure(reader_id: int, *, limit: int, budget: float, rounds: int, profile: 
     statuses = {"mastodon_home": len(shapes["mastodon_home"]), "json_feed": len(shapes["json_feed"]["data"]["list"])}
     counted = {name: calls_of(call) for name, call in endpoints.items()}
     durations: dict[str, list[int]] = {name: [] for name in endpoints}
+
     def timed(call: Callable[[], Any]) -> list[int]:
         taken, _paired = collect(lambda _index: call(), budget_seconds=budget)
         return taken
@@ -129,7 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         call_command("migrate", verbosity=0, interactive=False)
         reader_id = ensure_data(2510, 3)
         build_redis(reader_id)
-        results = {"limit": args.limit, **measure(reader_id, limit=args.limit, budget=args.budget, rounds=args.rounds, profile=args.profile)}
+        results = {
+            "limit": args.limit,
+            **measure(reader_id, limit=args.limit, budget=args.budget, rounds=args.rounds, profile=args.profile),
+        }
     print(json.dumps(results, indent=2))
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2) + "\n")

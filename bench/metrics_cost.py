@@ -97,7 +97,12 @@ def setup_data() -> None:
         Follow.objects.bulk_create([Follow(follower_id=reader.pk, followee_id=author) for author in authors])
         Note.objects.bulk_create(
             [
-                Note(author_id=authors[i % len(authors)], body=f"metrics cost note {i}", created_at=now - timedelta(seconds=7 * i + 60), fanned_out_at=now)
+                Note(
+                    author_id=authors[i % len(authors)],
+                    body=f"metrics cost note {i}",
+                    created_at=now - timedelta(seconds=7 * i + 60),
+                    fanned_out_at=now,
+                )
                 for i in range(2 * AUTHORS)
             ]
         )

@@ -186,7 +186,9 @@ def follow_graph_operations(
         mine = StreamFollow.objects.filter(user_id=a, content_type=user_type).values("object_id")
         ids = sorted(
             int(i)
-            for i in StreamFollow.objects.filter(user_id=b, content_type=user_type, object_id__in=mine).values_list("object_id", flat=True)
+            for i in StreamFollow.objects.filter(user_id=b, content_type=user_type, object_id__in=mine).values_list(
+                "object_id", flat=True
+            )
         )
         return len(ids), list(User.objects.filter(pk__in=ids[:12]))
 

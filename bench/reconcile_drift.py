@@ -138,9 +138,7 @@ def inject_drift(fraction: float, seed: int) -> dict[str, int]:
         else:
             extras.append((follower_id, rng.randint(1, user_high)))
     # A non-edge added to one side (both members of the pair must not follow already).
-    existing = set(
-        Follow.objects.filter(follower_id__in={a for a, _ in extras}).values_list("follower_id", "followee_id")
-    )
+    existing = set(Follow.objects.filter(follower_id__in={a for a, _ in extras}).values_list("follower_id", "followee_id"))
     for follower_id, followee_id in dict.fromkeys(extras):
         if follower_id == followee_id or (follower_id, followee_id) in existing:
             continue

@@ -59,16 +59,18 @@ def markdown(results: dict[str, Any]) -> str:
     """The Markdown tables of ``results`` (operations, raw limits, fan-out, scaling, goals)."""
     raw = results["raw"]
     lines = [
-        (f"Run {results['generated_at']} on {results['machine']['cpus']} cores "
-        f"(load average {results['machine']['loadavg_start'][0]:.1f} at the start, "
-        f"{results['machine']['loadavg_end'][0]:.1f} at the end), {results['servers']['redis_version'] and 'Redis ' + results['servers']['redis_version']}, "
-        f"MariaDB {results['servers']['mariadb_version']}; graph {results['scale']['dataset']} "
-        f"({results['setup']['edges']:,} follows, {results['setup']['users']:,} accounts) plus a "
-        f"{results['scale']['star_followers']:,}-follower and a {results['scale']['celebrity_followers']:,}-follower account."),
+        (
+            f"Run {results['generated_at']} on {results['machine']['cpus']} cores "
+            f"(load average {results['machine']['loadavg_start'][0]:.1f} at the start, "
+            f"{results['machine']['loadavg_end'][0]:.1f} at the end), {results['servers']['redis_version'] and 'Redis ' + results['servers']['redis_version']}, "
+            f"MariaDB {results['servers']['mariadb_version']}; graph {results['scale']['dataset']} "
+            f"({results['setup']['edges']:,} follows, {results['setup']['users']:,} accounts) plus a "
+            f"{results['scale']['star_followers']:,}-follower and a {results['scale']['celebrity_followers']:,}-follower account."
+        ),
         "",
         accounts_line(results),
         "",
-        "Latency per call, p50 / p99 (wall clock, one Python process). \"x faster\" compares p50s.",
+        'Latency per call, p50 / p99 (wall clock, one Python process). "x faster" compares p50s.',
         "",
         "| operation | followfeed (Redis) | followfeed, database only | django-activity-stream | Redis vs database only | Redis vs activity-stream | Redis / PING |",
         "|---|---|---|---|---|---|---|",
@@ -106,19 +108,23 @@ def markdown(results: dict[str, Any]) -> str:
     if fan_out:
         lines += [
             "",
-            (f"Fan-out of one note to {fan_out['followers']:,} followers, every one an active reader (the fan-out task's body, "
-            f"{fan_out['runs']} runs): {fan_out['seconds_p50']:.2f} s p50, "
-            f"{fmt_rate(fan_out.get('inbox_writes_per_s', fan_out['followers_per_s']))} inbox writes/s "
-            f"= {fan_out['ratio_to_raw_zadd']:.0%} of the raw pipelined ZADD rate measured right before "
-            f"({fmt_rate(fan_out.get('raw_zadd_per_s', 0))}/s). "
-            "The database-only way and django-activity-stream deliver at read time instead (the home feed rows)."),
+            (
+                f"Fan-out of one note to {fan_out['followers']:,} followers, every one an active reader (the fan-out task's body, "
+                f"{fan_out['runs']} runs): {fan_out['seconds_p50']:.2f} s p50, "
+                f"{fmt_rate(fan_out.get('inbox_writes_per_s', fan_out['followers_per_s']))} inbox writes/s "
+                f"= {fan_out['ratio_to_raw_zadd']:.0%} of the raw pipelined ZADD rate measured right before "
+                f"({fmt_rate(fan_out.get('raw_zadd_per_s', 0))}/s). "
+                "The database-only way and django-activity-stream deliver at read time instead (the home feed rows)."
+            ),
         ]
     scaling = results.get("scaling") or {}
     if scaling.get("series"):
         lines += [
             "",
-            ("Scaling series (uniform samples of the graph, fresh tables and an empty private Redis for each; "
-            f"encodings {', '.join(f'{k} {v}' for k, v in scaling['redis_tuned'].items())}):"),
+            (
+                "Scaling series (uniform samples of the graph, fresh tables and an empty private Redis for each; "
+                f"encodings {', '.join(f'{k} {v}' for k, v in scaling['redis_tuned'].items())}):"
+            ),
             "",
             "| share of graph | follows | import | rebuild | reconcile (digest) | Redis bytes per edge |",
             "|---|---|---|---|---|---|",
@@ -164,7 +170,9 @@ def chart(results: dict[str, Any], path: Path) -> None:
         ax.barh(ys, xs, height=height, color=WAY_COLORS[way], label=WAY_LABELS[way])
     raw = results["raw"]
     ax.axvline(raw["redis_ping"]["p50_us"], color="black", linestyle="--", linewidth=1, label="raw: Redis PING round trip")
-    ax.axvline(raw["mariadb_pk_select"]["p50_us"], color="black", linestyle=":", linewidth=1, label="raw: MariaDB primary-key SELECT")
+    ax.axvline(
+        raw["mariadb_pk_select"]["p50_us"], color="black", linestyle=":", linewidth=1, label="raw: MariaDB primary-key SELECT"
+    )
     ax.set_yticks(range(len(operations)))
     ax.set_yticklabels([op["title"] for op in operations], fontsize=8)
     ax.invert_yaxis()

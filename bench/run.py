@@ -193,7 +193,9 @@ def measure_operations(operations: list[Any], budget: float, rounds: int = 3) ->
         }
         if pings:
             row["ping_p50_us"] = round(timing.summarize(pings).p50_us, 3)
-        print(f"  {op.title:58} " + "  ".join(f"{name} {row['ways'][name]['p50_us']:>9.1f}µs" for name in row["ways"]), flush=True)
+        print(
+            f"  {op.title:58} " + "  ".join(f"{name} {row['ways'][name]['p50_us']:>9.1f}µs" for name in row["ways"]), flush=True
+        )
         measured.append(row)
     return measured
 
@@ -253,7 +255,9 @@ def measure_fan_out(celebrity: Any, runs: int) -> dict[str, Any]:
             durations.append(time.perf_counter_ns() - started)
             walked, writes = result.followers, result.inbox_writes
             if result.mode != "push":
-                raise SystemExit(f"fan-out ran in mode {result.mode!r}: FANOUT_PULL_THRESHOLD must exceed the account's followers")
+                raise SystemExit(
+                    f"fan-out ran in mode {result.mode!r}: FANOUT_PULL_THRESHOLD must exceed the account's followers"
+                )
         # The same ZADDs the fan-out makes, straight into the followers' own inboxes (100k keys,
         # cold in the server's caches, where the raw rate above reuses 1,000 keys), pipelined per 1,000.
         inbox_started = time.perf_counter_ns()
@@ -264,7 +268,9 @@ def measure_fan_out(celebrity: Any, runs: int) -> dict[str, Any]:
             pipe.execute()
         inbox_rate = len(followers) / ((time.perf_counter_ns() - inbox_started) / 1e9)
     finally:
-        keys = [key for follower_id in marked for key in (feed_keys.inbox_synced_key(follower_id), feed_keys.inbox_key(follower_id))]
+        keys = [
+            key for follower_id in marked for key in (feed_keys.inbox_synced_key(follower_id), feed_keys.inbox_key(follower_id))
+        ]
         for start in range(0, len(keys), 1000):
             client.unlink(*keys[start : start + 1000])
     summary = summarize(durations, units_per_call=writes)
@@ -293,7 +299,11 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         found.append({"goal": goal, "value": value, "measured": measured, "target": target, "met": bool(met), "info": info})
 
     page_floor = results["raw"]["redis_zrevrange_page"]["p50_us"]
-    for key, label in (("is_following", "is-following"), ("counts", "counts"), ("followers_page_1_ids", "followers page 1 (ids)")):
+    for key, label in (
+        ("is_following", "is-following"),
+        ("counts", "counts"),
+        ("followers_page_1_ids", "followers page 1 (ids)"),
+    ):
         ratio = ops[key]["redis"]["ratio_to_ping"]
         extra = ""
         if key == "followers_page_1_ids":
@@ -318,7 +328,14 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         extra = ""
         if "offset" in ops[key]:
             extra = f"; {ops[key]['redis']['faster_than']['offset']:.0f}x vs OFFSET"
-        add(f"{label}: database-only p50 / Redis p50", faster, ">= 20x", faster >= 20, f"{faster:.1f}x{extra}", info=not key.endswith("_ids"))
+        add(
+            f"{label}: database-only p50 / Redis p50",
+            faster,
+            ">= 20x",
+            faster >= 20,
+            f"{faster:.1f}x{extra}",
+            info=not key.endswith("_ids"),
+        )
     fan_out = results.get("fan_out")
     if fan_out:
         share = fan_out["ratio_to_raw_zadd"]
@@ -361,14 +378,26 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
     page20 = ops["home_feed_page_20"]["redis"]["p50_us"]
     for key, label in (("home_feed_page_1", "home feed page 1"), ("home_feed_page_20", "home feed page 20")):
         ratio = ops[key]["redis"]["ratio_to_ping"]
-        add(f"{label} (20 notes, bodies and authors): p50 / PING p50", ratio, "<= 5x", ratio <= 5, f"{ratio:.1f}x ({ops[key]['redis']['p50_us'] / 1000:.2f} ms)")
+        add(
+            f"{label} (20 notes, bodies and authors): p50 / PING p50",
+            ratio,
+            "<= 5x",
+            ratio <= 5,
+            f"{ratio:.1f}x ({ops[key]['redis']['p50_us'] / 1000:.2f} ms)",
+        )
     add("home feed page 20 p50 / page 1 p50", round(page20 / page1, 2), "<= 2x", page20 / page1 <= 2, f"{page20 / page1:.2f}x")
     scaling = results.get("scaling") or {}
     full_graph = next((row for row in scaling.get("series", []) if row["fraction"] == 1.0), None)
     if full_graph:
         for step, label in (("import", "import into MariaDB"), ("rebuild", "rebuild of the Redis mirror")):
             rate = full_graph[step]["edges_per_s"]
-            add(f"{label}: edges/s", rate, ">= 100,000", rate >= 100_000, f"{rate:,} edges/s ({full_graph[step]['seconds']:.1f} s)")
+            add(
+                f"{label}: edges/s",
+                rate,
+                ">= 100,000",
+                rate >= 100_000,
+                f"{rate:,} edges/s ({full_graph[step]['seconds']:.1f} s)",
+            )
         per_edge = full_graph["memory"]["bytes_per_edge"]
         default = full_graph.get("memory_defaults", {}).get("bytes_per_edge")
         add(
@@ -411,7 +440,9 @@ def main(argv: list[str] | None = None) -> int:
         return measure(args, argv, url, started, load_start, private_redis=private_redis)
 
 
-def measure(args: argparse.Namespace, argv: list[str] | None, url: str, started: float, load_start: list[float], *, private_redis: bool) -> int:
+def measure(
+    args: argparse.Namespace, argv: list[str] | None, url: str, started: float, load_start: list[float], *, private_redis: bool
+) -> int:
     """Everything after the database and Redis exist (see the module docstring)."""
 
     import django
@@ -429,7 +460,9 @@ def measure(args: argparse.Namespace, argv: list[str] | None, url: str, started:
 
     scale = data.Scale()
     if args.quick:
-        scale = data.Scale(limit=30_000, star_followers=1_500, celebrity_followers=3_000, feed_notes=500, background_notes=2_000, depth=1_000)
+        scale = data.Scale(
+            limit=30_000, star_followers=1_500, celebrity_followers=3_000, feed_notes=500, background_notes=2_000, depth=1_000
+        )
 
     from django.contrib.auth import get_user_model
 
@@ -439,12 +472,20 @@ def measure(args: argparse.Namespace, argv: list[str] | None, url: str, started:
     registry.register(User)
     registry.register(Note)
 
-    print(f"followfeed benchmark: database {settings.DATABASES['default']['NAME']}, Redis prefix {settings.REDIS_KEY_PREFIX!r}", flush=True)
+    print(
+        f"followfeed benchmark: database {settings.DATABASES['default']['NAME']}, Redis prefix {settings.REDIS_KEY_PREFIX!r}",
+        flush=True,
+    )
     tuning = tune_servers(not args.no_tune)
     results: dict[str, Any] = {
         "generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": "make bench" if not argv else "bench/run.py " + " ".join(argv),
-        "machine": {"cpus": os.cpu_count(), "loadavg_start": load_start, "platform": platform.platform(), "python": platform.python_version()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "loadavg_start": load_start,
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
         "tuning": tuning,
         "redis_server": "private redis-server started for this run" if private_redis else os.environ["REDIS_URL"],
         "scale": scale.__dict__,
@@ -474,7 +515,14 @@ def measure(args: argparse.Namespace, argv: list[str] | None, url: str, started:
     sample = sorted(rng.sample(imported, min(400, len(imported))))
     edges, non_edges = operations.pick_pairs(sample, rng, 100)
     accounts = operations.Accounts(
-        followed=followed, heavy=heavy, star=star, celebrity=celebrity, reader=heavy[0], sample=sample, edges=edges, non_edges=non_edges
+        followed=followed,
+        heavy=heavy,
+        star=star,
+        celebrity=celebrity,
+        reader=heavy[0],
+        sample=sample,
+        edges=edges,
+        non_edges=non_edges,
     )
     results["accounts"] = {k: v for k, v in accounts.__dict__.items() if k not in ("sample", "edges", "non_edges")}
     results["accounts"]["degrees"] = {

@@ -83,7 +83,12 @@ def cost(readers: int, rng: random.Random) -> dict[str, Any]:
         each.append(time.perf_counter() - started)
     total = time.perf_counter() - started_all
     return {
-        "heaviest_reader": {"followees": followees, "p50_ms": round(statistics.median(runs) * 1000, 1), "runs": len(runs), "found": len(found)},
+        "heaviest_reader": {
+            "followees": followees,
+            "p50_ms": round(statistics.median(runs) * 1000, 1),
+            "runs": len(runs),
+            "found": len(found),
+        },
         "random_readers": {
             "readers": len(chosen),
             "p50_ms": round(statistics.median(each) * 1000, 2),
@@ -99,9 +104,11 @@ def quality(readers: int, rng: random.Random) -> dict[str, Any]:
     from social.suggestions import rank
 
     following: dict[int, set[int]] = defaultdict(set)
-    for follower, followee in Follow.objects.filter(follower__username__startswith="u", followee__username__startswith="u").values_list(
-        "follower_id", "followee_id"
-    ).iterator(chunk_size=20_000):
+    for follower, followee in (
+        Follow.objects.filter(follower__username__startswith="u", followee__username__startswith="u")
+        .values_list("follower_id", "followee_id")
+        .iterator(chunk_size=20_000)
+    ):
         following[follower].add(followee)
     eligible = sorted(user for user, theirs in following.items() if len(theirs) >= 10)
     chosen = rng.sample(eligible, min(readers, len(eligible)))

@@ -35,7 +35,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pairs", type=int, default=300, help="follow + unfollow pairs per round and in the profile (default 300)")
+    parser.add_argument(
+        "--pairs", type=int, default=300, help="follow + unfollow pairs per round and in the profile (default 300)"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per way (default 3)")
     parser.add_argument("--out", default=None, help="keep the file's 'before' section and write the 'after' one here")
     args = parser.parse_args(argv)
@@ -59,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         registry.register(User)
         ids = list(User.objects.filter(is_active=True).order_by("pk").values_list("pk", flat=True)[:4000])
         users = {user.pk: user for user in User.objects.filter(pk__in=ids)}
-        pairs = [(a, b) for a, b in zip(ids[::2], ids[1::2]) if not Follow.objects.filter(follower_id=a, followee_id=b).exists()][: args.pairs]
+        pairs = [(a, b) for a, b in zip(ids[::2], ids[1::2]) if not Follow.objects.filter(follower_id=a, followee_id=b).exists()][
+            : args.pairs
+        ]
 
         def followfeed(index: int) -> None:
             a, b = pairs[index % len(pairs)]
@@ -94,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     buffer = io.StringIO()
     stats = pstats.Stats(profiler, stream=buffer)
     stats.sort_stats("cumulative").print_stats(30)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.strip()
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     section = (
         f"== after ({commit}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {load}) ==\n"

@@ -225,7 +225,13 @@ def statuses_counts(author_ids: set[int]) -> dict[int, int]:
     notes left out: a count must not tell that an author keeps notes to itself)."""
     if not author_ids:
         return {}
-    rows = Note.objects.filter(author_id__in=sorted(author_ids), deleted_at__isnull=True, is_hidden=False, visibility__in=FEED_VISIBILITIES).values("author_id").annotate(n=Count("id"))
+    rows = (
+        Note.objects.filter(
+            author_id__in=sorted(author_ids), deleted_at__isnull=True, is_hidden=False, visibility__in=FEED_VISIBILITIES
+        )
+        .values("author_id")
+        .annotate(n=Count("id"))
+    )
     return {row["author_id"]: row["n"] for row in rows}
 
 
@@ -237,7 +243,9 @@ def statuses_json(request: HttpRequest, notes: Sequence[Note | FeedNote], facts:
     shapes = []
     for note in notes:
         if note.author_id not in accounts:
-            accounts[note.author_id] = account_json(request, note.author, counts=follows.get(note.author_id), facts=facts.authors.get(note.author_id))
+            accounts[note.author_id] = account_json(
+                request, note.author, counts=follows.get(note.author_id), facts=facts.authors.get(note.author_id)
+            )
         shapes.append(status_json(request, note, account=accounts[note.author_id], settings=facts.settings.get(note.pk)))
     return shapes
 
@@ -261,7 +269,9 @@ def link_header(request: HttpRequest, *, newest: str | None, oldest: str | None,
     if newest is None or oldest is None:
         return ""
     base = request.build_absolute_uri(request.path)
-    kept = [(key, value) for key, values in request.GET.lists() if key not in ("max_id", "min_id", "since_id") for value in values]
+    kept = [
+        (key, value) for key, values in request.GET.lists() if key not in ("max_id", "min_id", "since_id") for value in values
+    ]
     parts = []
     if more:
         parts.append(f'<{base}?{urlencode([*kept, ("max_id", oldest)])}>; rel="next"')

@@ -109,11 +109,18 @@ class Call:
 def request_params(request: HttpRequest) -> dict[str, Any]:
     """The query, form and JSON body parameters of ``request`` merged (the body wins); a GET may
     carry a JSON body too (Mastodon.py's ``familiar_followers`` does)."""
-    params: dict[str, Any] = {key: values if len(values) > 1 or key.endswith("[]") else values[0] for key, values in request.GET.lists()}
+    params: dict[str, Any] = {
+        key: values if len(values) > 1 or key.endswith("[]") else values[0] for key, values in request.GET.lists()
+    }
     if request.content_type == "application/json" and request.body:
         params.update(parse_json_object(request.body))
-    elif request.method not in ("GET", "HEAD") and request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
-        params.update({key: values if len(values) > 1 or key.endswith("[]") else values[0] for key, values in request.POST.lists()})
+    elif request.method not in ("GET", "HEAD") and request.content_type in (
+        "application/x-www-form-urlencoded",
+        "multipart/form-data",
+    ):
+        params.update(
+            {key: values if len(values) > 1 or key.endswith("[]") else values[0] for key, values in request.POST.lists()}
+        )
     return params
 
 

@@ -39,7 +39,9 @@ class AuthorizeView(oauth_views.AuthorizationView):  # type: ignore[misc]
             query = parse_qs(urlparse(redirect_to).query)
             code = query.get("code", [""])[0]
             failure = query.get("error", [""])[0]
-            return render(self.request, "client_api/authorize_code.html", {"code": code, "error": failure, "application": application})
+            return render(
+                self.request, "client_api/authorize_code.html", {"code": code, "error": failure, "application": application}
+            )
         response: HttpResponse = super().redirect(redirect_to, application)
         return response
 
@@ -99,9 +101,15 @@ def authorized_apps(request: HttpRequest) -> HttpResponse:
     for token in tokens:
         if token.application is None or token.is_expired():
             continue
-        entry = apps.setdefault(token.application.pk, {"application": token.application, "scopes": set(), "created": token.created})
+        entry = apps.setdefault(
+            token.application.pk, {"application": token.application, "scopes": set(), "created": token.created}
+        )
         entry["scopes"].update(token.scope.split())
-    return render(request, "client_api/authorized_apps.html", {"apps": [dict(entry, scopes=" ".join(sorted(entry["scopes"]))) for entry in apps.values()]})
+    return render(
+        request,
+        "client_api/authorized_apps.html",
+        {"apps": [dict(entry, scopes=" ".join(sorted(entry["scopes"]))) for entry in apps.values()]},
+    )
 
 
 @login_required

@@ -54,12 +54,16 @@ def relations(*, viewer_id: int, user_ids: Sequence[int]) -> list[Relation]:
     """``viewer_id``'s relationship to each of ``user_ids`` (in their order): follows, blocks,
     live mutes and pending requests from the database (four queries for the whole list)."""
     ids = list(dict.fromkeys(user_ids))
-    blocks = set(Block.objects.filter(Q(blocker_id=viewer_id, blocked_id__in=ids) | Q(blocked_id=viewer_id, blocker_id__in=ids)).values_list("blocker_id", "blocked_id"))
+    blocks = set(
+        Block.objects.filter(
+            Q(blocker_id=viewer_id, blocked_id__in=ids) | Q(blocked_id=viewer_id, blocker_id__in=ids)
+        ).values_list("blocker_id", "blocked_id")
+    )
     muted = set(Mute.objects.filter(live_mutes(), muter_id=viewer_id, muted_id__in=ids).values_list("muted_id", flat=True))
     requests = set(
-        FollowRequest.objects.filter(Q(requester_id=viewer_id, target_id__in=ids) | Q(target_id=viewer_id, requester_id__in=ids)).values_list(
-            "requester_id", "target_id"
-        )
+        FollowRequest.objects.filter(
+            Q(requester_id=viewer_id, target_id__in=ids) | Q(target_id=viewer_id, requester_id__in=ids)
+        ).values_list("requester_id", "target_id")
     )
     # The database, not the mirror: a follow this request just made shows at once (its mirror
     # write runs after commit).
@@ -195,7 +199,9 @@ def home_with_own(*, user: User) -> Reader:
     return read
 
 
-def timeline_window(read: Reader, *, max_id: int | None, since_id: int | None, min_id: int | None, limit: int) -> tuple[list[Note | FeedNote], bool]:
+def timeline_window(
+    read: Reader, *, max_id: int | None, since_id: int | None, min_id: int | None, limit: int
+) -> tuple[list[Note | FeedNote], bool]:
     """A page of a timeline read by ``read(cursor, limit)`` as Mastodon pages by id: older than
     ``max_id``; newer than ``since_id`` (the newest ``limit``) or ``min_id`` (the ``limit`` just
     above). At most ``SCAN_ROUNDS`` x ``SCAN_BATCH`` notes deep.
@@ -253,7 +259,9 @@ def grouped_notifications_page(
     """Up to ``limit`` groups of ``recipient_id``'s notifications, paged by notification id as
     ``notifications_page``, each group holding the page's notifications of its key."""
     groups: dict[str, list[Notification]] = {}
-    rows = notifications_page(recipient_id=recipient_id, kinds=kinds, max_id=max_id, since_id=since_id, min_id=min_id, limit=limit * 4)
+    rows = notifications_page(
+        recipient_id=recipient_id, kinds=kinds, max_id=max_id, since_id=since_id, min_id=min_id, limit=limit * 4
+    )
     more = len(rows) == limit * 4
     for row in rows:
         key = group_key(row)
@@ -318,7 +326,9 @@ def status_facts(*, author_ids: Sequence[int], note_ids: Sequence[int]) -> Statu
         )
         params += [*FEED_VISIBILITIES, *authors]
     if notes:
-        parts.append(f"SELECT 1, id, 0, visibility, spoiler_text, 0, NULL FROM {table} WHERE id IN ({', '.join(['%s'] * len(notes))})")
+        parts.append(
+            f"SELECT 1, id, 0, visibility, spoiler_text, 0, NULL FROM {table} WHERE id IN ({', '.join(['%s'] * len(notes))})"
+        )
         params += notes
     found: dict[int, AuthorFacts] = {}
     settings: dict[int, tuple[str, str]] = {}

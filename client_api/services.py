@@ -34,7 +34,9 @@ class Registered:
     website: str
 
 
-def app_register(*, name: str, redirect_uris: list[str], scopes: list[str], website: str = "", known_scopes: set[str]) -> Registered:
+def app_register(
+    *, name: str, redirect_uris: list[str], scopes: list[str], website: str = "", known_scopes: set[str]
+) -> Registered:
     """Register an OAuth application (``POST /api/v1/apps``).
 
     :raises InvalidInput: no name, no redirect URI, an invalid redirect URI or an unknown scope.
@@ -74,7 +76,9 @@ def app_register(*, name: str, redirect_uris: list[str], scopes: list[str], webs
     return Registered(application=app, client_secret=secret, scopes=scope_text, website=website)
 
 
-def status_publish(*, author: User, body: str, idempotency_key: str | None, visibility: str = "public", spoiler_text: str = "") -> Note:
+def status_publish(
+    *, author: User, body: str, idempotency_key: str | None, visibility: str = "public", spoiler_text: str = ""
+) -> Note:
     """Publish ``body`` as ``author`` through ``feed.services.note_create``; with
     ``idempotency_key``, a repeat of the key returns the note the first request created.
 
@@ -97,13 +101,17 @@ def status_publish(*, author: User, body: str, idempotency_key: str | None, visi
 
 def notification_dismiss(*, recipient: User, notification_id: int, created_at: datetime) -> None:
     """Hide one notification from ``recipient``'s clients, as it stands now."""
-    NotificationDismissal.objects.update_or_create(recipient_id=recipient.pk, notification_id=notification_id, defaults={"up_to": created_at})
+    NotificationDismissal.objects.update_or_create(
+        recipient_id=recipient.pk, notification_id=notification_id, defaults={"up_to": created_at}
+    )
 
 
 def notifications_clear(*, recipient: User) -> None:
     """Hide every notification of ``recipient`` so far from its clients."""
     with transaction.atomic():
-        updated = NotificationDismissal.objects.filter(recipient_id=recipient.pk, notification_id__isnull=True).update(up_to=timezone.now())
+        updated = NotificationDismissal.objects.filter(recipient_id=recipient.pk, notification_id__isnull=True).update(
+            up_to=timezone.now()
+        )
         if not updated:
             NotificationDismissal.objects.create(recipient_id=recipient.pk, notification_id=None, up_to=timezone.now())
         NotificationDismissal.objects.filter(recipient_id=recipient.pk, notification_id__isnull=False).delete()

@@ -29,7 +29,11 @@ urlpatterns = [
     path("api/v1/accounts/<str:raw_id>/following", views.account_following, name="account_following"),
     path("api/v1/accounts/<str:raw_id>/follow", views.account_follow, name="account_follow"),
     path("api/v1/accounts/<str:raw_id>/unfollow", views.account_unfollow, name="account_unfollow"),
-    path("api/v1/accounts/<str:raw_id>/remove_from_followers", views.account_remove_from_followers, name="account_remove_from_followers"),
+    path(
+        "api/v1/accounts/<str:raw_id>/remove_from_followers",
+        views.account_remove_from_followers,
+        name="account_remove_from_followers",
+    ),
     path("api/v1/accounts/<str:raw_id>/block", views.account_block, name="account_block"),
     path("api/v1/accounts/<str:raw_id>/unblock", views.account_unblock, name="account_unblock"),
     path("api/v1/accounts/<str:raw_id>/mute", views.account_mute, name="account_mute"),

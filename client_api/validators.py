@@ -26,7 +26,9 @@ class MastodonValidator(OAuth2Validator):  # type: ignore[misc]
     def validate_grant_type(self, client_id: str, grant_type: str, client: Any, request: Any, *args: Any, **kwargs: Any) -> bool:
         return grant_type in GRANTS
 
-    def validate_response_type(self, client_id: str, response_type: str, client: Any, request: Any, *args: Any, **kwargs: Any) -> bool:
+    def validate_response_type(
+        self, client_id: str, response_type: str, client: Any, request: Any, *args: Any, **kwargs: Any
+    ) -> bool:
         return response_type == "code"
 
     def validate_scopes(self, client_id: str, scopes: list[str], client: Any, request: Any, *args: Any, **kwargs: Any) -> bool:

@@ -79,8 +79,19 @@ def _configuration() -> dict[str, Any]:
     return {
         "urls": {},
         "accounts": {"max_featured_tags": 0, "max_pinned_statuses": 0},
-        "statuses": {"max_characters": int(settings.NOTE_MAX_LENGTH), "max_media_attachments": 0, "characters_reserved_per_url": 23},
-        "media_attachments": {"supported_mime_types": [], "image_size_limit": 0, "image_matrix_limit": 0, "video_size_limit": 0, "video_frame_rate_limit": 0, "video_matrix_limit": 0},
+        "statuses": {
+            "max_characters": int(settings.NOTE_MAX_LENGTH),
+            "max_media_attachments": 0,
+            "characters_reserved_per_url": 23,
+        },
+        "media_attachments": {
+            "supported_mime_types": [],
+            "image_size_limit": 0,
+            "image_matrix_limit": 0,
+            "video_size_limit": 0,
+            "video_frame_rate_limit": 0,
+            "video_matrix_limit": 0,
+        },
         "polls": {"max_options": 0, "max_characters_per_option": 0, "min_expiration": 0, "max_expiration": 0},
         "translation": {"enabled": False},
     }
@@ -169,7 +180,9 @@ def apps_create(call: Call) -> JsonResponse:
         known_scopes=set(settings.MASTODON_SCOPES),
     )
     shape = _application_json(call, registered.application, registered.scopes, registered.website)
-    shape.update({"client_id": registered.application.client_id, "client_secret": registered.client_secret, "client_secret_expires_at": 0})
+    shape.update(
+        {"client_id": registered.application.client_id, "client_secret": registered.client_secret, "client_secret_expires_at": 0}
+    )
     return JsonResponse(shape)
 
 
@@ -220,7 +233,11 @@ def _relationship(call: Call, user_id: int) -> JsonResponse:
 def verify_credentials(call: Call) -> JsonResponse:
     """GET /api/v1/accounts/verify_credentials: the token's account with ``source``."""
     me = call.me
-    return JsonResponse(formatting.credential_account_json(call.request, me, follow_requests_count=social_selectors.follow_requests_count(target_id=me.pk)))
+    return JsonResponse(
+        formatting.credential_account_json(
+            call.request, me, follow_requests_count=social_selectors.follow_requests_count(target_id=me.pk)
+        )
+    )
 
 
 @endpoint("GET", scope="read:accounts", user=False, token=False)
@@ -262,8 +279,14 @@ def accounts_many(call: Call) -> JsonResponse:
     users = selectors.active_accounts(ids)
     blocking_me: set[int] = set()
     if call.user is not None:
-        blocking_me = {relation.user_id for relation in selectors.relations(viewer_id=call.user.pk, user_ids=list(users)) if relation.blocked_by}
-    return json_list([formatting.account_json(call.request, users[i]) for i in dict.fromkeys(ids) if i in users and i not in blocking_me])
+        blocking_me = {
+            relation.user_id
+            for relation in selectors.relations(viewer_id=call.user.pk, user_ids=list(users))
+            if relation.blocked_by
+        }
+    return json_list(
+        [formatting.account_json(call.request, users[i]) for i in dict.fromkeys(ids) if i in users and i not in blocking_me]
+    )
 
 
 @endpoint("GET", scope="read:follows")
@@ -299,7 +322,9 @@ def account_statuses(call: Call, raw_id: str) -> JsonResponse:
         return json_list([])
     limit = call.limit(STATUS_LIMIT, STATUS_LIMIT_MAX)
     notes, more = selectors.timeline_window(
-        lambda cursor, n: feed_selectors.user_timeline(author_id=user.pk, cursor=cursor, limit=n, viewer_id=call.user.pk if call.user else None),
+        lambda cursor, n: feed_selectors.user_timeline(
+            author_id=user.pk, cursor=cursor, limit=n, viewer_id=call.user.pk if call.user else None
+        ),
         max_id=call.id_param("max_id"),
         since_id=call.id_param("since_id"),
         min_id=call.id_param("min_id"),
@@ -311,8 +336,12 @@ def account_statuses(call: Call, raw_id: str) -> JsonResponse:
 
 
 def _statuses_response(call: Call, notes: list[Any], more: bool) -> JsonResponse:
-    link = formatting.link_header(call.request, newest=str(notes[0].pk) if notes else None, oldest=str(notes[-1].pk) if notes else None, more=more)
-    facts = selectors.status_facts(author_ids=[note.author_id for note in notes], note_ids=[note.pk for note in notes if not isinstance(note, Note)])
+    link = formatting.link_header(
+        call.request, newest=str(notes[0].pk) if notes else None, oldest=str(notes[-1].pk) if notes else None, more=more
+    )
+    facts = selectors.status_facts(
+        author_ids=[note.author_id for note in notes], note_ids=[note.pk for note in notes if not isinstance(note, Note)]
+    )
     return with_link(json_list(formatting.statuses_json(call.request, notes, facts)), link)
 
 
@@ -416,7 +445,9 @@ def blocks(call: Call) -> JsonResponse:
     limit = call.limit(ACCOUNT_LIMIT, ACCOUNT_LIMIT_MAX)
     cursor, above = _list_cursors(call, control_cursor)
     page = social_selectors.blocked_by(user_id=call.me.pk, cursor=cursor, limit=limit, above=above)
-    return _with_list_link(call, json_list(formatting.accounts_json(call.request, [user for user in page.entries if user.is_active])), page, limit)
+    return _with_list_link(
+        call, json_list(formatting.accounts_json(call.request, [user for user in page.entries if user.is_active])), page, limit
+    )
 
 
 @endpoint("GET", scope="read:mutes")
@@ -465,7 +496,9 @@ def follow_requests(call: Call) -> JsonResponse:
     limit = call.limit(ACCOUNT_LIMIT, ACCOUNT_LIMIT_MAX)
     cursor, above = _list_cursors(call, request_cursor)
     page = social_selectors.follow_requests_page(target_id=call.me.pk, cursor=cursor, limit=limit, above=above)
-    return _with_list_link(call, json_list(formatting.accounts_json(call.request, [entry.user for entry in page.entries])), page, limit)
+    return _with_list_link(
+        call, json_list(formatting.accounts_json(call.request, [entry.user for entry in page.entries])), page, limit
+    )
 
 
 @endpoint("POST", scope="write:follows")
@@ -612,7 +645,9 @@ def notifications_list(call: Call) -> JsonResponse:
         min_id=call.id_param("min_id"),
         limit=limit,
     )
-    link = formatting.link_header(call.request, newest=str(rows[0].pk) if rows else None, oldest=str(rows[-1].pk) if rows else None, more=len(rows) == limit)
+    link = formatting.link_header(
+        call.request, newest=str(rows[0].pk) if rows else None, oldest=str(rows[-1].pk) if rows else None, more=len(rows) == limit
+    )
     return with_link(json_list([formatting.notification_json(call.request, row) for row in rows]), link)
 
 
@@ -683,8 +718,15 @@ def _groups_json(call: Call, groups: list[tuple[str, list[Any]]], *, full: bool 
         )
     listed = list(accounts.values())
     if not full:
-        listed = [{key: shape[key] for key in ("id", "acct", "url", "avatar", "avatar_static", "locked", "bot")} for shape in listed]
-    return {"accounts": listed if full else [], "partial_accounts": [] if full else listed, "statuses": [], "notification_groups": shapes}
+        listed = [
+            {key: shape[key] for key in ("id", "acct", "url", "avatar", "avatar_static", "locked", "bot")} for shape in listed
+        ]
+    return {
+        "accounts": listed if full else [],
+        "partial_accounts": [] if full else listed,
+        "statuses": [],
+        "notification_groups": shapes,
+    }
 
 
 @endpoint("GET", scope="read:notifications")
@@ -701,7 +743,9 @@ def grouped_notifications(call: Call) -> JsonResponse:
     )
     body = _groups_json(call, page.groups, full=call.get("expand_accounts") != "partial_avatars")
     ids = [row.pk for _, rows in page.groups for row in rows]
-    link = formatting.link_header(call.request, newest=str(max(ids)) if ids else None, oldest=str(min(ids)) if ids else None, more=page.more)
+    link = formatting.link_header(
+        call.request, newest=str(max(ids)) if ids else None, oldest=str(min(ids)) if ids else None, more=page.more
+    )
     return with_link(JsonResponse(body), link)
 
 

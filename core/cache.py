@@ -47,9 +47,7 @@ class CountingDatabaseCache(DatabaseCache):
         # has no row locks: its writers take turns on the whole file).
         lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
         with transaction.atomic(using=database), connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT {value_column}, {quote('expires')} FROM {table} WHERE {key_column} = %s{lock}", [cache_key]
-            )
+            cursor.execute(f"SELECT {value_column}, {quote('expires')} FROM {table} WHERE {key_column} = %s{lock}", [cache_key])
             row = cursor.fetchone()
             if row is None or _as_aware(row[1]) < timezone.now():
                 raise ValueError(f"Key '{key}' not found")

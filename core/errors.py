@@ -102,7 +102,11 @@ def error_response(
 ) -> HttpResponse:
     """The answer to a failed request: the envelope for JSON clients, the error page otherwise
     (with ``Retry-After`` in seconds when given, for a 429; ``back`` as for ``error_page``)."""
-    response = envelope(message=message, status=status) if wants_json(request) else error_page(request, status=status, message=message, back=back)
+    response = (
+        envelope(message=message, status=status)
+        if wants_json(request)
+        else error_page(request, status=status, message=message, back=back)
+    )
     if retry_after is not None:
         response["Retry-After"] = str(retry_after)
     return response
@@ -123,7 +127,9 @@ def response_for_exception(request: HttpRequest, exc: BaseException) -> HttpResp
         return error_response(request, status=403, message="You are not allowed to do this.")
     if isinstance(exc, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        return error_response(request, status=413, message=f"The request body is larger than the {limit:,} bytes this site takes.")
+        return error_response(
+            request, status=413, message=f"The request body is larger than the {limit:,} bytes this site takes."
+        )
     if isinstance(exc, SuspiciousOperation):  # a malformed request, as Django itself answers it
         return error_response(request, status=400, message=STATUS_MESSAGES[400])
     if is_retryable(exc):
@@ -158,8 +164,14 @@ class DomainErrorMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        if response.status_code >= 400 and wants_json(request) and not response.get("Content-Type", "").startswith("application/json"):
-            replaced = envelope(message=STATUS_MESSAGES.get(response.status_code, "The request failed."), status=response.status_code)
+        if (
+            response.status_code >= 400
+            and wants_json(request)
+            and not response.get("Content-Type", "").startswith("application/json")
+        ):
+            replaced = envelope(
+                message=STATUS_MESSAGES.get(response.status_code, "The request failed."), status=response.status_code
+            )
             for header in ("Allow", "Retry-After"):
                 if header in response:
                     replaced[header] = response[header]

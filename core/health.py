@@ -54,6 +54,7 @@ class OutboxHealth:
     checked_at: datetime
     kinds: list[KindBacklog] = field(default_factory=list)
 
+
 @dataclass
 class RedisHealth:
     """Redis memory (bytes) and key counts, or ``error`` when unreachable: ``prefix_keys_seen`` among
@@ -169,7 +170,9 @@ def outbox_health() -> OutboxHealth:
         .annotate(pending=Count("id"), oldest=Min("created_at"), stuck=Count("id", filter=~Q(last_error="")))
         .order_by("kind")
     )
-    kinds = [KindBacklog(kind=row["kind"], pending=row["pending"], oldest_created_at=row["oldest"], stuck=row["stuck"]) for row in rows]
+    kinds = [
+        KindBacklog(kind=row["kind"], pending=row["pending"], oldest_created_at=row["oldest"], stuck=row["stuck"]) for row in rows
+    ]
     now = timezone.now()
     oldest = min((kind.oldest_created_at for kind in kinds), default=None)
     return OutboxHealth(
@@ -216,7 +219,11 @@ def redis_health() -> RedisHealth:
                 report.used_memory_peak_human = _bytes_human(peak)
             report.maxmemory_bytes = sum(int(memory.get("maxmemory", 0)) for memory in memories)
             report.maxmemory_policy = str(memories[0].get("maxmemory_policy", ""))
-            ratios = [float(memory["mem_fragmentation_ratio"]) for memory in memories if memory.get("mem_fragmentation_ratio") is not None]
+            ratios = [
+                float(memory["mem_fragmentation_ratio"])
+                for memory in memories
+                if memory.get("mem_fragmentation_ratio") is not None
+            ]
             report.fragmentation_ratio = max(ratios) if ratios else None
         except redis.exceptions.ResponseError as exc:
             report.error = f"INFO unsupported: {exc}"

@@ -35,7 +35,11 @@ def scrape_refusal(request: HttpRequest) -> tuple[int, str] | None:
     if not token and not networks:
         return 404, "Metrics are not enabled (METRICS_TOKEN or METRICS_ALLOWED_NETWORKS)."
     given = str(request.headers.get("Authorization", ""))
-    if token and given.startswith("Bearer ") and hmac.compare_digest(given.removeprefix("Bearer ").strip().encode(), token.encode()):
+    if (
+        token
+        and given.startswith("Bearer ")
+        and hmac.compare_digest(given.removeprefix("Bearer ").strip().encode(), token.encode())
+    ):
         return None
     if networks and _address_in(client_address(request), networks):
         return None
@@ -64,7 +68,9 @@ class FollowfeedCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         # A section that cannot be read (the database down) is left out and counted in
         # followfeed_scrape_failed, so the scrape still answers with everything else.
-        failed = GaugeMetricFamily("followfeed_scrape_failed", "1 when a section of the scrape-time figures could not be read.", labels=["section"])
+        failed = GaugeMetricFamily(
+            "followfeed_scrape_failed", "1 when a section of the scrape-time figures could not be read.", labels=["section"]
+        )
         sections: list[tuple[str, Callable[[], Iterator[Metric]]]] = [
             ("outbox", self._outbox),
             ("queues", self._queues),
@@ -86,9 +92,13 @@ class FollowfeedCollector(Collector):
         backlog = health.outbox_health()
         pending = GaugeMetricFamily("followfeed_outbox_pending", "Outbox entries not applied yet, by kind.", labels=["kind"])
         oldest = GaugeMetricFamily(
-            "followfeed_outbox_oldest_age_seconds", "Age of the oldest pending outbox entry, by kind (0: none pending).", labels=["kind"]
+            "followfeed_outbox_oldest_age_seconds",
+            "Age of the oldest pending outbox entry, by kind (0: none pending).",
+            labels=["kind"],
         )
-        stuck = GaugeMetricFamily("followfeed_outbox_stuck", "Pending outbox entries whose last application failed, by kind.", labels=["kind"])
+        stuck = GaugeMetricFamily(
+            "followfeed_outbox_stuck", "Pending outbox entries whose last application failed, by kind.", labels=["kind"]
+        )
         by_kind = {kind.kind: kind for kind in backlog.kinds}
         for name in sorted({*self.kinds, *by_kind}):
             kind = by_kind.get(name)
@@ -100,7 +110,9 @@ class FollowfeedCollector(Collector):
 
     def _queues(self) -> Iterator[Metric]:
         broker = health.broker_health()
-        up = GaugeMetricFamily("followfeed_celery_broker_up", "1 when the Celery broker answered the queue probe (or tasks run eagerly).")
+        up = GaugeMetricFamily(
+            "followfeed_celery_broker_up", "1 when the Celery broker answered the queue probe (or tasks run eagerly)."
+        )
         up.add_metric([], 0 if broker.error else 1)
         depth = GaugeMetricFamily("followfeed_celery_queue_messages", "Messages ready in a Celery queue.", labels=["queue"])
         consumers = GaugeMetricFamily("followfeed_celery_queue_consumers", "Consumers of a Celery queue.", labels=["queue"])
@@ -113,11 +125,21 @@ class FollowfeedCollector(Collector):
 
     def _reconciles(self) -> Iterator[Metric]:
         finished = GaugeMetricFamily(
-            "followfeed_reconcile_last_finished_timestamp_seconds", "When the last finished reconcile of a kind ended (Unix time).", labels=["kind"]
+            "followfeed_reconcile_last_finished_timestamp_seconds",
+            "When the last finished reconcile of a kind ended (Unix time).",
+            labels=["kind"],
         )
-        duration = GaugeMetricFamily("followfeed_reconcile_last_duration_seconds", "How long the last finished reconcile took.", labels=["kind"])
-        drift = GaugeMetricFamily("followfeed_reconcile_last_drift", "Drift the last finished reconcile found (derived structures that differed).", labels=["kind"])
-        failed = GaugeMetricFamily("followfeed_reconcile_last_failed", "1 when the newest reconcile of a kind failed.", labels=["kind"])
+        duration = GaugeMetricFamily(
+            "followfeed_reconcile_last_duration_seconds", "How long the last finished reconcile took.", labels=["kind"]
+        )
+        drift = GaugeMetricFamily(
+            "followfeed_reconcile_last_drift",
+            "Drift the last finished reconcile found (derived structures that differed).",
+            labels=["kind"],
+        )
+        failed = GaugeMetricFamily(
+            "followfeed_reconcile_last_failed", "1 when the newest reconcile of a kind failed.", labels=["kind"]
+        )
         for summary in health.reconcile_summaries():
             when = _timestamp(summary.finished_at)
             if when is not None:
@@ -130,8 +152,16 @@ class FollowfeedCollector(Collector):
         yield from (finished, duration, drift, failed)
 
     def _rollbacks(self) -> Iterator[Metric]:
-        count = GaugeMetricFamily("followfeed_redis_rollbacks", "Rollbacks of Redis's data the outbox drain detected (since the node was first watched).", labels=["node"])
-        last = GaugeMetricFamily("followfeed_redis_rollback_last_timestamp_seconds", "When the last rollback was detected (Unix time).", labels=["node"])
+        count = GaugeMetricFamily(
+            "followfeed_redis_rollbacks",
+            "Rollbacks of Redis's data the outbox drain detected (since the node was first watched).",
+            labels=["node"],
+        )
+        last = GaugeMetricFamily(
+            "followfeed_redis_rollback_last_timestamp_seconds",
+            "When the last rollback was detected (Unix time).",
+            labels=["node"],
+        )
         for watch in health.watches_health():
             count.add_metric([watch.node or "default"], watch.rollbacks)
             when = _timestamp(watch.last_rollback_at)

@@ -183,7 +183,10 @@ def _insert(entries: list[OutboxEntry]) -> None:
     for entry in entries:
         params += [entry.kind, entry.subject_id, entry.object_id, connection.ops.adapt_datetimefield_value(entry.created_at)]
     with connection.cursor() as cursor:
-        cursor.execute(f"INSERT INTO {table} (kind, subject_id, object_id, created_at, attempts, last_error) VALUES {rows} RETURNING id", params)
+        cursor.execute(
+            f"INSERT INTO {table} (kind, subject_id, object_id, created_at, attempts, last_error) VALUES {rows} RETURNING id",
+            params,
+        )
         ids = [row[0] for row in cursor.fetchall()]
     for entry, pk in zip(entries, ids, strict=True):
         entry.pk = pk
@@ -315,7 +318,12 @@ def _mark_applied(entries: Sequence[OutboxEntry]) -> None:
 
 # Failures that say a service is down, not that an entry is bad: they stop
 # the application (the entries stay pending for the next drain).
-_SERVICE_ERRORS: tuple[type[BaseException], ...] = (*REDIS_ERRORS, DatabaseOperationalError, InterfaceError, SoftTimeLimitExceeded)
+_SERVICE_ERRORS: tuple[type[BaseException], ...] = (
+    *REDIS_ERRORS,
+    DatabaseOperationalError,
+    InterfaceError,
+    SoftTimeLimitExceeded,
+)
 
 
 def _apply_kind(kind: Kind, entries: list[OutboxEntry], result: ApplyResult, mark: bool) -> None:
@@ -430,7 +438,11 @@ def watch_redis() -> Rollback | None:
     :raises: ``REDIS_ERRORS``.
     """
     client = get_redis()
-    rollbacks = [found for name, server, sentinel in watched_servers(client) if (found := _watch_server(name, server, sentinel)) is not None]
+    rollbacks = [
+        found
+        for name, server, sentinel in watched_servers(client)
+        if (found := _watch_server(name, server, sentinel)) is not None
+    ]
     if not rollbacks:
         return None
     rollback = Rollback(
@@ -458,7 +470,9 @@ def _watch_server(node: str, client: redis.Redis, sentinel: str) -> Rollback | N
             restored = id_or_none(stored if isinstance(stored, bytes) else str(stored)) or 0
             since = datetime.fromtimestamp(restored / 1000, tz=UTC) - timedelta(seconds=ROLLBACK_MARGIN_SECONDS)
             again = OutboxEntry.objects.filter(applied_at__gte=since)
-            reapplied = again.update(applied_at=None, attempts=F("attempts") + 1, last_error="applied again after a Redis rollback")
+            reapplied = again.update(
+                applied_at=None, attempts=F("attempts") + 1, last_error="applied again after a Redis rollback"
+            )
             retention = timedelta(seconds=int(settings.OUTBOX_RETENTION_SECONDS))
             rollback = Rollback(to_ms=restored, reapplied=reapplied, beyond_retention=since < timezone.now() - retention)
             watch.rollbacks += 1
@@ -534,7 +548,9 @@ def drain(
         cursor = 0
         rounds = 0
         while max_batches is None or rounds < max_batches:
-            entries = list(OutboxEntry.objects.filter(applied_at__isnull=True, id__gt=cursor).exclude(young).order_by("id")[:size])
+            entries = list(
+                OutboxEntry.objects.filter(applied_at__isnull=True, id__gt=cursor).exclude(young).order_by("id")[:size]
+            )
             if not entries:
                 break
             cursor = entries[-1].pk
@@ -563,7 +579,9 @@ class BackgroundDrain:
     :param start_rebuild: passed to ``drain``.
     """
 
-    def __init__(self, *, interval: float | None = None, paused: Callable[[], bool] = lambda: False, start_rebuild: bool = True) -> None:
+    def __init__(
+        self, *, interval: float | None = None, paused: Callable[[], bool] = lambda: False, start_rebuild: bool = True
+    ) -> None:
         self.interval = float(settings.SOCIAL_OUTBOX_DRAIN_SECONDS) if interval is None else interval
         self.paused = paused
         self.start_rebuild = start_rebuild

@@ -233,9 +233,7 @@ def db_page(
         start = _second(cursor.score)
         ties = ordered.filter(**_within_second(time_field, cursor.score))
         items.extend(
-            item
-            for item in ((member, score_of(at)) for member, at in ties.values_list(*fields))
-            if after_cursor(item, cursor)
+            item for item in ((member, score_of(at)) for member, at in ties.values_list(*fields)) if after_cursor(item, cursor)
         )
         ordered = ordered.filter(**{f"{time_field}__lt": start})
     rows = [(member, score_of(at)) for member, at in ordered.values_list(*fields)[: limit + 1]]
@@ -306,7 +304,9 @@ def db_page_above(
             # The last second's run may be cut by LIMIT: read it whole.
             last = rows[-1][1]
             rows = [row for row in rows if row[1] != last]
-            rows.extend((member, score_of(at)) for member, at in newer.filter(**_within_second(time_field, last)).values_list(*fields))
+            rows.extend(
+                (member, score_of(at)) for member, at in newer.filter(**_within_second(time_field, last)).values_list(*fields)
+            )
         items.extend(rows)
     items.sort(key=sort_key)
     return items[:limit][::-1]

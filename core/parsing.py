@@ -34,9 +34,33 @@ USERNAME_HELP = (
 )
 RESERVED_USERNAMES = frozenset(
     {
-        "admin", "administrator", "api", "static", "media", "login", "logout", "signup", "settings", "home",
-        "notes", "n", "u", "root", "support", "help", "about", "followfeed", "moderator", "moderators", "staff",
-        "system", "null", "none", "undefined", "me", "www",
+        "admin",
+        "administrator",
+        "api",
+        "static",
+        "media",
+        "login",
+        "logout",
+        "signup",
+        "settings",
+        "home",
+        "notes",
+        "n",
+        "u",
+        "root",
+        "support",
+        "help",
+        "about",
+        "followfeed",
+        "moderator",
+        "moderators",
+        "staff",
+        "system",
+        "null",
+        "none",
+        "undefined",
+        "me",
+        "www",
     }
 )
 _USERNAME = re.compile(USERNAME_PATTERN)
@@ -209,10 +233,7 @@ def _visible(char: str) -> bool:
     # Separators (spaces), controls and format characters (zero-width
     # spaces and joiners, bidirectional marks) show nothing; combining marks
     # show only on a visible character before them.
-    return (
-        not (category[0] in "ZCM" or char.isspace())
-        and char not in _BLANK_LETTERS
-    )
+    return not (category[0] in "ZCM" or char.isspace()) and char not in _BLANK_LETTERS
 
 
 def parse_text(raw: object, *, name: str, max_length: int) -> str:

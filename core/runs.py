@@ -52,7 +52,11 @@ def recorded_run(
     manager = model._default_manager
     run: RunT | None = None
     if resume and user_id is None:
-        run = manager.filter(finished_at__isnull=True, only_user_id__isnull=True, dry_run=dry_run).order_by("-started_at", "-id").first()
+        run = (
+            manager.filter(finished_at__isnull=True, only_user_id__isnull=True, dry_run=dry_run)
+            .order_by("-started_at", "-id")
+            .first()
+        )
     base = dict.fromkeys(figures, 0)
     if run is None:
         run = manager.create(dry_run=dry_run, only_user_id=user_id, **fields)

@@ -26,7 +26,9 @@ def bad_request(request: HttpRequest, exception: Exception | None = None) -> Htt
     body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` that a middleware read first (the CSRF check of a
     form post), as a view's own reading of it answers (``core.errors``)."""
     if isinstance(exception, RequestDataTooBig):
-        return response_for_exception(request, exception) or error_response(request, status=413, message="The request is too large.")
+        return response_for_exception(request, exception) or error_response(
+            request, status=413, message="The request is too large."
+        )
     return error_response(request, status=400, message="The request could not be understood.")
 
 

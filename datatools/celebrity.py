@@ -52,14 +52,11 @@ def _insert_fans(names: list[str]) -> None:
     template = User(username="", display_name="", password=UNUSABLE_PASSWORD)
     fields = [f for f in User._meta.concrete_fields if not f.primary_key]
     literal = connection.connection.literal
-    rendered = {
-        f.column: literal(f.get_db_prep_save(f.pre_save(template, add=True), connection)).decode() for f in fields
-    }
+    rendered = {f.column: literal(f.get_db_prep_save(f.pre_save(template, add=True), connection)).decode() for f in fields}
     columns = ", ".join(connection.ops.quote_name(str(f.column)) for f in fields)
     per_name = {"username", "display_name"}
     values = ",".join(
-        "(" + ", ".join(f"'{name}'" if f.column in per_name else rendered[f.column] for f in fields) + ")"
-        for name in names
+        "(" + ", ".join(f"'{name}'" if f.column in per_name else rendered[f.column] for f in fields) + ")" for name in names
     )
     with connection.cursor() as cursor:
         cursor.execute(f"INSERT IGNORE INTO {User._meta.db_table} ({columns}) VALUES {values}")
@@ -110,13 +107,9 @@ def celebrity_make(
         names = [fan_username(celebrity.pk, i) for i in indexes]
         _insert_fans(names)
         ids = dict(User.objects.filter(username__in=names).values_list("username", "pk"))
-        _insert_follows(
-            [(ids[name], celebrity.pk, start + timedelta(seconds=i // ties)) for i, name in zip(indexes, names)]
-        )
+        _insert_follows([(ids[name], celebrity.pk, start + timedelta(seconds=i // ties)) for i, name in zip(indexes, names)])
         if on_progress is not None:
             on_progress(len(names))
     edges = rebuild_user(celebrity.pk) if rebuild else 0
     count = Follow.objects.filter(followee_id=celebrity.pk).count()
     return CelebrityResult(user_id=celebrity.pk, followers=count, edges_written=edges)
-
-

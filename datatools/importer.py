@@ -140,8 +140,7 @@ def _insert_users_mysql(usernames: list[str], password_hash: str) -> None:
     }
     columns = ", ".join(connection.ops.quote_name(str(f.column)) for f in fields)
     values = ",".join(
-        "(" + ", ".join(f"'{name}'" if f.column == "username" else rendered[f.column] for f in fields) + ")"
-        for name in usernames
+        "(" + ", ".join(f"'{name}'" if f.column == "username" else rendered[f.column] for f in fields) + ")" for name in usernames
     )
     with connection.cursor() as cursor:
         cursor.execute(f"INSERT IGNORE INTO {User._meta.db_table} ({columns}) VALUES {values}")

@@ -134,9 +134,7 @@ def _replay_notes(progress: _Progress) -> int:
     return replay(plan, on_progress=progress.add)
 
 
-def mirror_warm_up(
-    *, replay_notes: bool = False, on_progress: Callable[[WarmupProgress], None] | None = None
-) -> WarmupResult:
+def mirror_warm_up(*, replay_notes: bool = False, on_progress: Callable[[WarmupProgress], None] | None = None) -> WarmupResult:
     """Bring the demo's data and the Redis mirror up to date, for a site that serves meanwhile.
 
     Replays the notes if there are none; when the mirror is missing or stale (``MirrorState``)

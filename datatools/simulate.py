@@ -136,7 +136,9 @@ def replay(plan: ReplayPlan, *, on_progress: Callable[[int], None] | None = None
             if connection.vendor == "sqlite":
                 _insert_notes_sqlite(rows, fanned_out_at)
             else:
-                notes = [Note(author_id=author, body=body, created_at=at, fanned_out_at=fanned_out_at) for author, body, at in rows]
+                notes = [
+                    Note(author_id=author, body=body, created_at=at, fanned_out_at=fanned_out_at) for author, body, at in rows
+                ]
                 Note.objects.bulk_create(notes, batch_size=INSERT_BATCH)
             created += len(rows)
             if on_progress is not None:

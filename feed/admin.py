@@ -96,9 +96,7 @@ class NoteAdmin(CanonicalIdsAdmin, admin.ModelAdmin[Note]):
             return "hidden"
         return "visible" if obj.author.is_active else "author deactivated"
 
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
-    ) -> tuple[QuerySet[Any], bool]:
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet[Any], search_term: str) -> tuple[QuerySet[Any], bool]:
         """Match the author (username prefix or id, indexed) or the note's own id."""
         term = search_term.strip()
         if not term:

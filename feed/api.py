@@ -89,7 +89,9 @@ def feed_scroll(request: HttpRequest) -> JsonResponse:
 @api_login_required
 def feed_page(request: HttpRequest) -> JsonResponse:
     """GET /api/feed?cursor=&limit=: home timeline with an opaque cursor."""
-    page = selectors.home_timeline(user_id=_reader(request).pk, cursor=feed_cursor(request.GET.get("cursor")), limit=_limit(request))
+    page = selectors.home_timeline(
+        user_id=_reader(request).pk, cursor=feed_cursor(request.GET.get("cursor")), limit=_limit(request)
+    )
     next_cursor = str(page.next_cursor) if page.next_cursor else None
     return api_ok({"list": [note_json(note) for note in page.notes], "next_cursor": next_cursor, "catchingUp": page.catching_up})
 

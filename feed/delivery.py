@@ -126,6 +126,8 @@ for r = t + 16, #ARGV do
 end
 return removed
 """
+
+
 def fan_out_batch_size() -> int:
     """Followers per fan-out script call (``FEED_FANOUT_BATCH_SIZE``, default 1000)."""
     return int(settings.FEED_FANOUT_BATCH_SIZE)

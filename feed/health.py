@@ -30,4 +30,6 @@ def inbox_reconcile_health() -> InboxReconcileHealth:
     state = "finished" if run.finished_at else "failed" if run.error else "running or interrupted"
     figures: list[tuple[str, int | float | bool]] = [("dry_run", run.dry_run), ("sample", run.sample)]
     figures += [(name, getattr(run, name)) for name in FIGURES]
-    return InboxReconcileHealth(started_at=run.started_at, finished_at=run.finished_at, state=state, error=run.error, figures=figures)
+    return InboxReconcileHealth(
+        started_at=run.started_at, finished_at=run.finished_at, state=state, error=run.error, figures=figures
+    )

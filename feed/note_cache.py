@@ -232,7 +232,9 @@ def resolve_notes(
     if len(known) > NOTE_AUTHORS_MAX:
         known.clear()
     guessed = [author_id for author_id in dict.fromkeys(map(known.get, note_ids)) if author_id is not None]
-    values, flags = lookup(client, redis_keys.note_cache_keys(note_ids) + redis_keys.author_cache_keys(guessed), following_key, guessed)
+    values, flags = lookup(
+        client, redis_keys.note_cache_keys(note_ids) + redis_keys.author_cache_keys(guessed), following_key, guessed
+    )
     tombstone = redis_keys.CACHE_TOMBSTONE
     followed = {user_id for user_id, member in zip(guessed, flags) if member}
     followed.discard(reader_id)  # a reader's own notes are not in its feed
@@ -265,7 +267,21 @@ def resolve_notes(
             shown[note_id] = FeedNote(note_id, author_id, author, parsed[2], parsed[1], parsed[3], parsed[4])
     stale: set[int] = set()
     if missing or waiting or author_values:
-        _resolve_rest(client, following_key, reader_id, set(guessed), missing, tombstoned, waiting, authors, author_values, followed, shown, stale, muted)
+        _resolve_rest(
+            client,
+            following_key,
+            reader_id,
+            set(guessed),
+            missing,
+            tombstoned,
+            waiting,
+            authors,
+            author_values,
+            followed,
+            shown,
+            stale,
+            muted,
+        )
     return Resolved(shown=shown, stale=stale)
 
 
@@ -310,7 +326,9 @@ def _resolve_rest(
     members = sorted((waiting_authors | {row.author_id for row in loaded.values()}) - asked)
     if entries or members:
         values, flags = lookup(client, redis_keys.author_cache_keys(entries), following_key, members)
-        followed.update(user_id for user_id, member in zip(members, flags) if member and user_id != reader_id and user_id not in muted)
+        followed.update(
+            user_id for user_id, member in zip(members, flags) if member and user_id != reader_id and user_id not in muted
+        )
         for user_id, value in zip(entries, values):
             if value is None or value == redis_keys.CACHE_TOMBSTONE:
                 author_values[user_id] = value
@@ -334,7 +352,9 @@ def _resolve_rest(
             shown[note_id] = FeedNote(note_id, author_id, author, body, created_at, published_ms, warning)
     for note_id, row in loaded.items():
         if row.author_id in followed:
-            shown[note_id] = FeedNote(row.pk, row.author_id, authors[row.author_id], row.body, row.created_at, row.published_ms, row.spoiler_text)
+            shown[note_id] = FeedNote(
+                row.pk, row.author_id, authors[row.author_id], row.body, row.created_at, row.published_ms, row.spoiler_text
+            )
     if fill or fill_authors:
         pipe = pipeline(client)
         queue_cache_fill(pipe, fill, replace=False)

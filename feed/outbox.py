@@ -242,13 +242,20 @@ def author_feed_refresh(*, author_id: int) -> int:
     if not row:
         note_ids = delivery.member_ids(client.zrange(outbox_key, 0, -1))
         note_ids += list(
-            Note.objects.filter(author_id=author_id).order_by("-created_at")[: redis_keys.inbox_max_len()].values_list("pk", flat=True)
+            Note.objects.filter(author_id=author_id)
+            .order_by("-created_at")[: redis_keys.inbox_max_len()]
+            .values_list("pk", flat=True)
         )
         note_ids = sorted(set(note_ids))
         removed = 0
         for batch in delivery.follower_batches(client, author_id, source="database"):
             removed += delivery.withdraw(client, batch, note_ids)
-        client.unlink(outbox_key, redis_keys.inbox_key(author_id), redis_keys.inbox_synced_key(author_id), redis_keys.inbox_floor_key(author_id))
+        client.unlink(
+            outbox_key,
+            redis_keys.inbox_key(author_id),
+            redis_keys.inbox_synced_key(author_id),
+            redis_keys.inbox_floor_key(author_id),
+        )
         return removed
     outbox_rebuild(author_id=author_id)
     inbox_rebuild(user_id=author_id)
@@ -342,7 +349,10 @@ def _apply_inbox(entry: OutboxEntry) -> None:
 NOTE = outbox.register(NOTE_KIND, apply=_each(lambda e: note_apply(note_id=e.subject_id, author_id=e.object_id)), stage=1)
 # Alone: one message per part, so any worker takes any part.
 NOTE_PART = outbox.register(
-    NOTE_PART_KIND, apply=_each(lambda e: note_fan_out_part(note_id=e.subject_id, part=unpack_part(int(e.object_id or 0)))), stage=1, alone=True
+    NOTE_PART_KIND,
+    apply=_each(lambda e: note_fan_out_part(note_id=e.subject_id, part=unpack_part(int(e.object_id or 0)))),
+    stage=1,
+    alone=True,
 )
 PAIR = outbox.register(PAIR_KIND, apply=_each(_apply_pair), stage=1)
 AUTHOR = outbox.register(AUTHOR_KIND, apply=_each(_apply_author), stage=1)

@@ -344,7 +344,11 @@ def read_page(feed: Feed, after: Position | None, limit: int) -> Page:
                 end = len(items) if start else want - len(shown)
                 chunk = items[start:end]
                 resolved = note_cache.resolve_notes(
-                    feed.client, [c.note_id for c in chunk], reader_id=feed.reader_id, following_key=feed.following_key, muted=feed.skipped()
+                    feed.client,
+                    [c.note_id for c in chunk],
+                    reader_id=feed.reader_id,
+                    following_key=feed.following_key,
+                    muted=feed.skipped(),
                 )
                 stale: list[Candidate] = []
                 for candidate in chunk:
@@ -395,7 +399,9 @@ def visible_run(feed: Feed, score: int) -> list[int]:
     if not tails or score <= max(tails):
         return _visible_ids(feed, database_run(feed.database_followees(), score))
     ids = sorted({int(member) for reply in replies[1::2] for member in reply})
-    resolved = note_cache.resolve_notes(feed.client, ids, reader_id=feed.reader_id, following_key=feed.following_key, muted=feed.skipped())
+    resolved = note_cache.resolve_notes(
+        feed.client, ids, reader_id=feed.reader_id, following_key=feed.following_key, muted=feed.skipped()
+    )
     return [note.pk for note in feed.visible([resolved.shown[note_id] for note_id in ids if note_id in resolved.shown])]
 
 

@@ -95,7 +95,9 @@ class FeedNote:
     @classmethod
     def of(cls, note: Note) -> FeedNote:
         """The ``FeedNote`` of ``note`` (its author loaded)."""
-        return cls(note.pk, note.author_id, FeedAuthor.of(note.author), note.body, note.created_at, note.published_ms, note.spoiler_text)
+        return cls(
+            note.pk, note.author_id, FeedAuthor.of(note.author), note.body, note.created_at, note.published_ms, note.spoiler_text
+        )
 
 
 @dataclass

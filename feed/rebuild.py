@@ -122,11 +122,7 @@ def database_inboxes(reader_ids: Sequence[int], pulled: Collection[int]) -> dict
         )
         .exclude(followee_id__in=sorted(pulled))
         .exclude(
-            Exists(
-                Mute.objects.filter(muter_id=OuterRef("follower_id"), muted_id=OuterRef("followee_id")).filter(
-                    live_mutes()
-                )
-            )
+            Exists(Mute.objects.filter(muter_id=OuterRef("follower_id"), muted_id=OuterRef("followee_id")).filter(live_mutes()))
         )
         .annotate(
             note_id=F("followee__notes__id"),
@@ -166,7 +162,8 @@ def inboxes_rebuild(reader_ids: Sequence[int]) -> dict[int, InboxRebuild]:
     ids = list(dict.fromkeys(int(reader_id) for reader_id in reader_ids))
     ttl = redis_keys.REBUILDING_TTL_SECONDS
     locks = {
-        reader_id: RedisLock(client=client, key=redis_keys.inbox_build_key(reader_id), milliseconds=ttl * 1000) for reader_id in ids
+        reader_id: RedisLock(client=client, key=redis_keys.inbox_build_key(reader_id), milliseconds=ttl * 1000)
+        for reader_id in ids
     }
     pipe = pipeline(client)
     for reader_id in ids:
@@ -178,7 +175,9 @@ def inboxes_rebuild(reader_ids: Sequence[int]) -> dict[int, InboxRebuild]:
     try:
         pipe = pipeline(client)
         for reader_id in held:
-            pipe.delete(redis_keys.rebuild_tmp_key(redis_keys.inbox_key(reader_id)), redis_keys.inbox_build_removed_key(reader_id))
+            pipe.delete(
+                redis_keys.rebuild_tmp_key(redis_keys.inbox_key(reader_id)), redis_keys.inbox_build_removed_key(reader_id)
+            )
         pipe.execute()
         seen = dict(User.objects.filter(pk__in=held, is_active=True).values_list("pk", "last_seen_at"))
         truth = database_inboxes([reader_id for reader_id in held if reader_id in seen], pull_authors(client))
@@ -197,7 +196,14 @@ def inboxes_rebuild(reader_ids: Sequence[int]) -> dict[int, InboxRebuild]:
             # A deactivated or deleted reader: the copy stays empty and no synced marker is set.
             until = synced_until(seen[reader_id]) if reader_id in seen else None
             expiry = int(until.timestamp()) if until is not None else 0
-            keys = [inbox, copy, locks[reader_id].key, removed, redis_keys.inbox_synced_key(reader_id), redis_keys.inbox_floor_key(reader_id)]
+            keys = [
+                inbox,
+                copy,
+                locks[reader_id].key,
+                removed,
+                redis_keys.inbox_synced_key(reader_id),
+                redis_keys.inbox_floor_key(reader_id),
+            ]
             queue_script(pipe, lua(SWAP_INBOX_LUA), keys, [locks[reader_id].token, expiry, redis_keys.inbox_max_len()])
             order.append(reader_id)
             results[reader_id] = InboxRebuild(entries=len(entries), synced=until is not None)

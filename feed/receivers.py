@@ -54,7 +54,9 @@ def on_user_logged_in(sender: Any, *, request: HttpRequest, user: User, **kwargs
 
 
 @receiver(post_save, sender=User, dispatch_uid="feed.forget_cached_author")
-def on_user_saved(sender: Any, *, instance: User, created: bool, raw: bool = False, update_fields: Any = None, **kwargs: Any) -> None:
+def on_user_saved(
+    sender: Any, *, instance: User, created: bool, raw: bool = False, update_fields: Any = None, **kwargs: Any
+) -> None:
     if not created and not raw and (update_fields is None or AUTHOR_FIELDS & set(update_fields)):
         outbox.record(feed_outbox.AUTHOR_CACHE, subject_id=instance.pk)
 

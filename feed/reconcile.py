@@ -169,7 +169,13 @@ def reconcile_inboxes_run(
         InboxReconcileRun,
         FIGURES,
         lambda begin, on_batch: reconcile_inboxes(
-            repair=not dry_run, user_id=user_id, sample=sample, start_after=begin, batch=batch, on_batch=on_batch, on_progress=on_progress
+            repair=not dry_run,
+            user_id=user_id,
+            sample=sample,
+            start_after=begin,
+            batch=batch,
+            on_batch=on_batch,
+            on_progress=on_progress,
         ),
         dry_run=dry_run,
         user_id=user_id,

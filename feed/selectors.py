@@ -116,7 +116,12 @@ def _redis_feed(client: redis.Redis, user_id: int, start: Start | None) -> tuple
     keys = [inbox] + [redis_keys.outbox_key(author) for author in found.pulled]
     first = Prefetch(after=after, n=n, reads={inbox: found.read}) if found.read is not None else None
     feed = Feed(
-        reader_id=user_id, keys=keys, client=client, following_key=social_keys.following_set_key(user_id), first=first, muted=found.muted
+        reader_id=user_id,
+        keys=keys,
+        client=client,
+        following_key=social_keys.following_set_key(user_id),
+        first=first,
+        muted=found.muted,
     )
     return feed, False
 
@@ -205,7 +210,9 @@ def user_timeline(*, author_id: int, cursor: Cursor | None, limit: int, viewer_i
     from the database (``(author, created_at, id)`` index).
     """
     visibilities = shown_visibilities(viewer_id=viewer_id, author_id=author_id)
-    rows = Note.objects.filter(is_hidden=False, deleted_at__isnull=True, author__is_active=True, author_id=author_id, visibility__in=visibilities)
+    rows = Note.objects.filter(
+        is_hidden=False, deleted_at__isnull=True, author__is_active=True, author_id=author_id, visibility__in=visibilities
+    )
     if cursor is not None:
         rows = rows.filter(after_filter(Position(cursor.score, cursor.member)))
     notes = list(rows.select_related("author").order_by("-created_at", "id")[: limit + 1])
@@ -223,7 +230,10 @@ def own_timeline(*, author: User, cursor: Cursor | None, limit: int) -> Timeline
         rows = rows.filter(after_filter(Position(cursor.score, cursor.member)))
     found = list(rows.order_by("-created_at", "id").values_list("id", "created_at", "body", "spoiler_text")[: limit + 1])
     shown_author = FeedAuthor.of(author)
-    notes = [FeedNote(pk, author.pk, shown_author, body, created_at, to_ms(created_at), spoiler) for pk, created_at, body, spoiler in found[:limit]]
+    notes = [
+        FeedNote(pk, author.pk, shown_author, body, created_at, to_ms(created_at), spoiler)
+        for pk, created_at, body, spoiler in found[:limit]
+    ]
     next_cursor = Cursor(score=notes[-1].published_ms, member=notes[-1].pk) if len(found) > limit else None
     return TimelinePage(notes=notes, next_cursor=next_cursor, source="database")
 
@@ -231,7 +241,12 @@ def own_timeline(*, author: User, cursor: Cursor | None, limit: int) -> Timeline
 def note_detail(*, note_id: int, viewer_id: int | None = None) -> Note | None:
     """The note ``note_id`` with its author if ``viewer_id`` (None: signed out) may see it, or None
     (missing, hidden, deleted, author inactive, or a visibility that leaves the viewer out)."""
-    note = Note.objects.filter(is_hidden=False, deleted_at__isnull=True, author__is_active=True).select_related("author").filter(pk=note_id).first()
+    note = (
+        Note.objects.filter(is_hidden=False, deleted_at__isnull=True, author__is_active=True)
+        .select_related("author")
+        .filter(pk=note_id)
+        .first()
+    )
     if note is None or note.visibility not in shown_visibilities(viewer_id=viewer_id, author_id=note.author_id):
         return None
     return note

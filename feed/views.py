@@ -53,7 +53,9 @@ def profile(request: HttpRequest, username: str) -> HttpResponse:
     }
     if seen.content:
         context["mutual"] = social_selectors.mutual_follows(user_id=user.pk, limit=8, hidden=hidden)
-        context["notes"] = selectors.user_timeline(author_id=user.pk, cursor=None, limit=10, viewer_id=viewer.pk if viewer is not None else None)
+        context["notes"] = selectors.user_timeline(
+            author_id=user.pk, cursor=None, limit=10, viewer_id=viewer.pk if viewer is not None else None
+        )
     if viewer is not None and viewer.pk != user.pk:
         context["relationship"] = social_selectors.relationship(viewer_id=viewer.pk, user_id=user.pk)
         # Only a private account has requests (turning it public approves them all).
@@ -61,7 +63,9 @@ def profile(request: HttpRequest, username: str) -> HttpResponse:
         context["muting"] = user.pk in visibility.muted_ids(user_id=viewer.pk)
         if seen.content:
             context["common"] = social_selectors.common_following(user_id=viewer.pk, other_id=user.pk, limit=8, hidden=hidden)
-            context["familiar"] = social_selectors.familiar_followers(viewer_id=viewer.pk, user_id=user.pk, limit=3, hidden=hidden)
+            context["familiar"] = social_selectors.familiar_followers(
+                viewer_id=viewer.pk, user_id=user.pk, limit=3, hidden=hidden
+            )
     return render(request, "feed/user_profile.html", context)
 
 
@@ -70,7 +74,9 @@ def _viewer(request: HttpRequest) -> User | None:
 
 
 def _home(request: HttpRequest, form: NoteForm, *, status: int = 200) -> HttpResponse:
-    page = selectors.home_timeline(user_id=_reader(request).pk, cursor=feed_cursor(request.GET.get("cursor")), limit=settings.FEED_PAGE_SIZE)
+    page = selectors.home_timeline(
+        user_id=_reader(request).pk, cursor=feed_cursor(request.GET.get("cursor")), limit=settings.FEED_PAGE_SIZE
+    )
     context: dict[str, Any] = {"form": form, "page": page, "is_first_page": not request.GET.get("cursor")}
     return render(request, "feed/home.html", context, status=status)
 
@@ -139,7 +145,10 @@ def user_notes(request: HttpRequest, username: str) -> HttpResponse:
     viewer = _viewer(request)
     visibility.require_content(viewer=viewer, user=author)
     page = selectors.user_timeline(
-        author_id=author.pk, cursor=feed_cursor(request.GET.get("cursor")), limit=settings.FEED_PAGE_SIZE, viewer_id=viewer.pk if viewer is not None else None
+        author_id=author.pk,
+        cursor=feed_cursor(request.GET.get("cursor")),
+        limit=settings.FEED_PAGE_SIZE,
+        viewer_id=viewer.pk if viewer is not None else None,
     )
     context = {"profile_user": author, "page": page, "is_first_page": not request.GET.get("cursor")}
     return render(request, "feed/user_notes.html", context)

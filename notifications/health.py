@@ -30,4 +30,6 @@ def notifications_reconcile_health() -> NotificationsReconcileHealth:
     state = "finished" if run.finished_at else "failed" if run.error else "running or interrupted"
     figures: list[tuple[str, int | bool]] = [("dry_run", run.dry_run)]
     figures += [(name, int(getattr(run, name))) for name in FIGURES]
-    return NotificationsReconcileHealth(started_at=run.started_at, finished_at=run.finished_at, state=state, error=run.error, figures=figures)
+    return NotificationsReconcileHealth(
+        started_at=run.started_at, finished_at=run.finished_at, state=state, error=run.error, figures=figures
+    )

@@ -80,7 +80,16 @@ class UnreadCounter(models.Model):
 
 
 # The drift figures of a reconcile run, in the order the command and the health page show them.
-RECONCILE_FIGURES = ("rows_found", "rows_fixed", "groups_found", "groups_fixed", "counters_found", "counters_fixed", "mirrors_found", "mirrors_fixed")
+RECONCILE_FIGURES = (
+    "rows_found",
+    "rows_fixed",
+    "groups_found",
+    "groups_fixed",
+    "counters_found",
+    "counters_fixed",
+    "mirrors_found",
+    "mirrors_fixed",
+)
 
 
 class NotificationsReconcileRun(models.Model):

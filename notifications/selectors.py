@@ -124,7 +124,8 @@ def visible(rows: QuerySet[Notification]) -> QuerySet[Notification]:
     """``rows`` that their recipient may see: the actor's account is active and no block stands
     between actor and recipient either way."""
     blocks = Block.objects.filter(
-        Q(blocker_id=OuterRef("recipient_id"), blocked_id=OuterRef("actor_id")) | Q(blocker_id=OuterRef("actor_id"), blocked_id=OuterRef("recipient_id"))
+        Q(blocker_id=OuterRef("recipient_id"), blocked_id=OuterRef("actor_id"))
+        | Q(blocker_id=OuterRef("actor_id"), blocked_id=OuterRef("recipient_id"))
     )
     return rows.filter(actor__is_active=True).exclude(Exists(blocks))
 
@@ -181,7 +182,11 @@ def groups_page(*, user_id: int, cursor: Cursor | None, limit: int) -> GroupPage
     actors = users_by_id(sorted({actor for group in shown for actor in group.latest_actor_ids if actor not in hidden}))
     blocked_rows: Counter[int] = Counter()
     if hidden:
-        blocked_rows.update(Notification.objects.filter(group_id__in=[group.pk for group in shown], actor_id__in=sorted(hidden)).values_list("group_id", flat=True))
+        blocked_rows.update(
+            Notification.objects.filter(group_id__in=[group.pk for group in shown], actor_id__in=sorted(hidden)).values_list(
+                "group_id", flat=True
+            )
+        )
     lines = []
     for group in shown:
         names = [actors[actor] for actor in group.latest_actor_ids if actor in actors]
@@ -189,8 +194,14 @@ def groups_page(*, user_id: int, cursor: Cursor | None, limit: int) -> GroupPage
         count = max(group.count - blocked_rows[group.pk] - gone, len(names))
         if count == 0:
             continue
-        lines.append(GroupLine(group_id=group.pk, kind=group.kind, count=count, actors=names, updated_at=group.updated_at, unread=group.unread))
+        lines.append(
+            GroupLine(
+                group_id=group.pk, kind=group.kind, count=count, actors=names, updated_at=group.updated_at, unread=group.unread
+            )
+        )
     last = shown[-1] if shown else None
     more = len(found) > limit and last is not None
-    next_cursor = Cursor(score=int(last.updated_at.timestamp() * 1_000_000), member=last.pk) if more and last is not None else None
+    next_cursor = (
+        Cursor(score=int(last.updated_at.timestamp() * 1_000_000), member=last.pk) if more and last is not None else None
+    )
     return GroupPage(lines=lines, next_cursor=next_cursor)

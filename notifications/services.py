@@ -45,7 +45,9 @@ def _still_stands(kind: str, *, recipient_id: int, actor_id: int) -> bool:
     """Whether the event still holds now: the follow (or request) exists between active accounts,
     no block stands between them and the recipient does not mute the actor."""
     if kind == FOLLOW:
-        exists = Follow.objects.filter(follower_id=actor_id, followee_id=recipient_id, follower__is_active=True, followee__is_active=True).exists()
+        exists = Follow.objects.filter(
+            follower_id=actor_id, followee_id=recipient_id, follower__is_active=True, followee__is_active=True
+        ).exists()
     elif kind == REQUEST:
         exists = FollowRequest.objects.filter(requester_id=actor_id, target_id=recipient_id, requester__is_active=True).exists()
     else:
@@ -73,7 +75,11 @@ def _ensure_rows(recipient_id: int, kind: str, now_day: date) -> None:
     _insert_ignore(UnreadCounter._meta.db_table, "recipient_id, unread, version", [recipient_id, 0, 0])
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     day = connection.ops.adapt_datefield_value(now_day)
-    _insert_ignore(NotificationGroup._meta.db_table, "recipient_id, kind, day, count, latest_actor_ids, updated_at, unread", [recipient_id, kind, day, 0, "[]", now, True])
+    _insert_ignore(
+        NotificationGroup._meta.db_table,
+        "recipient_id, kind, day, count, latest_actor_ids, updated_at, unread",
+        [recipient_id, kind, day, 0, "[]", now, True],
+    )
 
 
 def notification_add(kind: str, *, recipient_id: int, actor_id: int) -> bool:
@@ -147,7 +153,10 @@ def _refresh_groups(group_ids: Sequence[int]) -> int:
         derived = derive_group(group.pk)
         if derived.differs(group):
             NotificationGroup.objects.filter(pk=group.pk).update(
-                count=derived.count, latest_actor_ids=derived.actor_ids, unread=derived.unread, updated_at=derived.updated_at or group.updated_at
+                count=derived.count,
+                latest_actor_ids=derived.actor_ids,
+                unread=derived.unread,
+                updated_at=derived.updated_at or group.updated_at,
             )
             changed += 1
     return changed
@@ -155,7 +164,9 @@ def _refresh_groups(group_ids: Sequence[int]) -> int:
 
 def _recount(counter: UnreadCounter) -> None:
     """Count ``counter``'s unread visible rows again into it (locked by the caller), at the next version."""
-    _counter_change(counter, visible(Notification.objects.filter(recipient_id=counter.recipient_id, read_at__isnull=True)).count())
+    _counter_change(
+        counter, visible(Notification.objects.filter(recipient_id=counter.recipient_id, read_at__isnull=True)).count()
+    )
 
 
 def _lock_counters(recipient_ids: Sequence[int]) -> dict[int, UnreadCounter]:
@@ -220,7 +231,12 @@ def actor_refresh(*, actor_id: int, batch: int = 500) -> int:
 
     :returns: how many recipients were refreshed.
     """
-    pairs = Notification.objects.filter(actor_id=actor_id).values_list("recipient_id", "group_id").order_by("recipient_id", "group_id").distinct()
+    pairs = (
+        Notification.objects.filter(actor_id=actor_id)
+        .values_list("recipient_id", "group_id")
+        .order_by("recipient_id", "group_id")
+        .distinct()
+    )
     by_recipient: dict[int, set[int]] = {}
     for recipient_id, group_id in pairs.iterator(chunk_size=batch):
         by_recipient.setdefault(recipient_id, set()).update([group_id] if group_id is not None else [])
@@ -237,7 +253,12 @@ def actor_row_count(*, actor_id: int) -> int:
 def actor_rows(*, actor_id: int) -> list[tuple[int, int | None]]:
     """``(recipient id, group id)`` of every group holding a row of ``actor_id`` (read before the
     account's deletion removes them, to refresh those groups after commit)."""
-    return list(Notification.objects.filter(actor_id=actor_id).values_list("recipient_id", "group_id").order_by("recipient_id", "group_id").distinct())
+    return list(
+        Notification.objects.filter(actor_id=actor_id)
+        .values_list("recipient_id", "group_id")
+        .order_by("recipient_id", "group_id")
+        .distinct()
+    )
 
 
 def _counter_change(counter: UnreadCounter, unread: int) -> None:
@@ -261,7 +282,9 @@ def notifications_mark_read(*, recipient_id: int, up_to: datetime | None = None)
             if counter is None:
                 return 0  # never notified
             until = up_to or timezone.now()
-            marked = Notification.objects.filter(recipient_id=recipient_id, read_at__isnull=True, created_at__lte=until).update(read_at=timezone.now())
+            marked = Notification.objects.filter(recipient_id=recipient_id, read_at__isnull=True, created_at__lte=until).update(
+                read_at=timezone.now()
+            )
             NotificationGroup.objects.filter(recipient_id=recipient_id, unread=True, updated_at__lte=until).update(unread=False)
             # Recounted, not decremented: rows hidden meanwhile (a block, a deactivation) are
             # in neither figure.
@@ -313,7 +336,8 @@ def _stale_pairs(low: int, high: int) -> list[tuple[int, int]]:
     """``(recipient, actor)`` of rows of recipients in ``(low, high]`` that should not exist."""
     in_range = Notification.objects.filter(recipient_id__gt=low, recipient_id__lte=high)
     blocks = Block.objects.filter(
-        Q(blocker_id=OuterRef("recipient_id"), blocked_id=OuterRef("actor_id")) | Q(blocker_id=OuterRef("actor_id"), blocked_id=OuterRef("recipient_id"))
+        Q(blocker_id=OuterRef("recipient_id"), blocked_id=OuterRef("actor_id"))
+        | Q(blocker_id=OuterRef("actor_id"), blocked_id=OuterRef("recipient_id"))
     )
     pending = FollowRequest.objects.filter(requester_id=OuterRef("actor_id"), target_id=OuterRef("recipient_id"))
     stale = in_range.filter(Exists(blocks) | (Q(kind=REQUEST) & ~Exists(pending)))
@@ -342,9 +366,16 @@ def _reconcile_batch(client: redis.Redis, low: int, high: int, *, dry_run: bool)
     for user_id, _, _ in stored:
         pipe.get(redis_keys.unread_key(user_id))
     mirrors = [
-        user_id for (user_id, version, unread), value in zip(stored, pipe.execute()) if value is not None and value != redis_keys.unread_value(version, unread).encode()
+        user_id
+        for (user_id, version, unread), value in zip(stored, pipe.execute())
+        if value is not None and value != redis_keys.unread_value(version, unread).encode()
     ]
-    drift = NotificationsDrift(rows_found=len(stale), groups_found=sum(len(ids) for ids in groups.values()), counters_found=len(counters), mirrors_found=len(mirrors))
+    drift = NotificationsDrift(
+        rows_found=len(stale),
+        groups_found=sum(len(ids) for ids in groups.values()),
+        counters_found=len(counters),
+        mirrors_found=len(mirrors),
+    )
     if dry_run:
         return drift
     for recipient_id, actor_id in sorted(set(stale)):
@@ -352,7 +383,9 @@ def _reconcile_batch(client: redis.Redis, low: int, high: int, *, dry_run: bool)
     for recipient_id in sorted(set(groups) | set(counters)):
         recipient_refresh(recipient_id=recipient_id, group_ids=groups.get(recipient_id, []))
     drift.groups_fixed, drift.counters_fixed = drift.groups_found, drift.counters_found
-    for user_id, version, unread in UnreadCounter.objects.filter(pk__in=mirrors).order_by("pk").values_list("pk", "version", "unread"):
+    for user_id, version, unread in (
+        UnreadCounter.objects.filter(pk__in=mirrors).order_by("pk").values_list("pk", "version", "unread")
+    ):
         counter_publish(client, user_id, version, unread, repair=True)
         drift.mirrors_fixed += 1
     return drift

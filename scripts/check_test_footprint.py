@@ -108,7 +108,11 @@ def compare(before: dict[str, object], after: dict[str, object]) -> tuple[list[s
     old_queues: dict[str, int] | None = before.get("queues")  # type: ignore[assignment]
     new_queues: dict[str, int] | None = after.get("queues")  # type: ignore[assignment]
     if old_queues is not None and new_queues is not None:
-        grown = [f"{name} ({old_queues[name]} -> {count})" for name, count in sorted(new_queues.items()) if name in old_queues and count > old_queues[name]]
+        grown = [
+            f"{name} ({old_queues[name]} -> {count})"
+            for name, count in sorted(new_queues.items())
+            if name in old_queues and count > old_queues[name]
+        ]
         if grown:
             failures.append(f"queues that hold more messages than before: {listed(grown)}")
         created = {name: count for name, count in sorted(new_queues.items()) if name not in old_queues}
@@ -140,7 +144,11 @@ def main(argv: list[str]) -> int:
         state = snapshot()
         STATE.parent.mkdir(parents=True, exist_ok=True)
         STATE.write_text(json.dumps(state))
-        counts = {name: (len(value) if value is not None else "unreadable") for name, value in state.items() if not name.endswith("_error")}
+        counts = {
+            name: (len(value) if value is not None else "unreadable")
+            for name, value in state.items()
+            if not name.endswith("_error")
+        }
         print(f"check_test_footprint: recorded {counts} in {STATE}")
         return 0
     if not STATE.exists():

@@ -127,9 +127,7 @@ class FollowAdmin(CanonicalIdsAdmin, admin.ModelAdmin[Follow]):
     def accounts_active(self, obj: Follow) -> bool:
         return bool(obj.follower.is_active and obj.followee.is_active)
 
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
-    ) -> tuple[QuerySet[Any], bool]:
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet[Any], search_term: str) -> tuple[QuerySet[Any], bool]:
         """Resolve the term to user ids (indexed), then match either side of the follow."""
         if not search_term.strip():
             return queryset, False
@@ -211,10 +209,14 @@ def follow_panel(user: User) -> FollowPanel:
     source = "Redis" if redis_available() else "database (Redis unavailable)"
     counts = follow_counts(user_id=user.pk)
     newest_followers = (
-        Follow.objects.filter(followee_id=user.pk).select_related("follower").order_by("-created_at", "-follower_id")[:RECENT_FOLLOWS]
+        Follow.objects.filter(followee_id=user.pk)
+        .select_related("follower")
+        .order_by("-created_at", "-follower_id")[:RECENT_FOLLOWS]
     )
     newest_following = (
-        Follow.objects.filter(follower_id=user.pk).select_related("followee").order_by("-created_at", "-followee_id")[:RECENT_FOLLOWS]
+        Follow.objects.filter(follower_id=user.pk)
+        .select_related("followee")
+        .order_by("-created_at", "-followee_id")[:RECENT_FOLLOWS]
     )
     return FollowPanel(
         mirror_followers=counts.followers,
@@ -333,7 +335,9 @@ class FollowRequestAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 def _count(model: Any, field: str, where: Q | None = None) -> Subquery:
-    rows = model.objects.filter(where or Q(), **{field: OuterRef("pk")}).order_by().values(field).annotate(n=Count("pk")).values("n")
+    rows = (
+        model.objects.filter(where or Q(), **{field: OuterRef("pk")}).order_by().values(field).annotate(n=Count("pk")).values("n")
+    )
     return Coalesce(Subquery(rows), 0)  # type: ignore[return-value]
 
 

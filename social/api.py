@@ -76,7 +76,12 @@ def follow_toggle(request: HttpRequest, raw_id: str, flag: str) -> JsonResponse:
         result = services.follow_delete(actor=_actor(request), followee_id=followee_id)
     counts = selectors.follow_counts(user_id=result.followee_id)
     return api_ok(
-        {"changed": result.changed, "following": following and not result.requested, "requested": following and result.requested, "followers": counts.followers}
+        {
+            "changed": result.changed,
+            "following": following and not result.requested,
+            "requested": following and result.requested,
+            "followers": counts.followers,
+        }
     )
 
 
@@ -123,7 +128,9 @@ def follower_remove(request: HttpRequest, raw_id: str) -> JsonResponse:
 @api_login_required
 def follow_requests(request: HttpRequest) -> JsonResponse:
     """GET /api/follow-requests?cursor=&limit=: pending requests to the signed-in user, newest first."""
-    page = selectors.follow_requests_page(target_id=_actor(request).pk, cursor=request_cursor(request.GET.get("cursor")), limit=_limit(request))
+    page = selectors.follow_requests_page(
+        target_id=_actor(request).pk, cursor=request_cursor(request.GET.get("cursor")), limit=_limit(request)
+    )
     data = {
         "list": [dict(user_json(e.user), requestedAt=int(e.requested_at.timestamp())) for e in page.entries],
         "next_cursor": str(page.next_cursor) if page.next_cursor else None,
@@ -141,7 +148,9 @@ def follow_request_decide(request: HttpRequest, raw_id: str, decision: str) -> J
         controls.follow_request_approve(actor=_actor(request), requester_id=requester_id)
     else:
         controls.follow_request_reject(actor=_actor(request), requester_id=requester_id)
-    return api_ok({"changed": True, "approved": approve, "followers": selectors.follow_counts(user_id=_actor(request).pk).followers})
+    return api_ok(
+        {"changed": True, "approved": approve, "followers": selectors.follow_counts(user_id=_actor(request).pk).followers}
+    )
 
 
 @require_http_methods(["PUT"])
@@ -188,7 +197,9 @@ def _list(request: HttpRequest, target: User, reader: Callable[..., selectors.Fo
     viewer = _viewer(request)
     visibility.require_content(viewer=viewer, user=target)
     page = reader(user_id=target.pk, cursor=follow_cursor(request.GET.get("cursor")), limit=_limit(request))
-    entries = visibility.without_hidden(page.entries, viewer_id=viewer.pk if viewer else None, user_id_of=[e.user.pk for e in page.entries])
+    entries = visibility.without_hidden(
+        page.entries, viewer_id=viewer.pk if viewer else None, user_id_of=[e.user.pk for e in page.entries]
+    )
     data = {
         "list": [dict(user_json(e.user), followedAt=int(e.followed_at.timestamp())) for e in entries],
         "next_cursor": str(page.next_cursor) if page.next_cursor else None,

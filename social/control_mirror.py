@@ -57,14 +57,18 @@ def pair_controls(pairs: Sequence[Pair]) -> dict[Pair, PairControls]:
         return {}
     ids = {user_id for pair in pairs for user_id in pair}
     blocked: set[frozenset[int]] = set()
-    for blocker_id, blocked_id in Block.objects.filter(blocker_id__in=ids, blocked_id__in=ids).values_list("blocker_id", "blocked_id"):
+    for blocker_id, blocked_id in Block.objects.filter(blocker_id__in=ids, blocked_id__in=ids).values_list(
+        "blocker_id", "blocked_id"
+    ):
         blocked.add(frozenset((blocker_id, blocked_id)))
     mutes: dict[Pair, int] = {}
     live = live_mutes()
     for mute in Mute.objects.filter(live, muter_id__in=ids, muted_id__in=ids).only("muter_id", "muted_id", "expires_at"):
         mutes[(mute.muter_id, mute.muted_id)] = mute_score(mute)
     return {
-        (a, b): PairControls(blocked=frozenset((a, b)) in blocked, a_mutes_b_until=mutes.get((a, b)), b_mutes_a_until=mutes.get((b, a)))
+        (a, b): PairControls(
+            blocked=frozenset((a, b)) in blocked, a_mutes_b_until=mutes.get((a, b)), b_mutes_a_until=mutes.get((b, a))
+        )
         for a, b in pairs
     }
 
@@ -125,7 +129,9 @@ def user_control_pairs(user_id: int) -> list[Pair]:
     return [(user_id, other) for other in sorted(others)]
 
 
-def controls_differences(client: redis.Redis, user_ids: Sequence[int], garbage: list[tuple[str, str, bytes]] | None = None) -> set[Pair]:
+def controls_differences(
+    client: redis.Redis, user_ids: Sequence[int], garbage: list[tuple[str, str, bytes]] | None = None
+) -> set[Pair]:
     """The pairs of ``user_ids`` whose blocks or mutes Redis shows otherwise than the database (the
     reconcile): one pipeline and two queries; expired mutes count as none, deleted accounts' ids as drift.
 
@@ -143,7 +149,9 @@ def controls_differences(client: redis.Redis, user_ids: Sequence[int], garbage: 
     now_ms = visibility_now_ms()
     # Read after Redis: a block applied meanwhile then shows on both sides.
     hidden: dict[int, set[int]] = {user_id: set() for user_id in ids}
-    for blocker_id, blocked_id in Block.objects.filter(Q(blocker_id__in=ids) | Q(blocked_id__in=ids)).values_list("blocker_id", "blocked_id"):
+    for blocker_id, blocked_id in Block.objects.filter(Q(blocker_id__in=ids) | Q(blocked_id__in=ids)).values_list(
+        "blocker_id", "blocked_id"
+    ):
         if blocker_id in hidden:
             hidden[blocker_id].add(blocked_id)
         if blocked_id in hidden:

@@ -63,7 +63,9 @@ def _lock_pair(actor_id: int, other_id: int, *, other_active: bool = True) -> Us
 
     :raises ControlTargetNotFoundError: no such account (or it is deactivated and ``other_active``).
     """
-    locked = {user.pk: user for user in User.objects.select_for_update().filter(pk__in=sorted({actor_id, other_id})).order_by("pk")}
+    locked = {
+        user.pk: user for user in User.objects.select_for_update().filter(pk__in=sorted({actor_id, other_id})).order_by("pk")
+    }
     other = locked.get(other_id)
     if other is None or (other_active and not other.is_active):
         raise ControlTargetNotFoundError("No such user.")
@@ -118,7 +120,9 @@ def block_create(*, actor: User, target_id: int) -> ControlResult:
             for follower_id, followee_id in ((actor.pk, target_id), (target_id, actor.pk)):
                 if _follow_remove(follower_id=follower_id, followee_id=followee_id).changed:
                     ended.append((follower_id, followee_id))
-            FollowRequest.objects.filter(Q(requester_id=actor.pk, target_id=target_id) | Q(requester_id=target_id, target_id=actor.pk)).delete()
+            FollowRequest.objects.filter(
+                Q(requester_id=actor.pk, target_id=target_id) | Q(requester_id=target_id, target_id=actor.pk)
+            ).delete()
             _record(actor.pk, target_id)
             block_created.send(sender=Block, blocker_id=actor.pk, blocked_id=target_id)
         return ControlResult(changed=True, unfollowed=tuple(ended))
@@ -162,7 +166,9 @@ def mute_create(*, actor: User, target_id: int, duration: timedelta | None = Non
         with transaction.atomic(), outbox.batched():
             _lock_pair(actor.pk, target_id)
             expires_at = timezone.now() + duration if duration is not None else None
-            Mute.objects.update_or_create(muter_id=actor.pk, muted_id=target_id, defaults={"expires_at": expires_at, "created_at": timezone.now()})
+            Mute.objects.update_or_create(
+                muter_id=actor.pk, muted_id=target_id, defaults={"expires_at": expires_at, "created_at": timezone.now()}
+            )
             _record(actor.pk, target_id)
             mute_changed.send(sender=Mute, muter_id=actor.pk, muted_id=target_id)
         return ControlResult(changed=True)
@@ -253,7 +259,9 @@ def follow_request_approve(*, actor: User, requester_id: int) -> FollowResult:
             except ActorInactiveError:
                 raise ControlConflictError(f"@{requester.username}'s account is deactivated; it cannot follow you now.") from None
             except FollowingLimitReached:
-                raise ControlConflictError(f"@{requester.username} follows as many accounts as it may; it cannot follow you now.") from None
+                raise ControlConflictError(
+                    f"@{requester.username} follows as many accounts as it may; it cannot follow you now."
+                ) from None
             if result.changed:
                 follow_request_approved.send(sender=FollowRequest, requester_id=requester_id, target_id=actor.pk)
             return result
@@ -309,7 +317,9 @@ def follow_requests_approve_all(*, owner_id: int, batch: int = 500) -> int:
         if owner is None:
             return approved  # gone, or private again
         pending: Sequence[int] = list(
-            FollowRequest.objects.filter(target_id=owner_id).order_by("created_at", "pk").values_list("requester_id", flat=True)[:batch]
+            FollowRequest.objects.filter(target_id=owner_id)
+            .order_by("created_at", "pk")
+            .values_list("requester_id", flat=True)[:batch]
         )
         if not pending:
             return approved

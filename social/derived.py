@@ -126,6 +126,9 @@ declare(
         Change.MUTE: Unaffected("a mute does not stop a follow"),
         Change.UNMUTE: Unaffected("a mute does not stop a follow"),
         Change.REACTIVATION: (kinds("social.follows_import"), HANDLED),
-        Change.DELETION: (HANDLED, Unaffected("an importer's jobs go with its account; a listed account deleted is skipped when its line comes")),
+        Change.DELETION: (
+            HANDLED,
+            Unaffected("an importer's jobs go with its account; a listed account deleted is skipped when its line comes"),
+        ),
     },
 )

@@ -26,7 +26,9 @@ class EpochSeconds(Func):
     output_field = BigIntegerField()
 
     def as_mysql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
-        return self.as_sql(compiler, connection, template="TIMESTAMPDIFF(SECOND, '1970-01-01 00:00:00', %(expressions)s)", **extra)
+        return self.as_sql(
+            compiler, connection, template="TIMESTAMPDIFF(SECOND, '1970-01-01 00:00:00', %(expressions)s)", **extra
+        )
 
     def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
         return self.as_sql(compiler, connection, template="CAST(strftime('%%%%s', %(expressions)s) AS INTEGER)", **extra)

@@ -47,7 +47,9 @@ def reconcile_health() -> ReconcileHealth:
     run = runs.order_by("-started_at", "-id").first()
     if run is None:
         return ReconcileHealth(note="no reconcile of the whole graph has run yet")
-    last_finished = runs.filter(finished_at__isnull=False).order_by("-started_at", "-id").values_list("finished_at", flat=True).first()
+    last_finished = (
+        runs.filter(finished_at__isnull=False).order_by("-started_at", "-id").values_list("finished_at", flat=True).first()
+    )
     if run.finished_at:
         state = "finished"
     elif run.error:
@@ -82,7 +84,10 @@ def suggestions_reconcile_health() -> ReconcileHealth:
     if run is None:
         return ReconcileHealth(note="no reconcile of who to follow has run yet")
     last_finished = (
-        SuggestionReconcileRun.objects.filter(finished_at__isnull=False).order_by("-started_at", "-id").values_list("finished_at", flat=True).first()
+        SuggestionReconcileRun.objects.filter(finished_at__isnull=False)
+        .order_by("-started_at", "-id")
+        .values_list("finished_at", flat=True)
+        .first()
     )
     state = "finished" if run.finished_at else "failed" if run.error else "running or interrupted"
     return ReconcileHealth(

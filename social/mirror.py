@@ -77,7 +77,9 @@ return 1
 FENCE_TTL_SECONDS = 3 * redis_keys.FENCE_WINDOW_SECONDS
 
 
-def _queue_side(pipe: Pipe, keys: tuple[str, str], member: int, score: int | None, fence: tuple[Version, bool, int] | None) -> None:
+def _queue_side(
+    pipe: Pipe, keys: tuple[str, str], member: int, score: int | None, fence: tuple[Version, bool, int] | None
+) -> None:
     set_key, zset_key = keys
     if fence is None:
         if score is None:

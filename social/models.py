@@ -73,7 +73,10 @@ class Block(models.Model):
             models.UniqueConstraint(fields=["blocker", "blocked"], name="block_unique_pair"),
             models.CheckConstraint(condition=~Q(blocker=F("blocked")), name="block_no_self_block"),
         ]
-        indexes = [models.Index(fields=["blocker", "created_at"], name="block_blocker_newest"), models.Index(fields=["blocked"], name="block_blocked")]
+        indexes = [
+            models.Index(fields=["blocker", "created_at"], name="block_blocker_newest"),
+            models.Index(fields=["blocked"], name="block_blocked"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.blocker_id} blocks {self.blocked_id}"
@@ -100,7 +103,10 @@ class Mute(models.Model):
             models.UniqueConstraint(fields=["muter", "muted"], name="mute_unique_pair"),
             models.CheckConstraint(condition=~Q(muter=F("muted")), name="mute_no_self_mute"),
         ]
-        indexes = [models.Index(fields=["muter", "created_at"], name="mute_muter_newest"), models.Index(fields=["expires_at"], name="mute_expiry")]
+        indexes = [
+            models.Index(fields=["muter", "created_at"], name="mute_muter_newest"),
+            models.Index(fields=["expires_at"], name="mute_expiry"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.muter_id} mutes {self.muted_id}"

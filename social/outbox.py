@@ -60,13 +60,17 @@ def _apply_layouts(entries: Sequence[OutboxEntry]) -> None:
 def _apply_pairs(entries: Sequence[OutboxEntry], *, verify: bool = True) -> None:
     pairs = [(entry.subject_id, entry.object_id) for entry in entries if entry.object_id is not None]
     # A pair changed twice in one batch has two hints: none is trusted.
-    hinted = [(entry.subject_id, entry.object_id, entry.hint) for entry in entries if entry.object_id is not None and entry.hinted]
+    hinted = [
+        (entry.subject_id, entry.object_id, entry.hint) for entry in entries if entry.object_id is not None and entry.hinted
+    ]
     counts = Counter(pairs)
     hints = {(follower, followee): hint for follower, followee, hint in hinted if counts[(follower, followee)] == 1}
     versions: dict[tuple[int, int], Version] = {}
     for entry in sorted(entries, key=lambda e: e.pk):
         if entry.object_id is not None:
-            versions[(entry.subject_id, entry.object_id)] = Version(entry_id=entry.pk, created_ms=int(entry.created_at.timestamp() * 1000))
+            versions[(entry.subject_id, entry.object_id)] = Version(
+                entry_id=entry.pk, created_ms=int(entry.created_at.timestamp() * 1000)
+            )
     layout_migrations_enqueue(mirror_apply_pairs(pairs, hints=hints, verify=verify, versions=versions))
 
 
@@ -137,7 +141,9 @@ def suggestions_request(*, user_id: int) -> bool:
     if not redis_available():
         return False
     try:
-        queued = get_redis().set(redis_keys.suggestions_queued_key(user_id), 1, nx=True, ex=redis_keys.SUGGESTIONS_QUEUED_TTL_SECONDS)
+        queued = get_redis().set(
+            redis_keys.suggestions_queued_key(user_id), 1, nx=True, ex=redis_keys.SUGGESTIONS_QUEUED_TTL_SECONDS
+        )
     except REDIS_ERRORS as exc:
         redis_failed(exc)
         return False

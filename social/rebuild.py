@@ -115,9 +115,7 @@ def _queue_zset(pipe: Pipe, key: str, scored: list[tuple[int, int]]) -> None:
     _queue_swap(pipe, tmp, key)
 
 
-def _queue_small_user(
-    pipe: Pipe, user_id: int, following: list[tuple[int, int]], followers: list[tuple[int, int]]
-) -> None:
+def _queue_small_user(pipe: Pipe, user_id: int, following: list[tuple[int, int]], followers: list[tuple[int, int]]) -> None:
     """Queue the replacement of a small single-layout account's four keys in one atomic step
     (``SMALL_USER_LUA``: one command where build-aside-and-swap costs 24).
     """
@@ -238,9 +236,9 @@ def rebuild_range(client: redis.Redis, low: int, high: int, *, inactive: set[int
 def _write_controls(client: redis.Redis, user_ids: list[int], low: int, high: int) -> None:
     """Replace the block and mute sets of ``user_ids`` (ids in ``(low, high]``) with the database's."""
     hidden: dict[int, list[int]] = defaultdict(list)
-    for blocker_id, blocked_id in Block.objects.filter(Q(blocker_id__gt=low, blocker_id__lte=high) | Q(blocked_id__gt=low, blocked_id__lte=high)).values_list(
-        "blocker_id", "blocked_id"
-    ):
+    for blocker_id, blocked_id in Block.objects.filter(
+        Q(blocker_id__gt=low, blocker_id__lte=high) | Q(blocked_id__gt=low, blocked_id__lte=high)
+    ).values_list("blocker_id", "blocked_id"):
         hidden[blocker_id].append(blocked_id)
         hidden[blocked_id].append(blocker_id)
     muted: dict[int, list[tuple[int, int]]] = defaultdict(list)
@@ -348,8 +346,12 @@ def rebuild_all(
     # Follows and unfollows that committed while we read older snapshots.
     mirror_apply_pairs(_pairs(changed_since(started_at)))
     # Blocks and mutes likewise.
-    changed_controls = OutboxEntry.objects.filter(Q(applied_at__isnull=True) | Q(applied_at__gte=started_at), kind=OUTBOX_CONTROL, object_id__isnull=False)
-    mirror_apply_controls([(subject, other) for subject, other in changed_controls.values_list("subject_id", "object_id") if other is not None])
+    changed_controls = OutboxEntry.objects.filter(
+        Q(applied_at__isnull=True) | Q(applied_at__gte=started_at), kind=OUTBOX_CONTROL, object_id__isnull=False
+    )
+    mirror_apply_controls(
+        [(subject, other) for subject, other in changed_controls.values_list("subject_id", "object_id") if other is not None]
+    )
     # Accounts deactivated or reactivated since the inactive ids were read.
     changed_users = OutboxEntry.objects.filter(Q(applied_at__isnull=True) | Q(applied_at__gte=started_at), kind=OUTBOX_USER)
     for user_id in sorted(set(changed_users.values_list("subject_id", flat=True))):

@@ -358,7 +358,9 @@ def reconcile_users(
         for user_id in sorted(wanted):
             if direction == FOLLOWING and check != CHECK_FULL:
                 report.edges_checked += aggregates.get(user_id, SideFigures()).count
-            if check == CHECK_FULL or not _cheap_equal(sides[(user_id, direction)], aggregates.get(user_id, SideFigures()), check):
+            if check == CHECK_FULL or not _cheap_equal(
+                sides[(user_id, direction)], aggregates.get(user_id, SideFigures()), check
+            ):
                 suspects[direction].append(user_id)
     drifted: set[int] = set()
     for direction, suspect_ids in suspects.items():
@@ -481,7 +483,14 @@ def reconcile_all(
 
 # The counters of a ``ReconcileRun``, named as in ``ReconcileReport.as_dict()``.
 RUN_FIGURES = (
-    "users_checked", "users_drifted", "edges_checked", "edges_missing", "edges_extra", "scores_wrong", "pairs_repaired", "controls_drifted",
+    "users_checked",
+    "users_drifted",
+    "edges_checked",
+    "edges_missing",
+    "edges_extra",
+    "scores_wrong",
+    "pairs_repaired",
+    "controls_drifted",
     "controls_repaired",
 )
 
@@ -527,7 +536,13 @@ def reconcile_run(
     )
     logger.info(
         "reconcile run %s: users_checked=%s edges_missing=%s edges_extra=%s scores_wrong=%s pairs_repaired=%s dry_run=%s",
-        run.pk, run.users_checked, run.edges_missing, run.edges_extra, run.scores_wrong, run.pairs_repaired, dry_run,
+        run.pk,
+        run.users_checked,
+        run.edges_missing,
+        run.edges_extra,
+        run.scores_wrong,
+        run.pairs_repaired,
+        dry_run,
     )
     return run, report
 

@@ -164,6 +164,6 @@ def all_user_keys(user_id: int) -> list[str]:
         keys.append(followers_set_shard_key(user_id, shard))
         keys.append(followers_zset_shard_key(user_id, shard))
     window = fence_window(time.time())
-    for structure in [following_set_key(user_id), followers_set_key(user_id), *keys[-2 * int(settings.FOLLOWERS_SHARDS)::2]]:
+    for structure in [following_set_key(user_id), followers_set_key(user_id), *keys[-2 * int(settings.FOLLOWERS_SHARDS) :: 2]]:
         keys += fence_keys(structure, window)
     return keys

@@ -117,6 +117,7 @@ def _newest_first(
 
     :returns: the page's rows, the cursor after its last (None: the end) and its first's position.
     """
+
     def position(row: Row) -> Cursor:
         return Cursor(score=(row.created_at - EPOCH) // unit, member=row.pk)
 
@@ -163,8 +164,12 @@ def blocked_by(*, user_id: int, cursor: Cursor | None = None, limit: int = 50, a
     """The accounts ``user_id`` blocks, newest first (cursor scores in microseconds), after
     ``cursor`` or just above ``above``."""
     rows = Block.objects.filter(blocker_id=user_id)
-    page, next_cursor, prev_cursor = _newest_first(rows.select_related("blocked"), cursor, limit, unit=timedelta(microseconds=1), above=above)
-    return ControlPage(entries=[block.blocked for block in page], total=rows.count(), next_cursor=next_cursor, prev_cursor=prev_cursor)
+    page, next_cursor, prev_cursor = _newest_first(
+        rows.select_related("blocked"), cursor, limit, unit=timedelta(microseconds=1), above=above
+    )
+    return ControlPage(
+        entries=[block.blocked for block in page], total=rows.count(), next_cursor=next_cursor, prev_cursor=prev_cursor
+    )
 
 
 @dataclass(frozen=True)
@@ -175,11 +180,15 @@ class MuteEntry:
     expires_at: datetime | None
 
 
-def muted_by(*, user_id: int, cursor: Cursor | None = None, limit: int = 50, above: Cursor | None = None) -> ControlPage[MuteEntry]:
+def muted_by(
+    *, user_id: int, cursor: Cursor | None = None, limit: int = 50, above: Cursor | None = None
+) -> ControlPage[MuteEntry]:
     """The accounts ``user_id`` mutes now, newest first (cursor scores in microseconds), after
     ``cursor`` or just above ``above``."""
     rows = Mute.objects.filter(live_mutes(), muter_id=user_id)
-    page, next_cursor, prev_cursor = _newest_first(rows.select_related("muted"), cursor, limit, unit=timedelta(microseconds=1), above=above)
+    page, next_cursor, prev_cursor = _newest_first(
+        rows.select_related("muted"), cursor, limit, unit=timedelta(microseconds=1), above=above
+    )
     entries = [MuteEntry(user=row.muted, expires_at=row.expires_at) for row in page]
     return ControlPage(entries=entries, total=rows.count(), next_cursor=next_cursor, prev_cursor=prev_cursor)
 
@@ -215,7 +224,9 @@ def relationship(*, viewer_id: int, user_id: int) -> Relationship:
         )
         return Relationship(is_following=(viewer_id, user_id) in pairs, follows_you=(user_id, viewer_id) in pairs)
 
-    return redis_or_database(from_redis, from_database, keys=[redis_keys.following_set_key(viewer_id), redis_keys.following_set_key(user_id)])
+    return redis_or_database(
+        from_redis, from_database, keys=[redis_keys.following_set_key(viewer_id), redis_keys.following_set_key(user_id)]
+    )
 
 
 # --- counts ---------------------------------------------------------------
@@ -278,7 +289,11 @@ def follow_counts_many(*, user_ids: Sequence[int]) -> dict[int, Counts]:
         keys = [
             key
             for user_id in ids
-            for key in (redis_keys.followers_layout_key(user_id), redis_keys.followers_set_key(user_id), redis_keys.following_set_key(user_id))
+            for key in (
+                redis_keys.followers_layout_key(user_id),
+                redis_keys.followers_set_key(user_id),
+                redis_keys.following_set_key(user_id),
+            )
         ]
         if is_cluster(client):
             pipe = pipeline(client)  # the accounts' keys are in different slots
@@ -478,7 +493,9 @@ def common_following_ids(*, user_id: int, other_id: int) -> set[int]:
         mine = active_follows().filter(follower_id=user_id).values_list("followee_id", flat=True)
         return set(active_follows().filter(follower_id=other_id, followee_id__in=mine).values_list("followee_id", flat=True))
 
-    return redis_or_database(from_redis, from_database, keys=[redis_keys.following_set_key(user_id), redis_keys.following_set_key(other_id)])
+    return redis_or_database(
+        from_redis, from_database, keys=[redis_keys.following_set_key(user_id), redis_keys.following_set_key(other_id)]
+    )
 
 
 def common_following(*, user_id: int, other_id: int, limit: int = 12, hidden: Collection[int] = ()) -> UserSample:
@@ -585,7 +602,7 @@ class Suggestion:
 
     @property
     def reason(self) -> str:
-        """"followed by @b, @c and 12 others you follow", or "popular" for a most-followed account."""
+        """ "followed by @b, @c and 12 others you follow", or "popular" for a most-followed account."""
         if not self.via:
             return "one of the most followed accounts"
         shown = [f"@{user.username}" for user in self.names][: self.via]
@@ -682,7 +699,11 @@ def suggestion_links(*, reader_id: int, candidate_ids: Collection[int]) -> dict[
 
 def suggestions_fallback(*, user_id: int, limit: int) -> list[Suggestion]:
     """The most followed accounts ``user_id`` does not follow or exclude, as suggestions without links."""
-    skip = set(active_follows().filter(follower_id=user_id).values_list("followee_id", flat=True)) | suggestion_exclusions(user_id) | {user_id}
+    skip = (
+        set(active_follows().filter(follower_id=user_id).values_list("followee_id", flat=True))
+        | suggestion_exclusions(user_id)
+        | {user_id}
+    )
     popular = [user for user, _ in users_most_followed(limit=POPULAR_POOL) if user.pk not in skip]
     return [Suggestion(user=user, via=0, names=[]) for user in popular[:limit]]
 
@@ -696,7 +717,9 @@ def blocks_either_way(user_id: int) -> set[int]:
     """The accounts a block separates from ``user_id``, either way (database read)."""
     return {
         blocked if blocker == user_id else blocker
-        for blocker, blocked in Block.objects.filter(Q(blocker_id=user_id) | Q(blocked_id=user_id)).values_list("blocker_id", "blocked_id")
+        for blocker, blocked in Block.objects.filter(Q(blocker_id=user_id) | Q(blocked_id=user_id)).values_list(
+            "blocker_id", "blocked_id"
+        )
     }
 
 

@@ -134,7 +134,18 @@ def _locked_follow_check(*, follower_id: int, followee_id: int) -> _FollowCheck:
             f" (SELECT t.approve_followers FROM {users} t WHERE t.id = %s),"
             f" EXISTS (SELECT 1 FROM {blocks} b WHERE b.blocker_id = %s AND b.blocked_id = %s),"
             f" EXISTS (SELECT 1 FROM {blocks} b WHERE b.blocker_id = %s AND b.blocked_id = %s)",
-            [followee_id, follower_id, followee_id, follower_id, int(settings.FOLLOWING_MAX), followee_id, follower_id, followee_id, followee_id, follower_id],
+            [
+                followee_id,
+                follower_id,
+                followee_id,
+                follower_id,
+                int(settings.FOLLOWING_MAX),
+                followee_id,
+                follower_id,
+                followee_id,
+                followee_id,
+                follower_id,
+            ],
         )
         row = cursor.fetchone()
     return _FollowCheck(
@@ -173,7 +184,9 @@ def _insert_follow(*, follower_id: int, followee_id: int, created_at: datetime) 
     insert = connection.ops.insert_statement(on_conflict=OnConflict.IGNORE)
     value = connection.ops.adapt_datetimefield_value(created_at)
     with connection.cursor() as cursor:
-        cursor.execute(f"{insert} {table} (follower_id, followee_id, created_at) VALUES (%s, %s, %s)", [follower_id, followee_id, value])
+        cursor.execute(
+            f"{insert} {table} (follower_id, followee_id, created_at) VALUES (%s, %s, %s)", [follower_id, followee_id, value]
+        )
         return bool(cursor.rowcount == 1)
 
 
@@ -193,7 +206,9 @@ def _follow_insert(*, follower_id: int, followee_id: int, approved: bool = False
             raise FollowBlockedError("You cannot follow this account.")
         _check_following_limit(follower_id=follower_id, following=check.following)
         if not approved:
-            limits.hit("follows", str(follower_id), "FOLLOW_RATE", message="You followed too many accounts today; try again later.")
+            limits.hit(
+                "follows", str(follower_id), "FOLLOW_RATE", message="You followed too many accounts today; try again later."
+            )
         if check.followee_private and not approved and _approves_followers_locked(followee_id):
             return _request_insert(follower_id=follower_id, followee_id=followee_id)
         created_at = now_whole_second()
@@ -225,7 +240,9 @@ def _request_insert(*, follower_id: int, followee_id: int) -> FollowResult:
     insert = connection.ops.insert_statement(on_conflict=OnConflict.IGNORE)
     value = connection.ops.adapt_datetimefield_value(now_whole_millisecond())
     with connection.cursor() as cursor:
-        cursor.execute(f"{insert} {table} (requester_id, target_id, created_at) VALUES (%s, %s, %s)", [follower_id, followee_id, value])
+        cursor.execute(
+            f"{insert} {table} (requester_id, target_id, created_at) VALUES (%s, %s, %s)", [follower_id, followee_id, value]
+        )
         made = cursor.rowcount == 1
     if made:
         # The requester's "who to follow" is re-derived without the account asked.
@@ -278,7 +295,9 @@ def _follow_remove(*, follower_id: int, followee_id: int) -> FollowResult:
     with transaction.atomic(), outbox.batched():
         with connection.cursor() as cursor:
             # One statement: Follow has no signals and nothing cascades from it.
-            cursor.execute(f"DELETE FROM {Follow._meta.db_table} WHERE follower_id = %s AND followee_id = %s", [follower_id, followee_id])
+            cursor.execute(
+                f"DELETE FROM {Follow._meta.db_table} WHERE follower_id = %s AND followee_id = %s", [follower_id, followee_id]
+            )
             deleted = cursor.rowcount
         if not deleted:
             return FollowResult(changed=False, follower_id=follower_id, followee_id=followee_id)

@@ -117,7 +117,13 @@ def _scan_slices(client: redis.Redis, key: str, *, zset: bool, slice_size: int) 
 
 
 def _copy(
-    client: redis.Redis, lock: _Lock, sources: list[KeyPair], place: Callable[[int], KeyPair], *, slice_size: int, step: StepCallback
+    client: redis.Redis,
+    lock: _Lock,
+    sources: list[KeyPair],
+    place: Callable[[int], KeyPair],
+    *,
+    slice_size: int,
+    step: StepCallback,
 ) -> int:
     """Copy every source sorted set into its new keys (ZADD + SADD), one slice per pipeline."""
     copied = 0
@@ -199,7 +205,9 @@ def _members_agree(
     return differ
 
 
-def _repair(client: redis.Redis, user_id: int, differ: set[int], old: Callable[[int], KeyPair], new: Callable[[int], KeyPair]) -> int:
+def _repair(
+    client: redis.Redis, user_id: int, differ: set[int], old: Callable[[int], KeyPair], new: Callable[[int], KeyPair]
+) -> int:
     """Re-apply differing members from the database until both layouts agree on them."""
     repaired = 0
     todo = sorted(differ)

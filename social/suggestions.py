@@ -60,8 +60,14 @@ class Ranked:
     names: tuple[int, ...]
 
 
-def rank(reader_id: int, followees: Collection[int], following_of: Callable[[Sequence[int]], Iterable[tuple[int, Collection[int]]]],
-         *, exclude: Collection[int] = (), limit: int = SUGGESTIONS_MAX) -> list[Ranked]:
+def rank(
+    reader_id: int,
+    followees: Collection[int],
+    following_of: Callable[[Sequence[int]], Iterable[tuple[int, Collection[int]]]],
+    *,
+    exclude: Collection[int] = (),
+    limit: int = SUGGESTIONS_MAX,
+) -> list[Ranked]:
     """The best ``limit`` candidates for ``reader_id`` who follows ``followees``.
 
     :param following_of: called with batches of followee ids, yields ``(followee, its followings)``.
@@ -84,8 +90,12 @@ def rank(reader_id: int, followees: Collection[int], following_of: Callable[[Seq
                 if len(named) < WHY_NAMES:
                     named.append(followee)
     blocked = set(exclude) | set(followees) | {reader_id}
-    best = sorted(((score, user_id) for user_id, score in scores.items() if user_id not in blocked), key=lambda item: (-item[0], item[1]))
-    return [Ranked(user_id=user_id, score=score, via=via[user_id], names=tuple(names[user_id])) for score, user_id in best[:limit]]
+    best = sorted(
+        ((score, user_id) for user_id, score in scores.items() if user_id not in blocked), key=lambda item: (-item[0], item[1])
+    )
+    return [
+        Ranked(user_id=user_id, score=score, via=via[user_id], names=tuple(names[user_id])) for score, user_id in best[:limit]
+    ]
 
 
 def _redis_following_of(client: redis.Redis) -> Callable[[Sequence[int]], Iterable[tuple[int, Collection[int]]]]:
@@ -124,7 +134,11 @@ def compute(
     # Links the reader may see only: the same rule as the read (selectors.suggestion_links).
     followees = set(followees) - blocks_either_way(reader_id)
     if not followees:
-        popular = [(user, count) for user, count in users_most_followed(limit=POPULAR_POOL) if user.pk not in exclude and user.pk != reader_id]
+        popular = [
+            (user, count)
+            for user, count in users_most_followed(limit=POPULAR_POOL)
+            if user.pk not in exclude and user.pk != reader_id
+        ]
         return [Ranked(user_id=user.pk, score=float(count), via=0, names=()) for user, count in popular[:limit]]
     # More than kept: some candidates may be deactivated.
     ranked = rank(reader_id, followees, following_of, exclude=exclude, limit=limit * 2)
@@ -192,7 +206,11 @@ def suggestions_rederive_account(*, account_id: int) -> int:
     :returns: how many readers were recomputed.
     :raises: ``REDIS_ERRORS``.
     """
-    readers = Follow.objects.filter(followee_id=account_id, follower__is_active=True).order_by("follower_id").values_list("follower_id", flat=True)
+    readers = (
+        Follow.objects.filter(followee_id=account_id, follower__is_active=True)
+        .order_by("follower_id")
+        .values_list("follower_id", flat=True)
+    )
     return suggestions_rederive(user_ids=readers.iterator(chunk_size=FOLLOWEE_BATCH))
 
 
@@ -224,7 +242,11 @@ def suggestions_refresh_active(
         saved = client.get(checkpoint)
         start_after = max(start_after, int(saved) if saved is not None and saved.isdigit() else 0)
     since = timezone.now() - timedelta(days=int(settings.FEED_ACTIVE_DAYS))
-    readers = User.objects.filter(is_active=True, last_seen_at__gte=since, pk__gt=start_after).order_by("pk").values_list("pk", flat=True)
+    readers = (
+        User.objects.filter(is_active=True, last_seen_at__gte=since, pk__gt=start_after)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
     done = 0
     for user_id in readers.iterator(chunk_size=1000):
         suggestions_refresh(user_id=user_id)
@@ -279,10 +301,14 @@ def _stored_set(client: redis.Redis, reader_id: int) -> tuple[bool, dict[int, fl
 def _same(ranked: Sequence[Ranked], scores: dict[int, float], reasons: dict[int, str]) -> bool:
     if {r.user_id for r in ranked} != set(scores) or set(reasons) != set(scores):
         return False
-    return all(abs(scores[r.user_id] - r.score) <= SCORE_TOLERANCE and reasons[r.user_id] == _why_value(r.via, r.names) for r in ranked)
+    return all(
+        abs(scores[r.user_id] - r.score) <= SCORE_TOLERANCE and reasons[r.user_id] == _why_value(r.via, r.names) for r in ranked
+    )
 
 
-def suggestions_reconcile(*, dry_run: bool = False, start_after: int = 0, on_progress: Callable[[SuggestionsDrift], None] | None = None) -> SuggestionsDrift:
+def suggestions_reconcile(
+    *, dry_run: bool = False, start_after: int = 0, on_progress: Callable[[SuggestionsDrift], None] | None = None
+) -> SuggestionsDrift:
     """Compare the stored suggestions (sets, scores, reasons) of every reader seen within
     ``FEED_ACTIVE_DAYS`` with a rebuild from the database, in id order, and replace drifted ones
     unless ``dry_run``; then ``rankings_reconcile``.
@@ -294,7 +320,11 @@ def suggestions_reconcile(*, dry_run: bool = False, start_after: int = 0, on_pro
     drift = SuggestionsDrift(dry_run=dry_run, last_user_id=start_after)
     client = get_redis()
     since = timezone.now() - timedelta(days=int(settings.FEED_ACTIVE_DAYS))
-    readers = User.objects.filter(is_active=True, last_seen_at__gte=since, pk__gt=start_after).order_by("pk").values_list("pk", flat=True)
+    readers = (
+        User.objects.filter(is_active=True, last_seen_at__gte=since, pk__gt=start_after)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
     for reader_id in readers.iterator(chunk_size=1000):
         drift.last_user_id = reader_id
         found, scores, reasons = _stored_set(client, reader_id)
@@ -308,7 +338,11 @@ def suggestions_reconcile(*, dry_run: bool = False, start_after: int = 0, on_pro
                     drift.readers_fixed += 1
             elif not dry_run:
                 pipe = client.pipeline(transaction=True)
-                for key in (redis_keys.suggestions_key(reader_id), redis_keys.suggestions_why_key(reader_id), redis_keys.suggestions_empty_key(reader_id)):
+                for key in (
+                    redis_keys.suggestions_key(reader_id),
+                    redis_keys.suggestions_why_key(reader_id),
+                    redis_keys.suggestions_empty_key(reader_id),
+                ):
                     pipe.expire(key, redis_keys.SUGGESTIONS_TTL_SECONDS)
                 pipe.execute()
         if on_progress is not None:

@@ -275,7 +275,9 @@ def follows_import_run(*, import_id: int, limit: int | None = None) -> ImportSte
     if job.waiting_until is not None and job.waiting_until > timezone.now():
         # Paused at the follow rate limit: the drain's next applications find it
         # still waiting and cost this one read until the limit lifts.
-        return ImportStep(done=job.position, finished=False, wait_seconds=int((job.waiting_until - timezone.now()).total_seconds()) + 1)
+        return ImportStep(
+            done=job.position, finished=False, wait_seconds=int((job.waiting_until - timezone.now()).total_seconds()) + 1
+        )
     actor = job.user
     if not actor.is_active:
         # Its lines are not spent on refusals: reactivation records the entry again.
@@ -323,7 +325,9 @@ def imports_drift(*, repair: bool) -> int:
     """
     pending = OutboxEntry.objects.filter(kind=IMPORT.name, applied_at__isnull=True).values_list("subject_id", flat=True)
     stalled = list(
-        FollowImport.objects.filter(finished_at__isnull=True, user__is_active=True).exclude(pk__in=list(pending)).values_list("pk", flat=True)
+        FollowImport.objects.filter(finished_at__isnull=True, user__is_active=True)
+        .exclude(pk__in=list(pending))
+        .values_list("pk", flat=True)
     )
     if repair:
         with transaction.atomic():

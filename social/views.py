@@ -58,7 +58,9 @@ def _list_page(request: HttpRequest, username: str, *, kind: str) -> HttpRespons
     visibility.require_content(viewer=viewer, user=user)
     reader = selectors.followers_page if kind == "followers" else selectors.following_page
     page = reader(user_id=user.pk, cursor=follow_cursor(request.GET.get("cursor")), limit=settings.FOLLOW_PAGE_SIZE)
-    entries = visibility.without_hidden(page.entries, viewer_id=viewer.pk if viewer else None, user_id_of=[e.user.pk for e in page.entries])
+    entries = visibility.without_hidden(
+        page.entries, viewer_id=viewer.pk if viewer else None, user_id_of=[e.user.pk for e in page.entries]
+    )
     context = {
         "profile_user": user,
         "kind": kind,
@@ -108,10 +110,19 @@ def _toggle(request: HttpRequest, username: str, *, following: bool) -> HttpResp
             raise
         # A form post (refused, or over a limit): its status and reason, and the way back.
         back = (reverse("feed:profile", kwargs={"username": target.username}), f"Back to @{target.username}")
-        return error_response(request, status=exc.status, message=exc.message, retry_after=getattr(exc, "retry_after", None), back=back)
+        return error_response(
+            request, status=exc.status, message=exc.message, retry_after=getattr(exc, "retry_after", None), back=back
+        )
     if wants_json(request):
         counts = selectors.follow_counts(user_id=target.pk)
-        return JsonResponse({"success": True, "following": following and not result.requested, "requested": following and result.requested, "followers": counts.followers})
+        return JsonResponse(
+            {
+                "success": True,
+                "following": following and not result.requested,
+                "requested": following and result.requested,
+                "followers": counts.followers,
+            }
+        )
     if result.requested and following:
         messages.success(request, f"Follow request sent: @{target.username} approves its followers.")
     if request.POST.get("next") == "suggestions":
@@ -139,7 +150,10 @@ def _control(request: HttpRequest, username: str, action: Callable[[User, User],
         "requests": (reverse("social:follow_requests"), "Back to your follow requests"),
         "followers": (reverse("social:followers", kwargs={"username": request.user.username}), "Back to your followers"),
     }
-    url, label = destinations.get(back) or (reverse("feed:profile", kwargs={"username": target.username}), f"Back to @{target.username}")
+    url, label = destinations.get(back) or (
+        reverse("feed:profile", kwargs={"username": target.username}),
+        f"Back to @{target.username}",
+    )
     try:
         done = action(request.user, target)
     except DomainError as exc:
@@ -236,7 +250,9 @@ def follow_request_decide(request: HttpRequest, username: str, decision: str) ->
 def follow_requests(request: HttpRequest) -> HttpResponse:
     """/requests/: the follow requests to the signed-in account, newest first, cursor-paged."""
     assert isinstance(request.user, User)
-    page = selectors.follow_requests_page(target_id=request.user.pk, cursor=request_cursor(request.GET.get("cursor")), limit=settings.FOLLOW_PAGE_SIZE)
+    page = selectors.follow_requests_page(
+        target_id=request.user.pk, cursor=request_cursor(request.GET.get("cursor")), limit=settings.FOLLOW_PAGE_SIZE
+    )
     return render(request, "social/follow_requests.html", {"page": page, "is_first_page": not request.GET.get("cursor")})
 
 
@@ -254,11 +270,17 @@ def privacy_settings(request: HttpRequest) -> HttpResponse:
         private = ticked == "on"
         approved = controls.account_privacy_set(actor=request.user, private=private)
         note = f" {approved} pending request{'s' if approved != 1 else ''} approved." if approved else ""
-        messages.success(request, ("Your account is private: you approve new followers." if private else "Your account is public.") + note)
+        messages.success(
+            request, ("Your account is private: you approve new followers." if private else "Your account is public.") + note
+        )
         return redirect("social:settings")
     context = {
-        "blocked": selectors.blocked_by(user_id=request.user.pk, cursor=control_cursor(request.GET.get("blocked")), limit=settings.FOLLOW_PAGE_SIZE),
-        "muted": selectors.muted_by(user_id=request.user.pk, cursor=control_cursor(request.GET.get("muted")), limit=settings.FOLLOW_PAGE_SIZE),
+        "blocked": selectors.blocked_by(
+            user_id=request.user.pk, cursor=control_cursor(request.GET.get("blocked")), limit=settings.FOLLOW_PAGE_SIZE
+        ),
+        "muted": selectors.muted_by(
+            user_id=request.user.pk, cursor=control_cursor(request.GET.get("muted")), limit=settings.FOLLOW_PAGE_SIZE
+        ),
         "requests": selectors.follow_requests_count(target_id=request.user.pk),
     }
     return render(request, "social/privacy_settings.html", context)
@@ -275,10 +297,17 @@ def follows_transfer(request: HttpRequest) -> HttpResponse:
         try:
             if upload is None:
                 raise InvalidInput("Choose a file to import.")
-            job = transfer.follows_import_start(actor=request.user, raw=bytes(upload.read(int(settings.FOLLOWS_IMPORT_MAX_BYTES) + 1)))
+            job = transfer.follows_import_start(
+                actor=request.user, raw=bytes(upload.read(int(settings.FOLLOWS_IMPORT_MAX_BYTES) + 1))
+            )
         except DomainError as exc:
             messages.error(request, exc.message)
-            return render(request, "social/follows_transfer.html", {"latest": selectors.follows_import_latest(user_id=request.user.pk)}, status=exc.status)
+            return render(
+                request,
+                "social/follows_transfer.html",
+                {"latest": selectors.follows_import_latest(user_id=request.user.pk)},
+                status=exc.status,
+            )
         messages.success(request, f"Importing {job.total:,} accounts: the progress shows below.")
         return redirect("social:follows_transfer")
     return render(request, "social/follows_transfer.html", {"latest": selectors.follows_import_latest(user_id=request.user.pk)})

@@ -31,7 +31,9 @@ def hidden_ids(*, viewer_id: int) -> set[int]:
         lambda client: {int(member) for member in client.smembers(redis_keys.blocks_key(viewer_id))},
         lambda: {
             other
-            for blocker, blocked in Block.objects.filter(Q(blocker_id=viewer_id) | Q(blocked_id=viewer_id)).values_list("blocker_id", "blocked_id")
+            for blocker, blocked in Block.objects.filter(Q(blocker_id=viewer_id) | Q(blocked_id=viewer_id)).values_list(
+                "blocker_id", "blocked_id"
+            )
             for other in (blocker, blocked)
             if other != viewer_id
         },

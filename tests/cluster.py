@@ -68,10 +68,29 @@ class RedisClusterNodes:
         work.mkdir(exist_ok=True)
         node.process = subprocess.Popen(
             [
-                "redis-server", "--port", str(node.port), "--bind", "127.0.0.1", "--dir", str(work),
-                "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                "--cluster-node-timeout", str(NODE_TIMEOUT_MS), "--cluster-require-full-coverage", "no", "--save", "", "--appendonly", "no",
-                "--daemonize", "no", "--loglevel", "warning",
+                "redis-server",
+                "--port",
+                str(node.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(work),
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                str(NODE_TIMEOUT_MS),
+                "--cluster-require-full-coverage",
+                "no",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+                "--loglevel",
+                "warning",
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -83,7 +102,15 @@ class RedisClusterNodes:
         for node in self.nodes:
             self._start_node(node)
         subprocess.run(
-            ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{node.port}" for node in self.nodes), "--cluster-replicas", "1", "--cluster-yes"],
+            [
+                "redis-cli",
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{node.port}" for node in self.nodes),
+                "--cluster-replicas",
+                "1",
+                "--cluster-yes",
+            ],
             check=True,
             capture_output=True,
             timeout=60,
@@ -93,7 +120,11 @@ class RedisClusterNodes:
 
     def wait_healthy(self, timeout: float = 30) -> None:
         """Until every running node says ``cluster_state:ok`` and all 16384 slots are served."""
-        self._wait(lambda: all(self._ok(node) for node in self.nodes if node.process is not None), timeout=timeout, what="cluster_state ok")
+        self._wait(
+            lambda: all(self._ok(node) for node in self.nodes if node.process is not None),
+            timeout=timeout,
+            what="cluster_state ok",
+        )
 
     def masters(self) -> list[ClusterNode]:
         """The nodes that are masters now (after a failover, a former replica among them)."""
@@ -111,9 +142,12 @@ class RedisClusterNodes:
         names the killed port as a slot owner and each counts all 16384 slots ok
         (``cluster_state`` alone says ok at once: the failure is noticed only after the node
         timeout, and with ``cluster-require-full-coverage no`` the other slots serve meanwhile)."""
+
         def promoted() -> bool:
             owners = [self._slot_owners(node) for node in self.nodes if node.process is not None]
-            return all(ports and killed.port not in ports for ports in owners) and all(self._slots_ok(node) == 16384 for node in self.nodes if node.process is not None)
+            return all(ports and killed.port not in ports for ports in owners) and all(
+                self._slots_ok(node) == 16384 for node in self.nodes if node.process is not None
+            )
 
         self._wait(promoted, timeout=timeout, what="failover")
 
@@ -143,7 +177,9 @@ class RedisClusterNodes:
         except redis.exceptions.RedisError:
             return False
         text = info if isinstance(info, str) else str(info)
-        return "cluster_state:ok" in text.replace("'", "") or (isinstance(info, dict) and info.get("cluster_state") == "ok" and int(info.get("cluster_slots_ok", 0)) == 16384)
+        return "cluster_state:ok" in text.replace("'", "") or (
+            isinstance(info, dict) and info.get("cluster_state") == "ok" and int(info.get("cluster_slots_ok", 0)) == 16384
+        )
 
     @staticmethod
     def _slot_ranges(node: ClusterNode) -> list[list[object]]:

@@ -51,8 +51,15 @@ def pytest_addoption(parser: Any) -> None:
 SERVICE_MARKERS = frozenset({"django_db", "worker", "replica", "browser"})
 SERVICE_FIXTURES = frozenset(
     {
-        "db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback", "django_db_setup",
-        "live_server", "admin_user", "admin_client", "redis_client",
+        "db",
+        "transactional_db",
+        "django_db_reset_sequences",
+        "django_db_serialized_rollback",
+        "django_db_setup",
+        "live_server",
+        "admin_user",
+        "admin_client",
+        "redis_client",
     }
 )
 
@@ -73,7 +80,11 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
 
 def cluster_caches(base: dict[str, Any], url: str) -> dict[str, Any]:
     """``base`` (the CACHES setting) with the default cache on the cluster at ``url``."""
-    options = {**base["default"]["OPTIONS"], "CONNECTION_FACTORY": "core.cluster.ClusterConnectionFactory", "CLUSTER_NODES": cluster_nodes(url)}
+    options = {
+        **base["default"]["OPTIONS"],
+        "CONNECTION_FACTORY": "core.cluster.ClusterConnectionFactory",
+        "CLUSTER_NODES": cluster_nodes(url),
+    }
     return {**base, "default": {**base["default"], "LOCATION": url.split(",", maxsplit=1)[0], "OPTIONS": options}}
 
 

@@ -80,9 +80,17 @@ class MariaDBServer:
         self.base_dir.mkdir(parents=True, exist_ok=True)
         with (self.base_dir / "install.log").open("wb") as out:
             subprocess.run(
-                [INSTALL_DB, "--no-defaults", f"--datadir={self.data_dir}", "--auth-root-authentication-method=normal",
-                 "--skip-test-db", "--user=root" if os.geteuid() == 0 else f"--user={os.getlogin()}"],
-                stdout=out, stderr=subprocess.STDOUT, check=True,
+                [
+                    INSTALL_DB,
+                    "--no-defaults",
+                    f"--datadir={self.data_dir}",
+                    "--auth-root-authentication-method=normal",
+                    "--skip-test-db",
+                    "--user=root" if os.geteuid() == 0 else f"--user={os.getlogin()}",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                check=True,
             )
 
     def start(self) -> None:
@@ -96,13 +104,26 @@ class MariaDBServer:
             else ["--read-only=ON", "--skip-log-bin", "--relay-log=replica-relay"]
         )
         self.process = subprocess.Popen(
-            [MARIADBD, "--no-defaults", f"--datadir={self.data_dir}", f"--socket={self.socket}", f"--port={self.port}",
-             "--bind-address=127.0.0.1", f"--pid-file={self.base_dir / 'mariadbd.pid'}", f"--log-error={self.log}",
-             f"--server-id={self.server_id}", "--skip-name-resolve", "--innodb-buffer-pool-size=128M",
-             # Test data: losing the last second in a crash is fine, a fsync per commit is not.
-             "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0",
-             "--character-set-server=utf8mb4", "--collation-server=utf8mb4_unicode_ci",
-             *(["--user=root"] if os.geteuid() == 0 else []), *role],
+            [
+                MARIADBD,
+                "--no-defaults",
+                f"--datadir={self.data_dir}",
+                f"--socket={self.socket}",
+                f"--port={self.port}",
+                "--bind-address=127.0.0.1",
+                f"--pid-file={self.base_dir / 'mariadbd.pid'}",
+                f"--log-error={self.log}",
+                f"--server-id={self.server_id}",
+                "--skip-name-resolve",
+                "--innodb-buffer-pool-size=128M",
+                # Test data: losing the last second in a crash is fine, a fsync per commit is not.
+                "--innodb-flush-log-at-trx-commit=2",
+                "--sync-binlog=0",
+                "--character-set-server=utf8mb4",
+                "--collation-server=utf8mb4_unicode_ci",
+                *(["--user=root"] if os.geteuid() == 0 else []),
+                *role,
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -120,7 +141,13 @@ class MariaDBServer:
 
     def connect(self, *, user: str = "root", password: str = "", database: str | None = None) -> Any:
         """A new autocommit MySQLdb connection to this server over TCP (the caller closes it)."""
-        options: dict[str, Any] = {"host": "127.0.0.1", "port": self.port, "user": user, "password": password, "connect_timeout": 2}
+        options: dict[str, Any] = {
+            "host": "127.0.0.1",
+            "port": self.port,
+            "user": user,
+            "password": password,
+            "connect_timeout": 2,
+        }
         if database is not None:
             options["database"] = database
         connection = MySQLdb.connect(**options)
@@ -303,8 +330,12 @@ def run(command: list[str]) -> int:
         started = time.monotonic()
         pair.start()
         redis_server.start()
-        print(f"tests.replica: primary 127.0.0.1:{pair.primary.port}, replica 127.0.0.1:{pair.replica.port}, "
-              f"redis 127.0.0.1:{redis_server.port}, ready in {time.monotonic() - started:.1f}s", file=sys.stderr, flush=True)
+        print(
+            f"tests.replica: primary 127.0.0.1:{pair.primary.port}, replica 127.0.0.1:{pair.replica.port}, "
+            f"redis 127.0.0.1:{redis_server.port}, ready in {time.monotonic() - started:.1f}s",
+            file=sys.stderr,
+            flush=True,
+        )
         env = {**os.environ, **pair.environment(), "REDIS_URL": redis_server.url}
         process = subprocess.Popen(command, env=env)
         return process.wait()

@@ -45,7 +45,9 @@ def test_promtool_checks_the_rules() -> None:
 
 
 def test_recorded_series_fire_each_alert() -> None:
-    result = subprocess.run([promtool(), "test", "rules", str(RULE_TESTS)], capture_output=True, text=True, timeout=120, check=False, cwd=RULES.parent)
+    result = subprocess.run(
+        [promtool(), "test", "rules", str(RULE_TESTS)], capture_output=True, text=True, timeout=120, check=False, cwd=RULES.parent
+    )
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout

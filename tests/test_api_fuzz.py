@@ -55,7 +55,13 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 # Per operation and generation mode; the document's 30-odd operations make
 # this the longest test of the suite, so it runs once (marked slow).
 EXAMPLES = int(os.environ.get("FOLLOWFEED_FUZZ_EXAMPLES", "20"))
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance, response_schema_conformance]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
 # Rows these tables hold change on refused requests by design (a session, a
 # counted login failure while Redis is down, the heartbeat of the watch).
 UNCHECKED_TABLES = {"django_session", "core_cache", "core_rediswatch"}
@@ -99,7 +105,9 @@ def world(user_factory: Any, django_capture_on_commit_callbacks: Any) -> dict[st
         for other in others:
             social_services.follow_create(actor=actor, followee_id=other.pk)
             social_services.follow_create(actor=other, followee_id=actor.pk)
-        notes = [feed_services.note_create(author=author, body=f"note {index}") for index, author in enumerate([actor, *others] * 2)]
+        notes = [
+            feed_services.note_create(author=author, body=f"note {index}") for index, author in enumerate([actor, *others] * 2)
+        ]
     ids = sorted({actor.pk, *(other.pk for other in others), *(note.pk for note in notes)})
     return {"actor": actor, "ids": ids}
 
@@ -131,6 +139,7 @@ def fuzz(base_url: str, credentials: Credentials, ids: list[int], figures: Count
     for operation in OPERATIONS:
         strategies = [operation.as_strategy(generation_mode=mode) for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)]
         if "{id}" in operation.path:
+
             def with_id(found: int, op: Any = operation) -> Any:
                 return op.as_strategy(path_parameters={"id": found})
 
@@ -151,7 +160,9 @@ def fuzz(base_url: str, credentials: Credentials, ids: list[int], figures: Count
             figures[response.status_code] += 1
             case.validate_response(response, checks=CHECKS)
             if 400 <= response.status_code < 500:
-                assert database_checksum(tables) == before, f"{case.method} {case.formatted_path} changed the database with a {response.status_code}"
+                assert database_checksum(tables) == before, (
+                    f"{case.method} {case.formatted_path} changed the database with a {response.status_code}"
+                )
 
         run()
 
@@ -195,7 +206,10 @@ class TestTheDocument:
         routes = {}
         for route, _ in walk(get_resolver().url_patterns):
             if route.startswith("api/") and not route.startswith(("api/v1/", "api/v2/")):
-                routes["/" + re.sub(r"<(?:\w+:)?(\w+)>", lambda m: "{id}" if m.group(1) == "raw_id" else "{" + m.group(1) + "}", route)] = route
+                routes[
+                    "/"
+                    + re.sub(r"<(?:\w+:)?(\w+)>", lambda m: "{id}" if m.group(1) == "raw_id" else "{" + m.group(1) + "}", route)
+                ] = route
         document = api_document()
         assert sorted(routes) == sorted(document["paths"])
         for path in routes:

@@ -37,22 +37,61 @@ LAYERS: list[tuple[str, set[str]]] = [
     (
         "foundations: models, keys, signals, errors, the Redis and database plumbing, parsing, paging order",
         {
-            "models", "redis_keys", "signals", "exit_codes", "errors", "serializers", "redis", "paging", "parsing",
-            "celery", "cluster", "replica", "routers", "transactions", "metrics",
+            "models",
+            "redis_keys",
+            "signals",
+            "exit_codes",
+            "errors",
+            "serializers",
+            "redis",
+            "paging",
+            "parsing",
+            "celery",
+            "cluster",
+            "replica",
+            "routers",
+            "transactions",
+            "metrics",
         },
     ),
     (
         "reads: what pages read (Redis or the database) and the rules they apply, and the caches their reads fill",
         {
-            "layout", "selectors", "admin_tools", "formatting", "forms", "http", "scopes", "limits", "visibility", "derived",
-            "page_reader", "note_cache", "fallback",
+            "layout",
+            "selectors",
+            "admin_tools",
+            "formatting",
+            "forms",
+            "http",
+            "scopes",
+            "limits",
+            "visibility",
+            "derived",
+            "page_reader",
+            "note_cache",
+            "fallback",
         },
     ),
     (
         "mirror upkeep: keeping Redis and the data in step (mirrors, rebuilds, reconciles, delivery, imports, servers)",
         {
-            "mirror", "rebuild", "reconcile", "sharding", "delivery", "edges", "health", "embedded", "importer", "celebrity",
-            "simulate", "datasets", "cache", "runs", "control_mirror", "sender", "validators",
+            "mirror",
+            "rebuild",
+            "reconcile",
+            "sharding",
+            "delivery",
+            "edges",
+            "health",
+            "embedded",
+            "importer",
+            "celebrity",
+            "simulate",
+            "datasets",
+            "cache",
+            "runs",
+            "control_mirror",
+            "sender",
+            "validators",
         },
     ),
     ("writes: a change and its side effects", {"services", "outbox", "receivers", "controls", "transfer", "suggestions"}),
@@ -100,7 +139,9 @@ def allowed(module: str, target: str) -> bool:
     and its layer is ``module``'s or a lower one, or when the pair is one of ``ALLOWED_UPWARD``."""
     if (module, target) in ALLOWED_UPWARD:
         return True
-    return APP_RANK[target.split(".", maxsplit=1)[0]] <= APP_RANK[module.split(".", maxsplit=1)[0]] and layer(target) <= layer(module)
+    return APP_RANK[target.split(".", maxsplit=1)[0]] <= APP_RANK[module.split(".", maxsplit=1)[0]] and layer(target) <= layer(
+        module
+    )
 
 
 def why_not(module: str, target: str) -> str:

@@ -38,7 +38,9 @@ CHANGES = [
 ]  # fmt: skip
 # Follows and unfollows weigh more: the graph's races need several of them on one pair.
 WEIGHTED = CHANGES + ["follow", "unfollow"] * 3
-steps = st.lists(st.tuples(st.sampled_from(WEIGHTED), st.integers(0, PEOPLE - 1), st.integers(0, PEOPLE - 1)), min_size=1, max_size=14)
+steps = st.lists(
+    st.tuples(st.sampled_from(WEIGHTED), st.integers(0, PEOPLE - 1), st.integers(0, PEOPLE - 1)), min_size=1, max_size=14
+)
 
 
 def _change(change: str, actor: User, other: User) -> None:
@@ -78,9 +80,13 @@ def _change(change: str, actor: User, other: User) -> None:
         raise AssertionError(change)
 
 
-@hypothesis_settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@hypothesis_settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(sequence=steps, data=st.data())
-def test_any_order_of_the_after_commit_work_ends_equal_to_a_rebuild(sequence, data, user_factory, settings, django_capture_on_commit_callbacks):
+def test_any_order_of_the_after_commit_work_ends_equal_to_a_rebuild(
+    sequence, data, user_factory, settings, django_capture_on_commit_callbacks
+):
     settings.OUTBOX_TASK_GRACE_SECONDS = 0
     people = [user_factory(last_seen_at=timezone.now()) for _ in range(PEOPLE)]
     with django_capture_on_commit_callbacks(execute=True):

@@ -97,7 +97,13 @@ def _make(change: Change, people: dict[str, User]) -> None:
 def _set_up(change: Change, people: dict[str, User]) -> None:
     """What must stand before ``change``: a follows b (or asked to), a mute, a block, b private..."""
     a, b = people["a"], people["b"]
-    private = change in (Change.REQUEST_MADE, Change.REQUEST_APPROVED, Change.REQUEST_REJECTED, Change.REQUEST_WITHDRAWN, Change.PRIVACY_OFF)
+    private = change in (
+        Change.REQUEST_MADE,
+        Change.REQUEST_APPROVED,
+        Change.REQUEST_REJECTED,
+        Change.REQUEST_WITHDRAWN,
+        Change.PRIVACY_OFF,
+    )
     if private:
         controls.account_privacy_set(actor=b, private=True)
     if change not in (Change.FOLLOW, Change.REQUEST_MADE, Change.UNBLOCK):

@@ -53,12 +53,18 @@ print(json.dumps({
 
 
 def test_embedded_default_serves_a_real_slice(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "CELERY_TASK_ALWAYS_EAGER"}}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "CELERY_TASK_ALWAYS_EAGER"}
+    }
     env.update(DJANGO_SETTINGS_MODULE="config.settings.local", FOLLOWFEED_VAR_DIR=str(tmp_path))
     env["DJANGO_ALLOWED_HOSTS"] = "testserver,localhost"
 
     try:
-        result = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+        result = subprocess.run(
+            [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+        )
     finally:
         stop = [sys.executable, "manage.py", "embedded_redis", "stop"]
         stopped = subprocess.run(stop, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
@@ -144,7 +150,11 @@ class TestEmbeddedServer:
 
 def embedded_env(var_dir: Path) -> dict[str, str]:
     """The environment of a command on the embedded default: REDIS_URL empty, SQLite and the server in ``var_dir``."""
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_CLUSTER_NODES", "CELERY_BROKER_URL", "CELERY_TASK_ALWAYS_EAGER"}}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "REDIS_CLUSTER_NODES", "CELERY_BROKER_URL", "CELERY_TASK_ALWAYS_EAGER"}
+    }
     env.update(DJANGO_SETTINGS_MODULE="config.settings.local", FOLLOWFEED_VAR_DIR=str(var_dir), REDIS_URL="")
     return env
 
@@ -169,7 +179,15 @@ def test_a_command_that_does_not_use_redis_starts_no_server(tmp_path, arguments)
     var = tmp_path / "var"
 
     try:
-        done = subprocess.run([sys.executable, "manage.py", *arguments], check=False, cwd=ROOT, env=embedded_env(var), capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "manage.py", *arguments],
+            check=False,
+            cwd=ROOT,
+            env=embedded_env(var),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         started = (var / "valkey.sock").exists() or (var / "valkey.pid").exists()
         processes = valkey_processes(var)
     finally:
@@ -187,8 +205,24 @@ def test_a_command_that_starts_the_server_and_leaves_it_running_says_so(tmp_path
     uses_redis = ["shell", "-c", "from core.redis import get_redis; print(get_redis().ping())"]
 
     try:
-        first = subprocess.run([sys.executable, "manage.py", *uses_redis], check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-        again = subprocess.run([sys.executable, "manage.py", *uses_redis], check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        first = subprocess.run(
+            [sys.executable, "manage.py", *uses_redis],
+            check=False,
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        again = subprocess.run(
+            [sys.executable, "manage.py", *uses_redis],
+            check=False,
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         running = EmbeddedRedis(var).answers()
     finally:
         EmbeddedRedis(var).stop()
@@ -196,7 +230,9 @@ def test_a_command_that_starts_the_server_and_leaves_it_running_says_so(tmp_path
     assert first.returncode == 0 and again.returncode == 0, first.stderr[-3000:] + again.stderr[-3000:]
     assert first.stdout.strip().endswith("True") and running
     said = [line for line in first.stderr.splitlines() if "embedded Valkey server" in line]
-    assert said == [f"The embedded Valkey server this command started keeps running on {var / 'valkey.sock'} (python manage.py embedded_redis stop stops it)."]
+    assert said == [
+        f"The embedded Valkey server this command started keeps running on {var / 'valkey.sock'} (python manage.py embedded_redis stop stops it)."
+    ]
     assert "embedded Valkey server" not in again.stderr  # it used the running server: nothing to say
 
 
@@ -239,7 +275,9 @@ def test_run_demo_keeps_the_mirror_across_restarts_and_rebuilds_it_for_other_dat
     for done in (first, restart, elsewhere, swapped):
         assert done.returncode == 0, done.stderr[-3000:]
     assert "First run: importing the graph" in first.stdout
-    replayed = re.search(r"Warmed up in [\d.]+ s: (\d+) notes replayed, Redis mirror rebuilt, 0 pending outbox entries applied", first.stdout)
+    replayed = re.search(
+        r"Warmed up in [\d.]+ s: (\d+) notes replayed, Redis mirror rebuilt, 0 pending outbox entries applied", first.stdout
+    )
     assert replayed and int(replayed.group(1)) > 0
     assert "First run" not in restart.stdout and "Warmed up" not in restart.stdout
     assert "The Redis mirror is current; nothing to warm up." in restart.stdout  # loaded from the append-only file
@@ -333,7 +371,9 @@ def test_the_embedded_database_takes_concurrent_writers_without_locked_errors(tm
     env.update(DJANGO_SETTINGS_MODULE="config.settings.local", FOLLOWFEED_VAR_DIR=str(tmp_path / "var"))
 
     try:
-        done = subprocess.run([sys.executable, "-c", CONCURRENT_WRITES], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+        done = subprocess.run(
+            [sys.executable, "-c", CONCURRENT_WRITES], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+        )
     finally:
         EmbeddedRedis(tmp_path / "var").stop()  # the script's server (started by its first Redis call)
 

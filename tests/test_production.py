@@ -39,6 +39,7 @@ from tests.support.redis import unlink_prefix
 
 ROOT = Path(__file__).resolve().parents[1]
 
+
 def production_block() -> str:
     """The shell block of the README's "Processes in production" section."""
     text = (ROOT / "README.md").read_text()
@@ -66,7 +67,13 @@ def isolated_block(block: str, names: OwnNames) -> tuple[str, str]:
     what it swaps, so a README that changed shape fails here instead of
     quietly running on the shared database, Redis db 0 or the ``celery`` queue.
     """
-    for variable in ("REDIS_KEY_PREFIX", "CELERY_TASK_DEFAULT_QUEUE", "CELERY_WORKER_HOSTNAME", "DJANGO_STATIC_ROOT", "XDG_RUNTIME_DIR"):
+    for variable in (
+        "REDIS_KEY_PREFIX",
+        "CELERY_TASK_DEFAULT_QUEUE",
+        "CELERY_WORKER_HOSTNAME",
+        "DJANGO_STATIC_ROOT",
+        "XDG_RUNTIME_DIR",
+    ):
         assert variable not in block, f"the README now sets {variable}; the test sets it to its own value"
     database = re.search(r"^export DATABASE_URL=(\S+)/(\w+)$", block, flags=re.MULTILINE)
     assert database is not None, "the production block exports no DATABASE_URL=.../<name>"
@@ -215,7 +222,9 @@ class TestIsolatedBlock:
         assert "CREATE DATABASE IF NOT EXISTS test_x_production_1 " in block
         assert "export REDIS_URL=redis://127.0.0.1:6379/9" in block
         assert f"--schedule {tmp_path}/" in block and f"mktemp -d {tmp_path}/" in block
-        assert block.startswith("export REDIS_KEY_PREFIX=p:\nexport CELERY_TASK_DEFAULT_QUEUE=q\nexport CELERY_WORKER_HOSTNAME=q@%h\n")
+        assert block.startswith(
+            "export REDIS_KEY_PREFIX=p:\nexport CELERY_TASK_DEFAULT_QUEUE=q\nexport CELERY_WORKER_HOSTNAME=q@%h\n"
+        )
         # Every other line is the README's.
         changed = {"DATABASE_URL", "CREATE DATABASE", "REDIS_URL", "/tmp/"}
         kept = [line for line in readme.splitlines() if not any(word in line for word in changed)]
@@ -262,9 +271,13 @@ class TestReadmeProductionCommands:
         # shared directory), the outbox and the broker's queue read at scrape time.
         assert refused[0] == 401 and len(token) > 20
         assert metrics[0] == 200, metrics[2][-2000:]
-        assert re.search(rb'^django_http_requests_total_by_method_total\{method="GET"\} [1-9]', metrics[2], re.MULTILINE), metrics[2][-3000:]
+        assert re.search(rb'^django_http_requests_total_by_method_total\{method="GET"\} [1-9]', metrics[2], re.MULTILINE), (
+            metrics[2][-3000:]
+        )
         assert re.search(rb'^followfeed_outbox_pending\{kind="feed.note"\} ', metrics[2], re.MULTILINE)
-        assert re.search(rb'^followfeed_celery_queue_messages\{queue="%s"\} ' % own_names.queue.encode(), metrics[2], re.MULTILINE)
+        assert re.search(
+            rb'^followfeed_celery_queue_messages\{queue="%s"\} ' % own_names.queue.encode(), metrics[2], re.MULTILINE
+        )
         # Only the test's own names were used: the static files and beat's schedule are under its directory.
         assert (tmp_path / "staticfiles" / "staticfiles.json").exists() and list(tmp_path.glob("followfeed-beat-schedule*"))
         # gunicorn's control socket (gunicorn >= 25) too.
@@ -282,7 +295,13 @@ class TestReadmeProductionCommands:
         del variables[missing]
 
         result = subprocess.run(
-            [sys.executable, "manage.py", "check"], cwd=ROOT, env=fresh_environment(**variables), capture_output=True, text=True, timeout=60, check=False
+            [sys.executable, "manage.py", "check"],
+            cwd=ROOT,
+            env=fresh_environment(**variables),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
 
         assert result.returncode != 0
@@ -303,7 +322,11 @@ class TestDeployCheck:
 
         result = subprocess.run(
             [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-            cwd=ROOT, env=fresh_environment(**variables), capture_output=True, text=True, timeout=60,
+            cwd=ROOT,
+            env=fresh_environment(**variables),
+            capture_output=True,
+            text=True,
+            timeout=60,
             check=False,
         )
 
@@ -317,12 +340,22 @@ class TestDotEnv:
         dot_env = tmp_path / ".env"
         dot_env.write_text((ROOT / ".env.example").read_text())
         show = "from django.conf import settings; print(settings.REDIS_EMBEDDED, settings.DATABASES['default']['ENGINE'])"
-        base = {"DJANGO_SETTINGS_MODULE": "config.settings.local", "DJANGO_DOT_ENV_FILE": str(dot_env), "FOLLOWFEED_VAR_DIR": str(tmp_path)}
+        base = {
+            "DJANGO_SETTINGS_MODULE": "config.settings.local",
+            "DJANGO_DOT_ENV_FILE": str(dot_env),
+            "FOLLOWFEED_VAR_DIR": str(tmp_path),
+        }
 
         def settings_seen(**extra: str) -> str:
             code = f"import django; django.setup(); {show}"
             result = subprocess.run(
-                [sys.executable, "-c", code], cwd=ROOT, env=fresh_environment(**base, **extra), capture_output=True, text=True, timeout=60, check=False
+                [sys.executable, "-c", code],
+                cwd=ROOT,
+                env=fresh_environment(**base, **extra),
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
             )
             assert result.returncode == 0, result.stderr[-2000:]
             return result.stdout.strip().splitlines()[-1]
@@ -330,7 +363,13 @@ class TestDotEnv:
         try:
             ignored = settings_seen()
         finally:
-            subprocess.run([sys.executable, "manage.py", "embedded_redis", "stop"], cwd=ROOT, env=fresh_environment(**base), timeout=60, check=False)
+            subprocess.run(
+                [sys.executable, "manage.py", "embedded_redis", "stop"],
+                cwd=ROOT,
+                env=fresh_environment(**base),
+                timeout=60,
+                check=False,
+            )
         read = settings_seen(DJANGO_READ_DOT_ENV_FILE="true")
         counted = settings_seen(DJANGO_READ_DOT_ENV_FILE="true", METRICS_QUERIES="true")
 

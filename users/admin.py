@@ -125,9 +125,7 @@ class UserAdmin(CanonicalIdsAdmin, DjangoUserAdmin):  # type: ignore[type-arg]
         """Show ``panel`` on the account page, above the form."""
         cls.panels.append(panel)
 
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[User], search_term: str
-    ) -> tuple[QuerySet[User], bool]:
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet[User], search_term: str) -> tuple[QuerySet[User], bool]:
         """Match a username prefix or an id through the username index (never ``LIKE '%x%'``)."""
         if not search_term.strip():
             return queryset, False

@@ -77,4 +77,3 @@ def user_set_active(*, user: User, is_active: bool) -> bool:
         # Inside the transaction: receivers record their outbox entries in it.
         user_activity_changed.send(sender=User, user_id=user.pk, is_active=is_active)
     return True
-

@@ -29,7 +29,12 @@ def signup(request: HttpRequest) -> HttpResponse:
     form = SignUpForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            limits.hit("signups", limits.client_address(request), "SIGNUP_RATE", message="Too many accounts created from here; try again later.")
+            limits.hit(
+                "signups",
+                limits.client_address(request),
+                "SIGNUP_RATE",
+                message="Too many accounts created from here; try again later.",
+            )
         except limits.RateLimited as exc:
             form.add_error(None, exc.message)
             return with_retry_after(render(request, "users/user_signup.html", {"form": form}, status=exc.status), exc)

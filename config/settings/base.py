@@ -127,7 +127,9 @@ if DATABASE_REPLICA_URL:
     # Tests: the replica reads the primary's test database, which reaches it through replication.
     DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
     DATABASE_ROUTERS = ["core.routers.ReplicaRouter"]
-    MIDDLEWARE.insert(MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1, "core.replica.ReplicaReadsMiddleware")
+    MIDDLEWARE.insert(
+        MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1, "core.replica.ReplicaReadsMiddleware"
+    )
 # --- end of database replica ------------------------------------------------
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -387,13 +389,36 @@ MASTODON_SCOPES = {
     "profile": "read only your account's basic information",
     **{
         f"read:{part}": f"read your {part.replace('_', ' ')}"
-        for part in ("accounts", "blocks", "bookmarks", "favourites", "filters", "follows", "lists", "mutes", "notifications", "search", "statuses")
+        for part in (
+            "accounts",
+            "blocks",
+            "bookmarks",
+            "favourites",
+            "filters",
+            "follows",
+            "lists",
+            "mutes",
+            "notifications",
+            "search",
+            "statuses",
+        )
     },
     **{
         f"write:{part}": f"change your {part.replace('_', ' ')}"
         for part in (
-            "accounts", "blocks", "bookmarks", "conversations", "favourites", "filters", "follows", "lists", "media", "mutes", "notifications",
-            "reports", "statuses",
+            "accounts",
+            "blocks",
+            "bookmarks",
+            "conversations",
+            "favourites",
+            "filters",
+            "follows",
+            "lists",
+            "media",
+            "mutes",
+            "notifications",
+            "reports",
+            "statuses",
         )
     },
 }
@@ -428,7 +453,14 @@ OAUTH2_PROVIDER_ID_TOKEN_MODEL = "oauth2_provider.IDToken"  # noqa: S105
 OAUTH2_PROVIDER_GRANT_MODEL = "oauth2_provider.Grant"
 CORS_ALLOW_ALL_ORIGINS = True
 CORS_URLS_REGEX = r"^/(api|oauth)/.*$"
-CORS_EXPOSE_HEADERS = ["Link", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-Request-Id", "Idempotency-Key"]
+CORS_EXPOSE_HEADERS = [
+    "Link",
+    "X-RateLimit-Limit",
+    "X-RateLimit-Remaining",
+    "X-RateLimit-Reset",
+    "X-Request-Id",
+    "Idempotency-Key",
+]
 CORS_ALLOW_HEADERS = ["accept", "authorization", "content-type", "idempotency-key", "user-agent", "x-requested-with"]
 # The version the Mastodon client API reports (GET /api/v1/instance).
 MASTODON_API_VERSION = "4.3.0"

@@ -109,7 +109,6 @@ def avatar_hue_filter(value: Any) -> int:
         return 210
 
 
-
 @register.filter(name="avatar_hue_class")
 def avatar_hue_class_filter(value: Any) -> str:
     """``{{ user.pk|avatar_hue_class }}``: ``"hue-N"`` (N 0-35), the avatar's hue in steps of 10 degrees."""

@@ -52,4 +52,3 @@ def moderator_client(moderator: Any) -> Client:
 @pytest.fixture
 def staff_client(plain_staff: Any) -> Client:
     return signed_in(plain_staff)
-

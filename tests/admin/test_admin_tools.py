@@ -111,7 +111,11 @@ class TestChangelistNeverCountsTheWholeTable:
 
 class TestUserSearch:
     def test_matches_username_prefixes_case_insensitively_and_ids(self) -> None:
-        ann, anna, bob = UserFactory.create(username="ann"), UserFactory.create(username="Anna"), UserFactory.create(username="bob")
+        ann, anna, bob = (
+            UserFactory.create(username="ann"),
+            UserFactory.create(username="Anna"),
+            UserFactory.create(username="bob"),
+        )
 
         assert set(user_ids_matching("AN")) == {ann.pk, anna.pk}
         assert user_ids_matching(str(bob.pk)) == [bob.pk]

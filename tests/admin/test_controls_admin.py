@@ -34,13 +34,21 @@ class TestControlsAdmin:
         page = client.get(f"/admin/users/user/{ann.pk}/change/")
 
         assert page.status_code == 200
-        assert page.context["controls_panel"] == {"blocks_made": 1, "blocks_received": 1, "mutes_made": 1, "requests_pending": 1, "private": True}
+        assert page.context["controls_panel"] == {
+            "blocks_made": 1,
+            "blocks_received": 1,
+            "mutes_made": 1,
+            "requests_pending": 1,
+            "private": True,
+        }
         assert b"social/block/?blocker__id__exact" not in page.content  # no link to the lists
         assert client.get("/admin/social/block/").status_code == 403
         assert client.get("/admin/social/mute/").status_code == 403
         assert client.get("/admin/social/followrequest/").status_code == 200
 
-    def test_the_counts_leave_out_expired_mutes_and_requests_of_deactivated_accounts(self, controlled: dict[str, Any], moderator: Any) -> None:
+    def test_the_counts_leave_out_expired_mutes_and_requests_of_deactivated_accounts(
+        self, controlled: dict[str, Any], moderator: Any
+    ) -> None:
         from datetime import timedelta
 
         from django.utils import timezone
@@ -56,7 +64,13 @@ class TestControlsAdmin:
 
         page = signed_in(moderator).get(f"/admin/users/user/{ann.pk}/change/")
 
-        assert page.context["controls_panel"] == {"blocks_made": 1, "blocks_received": 1, "mutes_made": 0, "requests_pending": 1, "private": True}
+        assert page.context["controls_panel"] == {
+            "blocks_made": 1,
+            "blocks_received": 1,
+            "mutes_made": 0,
+            "requests_pending": 1,
+            "private": True,
+        }
 
     def test_a_superuser_lists_them(self, controlled: dict[str, Any], superuser: Any) -> None:
         client = signed_in(superuser)

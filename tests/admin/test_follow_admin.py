@@ -93,9 +93,7 @@ class TestAdminBulkDelete:
         assert [u.pk for u in common.users] == [other.pk]
         assert common.count == 1
 
-    def test_refuses_more_than_the_cap_and_deletes_nothing(
-        self, star: Any, superuser_client: Any, monkeypatch: Any
-    ) -> None:
+    def test_refuses_more_than_the_cap_and_deletes_nothing(self, star: Any, superuser_client: Any, monkeypatch: Any) -> None:
         monkeypatch.setattr("social.admin.BULK_DELETE_MAX", 3)
         b, _fans = star
         chosen = list(Follow.objects.filter(followee=b).values_list("pk", flat=True)[:4])
@@ -198,7 +196,8 @@ class TestListSearchAndFilters:
         Follow.objects.filter(followee=b, follower=fans[3]).update(created_at=datetime(2009, 2, 14, 12, tzinfo=UTC))
 
         response = superuser_client.get(
-            "/admin/social/follow/", {"created_at__gte": "2009-02-14 00:00:00+00:00", "created_at__lt": "2009-02-15 00:00:00+00:00"}
+            "/admin/social/follow/",
+            {"created_at__gte": "2009-02-14 00:00:00+00:00", "created_at__lt": "2009-02-15 00:00:00+00:00"},
         )
 
         assert [f.follower_id for f in response.context["cl"].result_list] == [fans[3].pk]

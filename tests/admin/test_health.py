@@ -69,7 +69,7 @@ class TestOutboxBacklog:
         assert response.status_code == 200
         assert (outbox.pending, outbox.stuck) == (2, 1)
         assert [(kind.kind, kind.pending, kind.stuck) for kind in outbox.kinds] == [(str(OUTBOX_PAIR), 2, 1)]
-        assert b'<tr><td>social.pair</td><td>2</td><td>1</td>' in response.content
+        assert b"<tr><td>social.pair</td><td>2</td><td>1</td>" in response.content
         assert outbox.oldest_created_at == old
         assert 300 <= outbox.oldest_age_seconds < 400
 

@@ -42,7 +42,12 @@ def timeline_ids(user: Any) -> list[int]:
 
 class TestHide:
     def test_moderator_hides_by_action_and_the_note_leaves_every_feed(
-        self, reader_and_notes: Any, moderator_client: Any, moderator: Any, redis_client: Any, django_capture_on_commit_callbacks: Any
+        self,
+        reader_and_notes: Any,
+        moderator_client: Any,
+        moderator: Any,
+        redis_client: Any,
+        django_capture_on_commit_callbacks: Any,
     ) -> None:
         r, a1, a2, b1 = (reader_and_notes[k] for k in ("reader", "a1", "a2", "b1"))
         assert inbox_ids(redis_client, r) == [a2.pk, b1.pk, a1.pk]

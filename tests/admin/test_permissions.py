@@ -158,9 +158,7 @@ class TestStateChanges:
         bob = graph["bob"]
 
         button = moderator_client.post(f"/admin/users/user/{bob.pk}/mirror/deactivate/")
-        action = moderator_client.post(
-            "/admin/users/user/", {"action": "deactivate_accounts", "_selected_action": [bob.pk]}
-        )
+        action = moderator_client.post("/admin/users/user/", {"action": "deactivate_accounts", "_selected_action": [bob.pk]})
 
         assert button.status_code == 403
         assert action.status_code == 302  # Django answers "No action selected."
@@ -194,7 +192,9 @@ class TestStateChanges:
         assert entries[1].change_message == "Rebuilt the inbox of bob: 0 notes."
         assert entries[2].change_message.startswith("Reconciled bob (run ")
 
-    def test_superuser_deactivation_is_logged(self, superuser_client: Any, superuser: Any, graph: Any, django_capture_on_commit_callbacks: Any) -> None:
+    def test_superuser_deactivation_is_logged(
+        self, superuser_client: Any, superuser: Any, graph: Any, django_capture_on_commit_callbacks: Any
+    ) -> None:
         bob = graph["bob"]
 
         with django_capture_on_commit_callbacks(execute=True):
@@ -206,7 +206,9 @@ class TestStateChanges:
         entry = LogEntry.objects.get(user=superuser, object_id=str(bob.pk))
         assert entry.change_message == "Deactivated bob."
 
-    def test_moderator_follow_delete_is_logged(self, moderator_client: Any, moderator: Any, graph: Any, django_capture_on_commit_callbacks: Any) -> None:
+    def test_moderator_follow_delete_is_logged(
+        self, moderator_client: Any, moderator: Any, graph: Any, django_capture_on_commit_callbacks: Any
+    ) -> None:
         follow = graph["follow"]
 
         with django_capture_on_commit_callbacks(execute=True):

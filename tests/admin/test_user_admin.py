@@ -117,7 +117,9 @@ class TestDeactivation:
             superuser_client.post(f"/admin/users/user/{d.pk}/change/", {**form, "is_active": "on"})
         assert_d_is_back(quartet, redis_client)
 
-    def test_by_button(self, quartet: Any, superuser_client: Any, redis_client: Any, django_capture_on_commit_callbacks: Any) -> None:
+    def test_by_button(
+        self, quartet: Any, superuser_client: Any, redis_client: Any, django_capture_on_commit_callbacks: Any
+    ) -> None:
         with django_capture_on_commit_callbacks(execute=True):
             response = superuser_client.post(f"/admin/users/user/{quartet['D'].pk}/mirror/deactivate/")
 
@@ -255,7 +257,13 @@ class TestDeactivationAtOnce:
 
     @pytest.mark.parametrize("path", ["deactivate", "delete"])
     def test_a_small_account_is_re_mirrored_right_after_commit(
-        self, path: str, quartet: Any, superuser_client: Any, redis_client: Any, monkeypatch: Any, django_capture_on_commit_callbacks: Any
+        self,
+        path: str,
+        quartet: Any,
+        superuser_client: Any,
+        redis_client: Any,
+        monkeypatch: Any,
+        django_capture_on_commit_callbacks: Any,
     ) -> None:
         queued: list[Any] = []
         monkeypatch.setattr("core.tasks.outbox_apply.apply_async", lambda kwargs, **options: queued.append(kwargs))

@@ -23,7 +23,9 @@ FORMULAS = ["+1+2", "-1+2", "@SUM", "=1+2"]
 class TestOneRule:
     @pytest.mark.parametrize("name", FORMULAS)
     def test_the_admin_refuses_what_sign_up_refuses(self, name: str, superuser_client: Any) -> None:
-        response = superuser_client.post("/admin/users/user/add/", {"username": name, "password1": PASSWORD, "password2": PASSWORD, "usable_password": "true"})
+        response = superuser_client.post(
+            "/admin/users/user/add/", {"username": name, "password1": PASSWORD, "password2": PASSWORD, "usable_password": "true"}
+        )
         signup = Client().post("/signup/", {"username": name, "password1": PASSWORD, "password2": PASSWORD})
 
         assert response.status_code == 200
@@ -32,7 +34,10 @@ class TestOneRule:
         assert not User.objects.filter(username=name).exists()
 
     def test_the_admin_accepts_a_good_name(self, superuser_client: Any) -> None:
-        response = superuser_client.post("/admin/users/user/add/", {"username": "good.name", "password1": PASSWORD, "password2": PASSWORD, "usable_password": "true"})
+        response = superuser_client.post(
+            "/admin/users/user/add/",
+            {"username": "good.name", "password1": PASSWORD, "password2": PASSWORD, "usable_password": "true"},
+        )
 
         assert response.status_code == 302
         assert User.objects.filter(username="good.name").exists()
@@ -40,9 +45,16 @@ class TestOneRule:
     def test_the_admin_refuses_a_rename_to_a_formula(self, superuser_client: Any, user_factory: Any) -> None:
         user = user_factory(username="renamed")
         page = superuser_client.get(f"/admin/users/user/{user.pk}/change/")
-        form = {key: value for key, value in page.context["adminform"].form.initial.items() if value is not None and not isinstance(value, list)}
+        form = {
+            key: value
+            for key, value in page.context["adminform"].form.initial.items()
+            if value is not None and not isinstance(value, list)
+        }
 
-        response = superuser_client.post(f"/admin/users/user/{user.pk}/change/", {**form, "username": "@SUM", "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00"})
+        response = superuser_client.post(
+            f"/admin/users/user/{user.pk}/change/",
+            {**form, "username": "@SUM", "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00"},
+        )
 
         assert response.status_code == 200
         user.refresh_from_db()
@@ -75,7 +87,17 @@ class TestExportEscapes:
 
     @pytest.mark.parametrize(
         ("cell", "written"),
-        [("=A1", "'=A1"), ("+1", "'+1"), ("-1", "'-1"), ("@x", "'@x"), ("\tx", "'\tx"), ("\rx", "'\rx"), ("bob", "bob"), ("a-b", "a-b"), ("", "")],
+        [
+            ("=A1", "'=A1"),
+            ("+1", "'+1"),
+            ("-1", "'-1"),
+            ("@x", "'@x"),
+            ("\tx", "'\tx"),
+            ("\rx", "'\rx"),
+            ("bob", "bob"),
+            ("a-b", "a-b"),
+            ("", ""),
+        ],
     )
     def test_spreadsheet_safe(self, cell: str, written: str) -> None:
         assert transfer.spreadsheet_safe(cell) == written

@@ -114,7 +114,9 @@ class TestQuickRun:
 
         data = results(out)
 
-        assert {"redis_ping", "redis_zadd_pipelined", "redis_zrevrange_page", "mariadb_pk_select", "redis_ping_end"} <= set(data["raw"])
+        assert {"redis_ping", "redis_zadd_pipelined", "redis_zrevrange_page", "mariadb_pk_select", "redis_ping_end"} <= set(
+            data["raw"]
+        )
         assert data["raw"]["redis_zadd_pipelined"]["ops_per_s"] > 0
         assert data["fan_out"]["followers"] == 3000
         assert data["fan_out"]["inbox_writes"] == 3000  # every follower made an active reader gets the note

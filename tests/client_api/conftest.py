@@ -13,7 +13,9 @@ from oauth2_provider.models import AccessToken, Application
 from client_api.models import ClientApp
 
 
-def make_app(*, name: str = "Test app", scopes: str = "read write follow push", client_id: str | None = None, secret: str = "s3cret") -> Application:
+def make_app(
+    *, name: str = "Test app", scopes: str = "read write follow push", client_id: str | None = None, secret: str = "s3cret"
+) -> Application:
     app = Application(
         name=name,
         redirect_uris="urn:ietf:wg:oauth:2.0:oob",
@@ -30,7 +32,9 @@ def make_app(*, name: str = "Test app", scopes: str = "read write follow push", 
 
 
 def make_token(user: Any, app: Application, *, token: str, scope: str = "read write follow push") -> AccessToken:
-    return AccessToken.objects.create(user=user, application=app, token=token, scope=scope, expires=timezone.now() + timedelta(days=3650))
+    return AccessToken.objects.create(
+        user=user, application=app, token=token, scope=scope, expires=timezone.now() + timedelta(days=3650)
+    )
 
 
 class Api:

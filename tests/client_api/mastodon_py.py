@@ -102,7 +102,9 @@ def create_setup_sql_data() -> dict[str, User]:
     app.save()
     ClientApp.objects.create(application=app, scopes="read write follow push admin:read admin:write")
     for token, (username, scope) in TOKENS.items():
-        AccessToken.objects.create(user=users[username], application=app, token=token, scope=scope, expires=now + timedelta(days=3650))
+        AccessToken.objects.create(
+            user=users[username], application=app, token=token, scope=scope, expires=now + timedelta(days=3650)
+        )
     return users
 
 
@@ -125,8 +127,22 @@ class Gunicorn:
             raise RuntimeError(f"port {self.port} is in use: Mastodon.py's tests need it")
         self.log.write_bytes(b"")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "config.wsgi", "-b", f"127.0.0.1:{self.port}", "-w", "2", "--timeout", "60",
-             "--access-logfile", "-", "--error-logfile", "-"],
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "config.wsgi",
+                "-b",
+                f"127.0.0.1:{self.port}",
+                "-w",
+                "2",
+                "--timeout",
+                "60",
+                "--access-logfile",
+                "-",
+                "--error-logfile",
+                "-",
+            ],
             cwd=BASE_DIR,
             env=self.env,
             stdout=self.log.open("ab"),
@@ -153,8 +169,22 @@ def run_suite(root: Path, node_ids: list[str], *, junit: Path, timeout: float = 
     """Run Mastodon.py's tests ``node_ids`` from ``root`` against the live server, without cassettes."""
     env = {key: value for key, value in os.environ.items() if not key.startswith(("DJANGO_", "PYTEST_"))}
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:django", "-p", "no:cacheprovider", "-o", "addopts=", "--disable-recording",
-         "-q", "-rA", f"--junitxml={junit}", *node_ids],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:django",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=",
+            "--disable-recording",
+            "-q",
+            "-rA",
+            f"--junitxml={junit}",
+            *node_ids,
+        ],
         cwd=root,
         env=env,
         capture_output=True,
@@ -179,4 +209,3 @@ def outcomes(junit: Path) -> dict[str, str]:
         else:
             found[name] = "passed"
     return found
-

@@ -12,8 +12,21 @@ from tests.client_api.conftest import Api
 pytestmark = pytest.mark.django_db
 
 RELATIONSHIP_FIELDS = {
-    "id", "following", "showing_reblogs", "notifying", "languages", "followed_by", "blocking", "blocked_by", "muting",
-    "muting_notifications", "requested", "requested_by", "domain_blocking", "endorsed", "note",
+    "id",
+    "following",
+    "showing_reblogs",
+    "notifying",
+    "languages",
+    "followed_by",
+    "blocking",
+    "blocked_by",
+    "muting",
+    "muting_notifications",
+    "requested",
+    "requested_by",
+    "domain_blocking",
+    "endorsed",
+    "note",
 }
 
 
@@ -38,7 +51,15 @@ class TestAccounts:
 
         assert by_id["id"] == by_name["id"] == str(bob.pk)
 
-    @pytest.mark.parametrize("path", ["/api/v1/accounts/999999", "/api/v1/accounts/abc", "/api/v1/accounts/lookup?acct=nobody", "/api/v1/accounts/lookup?acct=bob@elsewhere.example"])
+    @pytest.mark.parametrize(
+        "path",
+        [
+            "/api/v1/accounts/999999",
+            "/api/v1/accounts/abc",
+            "/api/v1/accounts/lookup?acct=nobody",
+            "/api/v1/accounts/lookup?acct=bob@elsewhere.example",
+        ],
+    )
     def test_unknown_accounts_are_404(self, bob, api_alice, path: str) -> None:
         response = api_alice.get(path)
 
@@ -79,18 +100,24 @@ class TestRelationships:
         assert body[0]["followed_by"] is True
         assert body[0]["following"] is False
 
-    def test_familiar_followers_from_a_json_body_on_get(self, alice, bob, charlie, api_alice, api_bob, api_charlie, run_commits) -> None:
+    def test_familiar_followers_from_a_json_body_on_get(
+        self, alice, bob, charlie, api_alice, api_bob, api_charlie, run_commits
+    ) -> None:
         follow_via_api(run_commits, api_alice, bob)
         follow_via_api(run_commits, api_bob, charlie)
 
-        body = api_alice.get("/api/v1/accounts/familiar_followers", {"id": [str(charlie.pk)]}, content_type="application/json").json()
+        body = api_alice.get(
+            "/api/v1/accounts/familiar_followers", {"id": [str(charlie.pk)]}, content_type="application/json"
+        ).json()
 
         assert [item["id"] for item in body] == [str(charlie.pk)]
         assert [account["id"] for account in body[0]["accounts"]] == [str(bob.pk)]
 
 
 class TestFamiliarFollowersAndBlocks:
-    def test_an_account_in_a_block_shows_no_familiar_followers(self, alice, bob, charlie, api_alice, api_bob, api_charlie, run_commits) -> None:
+    def test_an_account_in_a_block_shows_no_familiar_followers(
+        self, alice, bob, charlie, api_alice, api_bob, api_charlie, run_commits
+    ) -> None:
         follow_via_api(run_commits, api_alice, bob)
         follow_via_api(run_commits, api_bob, charlie)
         run_commits(lambda: api_charlie.post(f"/api/v1/accounts/{alice.pk}/block"))
@@ -150,7 +177,9 @@ class TestFollows:
         assert body["followed_by"] is False
         assert not Follow.objects.filter(follower=alice, followee=bob).exists()
 
-    def test_a_private_accounts_lists_and_notes_are_empty_to_a_non_follower(self, alice, bob, charlie, api_alice, api_charlie, run_commits) -> None:
+    def test_a_private_accounts_lists_and_notes_are_empty_to_a_non_follower(
+        self, alice, bob, charlie, api_alice, api_charlie, run_commits
+    ) -> None:
         follow_via_api(run_commits, api_charlie, bob)
         bob.approve_followers = True
         bob.save()
@@ -295,7 +324,9 @@ class TestErrors:
         assert "error" in response.json()
 
     def test_cors_exposes_link(self, client) -> None:
-        response = client.options("/api/v1/timelines/home", headers={"Origin": "https://app.example", "Access-Control-Request-Method": "GET"})
+        response = client.options(
+            "/api/v1/timelines/home", headers={"Origin": "https://app.example", "Access-Control-Request-Method": "GET"}
+        )
 
         assert response["Access-Control-Allow-Origin"] in ("*", "https://app.example")
         plain = client.get("/api/v1/instance", headers={"Origin": "https://app.example"})

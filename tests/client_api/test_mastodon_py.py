@@ -30,26 +30,53 @@ pytestmark = [pytest.mark.worker, pytest.mark.slow]
 
 NAMED = {
     "test_account.py": [
-        "test_account", "test_accounts", "test_verify_credentials", "test_account_following", "test_account_followers",
-        "test_account_relationships", "test_account_follow_unfollow", "test_account_block_unblock", "test_account_mute_unmute",
-        "test_mutes", "test_blocks", "test_follow_suggestions", "test_account_lookup", "test_account_familiar_followers",
+        "test_account",
+        "test_accounts",
+        "test_verify_credentials",
+        "test_account_following",
+        "test_account_followers",
+        "test_account_relationships",
+        "test_account_follow_unfollow",
+        "test_account_block_unblock",
+        "test_account_mute_unmute",
+        "test_mutes",
+        "test_blocks",
+        "test_follow_suggestions",
+        "test_account_lookup",
+        "test_account_familiar_followers",
         "test_account_remove_from_followers",
     ],
     "test_follow_requests.py": [],  # all of it
     "test_notifications.py": [
-        "test_notifications", "test_notifications_types", "test_notifications_exclude_types", "test_notifications_exclude_and_types",
-        "test_notifications_dismiss", "test_notifications_clear", "test_grouped_notifications", "test_grouped_notification_pagination",
+        "test_notifications",
+        "test_notifications_types",
+        "test_notifications_exclude_types",
+        "test_notifications_exclude_and_types",
+        "test_notifications_dismiss",
+        "test_notifications_clear",
+        "test_grouped_notifications",
+        "test_grouped_notification_pagination",
     ],
     "test_timeline.py": ["test_unauthed_home_tl_throws", "test_home_tl", "test_home_tl_anonymous_throws", "test_min_max_id"],
     "test_status.py": ["test_status", "test_status_empty", "test_status_missing", "test_toot", "test_status_post"],
     "test_pagination.py": [
-        "test_fetch_next_previous", "test_fetch_next_previous_after_persist", "test_fetch_next_previous_from_pagination_info",
-        "test_fetch_remaining", "test_link_headers", "test_get_pagination_info", "test_pagination_iterator", "test_pagination_page_iterator",
+        "test_fetch_next_previous",
+        "test_fetch_next_previous_after_persist",
+        "test_fetch_next_previous_from_pagination_info",
+        "test_fetch_remaining",
+        "test_link_headers",
+        "test_get_pagination_info",
+        "test_pagination_iterator",
+        "test_pagination_page_iterator",
     ],
     "test_instance.py": ["test_instance_v1", "test_instance", "test_health"],
     "test_create_app.py": [
-        "test_create_app", "test_create_app_redirect_uris", "test_create_app_multiple_redirect_uris", "test_create_app_website",
-        "test_create_app_error", "test_app_verify_credentials",
+        "test_create_app",
+        "test_create_app_redirect_uris",
+        "test_create_app_multiple_redirect_uris",
+        "test_create_app_website",
+        "test_create_app_error",
+        "test_app_verify_credentials",
     ],
     "test_auth.py": ["test_auth_request_url"],
 }
@@ -75,7 +102,9 @@ GAPS: dict[str, str] = {
 
 
 def node_ids() -> list[str]:
-    return [f"tests/{module}::{name}" if name else f"tests/{module}" for module, names in NAMED.items() for name in (names or [""])]
+    return [
+        f"tests/{module}::{name}" if name else f"tests/{module}" for module, names in NAMED.items() for name in (names or [""])
+    ]
 
 
 def gap_of(node: str) -> str | None:

@@ -22,7 +22,9 @@ OOB = "urn:ietf:wg:oauth:2.0:oob"
 
 class TestAppsCreate:
     def test_registers_an_app_from_a_form(self, client: Client) -> None:
-        response = client.post("/api/v1/apps", {"client_name": "Tusky", "redirect_uris": OOB, "scopes": "read write", "website": "https://tusky.app"})
+        response = client.post(
+            "/api/v1/apps", {"client_name": "Tusky", "redirect_uris": OOB, "scopes": "read write", "website": "https://tusky.app"}
+        )
 
         assert response.status_code == 200
         body = response.json()
@@ -76,7 +78,14 @@ class TestCodeFlow:
     def test_sign_in_consent_code_token_refresh_and_revoke(self, alice, client: Client) -> None:
         app = make_app(secret="app-secret")
         verifier, challenge = _pkce()
-        query = {"client_id": app.client_id, "response_type": "code", "redirect_uri": OOB, "scope": "read write", "code_challenge": challenge, "code_challenge_method": "S256"}
+        query = {
+            "client_id": app.client_id,
+            "response_type": "code",
+            "redirect_uri": OOB,
+            "scope": "read write",
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+        }
 
         signed_out = client.get("/oauth/authorize", query)
         assert signed_out.status_code == 302 and "/login/" in signed_out["Location"]
@@ -93,7 +102,17 @@ class TestCodeFlow:
         assert found is not None
         code = found.group(1).decode()
 
-        token = Client().post("/oauth/token", {"grant_type": "authorization_code", "code": code, "client_id": app.client_id, "client_secret": "app-secret", "redirect_uri": OOB, "code_verifier": verifier})
+        token = Client().post(
+            "/oauth/token",
+            {
+                "grant_type": "authorization_code",
+                "code": code,
+                "client_id": app.client_id,
+                "client_secret": "app-secret",
+                "redirect_uri": OOB,
+                "code_verifier": verifier,
+            },
+        )
         assert token.status_code == 200, token.content
         body = token.json()
         assert body["scope"] == "read write"
@@ -101,7 +120,15 @@ class TestCodeFlow:
         me = Api(body["access_token"]).get("/api/v1/accounts/verify_credentials")
         assert me.status_code == 200 and me.json()["username"] == "alice"
 
-        refreshed = Client().post("/oauth/token", {"grant_type": "refresh_token", "refresh_token": body["refresh_token"], "client_id": app.client_id, "client_secret": "app-secret"})
+        refreshed = Client().post(
+            "/oauth/token",
+            {
+                "grant_type": "refresh_token",
+                "refresh_token": body["refresh_token"],
+                "client_id": app.client_id,
+                "client_secret": "app-secret",
+            },
+        )
         assert refreshed.status_code == 200
         new = refreshed.json()["access_token"]
         assert Api(new).get("/api/v1/accounts/verify_credentials").status_code == 200
@@ -115,7 +142,13 @@ class TestCodeFlow:
         app.redirect_uris = "https://app.example/callback"
         app.save()
         client.force_login(alice)
-        query = {"client_id": app.client_id, "response_type": "code", "redirect_uri": "https://app.example/callback", "scope": "read", "state": "s1"}
+        query = {
+            "client_id": app.client_id,
+            "response_type": "code",
+            "redirect_uri": "https://app.example/callback",
+            "scope": "read",
+            "state": "s1",
+        }
         consent = client.get("/oauth/authorize", query)
         form = {key.decode(): value.decode() for key, value in re.findall(rb'name="(\w+)" value="([^"]*)"', consent.content)}
 
@@ -129,7 +162,10 @@ class TestCodeFlow:
         app = make_app()
         client.force_login(alice)
 
-        response = client.get("/oauth/authorize", {"client_id": app.client_id, "response_type": "code", "redirect_uri": "https://evil.example/", "scope": "read"})
+        response = client.get(
+            "/oauth/authorize",
+            {"client_id": app.client_id, "response_type": "code", "redirect_uri": "https://evil.example/", "scope": "read"},
+        )
 
         assert response.status_code == 400
         assert Grant.objects.count() == 0
@@ -138,7 +174,9 @@ class TestCodeFlow:
         app = make_app(scopes="read")
         client.force_login(alice)
 
-        response = client.get("/oauth/authorize", {"client_id": app.client_id, "response_type": "code", "redirect_uri": OOB, "scope": "read write"})
+        response = client.get(
+            "/oauth/authorize", {"client_id": app.client_id, "response_type": "code", "redirect_uri": OOB, "scope": "read write"}
+        )
 
         assert response.status_code == 200
         assert b"invalid_scope" in response.content  # the out-of-band page names the refusal
@@ -148,7 +186,10 @@ class TestCodeFlow:
     def test_client_credentials_give_an_app_token(self) -> None:
         app = make_app(secret="app-secret")
 
-        response = Client().post("/oauth/token", {"grant_type": "client_credentials", "client_id": app.client_id, "client_secret": "app-secret", "scope": "read"})
+        response = Client().post(
+            "/oauth/token",
+            {"grant_type": "client_credentials", "client_id": app.client_id, "client_secret": "app-secret", "scope": "read"},
+        )
 
         assert response.status_code == 200
         token = response.json()["access_token"]
@@ -158,7 +199,9 @@ class TestCodeFlow:
     def test_a_wrong_secret_is_refused(self) -> None:
         app = make_app(secret="app-secret")
 
-        response = Client().post("/oauth/token", {"grant_type": "client_credentials", "client_id": app.client_id, "client_secret": "wrong"})
+        response = Client().post(
+            "/oauth/token", {"grant_type": "client_credentials", "client_id": app.client_id, "client_secret": "wrong"}
+        )
 
         assert response.status_code == 401
         assert response.json()["error"] == "invalid_client"

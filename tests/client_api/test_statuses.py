@@ -44,7 +44,13 @@ class TestStatuses:
 
     @pytest.mark.parametrize(
         "data",
-        [{"status": ""}, {"status": "   "}, {"status": "x" * 501}, {"status": "hi", "spoiler_text": "x" * 501}, {"status": "hi", "in_reply_to_id": "5"}],
+        [
+            {"status": ""},
+            {"status": "   "},
+            {"status": "x" * 501},
+            {"status": "hi", "spoiler_text": "x" * 501},
+            {"status": "hi", "in_reply_to_id": "5"},
+        ],
     )
     def test_bad_input_is_a_422_or_400_and_writes_nothing(self, api_alice, data: dict) -> None:
         response = api_alice.post("/api/v1/statuses", data)
@@ -99,7 +105,11 @@ class TestHomeTimeline:
         while url:
             response = api_alice.get(url)
             seen += [status["id"] for status in response.json()]
-            links = {part.split(";")[1].strip()[5:-1]: part.split(";")[0].strip()[1:-1] for part in response.get("Link", "").split(",") if part}
+            links = {
+                part.split(";")[1].strip()[5:-1]: part.split(";")[0].strip()[1:-1]
+                for part in response.get("Link", "").split(",")
+                if part
+            }
             url = links.get("next", "").replace("http://testserver", "")
             if response.json():
                 assert "prev" in links
@@ -176,14 +186,20 @@ class TestNotifications:
 class TestVisibility:
     @pytest.mark.parametrize("visibility", ["public", "unlisted", "private", "direct"])
     def test_visibility_and_warning_round_trip(self, api_alice, run_commits, visibility: str) -> None:
-        status = run_commits(lambda: api_alice.post("/api/v1/statuses", {"status": "hi", "visibility": visibility, "spoiler_text": "cw"})).json()
+        status = run_commits(
+            lambda: api_alice.post("/api/v1/statuses", {"status": "hi", "visibility": visibility, "spoiler_text": "cw"})
+        ).json()
 
         assert (status["visibility"], status["spoiler_text"], status["sensitive"]) == (visibility, "cw", True)
         assert api_alice.get(f"/api/v1/statuses/{status['id']}").json()["visibility"] == visibility
 
-    def test_followers_only_and_direct_statuses_to_a_follower_and_a_stranger(self, alice, bob, api_alice, api_bob, api_charlie, run_commits) -> None:
+    def test_followers_only_and_direct_statuses_to_a_follower_and_a_stranger(
+        self, alice, bob, api_alice, api_bob, api_charlie, run_commits
+    ) -> None:
         run_commits(lambda: follow_create(actor=bob, followee_id=alice.pk))
-        private = run_commits(lambda: api_alice.post("/api/v1/statuses", {"status": "friends", "visibility": "private"})).json()["id"]
+        private = run_commits(lambda: api_alice.post("/api/v1/statuses", {"status": "friends", "visibility": "private"})).json()[
+            "id"
+        ]
         direct = run_commits(lambda: api_alice.post("/api/v1/statuses", {"status": "me", "visibility": "direct"})).json()["id"]
 
         assert api_bob.get(f"/api/v1/statuses/{private}").status_code == 200
@@ -192,12 +208,20 @@ class TestVisibility:
         assert [s["id"] for s in api_charlie.get(f"/api/v1/accounts/{alice.pk}/statuses").json()] == []
         home = api_bob.get("/api/v1/timelines/home").json()
         assert [(s["id"], s["visibility"]) for s in home] == [(private, "private")]
-        assert [s["id"] for s in api_alice.get(f"/api/v1/accounts/{alice.pk}/statuses", {"exclude_direct": "true"}).json()] == [private]
+        assert [s["id"] for s in api_alice.get(f"/api/v1/accounts/{alice.pk}/statuses", {"exclude_direct": "true"}).json()] == [
+            private
+        ]
 
-    def test_the_home_timeline_shows_each_settings_and_counts_what_others_may_see(self, alice, bob, api_alice, api_bob, run_commits) -> None:
+    def test_the_home_timeline_shows_each_settings_and_counts_what_others_may_see(
+        self, alice, bob, api_alice, api_bob, run_commits
+    ) -> None:
         run_commits(lambda: follow_create(actor=bob, followee_id=alice.pk))
         posted = {
-            visibility: run_commits(lambda visibility=visibility: api_alice.post("/api/v1/statuses", {"status": visibility, "visibility": visibility, "spoiler_text": f"cw {visibility}"})).json()["id"]
+            visibility: run_commits(
+                lambda visibility=visibility: api_alice.post(
+                    "/api/v1/statuses", {"status": visibility, "visibility": visibility, "spoiler_text": f"cw {visibility}"}
+                )
+            ).json()["id"]
             for visibility in ("public", "unlisted", "private", "direct")
         }
         gone = run_commits(lambda: api_alice.post("/api/v1/statuses", {"status": "soon gone"})).json()["id"]
@@ -212,7 +236,9 @@ class TestVisibility:
         # Three notes others may see: the direct one and the deleted one are not counted.
         assert {s["account"]["statuses_count"] for s in home} == {3}
 
-    def test_an_author_in_the_home_timeline_is_the_same_account_as_its_own_page_shows(self, alice, bob, api_alice, api_bob, run_commits) -> None:
+    def test_an_author_in_the_home_timeline_is_the_same_account_as_its_own_page_shows(
+        self, alice, bob, api_alice, api_bob, run_commits
+    ) -> None:
         run_commits(lambda: follow_create(actor=bob, followee_id=alice.pk))
         run_commits(lambda: api_alice.post("/api/v1/statuses", {"status": "hello"}))
         type(alice).objects.filter(pk=alice.pk).update(bio="Writes <short> notes", approve_followers=True)
@@ -226,13 +252,17 @@ class TestVisibility:
 
     def test_the_callers_own_statuses_of_every_visibility_are_in_its_home(self, api_alice, run_commits) -> None:
         posted = [
-            run_commits(lambda visibility=visibility: api_alice.post("/api/v1/statuses", {"status": visibility, "visibility": visibility})).json()["id"]
+            run_commits(
+                lambda visibility=visibility: api_alice.post("/api/v1/statuses", {"status": visibility, "visibility": visibility})
+            ).json()["id"]
             for visibility in ("public", "unlisted", "private", "direct")
         ]
 
         home = api_alice.get("/api/v1/timelines/home").json()
 
-        assert [(s["id"], s["visibility"]) for s in home] == list(zip(reversed(posted), ["direct", "private", "unlisted", "public"], strict=True))
+        assert [(s["id"], s["visibility"]) for s in home] == list(
+            zip(reversed(posted), ["direct", "private", "unlisted", "public"], strict=True)
+        )
 
     def test_a_bad_visibility_is_a_4xx_and_writes_nothing(self, api_alice) -> None:
         response = api_alice.post("/api/v1/statuses", {"status": "hi", "visibility": "everyone"})
@@ -255,7 +285,9 @@ class TestNotificationsAndBlocks:
 
 
 class TestQueryCounts:
-    def test_the_home_timeline_costs_the_same_queries_whatever_the_authors(self, alice, user_factory, api_alice, run_commits, django_assert_num_queries) -> None:
+    def test_the_home_timeline_costs_the_same_queries_whatever_the_authors(
+        self, alice, user_factory, api_alice, run_commits, django_assert_num_queries
+    ) -> None:
         authors = user_factory.create_batch(6)
         for author in authors:
             run_commits(lambda author=author: follow_create(actor=alice, followee_id=author.pk))
@@ -283,4 +315,9 @@ class TestTimes:
 
         moment = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 
-        assert (iso(moment), iso_day(moment), iso(None), iso_day(None)) == ("2026-01-02T03:04:05.678Z", "2026-01-02T00:00:00.000Z", None, None)
+        assert (iso(moment), iso_day(moment), iso(None), iso_day(None)) == (
+            "2026-01-02T03:04:05.678Z",
+            "2026-01-02T00:00:00.000Z",
+            None,
+            None,
+        )

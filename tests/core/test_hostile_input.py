@@ -33,7 +33,10 @@ HOSTILE_IDS = ["²", "①", "١٢", "𝟙𝟘", "000000000000000011", "13 ", "-1
 def redis_state(request: Any, settings: Any) -> str:
     """Both read paths: Redis as usual, or stopped (nothing listens on its port)."""
     if request.param == "redis down":
-        settings.CACHES = {**settings.CACHES, "default": {**settings.CACHES["default"], "LOCATION": f"redis://127.0.0.1:{free_port()}/0"}}
+        settings.CACHES = {
+            **settings.CACHES,
+            "default": {**settings.CACHES["default"], "LOCATION": f"redis://127.0.0.1:{free_port()}/0"},
+        }
     return str(request.param)
 
 
@@ -49,7 +52,14 @@ def url_segment(raw: str) -> str:
 class TestIds:
     """C23: every URL or body field that takes an id."""
 
-    API_READS = ("/api/users/{}", "/api/users/{}/followers", "/api/users/{}/following", "/api/follow/or/not/{}", "/api/follow/common/{}", "/api/notes/{}")
+    API_READS = (
+        "/api/users/{}",
+        "/api/users/{}/followers",
+        "/api/users/{}/following",
+        "/api/follow/or/not/{}",
+        "/api/follow/common/{}",
+        "/api/notes/{}",
+    )
 
     @pytest.mark.parametrize("raw", HOSTILE_IDS)
     @pytest.mark.parametrize("route", API_READS)
@@ -62,7 +72,9 @@ class TestIds:
         assert body["errorMsg"] in ("User id must be a positive integer.", "Note id must be a positive integer.")
 
     @pytest.mark.parametrize("raw", HOSTILE_IDS)
-    def test_follow_and_delete_by_a_hostile_id_write_nothing(self, raw: str, alice: Any, user_factory: Any, redis_state: str) -> None:
+    def test_follow_and_delete_by_a_hostile_id_write_nothing(
+        self, raw: str, alice: Any, user_factory: Any, redis_state: str
+    ) -> None:
         # Ids 11 and 13 exist, so "000000000000000011" or "13 " read as a number would write.
         targets = [user_factory() for _ in range(14)]
         note = Note.objects.create(author=alice, body="mine")
@@ -98,7 +110,9 @@ class TestIds:
 
     @pytest.mark.parametrize("raw", HOSTILE_IDS)
     @pytest.mark.parametrize("changelist", ["/admin/users/user/", "/admin/social/follow/", "/admin/feed/note/"])
-    def test_admin_search_never_fails_and_never_reads_another_number(self, changelist: str, raw: str, admin_client: Any, alice: Any) -> None:
+    def test_admin_search_never_fails_and_never_reads_another_number(
+        self, changelist: str, raw: str, admin_client: Any, alice: Any
+    ) -> None:
         notes = [Note.objects.create(author=alice, body=f"n{index}") for index in range(14)]
 
         response = admin_client.get(changelist, {"q": raw})
@@ -146,7 +160,9 @@ class TestCursors:
             assert response.status_code == 400, url
             assert response.json() == {"success": False, "errorMsg": "Malformed cursor.", "data": None}
 
-    def test_a_follow_cursor_beyond_year_9999_is_refused_but_the_last_second_is_read(self, alice: Any, bob: Any, redis_state: str) -> None:
+    def test_a_follow_cursor_beyond_year_9999_is_refused_but_the_last_second_is_read(
+        self, alice: Any, bob: Any, redis_state: str
+    ) -> None:
         client = signed_in(alice)
 
         beyond = client.get(f"/api/users/{bob.pk}/followers", {"cursor": forged(f"v1:{MAX_SECONDS + 1}:1")})
@@ -164,14 +180,18 @@ class TestCursors:
         assert by_cursor.status_code == 200 and by_cursor.json()["data"]["list"] == []
         assert by_scroll.status_code == 200 and by_scroll.json()["data"]["list"] == []
 
-    @pytest.mark.parametrize("last_id", [str(MAX_MILLISECONDS + 1), "1000000000000000", str(2**53 - 1), str(2**53), "-1", "²", "1e9"])
+    @pytest.mark.parametrize(
+        "last_id", [str(MAX_MILLISECONDS + 1), "1000000000000000", str(2**53 - 1), str(2**53), "-1", "²", "1e9"]
+    )
     def test_scroll_last_id_outside_what_a_time_holds_is_400(self, last_id: str, alice: Any, redis_state: str) -> None:
         response = signed_in(alice).get("/api/blog/of/follow", {"lastId": last_id, "offset": "0"})
 
         assert response.status_code == 400
         assert response.json()["errorMsg"] == f"lastId must be a whole number from 0 to {MAX_MILLISECONDS}."
 
-    @pytest.mark.parametrize(("name", "value"), [("limit", "0"), ("limit", "101"), ("limit", "abc"), ("limit", "²"), ("offset", "-1")])
+    @pytest.mark.parametrize(
+        ("name", "value"), [("limit", "0"), ("limit", "101"), ("limit", "abc"), ("limit", "²"), ("offset", "-1")]
+    )
     def test_limits_and_offsets_are_checked(self, name: str, value: str, alice: Any) -> None:
         params = {name: value, **({"lastId": "1000"} if name == "offset" else {})}
 
@@ -213,7 +233,9 @@ class TestBodies:
             ("\u0301\u0308\u20dd", "body cannot be empty."),
         ],
     )
-    def test_note_text_with_nul_or_nothing_visible_is_400_in_the_api_and_the_form(self, body: str, message: str, alice: Any, redis_state: str) -> None:
+    def test_note_text_with_nul_or_nothing_visible_is_400_in_the_api_and_the_form(
+        self, body: str, message: str, alice: Any, redis_state: str
+    ) -> None:
         client = signed_in(alice)
         before = written()
 
@@ -303,7 +325,9 @@ class TestNames:
     def test_sign_up_refuses_names_that_cannot_be_told_apart_or_reached(self, username: str, problem: str, alice: Any) -> None:
         accounts = type(alice).objects.count()
 
-        response = Client().post("/signup/", {"username": username, "password1": "a-long-passphrase", "password2": "a-long-passphrase"})
+        response = Client().post(
+            "/signup/", {"username": username, "password1": "a-long-passphrase", "password2": "a-long-passphrase"}
+        )
 
         assert response.status_code == 400
         assert any(error.startswith(problem) for error in response.context["form"].errors["username"])
@@ -357,7 +381,10 @@ class TestMethods:
 
 class TestSignUpInput:
     def test_sign_up_answers_only_get_head_and_post(self) -> None:
-        answers = {method: getattr(Client(), method)("/signup/").status_code for method in ("get", "head", "post", "put", "delete", "patch")}
+        answers = {
+            method: getattr(Client(), method)("/signup/").status_code
+            for method in ("get", "head", "post", "put", "delete", "patch")
+        }
 
         assert answers == {"get": 200, "head": 200, "post": 400, "put": 405, "delete": 405, "patch": 405}
 
@@ -367,7 +394,12 @@ class TestSignUpInput:
 
         response = Client().post(
             "/signup/",
-            {"username": "newcomer", "display_name": name, "password1": "correct horse battery", "password2": "correct horse battery"},
+            {
+                "username": "newcomer",
+                "display_name": name,
+                "password1": "correct horse battery",
+                "password2": "correct horse battery",
+            },
         )
 
         assert response.status_code == 400
@@ -377,7 +409,9 @@ class TestSignUpInput:
 
 class TestAdminIds:
     @pytest.mark.parametrize("raw", ["١٢", "𝟙𝟘", "011", "²"])
-    def test_a_change_page_with_a_non_canonical_id_is_no_such_object(self, raw: str, superuser_client: Client, alice: Any, bob: Any) -> None:
+    def test_a_change_page_with_a_non_canonical_id_is_no_such_object(
+        self, raw: str, superuser_client: Client, alice: Any, bob: Any
+    ) -> None:
         follow = Follow.objects.create(follower=alice, followee=bob)
         digits = str(follow.pk)
         look_alike = {"١٢": "١٢", "𝟙𝟘": "𝟙𝟘", "011": "0" + digits, "²": "²"}[raw]
@@ -388,7 +422,9 @@ class TestAdminIds:
         assert response.status_code == 302 and response["Location"] == "/admin/"
         assert canonical.status_code == 200
 
-    def test_an_action_on_a_non_canonical_id_is_400_and_deletes_nothing(self, superuser_client: Client, alice: Any, bob: Any) -> None:
+    def test_an_action_on_a_non_canonical_id_is_400_and_deletes_nothing(
+        self, superuser_client: Client, alice: Any, bob: Any
+    ) -> None:
         follow = Follow.objects.create(follower=alice, followee=bob)
         arabic = "".join(chr(0x0660 + int(digit)) for digit in str(follow.pk))  # the same number in Arabic-Indic digits
 

@@ -49,7 +49,11 @@ class TestFollowsPerDay:
 
         assert Follow.objects.filter(follower=alice).count() == 400
         assert response.status_code == 429
-        assert response.json() == {"success": False, "errorMsg": "You followed too many accounts today; try again later.", "data": None}
+        assert response.json() == {
+            "success": False,
+            "errorMsg": "You followed too many accounts today; try again later.",
+            "data": None,
+        }
         assert 0 < int(response["Retry-After"]) <= 86_400 + 1
 
     def test_a_repeat_or_an_unfollow_is_not_counted(self, settings: Any, alice: Any, user_factory: Any) -> None:
@@ -67,7 +71,9 @@ class TestFollowsPerDay:
 
         assert answers == [200, 200, 200, 200, 429]
 
-    def test_the_page_answers_429_with_the_reason_and_the_way_back(self, settings: Any, alice: Any, bob: Any, charlie: Any) -> None:
+    def test_the_page_answers_429_with_the_reason_and_the_way_back(
+        self, settings: Any, alice: Any, bob: Any, charlie: Any
+    ) -> None:
         settings.FOLLOW_RATE = "1/d"
         client = signed_in(alice)
         client.post("/u/bob/follow/")
@@ -81,7 +87,10 @@ class TestFollowsPerDay:
 
     def test_the_limit_holds_while_redis_is_down(self, settings: Any, alice: Any, user_factory: Any) -> None:
         settings.FOLLOW_RATE = "2/d"
-        settings.CACHES = {**settings.CACHES, "default": {**settings.CACHES["default"], "LOCATION": f"redis://127.0.0.1:{free_port()}/0"}}
+        settings.CACHES = {
+            **settings.CACHES,
+            "default": {**settings.CACHES["default"], "LOCATION": f"redis://127.0.0.1:{free_port()}/0"},
+        }
         targets = [user_factory() for _ in range(3)]
         client = signed_in(alice)
 
@@ -182,14 +191,20 @@ class TestSignUpsPerAddress:
             client = Client(REMOTE_ADDR="10.0.0.1", HTTP_X_REAL_IP=address)  # the proxy's address is always the same
             return client.post("/signup/", {"username": username, "password1": PASSWORD, "password2": PASSWORD}).status_code
 
-        assert [from_client("a1", "198.51.100.1"), from_client("a2", "198.51.100.2"), from_client("a3", "198.51.100.1")] == [302, 302, 429]
+        assert [from_client("a1", "198.51.100.1"), from_client("a2", "198.51.100.2"), from_client("a3", "198.51.100.1")] == [
+            302,
+            302,
+            429,
+        ]
 
 
 class TestSignInLockout:
     def sign_in(self, username: str, password: str, address: str = "192.0.2.1") -> Any:
         return Client(REMOTE_ADDR=address).post("/login/", {"username": username, "password": password})
 
-    def test_after_the_failures_the_right_password_is_refused_until_the_window_ends(self, settings: Any, user_factory: Any) -> None:
+    def test_after_the_failures_the_right_password_is_refused_until_the_window_ends(
+        self, settings: Any, user_factory: Any
+    ) -> None:
         # A window long enough for four sign-ins on a loaded machine (each hashes a password).
         settings.LOGIN_FAILURE_ACCOUNT_RATE = "3/8s"
         user_factory(username="dora", password=PASSWORD)
@@ -216,7 +231,9 @@ class TestSignInLockout:
         assert self.sign_in("Dora", PASSWORD, address="192.0.2.3").status_code == 429
 
     @pytest.mark.parametrize("spelling", [" dora", "ＤＯＲＡ", "Dóra", "dora "])
-    def test_every_spelling_that_signs_in_as_the_account_counts_against_it(self, spelling: str, settings: Any, user_factory: Any) -> None:
+    def test_every_spelling_that_signs_in_as_the_account_counts_against_it(
+        self, spelling: str, settings: Any, user_factory: Any
+    ) -> None:
         settings.LOGIN_FAILURE_ACCOUNT_RATE = "2/h"
         user_factory(username="dora", password=PASSWORD)
         signs_in = self.sign_in(spelling, PASSWORD, address="192.0.2.9").status_code
@@ -271,7 +288,9 @@ class TestCountingWhileRedisIsDown:
         assert cache.get("hits") == 80
         assert _expiry(cache, "hits") == expires_before
 
-    def test_a_store_switch_between_the_add_and_the_increment_counts_instead_of_refusing(self, monkeypatch: Any, settings: Any, alice: Any) -> None:
+    def test_a_store_switch_between_the_add_and_the_increment_counts_instead_of_refusing(
+        self, monkeypatch: Any, settings: Any, alice: Any
+    ) -> None:
         from django.core.cache import caches
 
         from core import cache as cache_module

@@ -109,11 +109,15 @@ class TestOutboxFigures:
 class TestReconcileFigures:
     def test_the_last_finished_run_when_how_long_and_drift(self, token: str) -> None:
         started = timezone.now() - timedelta(hours=2)
-        ReconcileRun.objects.create(started_at=started, finished_at=started + timedelta(seconds=90), users_drifted=2, controls_drifted=1)
+        ReconcileRun.objects.create(
+            started_at=started, finished_at=started + timedelta(seconds=90), users_drifted=2, controls_drifted=1
+        )
 
         response = scrape(HTTP_AUTHORIZATION=token)
 
-        assert value(response, "followfeed_reconcile_last_finished_timestamp_seconds", kind="graph") == pytest.approx((started + timedelta(seconds=90)).timestamp())
+        assert value(response, "followfeed_reconcile_last_finished_timestamp_seconds", kind="graph") == pytest.approx(
+            (started + timedelta(seconds=90)).timestamp()
+        )
         assert value(response, "followfeed_reconcile_last_duration_seconds", kind="graph") == 90
         assert value(response, "followfeed_reconcile_last_drift", kind="graph") == 3
         assert value(response, "followfeed_reconcile_last_failed", kind="graph") == 0
@@ -129,7 +133,9 @@ class TestReconcileFigures:
         response = scrape(HTTP_AUTHORIZATION=token)
 
         assert value(response, "followfeed_reconcile_last_failed", kind="graph") == 1
-        assert value(response, "followfeed_reconcile_last_finished_timestamp_seconds", kind="graph") == pytest.approx(done.timestamp())
+        assert value(response, "followfeed_reconcile_last_finished_timestamp_seconds", kind="graph") == pytest.approx(
+            done.timestamp()
+        )
         assert value(response, "followfeed_reconcile_last_drift", kind="graph") is None
 
 

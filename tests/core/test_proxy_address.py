@@ -48,7 +48,9 @@ class TestClientAddress:
 
     def test_the_header_named_alone_is_read_from_the_right(self, settings: Any) -> None:
         # The trial's setting: CLIENT_ADDRESS_HEADER=HTTP_X_FORWARDED_FOR and no proxy count.
-        got = address(settings, count=0, header="HTTP_X_FORWARDED_FOR", REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR="6.6.6.6, 198.51.100.7")
+        got = address(
+            settings, count=0, header="HTTP_X_FORWARDED_FOR", REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR="6.6.6.6, 198.51.100.7"
+        )
 
         assert got == "198.51.100.7"
 
@@ -63,9 +65,9 @@ class TestSignUpsBehindTheProxy:
         settings.TRUSTED_PROXY_COUNT = 1
 
         statuses = [
-            Client(REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR=f"203.0.113.{index}, 198.51.100.7").post(
-                "/signup/", {"username": f"spoof{index}", "password1": PASSWORD, "password2": PASSWORD}
-            ).status_code
+            Client(REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR=f"203.0.113.{index}, 198.51.100.7")
+            .post("/signup/", {"username": f"spoof{index}", "password1": PASSWORD, "password2": PASSWORD})
+            .status_code
             for index in range(8)
         ]
 
@@ -77,9 +79,9 @@ class TestSignUpsBehindTheProxy:
         settings.TRUSTED_PROXY_COUNT = 1
 
         statuses = [
-            Client(REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR=f"198.51.100.{index}").post(
-                "/signup/", {"username": f"real{index}", "password1": PASSWORD, "password2": PASSWORD}
-            ).status_code
+            Client(REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR=f"198.51.100.{index}")
+            .post("/signup/", {"username": f"real{index}", "password1": PASSWORD, "password2": PASSWORD})
+            .status_code
             for index in range(8)
         ]
 
@@ -95,9 +97,13 @@ class TestSignInLockBehindTheProxy:
         user_factory(username="dora", password=PASSWORD)
         guesser = Client(REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR="203.0.113.66")
 
-        failures = [guesser.post("/login/", {"username": f"made{index}", "password": "wrong password"}).status_code for index in range(31)]
+        failures = [
+            guesser.post("/login/", {"username": f"made{index}", "password": "wrong password"}).status_code for index in range(31)
+        ]
         locked = guesser.post("/login/", {"username": "made99", "password": "wrong password"})
-        dora = Client(REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR="198.51.100.20").post("/login/", {"username": "dora", "password": PASSWORD})
+        dora = Client(REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR="198.51.100.20").post(
+            "/login/", {"username": "dora", "password": PASSWORD}
+        )
 
         assert failures[:30] == [200] * 30
         assert locked.status_code == 429

@@ -294,4 +294,6 @@ class TestUnderReplicaLag:
         assert inbox_ids(redis_client, alice) == newest_first
         assert redis_client.exists(feed_keys.inbox_key(charlie.pk))
         with capsys.disabled():
-            print(f"\nreplica lag injected {lag_seconds:.2f}s; caught up {catch_up_seconds * 1000:.1f} ms after START SLAVE SQL_THREAD")
+            print(
+                f"\nreplica lag injected {lag_seconds:.2f}s; caught up {catch_up_seconds * 1000:.1f} ms after START SLAVE SQL_THREAD"
+            )

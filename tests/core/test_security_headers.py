@@ -35,7 +35,17 @@ class TestContentSecurityPolicy:
     def test_every_page_sends_a_policy_it_satisfies(self, alice: Any, bob: Any) -> None:
         note = Note.objects.create(author=bob, body="hello")
         client = signed_in(alice)
-        pages = ["/", "/?q=bo", "/u/bob/", "/u/bob/followers/", "/u/bob/following/", "/u/bob/notes/", "/home", f"/n/{note.pk}/", "/nowhere/"]
+        pages = [
+            "/",
+            "/?q=bo",
+            "/u/bob/",
+            "/u/bob/followers/",
+            "/u/bob/following/",
+            "/u/bob/notes/",
+            "/home",
+            f"/n/{note.pk}/",
+            "/nowhere/",
+        ]
         signed_out = ["/signup/", "/login/"]
 
         responses = [client.get(url) for url in pages] + [Client().get(url) for url in signed_out]
@@ -81,7 +91,9 @@ class TestBehindATlsProxy:
     def test_a_write_from_the_trusted_origin_is_accepted(self, proxied: None, alice: Any) -> None:
         client, token = self.client_for(alice)
 
-        response = client.post("/api/notes", {"body": "through the proxy"}, HTTP_X_CSRFTOKEN=token, HTTP_ORIGIN="https://followfeed.example")
+        response = client.post(
+            "/api/notes", {"body": "through the proxy"}, HTTP_X_CSRFTOKEN=token, HTTP_ORIGIN="https://followfeed.example"
+        )
 
         assert response.status_code == 201
         assert Note.objects.filter(author=alice, body="through the proxy").exists()
@@ -92,7 +104,10 @@ class TestBehindATlsProxy:
         response = client.post("/api/notes", {"body": "forged"}, HTTP_X_CSRFTOKEN=token, HTTP_ORIGIN="https://evil.example")
 
         assert response.status_code == 403
-        assert response.json()["errorMsg"] == "Request refused by the CSRF check: Origin checking failed - https://evil.example does not match any trusted origins."
+        assert (
+            response.json()["errorMsg"]
+            == "Request refused by the CSRF check: Origin checking failed - https://evil.example does not match any trusted origins."
+        )
         assert not Note.objects.filter(body="forged").exists()
 
     def test_plain_http_is_redirected_to_https(self, proxied: None) -> None:

@@ -1,6 +1,5 @@
 """The importer's fast path (one LOAD DATA into an empty follows table) gives the same rows as the batch path."""
 
-
 import pytest
 from django.db import transaction
 

@@ -41,7 +41,9 @@ def die_after_first(count):
     os.kill(os.getpid(), signal.SIGKILL)
 """
 
-IMPORT_TWICE = PRELUDE + r"""
+IMPORT_TWICE = (
+    PRELUDE
+    + r"""
 from datatools.importer import graph_import
 from social.models import Follow
 schema, before = indexes(), pragmas()
@@ -62,13 +64,19 @@ print(json.dumps({
     "sign_in": __import__("django.contrib.auth", fromlist=["authenticate"]).authenticate(username="u4", password="pw") is not None,
 }))
 """
+)
 
-KILLED_IMPORT = PRELUDE + r"""
+KILLED_IMPORT = (
+    PRELUDE
+    + r"""
 from datatools.importer import graph_import
 graph_import(Path(sys.argv[1]), password="pw", on_progress=die_after_first)
 """
+)
 
-COUNTS = PRELUDE + r"""
+COUNTS = (
+    PRELUDE
+    + r"""
 print(json.dumps({
     "follows": raw.execute("SELECT COUNT(*) FROM social_follow").fetchone()[0],
     "users": raw.execute("SELECT COUNT(*) FROM users_user").fetchone()[0],
@@ -77,20 +85,27 @@ print(json.dumps({
     "integrity": raw.execute("PRAGMA integrity_check").fetchone()[0],
 }))
 """
+)
 
-IMPORT_ONCE = PRELUDE + r"""
+IMPORT_ONCE = (
+    PRELUDE
+    + r"""
 from datatools.importer import graph_import
 stats = graph_import(Path(sys.argv[1]), password="pw")
 print(json.dumps({"method": stats.method, "inserted": stats.edges_inserted}))
 """
+)
 
-KILLED_REPLAY = PRELUDE + r"""
+KILLED_REPLAY = (
+    PRELUDE
+    + r"""
 from datatools import simulate
 from datatools.datasets import dataset_path
 plan = simulate.plan_replay(dataset_path(simulate.HIGGS_ACTIVITY), notes=5000, accounts=simulate.accounts_by_followers(), end=simulate.default_end())
 assert len(plan.rows) > simulate.INSERT_BATCH
 simulate.replay(plan, on_progress=die_after_first)
 """
+)
 
 
 def run_local(script: str, var_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -98,7 +113,9 @@ def run_local(script: str, var_dir: Path, *args: str) -> subprocess.CompletedPro
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CELERY_BROKER_URL"}}
     env.update(DJANGO_SETTINGS_MODULE="config.settings.local", FOLLOWFEED_VAR_DIR=str(var_dir))
     # REDIS_URL stays that of the tests: nothing here needs the embedded server.
-    return subprocess.run([sys.executable, "-c", script, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", script, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 def result_of(done: subprocess.CompletedProcess[str]) -> dict:
@@ -150,7 +167,10 @@ class TestSqliteReplay:
 
         killed = run_local(KILLED_REPLAY, tmp_path)
         after_kill = result_of(run_local(COUNTS, tmp_path))
-        simulate = run_local(PRELUDE + 'call_command("simulate_activity", "--if-empty", "--no-rebuild", "--notes", "3000", "--no-progress")', tmp_path)
+        simulate = run_local(
+            PRELUDE + 'call_command("simulate_activity", "--if-empty", "--no-rebuild", "--notes", "3000", "--no-progress")',
+            tmp_path,
+        )
         final = result_of(run_local(COUNTS, tmp_path))
 
         assert killed.returncode == -signal.SIGKILL
@@ -172,7 +192,10 @@ class TestReplayOnTheTestDatabase:
 
         graph_import(dataset_path("wiki-Vote.txt.gz"), limit=3000)
         plan = simulate.plan_replay(
-            dataset_path(simulate.HIGGS_ACTIVITY), notes=5000, accounts=simulate.accounts_by_followers(), end=simulate.default_end()
+            dataset_path(simulate.HIGGS_ACTIVITY),
+            notes=5000,
+            accounts=simulate.accounts_by_followers(),
+            end=simulate.default_end(),
         )
 
         def fail(count: int) -> None:

@@ -66,7 +66,9 @@ class TestWarmupBanner:
         assert b"follow graph in Redis, 50% done" in body and body.index(b"catching-up") > body.index(b'<main id="content"')
         assert headers["Content-Length"] == str(len(body))
 
-    @pytest.mark.parametrize(("status", "content_type"), [("200 OK", "application/json"), ("302 Found", "text/html"), ("200 OK", "text/css")])
+    @pytest.mark.parametrize(
+        ("status", "content_type"), [("200 OK", "application/json"), ("302 Found", "text/html"), ("200 OK", "text/css")]
+    )
     def test_other_answers_pass_unchanged(self, monkeypatch, status, content_type):
         middleware = WarmupBanner(app_answering(status, content_type, PAGE))
         monkeypatch.setattr(middleware, "progress", lambda: WarmupProgress(stage=STAGE_GRAPH, done=1, total=2))

@@ -71,7 +71,9 @@ class TestCommand:
         top = newest.author_id
         assert redis_client.zscore(redis_keys.outbox_key(top), newest.pk) == newest.published_ms
 
-    def test_signing_in_shows_notes_of_exactly_the_followed_accounts_newest_first(self, imported, django_capture_on_commit_callbacks):
+    def test_signing_in_shows_notes_of_exactly_the_followed_accounts_newest_first(
+        self, imported, django_capture_on_commit_callbacks
+    ):
         call_command("simulate_activity", "--notes", "2000", "--no-progress", stdout=StringIO())
         authors = set(Note.objects.values_list("author_id", flat=True))
         reader = max(

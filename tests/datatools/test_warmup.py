@@ -105,7 +105,11 @@ class TestWarmUp:
         # Not run: on_commit callbacks do not run in a test transaction, so the entry stays pending.
         follow_create(actor=alice, followee_id=bob.pk)
         state = mirror_state(redis_client)
-        assert (state.needs_rebuild, state.current, state.pending_entries) == (False, False, OutboxEntry.objects.filter(applied_at__isnull=True).count())
+        assert (state.needs_rebuild, state.current, state.pending_entries) == (
+            False,
+            False,
+            OutboxEntry.objects.filter(applied_at__isnull=True).count(),
+        )
         assert state.pending_entries >= 1
 
         seen: list[WarmupProgress] = []

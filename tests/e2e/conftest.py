@@ -173,7 +173,9 @@ def redis_isolated(settings: Any, e2e_names: dict[str, str]) -> Iterator[str]:
 
 
 @pytest.fixture
-def stack(settings: Any, live_url: str, celery_worker: CeleryWorker, e2e_names: dict[str, str], transactional_db: Any) -> Iterator[Stack]:
+def stack(
+    settings: Any, live_url: str, celery_worker: CeleryWorker, e2e_names: dict[str, str], transactional_db: Any
+) -> Iterator[Stack]:
     """The live server sends tasks to the real worker (not eager) on the package's queue."""
     from config.celery_app import app
 
@@ -243,13 +245,17 @@ def open_session(request: Any, browser: Any, stack: Stack) -> Iterator[Callable[
     sessions: list[Session] = []
 
     def open_(user: Any = None, *, js: bool = True, viewport: dict[str, int] = DESKTOP, label: str | None = None) -> Session:
-        context = browser.new_context(viewport=viewport, java_script_enabled=js, base_url=stack.url, locale="en-US", timezone_id="UTC")
+        context = browser.new_context(
+            viewport=viewport, java_script_enabled=js, base_url=stack.url, locale="en-US", timezone_id="UTC"
+        )
         context.set_default_timeout(10_000)
         if user is not None:
             client = signed_in(user)
             cookie = client.cookies[settings.SESSION_COOKIE_NAME]
             context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie.value, "url": stack.url}])
-        session = Session(context=context, page=context.new_page(), label=label or (user.username if user else f"anonymous{len(sessions)}"))
+        session = Session(
+            context=context, page=context.new_page(), label=label or (user.username if user else f"anonymous{len(sessions)}")
+        )
         sessions.append(session)
         return session
 

@@ -77,7 +77,9 @@ class TestApproveAFollowRequest:
         later = feed_services.note_create(author=owner, body="Written after approving bob.")
         wait_for_fan_out([later.pk])
         wait_for_synced_inbox(asker)
-        wait_until(lambda: {earlier.pk, later.pk} <= inbox_id_set(asker), timeout=WORKER_TIMEOUT, what="both notes in bob's inbox")
+        wait_until(
+            lambda: {earlier.pk, later.pk} <= inbox_id_set(asker), timeout=WORKER_TIMEOUT, what="both notes in bob's inbox"
+        )
         bob.page.goto("/home")
         shot(bob, "home-after-approval")
 
@@ -97,7 +99,11 @@ class TestNotificationsJourney:
         assert page.locator("#unread-count").count() == 0
 
         social_services.follow_create(actor=fan, followee_id=owner.pk)
-        wait_until(lambda: Notification.objects.filter(recipient=owner).exists(), timeout=WORKER_TIMEOUT, what="the notification written by the worker")
+        wait_until(
+            lambda: Notification.objects.filter(recipient=owner).exists(),
+            timeout=WORKER_TIMEOUT,
+            what="the notification written by the worker",
+        )
         page.reload()
         assert page.locator("#unread-count").inner_text() == "1"
         shot(session, "unread-badge")
@@ -122,7 +128,12 @@ class TestExportThenImport:
             exporter.page.locator("#export-link").click()
         saved = tmp_path / "following_accounts.csv"
         download.value.save_as(saved)
-        assert saved.read_text().splitlines() == ["Account address,Show boosts,Notify on new posts,Languages", "bob,true,false,", "carol,true,false,", "erin,true,false,"]
+        assert saved.read_text().splitlines() == [
+            "Account address,Show boosts,Notify on new posts,Languages",
+            "bob,true,false,",
+            "carol,true,false,",
+            "erin,true,false,",
+        ]
 
         importer = open_session(dave, label="dave")
         importer.page.goto("/settings/follows/")
@@ -141,7 +152,9 @@ class TestExportThenImport:
             with held.cursor() as cursor:
                 cursor.execute("ROLLBACK")
             held.close()
-        wait_until(lambda: Follow.objects.filter(follower=dave).count() == 3, timeout=WORKER_TIMEOUT, what="the import run by the worker")
+        wait_until(
+            lambda: Follow.objects.filter(follower=dave).count() == 3, timeout=WORKER_TIMEOUT, what="the import run by the worker"
+        )
         # No reload: the page polls the import and moves its bar to the end by itself.
         importer.page.wait_for_selector("#import-status[data-finished='true']", timeout=WORKER_TIMEOUT * 1000)
         shot(importer, "import-finished")

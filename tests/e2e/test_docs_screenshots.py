@@ -33,16 +33,40 @@ from users.models import User
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(os.environ.get("FOLLOWFEED_SCREENSHOTS") != "1", reason="writes docs/screenshots; set FOLLOWFEED_SCREENSHOTS=1"),
+    pytest.mark.skipif(
+        os.environ.get("FOLLOWFEED_SCREENSHOTS") != "1", reason="writes docs/screenshots; set FOLLOWFEED_SCREENSHOTS=1"
+    ),
 ]
 
 OUT = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 EDGES = 20_000
 NAMES = [
-    "Ada Okafor", "Bruno Lindqvist", "Chen Wei", "Dana Kowalski", "Emeka Obi", "Farah Haddad", "Gustavo Reyes",
-    "Hana Sato", "Ines Duarte", "Jonas Weber", "Kavya Iyer", "Liam O'Neill", "Maya Cohen", "Nikolai Petrov",
-    "Olu Adeyemi", "Priya Nair", "Quentin Roy", "Rosa Martins", "Sven Aalto", "Tamar Levi", "Uma Singh",
-    "Viktor Horvat", "Wen Li", "Ximena Cruz", "Yusuf Demir", "Zoe Laurent",
+    "Ada Okafor",
+    "Bruno Lindqvist",
+    "Chen Wei",
+    "Dana Kowalski",
+    "Emeka Obi",
+    "Farah Haddad",
+    "Gustavo Reyes",
+    "Hana Sato",
+    "Ines Duarte",
+    "Jonas Weber",
+    "Kavya Iyer",
+    "Liam O'Neill",
+    "Maya Cohen",
+    "Nikolai Petrov",
+    "Olu Adeyemi",
+    "Priya Nair",
+    "Quentin Roy",
+    "Rosa Martins",
+    "Sven Aalto",
+    "Tamar Levi",
+    "Uma Singh",
+    "Viktor Horvat",
+    "Wen Li",
+    "Ximena Cruz",
+    "Yusuf Demir",
+    "Zoe Laurent",
 ]
 NOTES = [
     ("Finished the rewrite of the citation guidelines. Feedback welcome before Friday.", 3),
@@ -92,7 +116,9 @@ def test_write_the_readme_screenshots(stack, open_session):
     )[0]
     authors = _top(f"SELECT followee_id FROM {table} WHERE follower_id = %s ORDER BY followee_id LIMIT 8", [viewer_id])
     shown = [star_id, viewer_id, *authors]
-    shown += _top(f"SELECT follower_id FROM {table} WHERE followee_id = %s ORDER BY created_at DESC, follower_id LIMIT 16", [star_id])
+    shown += _top(
+        f"SELECT follower_id FROM {table} WHERE followee_id = %s ORDER BY created_at DESC, follower_id LIMIT 16", [star_id]
+    )
     shown += _top(f"SELECT followee_id FROM {table} WHERE follower_id = %s ORDER BY followee_id LIMIT 30", [viewer_id])
     names = iter(NAMES)
     for user_id in dict.fromkeys(shown):
@@ -106,8 +132,14 @@ def test_write_the_readme_screenshots(stack, open_session):
 
     now = timezone.now().replace(microsecond=0)
     for n, (body, minutes) in enumerate(NOTES):
-        feed_services.note_create(author=User.objects.get(pk=authors[n % len(authors)]), body=body, created_at=now - timedelta(minutes=minutes))
-    feed_services.note_create(author=star, body="Working on the featured-article backlog this weekend. Ping me with nominations.", created_at=now - timedelta(minutes=25))
+        feed_services.note_create(
+            author=User.objects.get(pk=authors[n % len(authors)]), body=body, created_at=now - timedelta(minutes=minutes)
+        )
+    feed_services.note_create(
+        author=star,
+        body="Working on the featured-article backlog this weekend. Ping me with nominations.",
+        created_at=now - timedelta(minutes=25),
+    )
     wait_for_fan_out([note.pk for note in Note.objects.all()])
 
     OUT.mkdir(parents=True, exist_ok=True)

@@ -85,6 +85,7 @@ class TestLoadMore:
         while page.locator("a.load-more").count():
             shown = page.locator("li.note").count()
             page.locator("a.load-more").click()
+
             # Polled from here: a string predicate would be eval'd in the page, which its CSP forbids.
             def next_page_shown(shown: int = shown) -> bool:
                 return page.locator("li.note").count() > shown or not page.locator("a.load-more").count()

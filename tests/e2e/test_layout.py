@@ -11,7 +11,17 @@ from tests.support.browser import DESKTOP, MOBILE, unlabelled_controls
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-PAGES = ["/", "/?q=b", "/login/", "/signup/", "/home", "/u/bob/", "/u/bob/followers/", "/u/alexandra_featherstonehaugh/following/", "/u/bob/notes/"]
+PAGES = [
+    "/",
+    "/?q=b",
+    "/login/",
+    "/signup/",
+    "/home",
+    "/u/bob/",
+    "/u/bob/followers/",
+    "/u/alexandra_featherstonehaugh/following/",
+    "/u/bob/notes/",
+]
 
 
 def overflow(page) -> int:

@@ -203,8 +203,18 @@ class TestLists:
 
 class TestSocialContext:
     def test_you_both_follow_and_followed_by_people_you_follow(self, open_session, shot):
-        alice, bob, charlie, dave, erin = (UserFactory.create(username=name, display_name=name.title()) for name in ["alice", "bob", "charlie", "dave", "erin"])
-        for a, b in [(alice, bob), (alice, dave), (alice, erin), (charlie, dave), (charlie, erin), (bob, charlie), (dave, charlie)]:
+        alice, bob, charlie, dave, erin = (
+            UserFactory.create(username=name, display_name=name.title()) for name in ["alice", "bob", "charlie", "dave", "erin"]
+        )
+        for a, b in [
+            (alice, bob),
+            (alice, dave),
+            (alice, erin),
+            (charlie, dave),
+            (charlie, erin),
+            (bob, charlie),
+            (dave, charlie),
+        ]:
             follow(a, b)
         person = open_session(alice)
         page = person.page

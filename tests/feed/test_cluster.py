@@ -68,14 +68,19 @@ def follow_queries(work: Any) -> tuple[Any, list[str]]:
     return answer, [
         sql
         for query in queries
-        if Follow._meta.db_table in (sql := query["sql"]) and Block._meta.db_table not in sql and not PAGE_AUTHORS_CHECK.fullmatch(sql) and not ONE_PAIR_CHECK.fullmatch(sql)
+        if Follow._meta.db_table in (sql := query["sql"])
+        and Block._meta.db_table not in sql
+        and not PAGE_AUTHORS_CHECK.fullmatch(sql)
+        and not ONE_PAIR_CHECK.fullmatch(sql)
     ]
 
 
 ONE_PAIR_CHECK = re.compile(
     rf"SELECT 1 AS `a` FROM `{Follow._meta.db_table}` .* `{Follow._meta.db_table}`.`followee_id` = \d+ AND `{Follow._meta.db_table}`.`follower_id` = \d+\) LIMIT 1"
 )
-PAGE_AUTHORS_CHECK = re.compile(rf"SELECT followee_id FROM {Follow._meta.db_table} WHERE follower_id = \d+ AND followee_id IN \([\d, ]+\)")
+PAGE_AUTHORS_CHECK = re.compile(
+    rf"SELECT followee_id FROM {Follow._meta.db_table} WHERE follower_id = \d+ AND followee_id IN \([\d, ]+\)"
+)
 
 
 def small_graph(follow: Any, publish: Any, readers: int = 12, authors: int = 4) -> tuple[list[User], list[User]]:
@@ -93,7 +98,9 @@ def small_graph(follow: Any, publish: Any, readers: int = 12, authors: int = 4) 
 
 
 class TestCommandsOnTheCluster:
-    def test_import_then_rebuild_spreads_over_every_master_and_reconcile_finds_no_drift(self, cluster: RedisClusterNodes, redis_isolated: str) -> None:
+    def test_import_then_rebuild_spreads_over_every_master_and_reconcile_finds_no_drift(
+        self, cluster: RedisClusterNodes, redis_isolated: str
+    ) -> None:
         call_command("import_graph", "wiki-Vote.txt.gz", limit=3000, stdout=StringIO(), verbosity=0)
         imported = keys_per_master(cluster, redis_isolated)
         call_command("rebuild_social_cache", stdout=StringIO(), verbosity=0)
@@ -105,7 +112,9 @@ class TestCommandsOnTheCluster:
         assert (report.edges_missing, report.edges_extra, report.scores_wrong) == (0, 0, 0)
         assert_mirror_equals_database(get_redis(), ids)
 
-    def test_rebuild_feeds_restores_lost_inboxes_and_inbox_reconcile_finds_no_drift(self, cluster: RedisClusterNodes, follow: Any, publish: Any) -> None:
+    def test_rebuild_feeds_restores_lost_inboxes_and_inbox_reconcile_finds_no_drift(
+        self, cluster: RedisClusterNodes, follow: Any, publish: Any
+    ) -> None:
         readers, authors = small_graph(follow, publish)
         client = get_redis()
         for reader in readers:
@@ -134,18 +143,22 @@ class TestCommandsOnTheCluster:
 
 
 class TestPagesFromRedis:
-    def test_lists_counts_and_the_home_feed_never_read_the_follow_table(self, cluster: RedisClusterNodes, follow: Any, publish: Any) -> None:
+    def test_lists_counts_and_the_home_feed_never_read_the_follow_table(
+        self, cluster: RedisClusterNodes, follow: Any, publish: Any
+    ) -> None:
         readers, authors = small_graph(follow, publish)
         reader, other = readers[0], readers[1]
         browser = signed_in(reader)
 
-        pages, follow_sql = follow_queries(lambda: [
-            browser.get(f"/u/{authors[0].username}/followers/"),
-            browser.get(f"/u/{reader.username}/following/"),
-            browser.get(f"/u/{other.username}/"),
-            browser.get("/home"),
-            browser.get(f"/api/follow/common/{other.pk}"),
-        ])
+        pages, follow_sql = follow_queries(
+            lambda: [
+                browser.get(f"/u/{authors[0].username}/followers/"),
+                browser.get(f"/u/{reader.username}/following/"),
+                browser.get(f"/u/{other.username}/"),
+                browser.get("/home"),
+                browser.get(f"/api/follow/common/{other.pk}"),
+            ]
+        )
 
         assert [page.status_code for page in pages] == [200] * 5
         assert follow_sql == []

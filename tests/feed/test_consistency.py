@@ -96,7 +96,9 @@ class TestC21RestartFromAnOlderSnapshot:
         assert_mirror_equals_database(get_redis(), [a.pk, b.pk, c.pk])
         assert feed_differences([a.pk, b.pk, c.pk]) == {}
 
-    def test_a_restart_that_lost_nothing_reapplies_only_the_last_moments(self, snapshot_redis: RedisServer, follow: Any, publish: Any) -> None:
+    def test_a_restart_that_lost_nothing_reapplies_only_the_last_moments(
+        self, snapshot_redis: RedisServer, follow: Any, publish: Any
+    ) -> None:
         a, b = make_user("a"), make_user("b")
         follow(a, b)
         publish(b, "b0")
@@ -114,7 +116,9 @@ class TestC21RestartFromAnOlderSnapshot:
         assert result.reapplied == 0
         assert redis_feed(a) == database_feed(a)
 
-    def test_a_snapshot_older_than_the_outbox_keeps_asks_for_a_rebuild(self, snapshot_redis: RedisServer, settings: Any, follow: Any) -> None:
+    def test_a_snapshot_older_than_the_outbox_keeps_asks_for_a_rebuild(
+        self, snapshot_redis: RedisServer, settings: Any, follow: Any
+    ) -> None:
         a, b = make_user("a"), make_user("b")
         follow(a, b)
         drain()
@@ -135,7 +139,13 @@ class TestC21RestartFromAnOlderSnapshot:
 class TestC22Deletion:
     @pytest.mark.parametrize("path", ["admin", "instance", "queryset"])
     def test_no_key_of_the_deleted_account_remains_and_its_notes_leave_every_inbox(
-        self, path: str, follow: Any, publish: Any, redis_client: Any, redis_isolated: str, django_capture_on_commit_callbacks: Any
+        self,
+        path: str,
+        follow: Any,
+        publish: Any,
+        redis_client: Any,
+        redis_isolated: str,
+        django_capture_on_commit_callbacks: Any,
     ) -> None:
         a, b = make_user("a"), make_user("b")
         follow(a, b)
@@ -199,7 +209,9 @@ class TestC24RefusedBrokerMessages:
 
 
 class TestRaces:
-    def test_a_rebuild_keeps_a_backfill_that_landed_while_it_ran(self, follow: Any, publish: Any, redis_client: Any, monkeypatch: Any) -> None:
+    def test_a_rebuild_keeps_a_backfill_that_landed_while_it_ran(
+        self, follow: Any, publish: Any, redis_client: Any, monkeypatch: Any
+    ) -> None:
         a, b, c = make_user("a"), make_user("b"), make_user("c")
         follow(a, b)
         b1 = publish(b, "b1")
@@ -222,7 +234,9 @@ class TestRaces:
         assert set(inbox_ids(redis_client, a)) == {b1.pk, c1.pk}
         assert redis_feed(a) == database_feed(a)
 
-    def test_a_rebuild_does_not_bring_back_a_note_removed_while_it_ran(self, follow: Any, publish: Any, redis_client: Any, monkeypatch: Any) -> None:
+    def test_a_rebuild_does_not_bring_back_a_note_removed_while_it_ran(
+        self, follow: Any, publish: Any, redis_client: Any, monkeypatch: Any
+    ) -> None:
         a, b = make_user("a"), make_user("b")
         follow(a, b)
         b1 = publish(b, "b1")
@@ -316,7 +330,11 @@ class TestFanOutRacesUnfollowOnTwoWorkers:
                 wait_until(lambda: any(inbox_ids(get_redis(), r) for r in readers), timeout=60, what="the fan-out under way")
                 for reader in leavers:  # each unfollow's feed job goes to the other worker
                     services.follow_delete(actor=reader, followee_id=author.pk)
-                wait_until(lambda: not OutboxEntry.objects.filter(applied_at__isnull=True).exists(), timeout=120, what="every job applied")
+                wait_until(
+                    lambda: not OutboxEntry.objects.filter(applied_at__isnull=True).exists(),
+                    timeout=120,
+                    what="every job applied",
+                )
             finally:
                 for worker in workers:
                     worker.stop()

@@ -20,7 +20,9 @@ pytestmark = pytest.mark.django_db
 
 
 def page_ids(user, *, database_only=False):
-    return [note.pk for note in selectors.home_timeline(user_id=user.pk, cursor=None, limit=20, database_only=database_only).notes]
+    return [
+        note.pk for note in selectors.home_timeline(user_id=user.pk, cursor=None, limit=20, database_only=database_only).notes
+    ]
 
 
 @pytest.fixture
@@ -41,7 +43,9 @@ class TestMuteInTheFeed:
         assert page_ids(alice) == [other_note.pk]
         assert page_ids(alice, database_only=True) == [other_note.pk]
 
-    def test_notes_published_while_muted_are_not_fanned_out_to_the_muter(self, reader_and_authors, publish, run_commits, redis_client):
+    def test_notes_published_while_muted_are_not_fanned_out_to_the_muter(
+        self, reader_and_authors, publish, run_commits, redis_client
+    ):
         alice, bob, _ = reader_and_authors
         dave = make_user("dave")
         run_commits(lambda: social_services.follow_create(actor=dave, followee_id=bob.pk))
@@ -64,7 +68,9 @@ class TestMuteInTheFeed:
         assert note.pk in inbox_ids(redis_client, alice)
         assert page_ids(alice)[0] == note.pk
 
-    def test_when_a_mute_runs_out_the_notes_from_before_and_during_it_come_back(self, reader_and_authors, publish, run_commits, redis_client, settings):
+    def test_when_a_mute_runs_out_the_notes_from_before_and_during_it_come_back(
+        self, reader_and_authors, publish, run_commits, redis_client, settings
+    ):
         from social.tasks import social_mutes_expire
 
         settings.CELERY_TASK_ALWAYS_EAGER = True
@@ -83,7 +89,9 @@ class TestMuteInTheFeed:
         assert inbox_ids(redis_client, alice) == [during.pk, other.pk, before.pk]
         assert page_ids(alice) == page_ids(alice, database_only=True) == [during.pk, other.pk, before.pk]
 
-    def test_a_muted_pulled_author_is_left_out_on_both_paths(self, reader_and_authors, publish, run_commits, redis_client, settings):
+    def test_a_muted_pulled_author_is_left_out_on_both_paths(
+        self, reader_and_authors, publish, run_commits, redis_client, settings
+    ):
         alice, bob, charlie = reader_and_authors
         redis_client.sadd(redis_keys.pull_authors_key(), bob.pk)
         selectors.forget_pull_authors()
@@ -109,7 +117,9 @@ class TestMuteInTheFeed:
 
 
 class TestBlockInTheFeed:
-    def test_the_blocked_authors_notes_leave_the_inbox_and_never_enter(self, reader_and_authors, publish, run_commits, redis_client):
+    def test_the_blocked_authors_notes_leave_the_inbox_and_never_enter(
+        self, reader_and_authors, publish, run_commits, redis_client
+    ):
         alice, bob, charlie = reader_and_authors
         old, kept = publish(bob), publish(charlie)
 
@@ -121,7 +131,9 @@ class TestBlockInTheFeed:
         assert page_ids(alice) == [kept.pk]
         assert old.pk not in page_ids(alice, database_only=True)
 
-    def test_a_block_while_the_fan_out_is_in_flight_leaves_nothing(self, reader_and_authors, run_commits, redis_client, monkeypatch, django_capture_on_commit_callbacks):
+    def test_a_block_while_the_fan_out_is_in_flight_leaves_nothing(
+        self, reader_and_authors, run_commits, redis_client, monkeypatch, django_capture_on_commit_callbacks
+    ):
         alice, bob, _ = reader_and_authors
         from feed import services
 
@@ -144,7 +156,9 @@ class TestBlockInTheFeed:
 
 
 class TestMuteKeepsTheInboxTrue:
-    def test_a_mute_takes_the_notes_out_and_an_unmute_brings_them_back(self, reader_and_authors, publish, run_commits, redis_client):
+    def test_a_mute_takes_the_notes_out_and_an_unmute_brings_them_back(
+        self, reader_and_authors, publish, run_commits, redis_client
+    ):
         alice, bob, charlie = reader_and_authors
         old, other = publish(bob), publish(charlie)
 
@@ -160,7 +174,9 @@ class TestMuteKeepsTheInboxTrue:
 
 
 class TestNoteApiVisibility:
-    def test_a_private_or_blocking_authors_note_is_not_served(self, active_alice, active_bob, active_charlie, publish, run_commits):
+    def test_a_private_or_blocking_authors_note_is_not_served(
+        self, active_alice, active_bob, active_charlie, publish, run_commits
+    ):
         from django.test import Client
 
         note = publish(active_bob)

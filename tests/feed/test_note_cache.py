@@ -55,9 +55,14 @@ class TestFilling:
             note.published_ms,
             "words with  spaces and ünïcode",
         )
-        assert note_cache.parse_author_value(redis_client.get(redis_keys.author_cache_key(active_bob.pk))) == (active_bob.username, active_bob.display_name)
+        assert note_cache.parse_author_value(redis_client.get(redis_keys.author_cache_key(active_bob.pk))) == (
+            active_bob.username,
+            active_bob.display_name,
+        )
 
-    def test_a_page_of_cached_notes_makes_one_query_and_carries_bodies_and_authors(self, active_alice, active_bob, active_charlie, feed):
+    def test_a_page_of_cached_notes_makes_one_query_and_carries_bodies_and_authors(
+        self, active_alice, active_bob, active_charlie, feed
+    ):
         note_cache.forget_note_authors()  # a process that never met these ids
         with CaptureQueriesContext(connection) as first:
             page = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=4)
@@ -86,7 +91,9 @@ class TestFilling:
 
     def test_a_miss_reads_the_database_once_and_fills_the_cache(self, active_alice, active_bob, follow, synced, redis_client):
         follow(active_alice, active_bob)
-        rows = Note.objects.bulk_create([Note(author=active_bob, body=f"bulk {i}", created_at=now_whole_ms() - timedelta(minutes=i)) for i in range(4)])
+        rows = Note.objects.bulk_create(
+            [Note(author=active_bob, body=f"bulk {i}", created_at=now_whole_ms() - timedelta(minutes=i)) for i in range(4)]
+        )
         synced(active_alice)  # the inbox holds them; nothing ever cached them (the oldest, its horizon, is the database's)
 
         with CaptureQueriesContext(connection) as missed:
@@ -121,7 +128,9 @@ class TestFilling:
 
 
 class TestForgetting:
-    def test_a_hidden_note_leaves_the_page_at_commit_before_its_task_runs(self, active_alice, feed, no_tasks, redis_client, django_capture_on_commit_callbacks):
+    def test_a_hidden_note_leaves_the_page_at_commit_before_its_task_runs(
+        self, active_alice, feed, no_tasks, redis_client, django_capture_on_commit_callbacks
+    ):
         hidden = feed[5]
         with django_capture_on_commit_callbacks(execute=True):
             services.note_hide(note=hidden, hidden=True)
@@ -130,7 +139,9 @@ class TestForgetting:
         assert hidden.pk not in page_ids(active_alice)
         assert hidden.pk not in inbox_ids(redis_client, active_alice)  # a stale id, confirmed on the primary and removed
 
-    def test_the_task_forgets_it_again_when_the_commit_could_not(self, active_alice, feed, redis_client, monkeypatch, django_capture_on_commit_callbacks):
+    def test_the_task_forgets_it_again_when_the_commit_could_not(
+        self, active_alice, feed, redis_client, monkeypatch, django_capture_on_commit_callbacks
+    ):
         hidden = feed[5]
         monkeypatch.setattr(note_cache, "cache_forget_now", lambda **kw: False)  # Redis failed at commit
 
@@ -140,7 +151,9 @@ class TestForgetting:
         assert redis_client.get(redis_keys.note_cache_key(hidden.pk)) == redis_keys.CACHE_TOMBSTONE
         assert hidden.pk not in page_ids(active_alice)
 
-    def test_an_unhidden_note_is_cached_again_by_its_fan_out(self, active_alice, feed, redis_client, django_capture_on_commit_callbacks):
+    def test_an_unhidden_note_is_cached_again_by_its_fan_out(
+        self, active_alice, feed, redis_client, django_capture_on_commit_callbacks
+    ):
         note = feed[5]
         with django_capture_on_commit_callbacks(execute=True):
             services.note_hide(note=note, hidden=True)
@@ -150,21 +163,27 @@ class TestForgetting:
         assert redis_client.get(redis_keys.note_cache_key(note.pk)) == note_cache.note_value(note)
         assert page_ids(active_alice)[0] == note.pk
 
-    def test_a_deleted_note_leaves_the_page_at_commit(self, active_alice, active_bob, feed, no_tasks, django_capture_on_commit_callbacks):
+    def test_a_deleted_note_leaves_the_page_at_commit(
+        self, active_alice, active_bob, feed, no_tasks, django_capture_on_commit_callbacks
+    ):
         note = feed[5]
         with django_capture_on_commit_callbacks(execute=True):
             services.note_delete(note=note, actor=active_bob)
 
         assert note.pk not in page_ids(active_alice)
 
-    def test_a_deactivated_authors_notes_leave_the_page_at_commit(self, active_alice, active_bob, feed, no_tasks, redis_client, django_capture_on_commit_callbacks):
+    def test_a_deactivated_authors_notes_leave_the_page_at_commit(
+        self, active_alice, active_bob, feed, no_tasks, redis_client, django_capture_on_commit_callbacks
+    ):
         from users.services import user_set_active
 
         with django_capture_on_commit_callbacks(execute=True):
             user_set_active(user=active_bob, is_active=False)
 
         assert redis_client.get(redis_keys.author_cache_key(active_bob.pk)) == redis_keys.CACHE_TOMBSTONE
-        assert {n.author_id for n in selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10).notes} == {feed[0].author_id}
+        assert {n.author_id for n in selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10).notes} == {
+            feed[0].author_id
+        }
 
     def test_an_author_whose_entry_is_forgotten_is_read_from_the_database(self, active_alice, active_bob, feed, redis_client):
         User.objects.filter(pk=active_bob.pk).update(is_active=False)  # no signal: the forget done by hand below
@@ -175,7 +194,9 @@ class TestForgetting:
         assert shown == [n.pk for n in sorted(feed, key=lambda n: -n.published_ms) if n.author_id != active_bob.pk]
         assert not set(inbox_ids(redis_client, active_alice)) & {n.pk for n in feed if n.author_id == active_bob.pk}
 
-    def test_a_renamed_author_is_shown_with_the_new_name(self, active_alice, active_bob, feed, django_capture_on_commit_callbacks):
+    def test_a_renamed_author_is_shown_with_the_new_name(
+        self, active_alice, active_bob, feed, django_capture_on_commit_callbacks
+    ):
         page_ids(active_alice)  # the old name is cached
         with django_capture_on_commit_callbacks(execute=True):
             active_bob.display_name = "Robert"
@@ -184,7 +205,9 @@ class TestForgetting:
         names = {n.author.shown_name for n in selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10).notes}
 
         assert names == {"Robert", "Charlie"}
-        assert OutboxEntry.objects.filter(kind=feed_outbox.AUTHOR_CACHE_KIND, subject_id=active_bob.pk, applied_at__isnull=False).exists()
+        assert OutboxEntry.objects.filter(
+            kind=feed_outbox.AUTHOR_CACHE_KIND, subject_id=active_bob.pk, applied_at__isnull=False
+        ).exists()
 
     def test_a_save_of_other_fields_forgets_nothing(self, active_bob, feed, redis_client, django_capture_on_commit_callbacks):
         with django_capture_on_commit_callbacks(execute=True):
@@ -216,12 +239,16 @@ class TestForgetting:
         assert len(queries.captured_queries) == 2  # the note (its author is cached), no fill; the visibility check
         assert redis_client.get(redis_keys.note_cache_key(note.pk)) == redis_keys.CACHE_TOMBSTONE
 
-    def test_a_deleted_account_leaves_no_cache_key(self, active_alice, active_bob, feed, redis_client, django_capture_on_commit_callbacks):
+    def test_a_deleted_account_leaves_no_cache_key(
+        self, active_alice, active_bob, feed, redis_client, django_capture_on_commit_callbacks
+    ):
         with django_capture_on_commit_callbacks(execute=True):
             User.objects.get(pk=active_bob.pk).delete()
 
         assert not redis_client.exists(redis_keys.author_cache_key(active_bob.pk))
-        assert {n.author.username for n in selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10).notes} == {"charlie"}
+        assert {n.author.username for n in selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10).notes} == {
+            "charlie"
+        }
 
 
 class TestFollowing:
@@ -231,7 +258,9 @@ class TestFollowing:
         from social import services as social_services
 
         with django_capture_on_commit_callbacks(execute=True):
-            social_services.follow_delete(actor=active_alice, followee_id=active_bob.pk)  # the mirror applies inline; feed.pair waits
+            social_services.follow_delete(
+                actor=active_alice, followee_id=active_bob.pk
+            )  # the mirror applies inline; feed.pair waits
 
         bobs = {n.pk for n in feed if n.author_id == active_bob.pk}
         assert not set(page_ids(active_alice)) & bobs
@@ -241,12 +270,16 @@ class TestFollowing:
         with CaptureQueriesContext(connection) as queries:
             page = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10)  # 6 notes: the tail from the database
 
-        notes_sql, follow_sql = ([q["sql"] for q in queries.captured_queries if table in q["sql"]] for table in ("feed_note", "social_follow"))
+        notes_sql, follow_sql = (
+            [q["sql"] for q in queries.captured_queries if table in q["sql"]] for table in ("feed_note", "social_follow")
+        )
         assert (page.source, len(page.notes)) == ("redis", 6)
         assert (len(queries.captured_queries), len(notes_sql), len(follow_sql)) == (2, 1, 1)
         assert "social_follow" not in notes_sql[0]  # the tail's authors are the Redis following set
         # The visibility check reads follow rows only by key, for the page's authors (bob and charlie).
-        assert follow_sql[0].endswith(f"WHERE follower_id = {active_alice.pk} AND followee_id IN ({min(active_bob.pk, active_charlie.pk)}, {max(active_bob.pk, active_charlie.pk)})")
+        assert follow_sql[0].endswith(
+            f"WHERE follower_id = {active_alice.pk} AND followee_id IN ({min(active_bob.pk, active_charlie.pk)}, {max(active_bob.pk, active_charlie.pk)})"
+        )
 
     def test_only_the_pages_authors_are_asked_about(self, active_alice, feed, monkeypatch):
         asked: list[int] = []
@@ -291,4 +324,10 @@ def test_a_cached_author_becomes_a_user_with_its_own_fields(user_factory: Any) -
 
     back = FeedAuthor.of(user).as_user()
 
-    assert (back.pk, back.username, back.display_name, back.is_active, back.shown_name) == (user.pk, "zoe", "Zoë Z", True, "Zoë Z")
+    assert (back.pk, back.username, back.display_name, back.is_active, back.shown_name) == (
+        user.pk,
+        "zoe",
+        "Zoë Z",
+        True,
+        "Zoë Z",
+    )

@@ -96,7 +96,9 @@ class TestNoteCreate:
 
 
 class TestWarningsInTheHomeFeed:
-    def test_the_home_page_folds_a_warned_note_from_the_cache_and_the_database(self, active_alice, active_bob, follow, synced, django_capture_on_commit_callbacks) -> None:
+    def test_the_home_page_folds_a_warned_note_from_the_cache_and_the_database(
+        self, active_alice, active_bob, follow, synced, django_capture_on_commit_callbacks
+    ) -> None:
         follow(active_alice, active_bob)
         synced(active_alice)
         with django_capture_on_commit_callbacks(execute=True):
@@ -107,7 +109,7 @@ class TestWarningsInTheHomeFeed:
         database = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=20, database_only=True)
 
         for page in (first, second):
-            assert b"<details class=\"note-warning\"><summary>spoilers</summary>" in page.content
+            assert b'<details class="note-warning"><summary>spoilers</summary>' in page.content
         assert [(n.pk, n.spoiler_text, n.body) for n in database.notes] == [(note.pk, "spoilers", "the ending")]
 
     def test_a_cached_value_keeps_the_warning_apart_from_the_body(self, active_bob) -> None:
@@ -130,7 +132,9 @@ class TestWarningsInTheHomeFeed:
 
 
 class TestTheDatabaseDecides:
-    def test_a_removed_follower_loses_followers_only_notes_before_the_mirror_knows(self, active_alice, active_bob, notes, django_capture_on_commit_callbacks) -> None:
+    def test_a_removed_follower_loses_followers_only_notes_before_the_mirror_knows(
+        self, active_alice, active_bob, notes, django_capture_on_commit_callbacks
+    ) -> None:
         from social.controls import follower_remove
 
         with django_capture_on_commit_callbacks(execute=False):  # the mirror still says alice follows bob

@@ -84,7 +84,9 @@ class TestNotePublishedWhileRedisIsDown:
         assert response.status_code == 201
         assert Note.objects.get().fanned_out_at is None
 
-    def test_follow_and_unfollow_work_and_the_feed_reads_the_database(self, active_alice, active_bob, follow, unfollow, publish, redis_switch):
+    def test_follow_and_unfollow_work_and_the_feed_reads_the_database(
+        self, active_alice, active_bob, follow, unfollow, publish, redis_switch
+    ):
         note = publish(active_bob, "visible after follow")
         redis_switch(up=False)
 

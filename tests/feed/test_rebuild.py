@@ -40,7 +40,11 @@ class TestInboxRebuildC13:
 
         by_id = dict(Note.objects.values_list("pk", "body"))
         assert [(by_id[int(m)], score - BASE_MS) for m, score in inbox(redis_client, active_alice)] == [
-            ("c107", 107), ("b106", 106), ("c105", 105), ("b104", 104), ("c103", 103)
+            ("c107", 107),
+            ("b106", 106),
+            ("c105", 105),
+            ("b104", 104),
+            ("c103", 103),
         ]
         assert (result.entries, result.synced) == (5, True)
         assert not redis_client.exists(redis_keys.inbox_rebuilding_key(active_alice.pk))
@@ -100,7 +104,9 @@ class TestInboxRebuildC13:
 
 
 class TestReturningReaders:
-    def test_a_reader_away_past_feed_active_days_catches_up_at_sign_in(self, active_bob, follow, publish, redis_client, django_capture_on_commit_callbacks):
+    def test_a_reader_away_past_feed_active_days_catches_up_at_sign_in(
+        self, active_bob, follow, publish, redis_client, django_capture_on_commit_callbacks
+    ):
         reader = make_user(last_seen_at=timezone.now() - timedelta(days=45))
         reader.set_password("pw")
         reader.save()
@@ -117,7 +123,9 @@ class TestReturningReaders:
         assert [n.pk for n in page.notes] == [while_away.pk]
         assert (page.source, page.catching_up) == ("redis", False)
 
-    def test_only_one_catch_up_is_queued_at_a_time(self, active_alice, redis_client, monkeypatch, django_capture_on_commit_callbacks):
+    def test_only_one_catch_up_is_queued_at_a_time(
+        self, active_alice, redis_client, monkeypatch, django_capture_on_commit_callbacks
+    ):
         sent = []
         monkeypatch.setattr("core.tasks.outbox_apply.apply_async", lambda kwargs, **options: sent.append(kwargs))
 
@@ -142,7 +150,9 @@ class TestReturningReaders:
 
 
 class TestFullRebuild:
-    def test_rebuilds_outboxes_pull_set_and_active_inboxes_only(self, active_alice, active_bob, active_charlie, follow, publish, people, redis_client, settings):
+    def test_rebuilds_outboxes_pull_set_and_active_inboxes_only(
+        self, active_alice, active_bob, active_charlie, follow, publish, people, redis_client, settings
+    ):
         settings.FANOUT_PULL_THRESHOLD = 3
         away = make_user(last_seen_at=timezone.now() - timedelta(days=40))
         for fan in [*people(2), active_alice]:

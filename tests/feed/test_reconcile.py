@@ -44,7 +44,9 @@ class TestReconcileInboxes:
 
         assert (report.readers_checked, report.drift, report.readers_repaired) == (5, 0, 0)
 
-    def test_missing_extra_and_rescored_notes_are_counted_exactly_and_repaired(self, readers: dict[str, Any], redis_client: Any) -> None:
+    def test_missing_extra_and_rescored_notes_are_counted_exactly_and_repaired(
+        self, readers: dict[str, Any], redis_client: Any
+    ) -> None:
         a, b, c = readers["a"], readers["b"], readers["c"]
         first, second = readers["notes"][0], readers["notes"][1]
         redis_client.zrem(redis_keys.inbox_key(a.pk), first.pk)  # missing
@@ -56,8 +58,13 @@ class TestReconcileInboxes:
         again = reconcile_inboxes()
 
         assert report.as_dict() == {
-            "readers_checked": 5, "readers_drifted": 3, "notes_missing": 1, "notes_extra": 2, "scores_wrong": 1,
-            "readers_repaired": 3, "last_user_id": readers["y"].pk,
+            "readers_checked": 5,
+            "readers_drifted": 3,
+            "notes_missing": 1,
+            "notes_extra": 2,
+            "scores_wrong": 1,
+            "readers_repaired": 3,
+            "last_user_id": readers["y"].pk,
         }
         assert expected != {reader: inbox(redis_client, reader) for reader in (b, c)}
         assert again.drift == 0
@@ -108,7 +115,10 @@ class TestCommand:
         figures = json.loads(run("--json"))
 
         assert {k: figures[k] for k in ("readers_checked", "readers_drifted", "notes_missing", "readers_repaired")} == {
-            "readers_checked": 5, "readers_drifted": 1, "notes_missing": 1, "readers_repaired": 1,
+            "readers_checked": 5,
+            "readers_drifted": 1,
+            "notes_missing": 1,
+            "readers_repaired": 1,
         }
         stored = InboxReconcileRun.objects.get(pk=figures["run"])
         assert stored.finished_at is not None and stored.notes_missing == 1
@@ -134,7 +144,10 @@ class TestCommand:
         schedule = settings.CELERY_BEAT_SCHEDULE
 
         assert schedule["reconcile-inboxes-nightly"]["task"] == "feed.tasks.feed_inboxes_reconcile"
-        assert (schedule["reconcile-inboxes-nightly"]["schedule"].hour, schedule["reconcile-social-cache-nightly"]["schedule"].hour) == (
+        assert (
+            schedule["reconcile-inboxes-nightly"]["schedule"].hour,
+            schedule["reconcile-social-cache-nightly"]["schedule"].hour,
+        ) == (
             {4},
             {3},
         )

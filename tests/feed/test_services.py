@@ -26,7 +26,9 @@ BASE_MS = int((timezone.now() - timedelta(hours=1)).timestamp() * 1000)
 
 
 class TestNoteCreate:
-    def test_saves_the_note_and_fans_out_only_after_commit(self, active_alice, active_bob, follow, redis_client, django_capture_on_commit_callbacks):
+    def test_saves_the_note_and_fans_out_only_after_commit(
+        self, active_alice, active_bob, follow, redis_client, django_capture_on_commit_callbacks
+    ):
         follow(active_alice, active_bob)
 
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
@@ -42,7 +44,9 @@ class TestNoteCreate:
         assert redis_client.zscore(redis_keys.outbox_key(active_bob.pk), note.pk) == note.published_ms
         assert note.fanned_out_at is not None
 
-    def test_a_rolled_back_note_sends_no_task_and_reaches_no_inbox(self, active_alice, active_bob, follow, redis_client, monkeypatch, django_capture_on_commit_callbacks):
+    def test_a_rolled_back_note_sends_no_task_and_reaches_no_inbox(
+        self, active_alice, active_bob, follow, redis_client, monkeypatch, django_capture_on_commit_callbacks
+    ):
         follow(active_alice, active_bob)
         sent = []
         monkeypatch.setattr(core_tasks.outbox_apply, "apply_async", lambda kwargs, **options: sent.append(kwargs))
@@ -56,10 +60,13 @@ class TestNoteCreate:
         assert Note.objects.count() == 0
         assert inbox(redis_client, active_alice) == []
 
-    def test_the_task_of_a_committed_note_finds_its_row(self, active_alice, active_bob, follow, monkeypatch, django_capture_on_commit_callbacks):
+    def test_the_task_of_a_committed_note_finds_its_row(
+        self, active_alice, active_bob, follow, monkeypatch, django_capture_on_commit_callbacks
+    ):
         follow(active_alice, active_bob)
         results = []
         real = feed_outbox.note_fan_out
+
         def recorded(**kw):
             results.append(real(**kw))
             return results[-1]
@@ -115,13 +122,16 @@ class TestFanOut:
         assert inbox(redis_client, never_seen) == []
         assert inbox(redis_client, away) == []
 
-    def test_reads_followers_in_batches_with_one_pipeline_each(self, active_bob, follow, people, redis_client, publish, settings, monkeypatch):
+    def test_reads_followers_in_batches_with_one_pipeline_each(
+        self, active_bob, follow, people, redis_client, publish, settings, monkeypatch
+    ):
         settings.FEED_FANOUT_BATCH_SIZE = 2
         readers = people(5)
         for reader in readers:
             follow(reader, active_bob)
         batches = []
         real = delivery.deliver
+
         def recorded(client, ids, author, entries):
             batches.append(sorted(ids))
             return real(client, ids, author, entries)
@@ -134,7 +144,9 @@ class TestFanOut:
         assert max(len(batch) for batch in batches) <= 2
         assert all(inbox_ids(redis_client, r) == [note.pk] for r in readers)
 
-    def test_inboxes_are_trimmed_to_the_cap_on_every_write(self, active_alice, active_bob, follow, publish, redis_client, settings):
+    def test_inboxes_are_trimmed_to_the_cap_on_every_write(
+        self, active_alice, active_bob, follow, publish, redis_client, settings
+    ):
         settings.INBOX_MAX_LEN = 5
         follow(active_alice, active_bob)
 
@@ -185,7 +197,9 @@ class TestFanOut:
         assert redis_client.zcard(redis_keys.outbox_key(active_bob.pk)) == 0
         del callbacks
 
-    def test_a_pull_author_is_not_fanned_out(self, active_alice, active_bob, active_charlie, follow, publish, redis_client, settings):
+    def test_a_pull_author_is_not_fanned_out(
+        self, active_alice, active_bob, active_charlie, follow, publish, redis_client, settings
+    ):
         settings.FANOUT_PULL_THRESHOLD = 2
         follow(active_alice, active_bob)
         follow(active_charlie, active_bob)
@@ -203,7 +217,9 @@ class TestFanOut:
 
 
 class TestHideAndDelete:
-    def test_a_hidden_note_leaves_every_inbox_and_unhiding_restores_it(self, active_alice, active_charlie, active_bob, follow, publish, redis_client, django_capture_on_commit_callbacks):
+    def test_a_hidden_note_leaves_every_inbox_and_unhiding_restores_it(
+        self, active_alice, active_charlie, active_bob, follow, publish, redis_client, django_capture_on_commit_callbacks
+    ):
         follow(active_alice, active_bob)
         follow(active_charlie, active_bob)
         older = publish(active_bob, at_ms=BASE_MS)
@@ -241,7 +257,9 @@ class TestHideAndDelete:
         note.refresh_from_db()
         assert note.deleted_at is None
 
-    def test_a_note_hidden_during_its_fan_out_is_withdrawn(self, active_alice, active_bob, follow, redis_client, monkeypatch, django_capture_on_commit_callbacks):
+    def test_a_note_hidden_during_its_fan_out_is_withdrawn(
+        self, active_alice, active_bob, follow, redis_client, monkeypatch, django_capture_on_commit_callbacks
+    ):
         follow(active_alice, active_bob)
         with django_capture_on_commit_callbacks(execute=False):
             note = services.note_create(author=active_bob, body="racing a moderator")
@@ -260,7 +278,9 @@ class TestHideAndDelete:
 
 
 class TestFollowAndUnfollow:
-    def test_unfollow_removes_the_followee_and_refollow_backfills_it(self, active_alice, active_bob, active_charlie, follow, unfollow, publish, redis_client):
+    def test_unfollow_removes_the_followee_and_refollow_backfills_it(
+        self, active_alice, active_bob, active_charlie, follow, unfollow, publish, redis_client
+    ):
         # C10: A->B, A->C; b1@100, c1@101, b2@102; A unfollows B.
         follow(active_alice, active_bob)
         follow(active_alice, active_charlie)
@@ -280,7 +300,9 @@ class TestFollowAndUnfollow:
             (str(b1.pk).encode(), BASE_MS + 100),
         ]
 
-    def test_follow_backfills_the_newest_notes_up_to_the_cap(self, active_alice, active_bob, follow, publish, redis_client, settings):
+    def test_follow_backfills_the_newest_notes_up_to_the_cap(
+        self, active_alice, active_bob, follow, publish, redis_client, settings
+    ):
         settings.INBOX_MAX_LEN = 3
         notes = [publish(active_bob, at_ms=BASE_MS + i) for i in range(5)]
 
@@ -305,7 +327,9 @@ class TestFollowAndUnfollow:
         assert redis_client.sismember(redis_keys.pull_authors_key(), active_bob.pk)
         assert note.pk in [n.pk for n in selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10).notes]
 
-    def test_unfollowing_someone_not_followed_touches_nothing(self, active_alice, active_bob, active_charlie, follow, unfollow, publish, redis_client):
+    def test_unfollowing_someone_not_followed_touches_nothing(
+        self, active_alice, active_bob, active_charlie, follow, unfollow, publish, redis_client
+    ):
         follow(active_alice, active_bob)
         note = publish(active_bob)
 
@@ -322,7 +346,9 @@ class TestFollowAndUnfollow:
         assert removed == 0
         assert inbox_ids(redis_client, active_alice) == [note.pk]
 
-    def test_a_late_backfill_after_an_unfollow_adds_nothing(self, active_alice, active_bob, follow, unfollow, publish, redis_client):
+    def test_a_late_backfill_after_an_unfollow_adds_nothing(
+        self, active_alice, active_bob, follow, unfollow, publish, redis_client
+    ):
         follow(active_alice, active_bob)
         publish(active_bob)
         unfollow(active_alice, active_bob)
@@ -357,7 +383,9 @@ class TestAuthorDeactivation:
 
 
 class TestPendingFanOut:
-    def test_delivers_notes_whose_fan_out_never_ran(self, active_alice, active_bob, follow, redis_client, django_capture_on_commit_callbacks):
+    def test_delivers_notes_whose_fan_out_never_ran(
+        self, active_alice, active_bob, follow, redis_client, django_capture_on_commit_callbacks
+    ):
         follow(active_alice, active_bob)
         with django_capture_on_commit_callbacks(execute=False):  # the task was lost
             note = services.note_create(author=active_bob, body="lost task")
@@ -376,7 +404,9 @@ class TestPendingFanOut:
 
 
 class TestSplitFanOut:
-    def test_an_author_over_the_part_size_is_delivered_in_parts_that_cover_every_follower_once(self, settings, follow, publish, redis_client):
+    def test_an_author_over_the_part_size_is_delivered_in_parts_that_cover_every_follower_once(
+        self, settings, follow, publish, redis_client
+    ):
         from core.models import OutboxEntry
         from feed.outbox import NOTE_PART_KIND, unpack_part
 
@@ -390,7 +420,9 @@ class TestSplitFanOut:
 
         parts = OutboxEntry.objects.filter(kind=NOTE_PART_KIND, subject_id=note.pk).order_by("id")
         # A part entry's object is its packed part: never None (cast for the type checker only).
-        assert [(unpack_part(cast(int, entry.object_id)).parts, unpack_part(cast(int, entry.object_id)).index) for entry in parts] == [(3, 0), (3, 1), (3, 2)]
+        assert [
+            (unpack_part(cast(int, entry.object_id)).parts, unpack_part(cast(int, entry.object_id)).index) for entry in parts
+        ] == [(3, 0), (3, 1), (3, 2)]
         assert all(entry.applied_at is not None for entry in parts)
         assert [redis_client.zscore(redis_keys.inbox_key(reader.pk), note.pk) for reader in readers] == [note.published_ms] * 10
 
@@ -418,7 +450,10 @@ class TestSplitFanOut:
         client = get_redis()
 
         by_source = {
-            source: [sorted(id_ for batch in follower_batches(client, author.pk, source=source, part=Part(3, index)) for id_ in batch) for index in range(3)]
+            source: [
+                sorted(id_ for batch in follower_batches(client, author.pk, source=source, part=Part(3, index)) for id_ in batch)
+                for index in range(3)
+            ]
             for source in ("redis", "database")
         }
 

@@ -276,7 +276,10 @@ def test_five_writers_through_redis_broker_and_worker_faults_end_with_feeds_equa
         for user_id in readers:
             feed_services.inbox_sign_in(user_id=user_id)
         wait_until(
-            lambda: not OutboxEntry.objects.filter(applied_at__isnull=True).exists(), timeout=300, interval=0.5, what="the outbox drained"
+            lambda: not OutboxEntry.objects.filter(applied_at__isnull=True).exists(),
+            timeout=300,
+            interval=0.5,
+            what="the outbox drained",
         )
         stop_beat.set()
         beat_thread.join(timeout=10)

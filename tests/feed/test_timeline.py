@@ -38,7 +38,9 @@ class TestScrollContractC08:
         notes = inbox_c08
 
         ids, states, _ = scroll_all(
-            active_alice, 2, between_pages=lambda page: page == 1 and notes.setdefault("n6", publish(active_bob, "n6", at_ms=BASE_MS + 104))
+            active_alice,
+            2,
+            between_pages=lambda page: page == 1 and notes.setdefault("n6", publish(active_bob, "n6", at_ms=BASE_MS + 104)),
         )
 
         names = {n.pk: name for name, n in notes.items()}
@@ -47,7 +49,9 @@ class TestScrollContractC08:
         assert states == [(BASE_MS + 104, 1), (BASE_MS + 104, 3), (BASE_MS + 103, 1), (BASE_MS + 100, 1)]
 
     @pytest.mark.parametrize("arrives_after_page", [1, 2])
-    def test_every_note_once_newest_first_whenever_n6_arrives(self, active_alice, active_bob, inbox_c08, publish, arrives_after_page):
+    def test_every_note_once_newest_first_whenever_n6_arrives(
+        self, active_alice, active_bob, inbox_c08, publish, arrives_after_page
+    ):
         notes = inbox_c08
 
         def arrive(page):
@@ -64,7 +68,11 @@ class TestScrollContractC08:
     def test_the_cursor_variant_returns_the_same_order(self, active_alice, active_bob, inbox_c08, publish):
         notes = inbox_c08
 
-        ids, pages = cursor_all(active_alice, 2, between_pages=lambda page: page == 1 and notes.setdefault("n6", publish(active_bob, "n6", at_ms=BASE_MS + 104)))
+        ids, pages = cursor_all(
+            active_alice,
+            2,
+            between_pages=lambda page: page == 1 and notes.setdefault("n6", publish(active_bob, "n6", at_ms=BASE_MS + 104)),
+        )
 
         names = {n.pk: name for name, n in notes.items()}
         assert [names[i] for i in ids] == ["n1", "n2", "n3", "n4", "n6", "n5", "n7"]
@@ -87,7 +95,9 @@ class TestStaleIdsC09:
         assert page.next_cursor is None
         assert sorted(inbox_ids(redis_client, active_alice)) == sorted(n.pk for n in notes[:4])
 
-    def test_the_next_page_continues_after_the_stale_run(self, active_alice, active_bob, follow, publish, synced, redis_client, django_capture_on_commit_callbacks):
+    def test_the_next_page_continues_after_the_stale_run(
+        self, active_alice, active_bob, follow, publish, synced, redis_client, django_capture_on_commit_callbacks
+    ):
         follow(active_alice, active_bob)
         synced(active_alice)
         notes = [publish(active_bob, f"n{i}", at_ms=BASE_MS + i) for i in range(1, 13)]
@@ -119,7 +129,9 @@ class TestStaleIdsC09:
         assert [n.pk for n in page.notes] == [kept.pk]
         assert OutboxEntry.objects.filter(subject_id=hidden.pk, applied_at__isnull=True).exists()  # the cleanup never ran
 
-    def test_scroll_contract_skips_stale_ids_without_a_short_page(self, active_alice, active_bob, follow, publish, synced, django_capture_on_commit_callbacks):
+    def test_scroll_contract_skips_stale_ids_without_a_short_page(
+        self, active_alice, active_bob, follow, publish, synced, django_capture_on_commit_callbacks
+    ):
         follow(active_alice, active_bob)
         synced(active_alice)
         notes = [publish(active_bob, f"n{i}", at_ms=BASE_MS + i) for i in range(1, 13)]
@@ -169,7 +181,9 @@ class TestLongRuns:
     """Runs of one millisecond longer than a round's read (Redis orders them by member bytes, the feed by id)."""
 
     @pytest.mark.parametrize("contract", ["cursor", "scroll"])
-    def test_a_run_longer_than_a_window_is_paged_whole_in_id_order(self, active_alice, active_bob, follow, publish, synced, contract):
+    def test_a_run_longer_than_a_window_is_paged_whole_in_id_order(
+        self, active_alice, active_bob, follow, publish, synced, contract
+    ):
         follow(active_alice, active_bob)
         synced(active_alice)
         older = publish(active_bob, "older", at_ms=BASE_MS)
@@ -180,7 +194,9 @@ class TestLongRuns:
         assert ids == [n.pk for n in run] + [older.pk]
 
     @pytest.mark.parametrize("extra", [0, 2])
-    def test_a_run_at_the_inbox_tail_cut_by_the_cap_comes_whole_from_the_database(self, active_alice, active_bob, follow, publish, synced, settings, extra):
+    def test_a_run_at_the_inbox_tail_cut_by_the_cap_comes_whole_from_the_database(
+        self, active_alice, active_bob, follow, publish, synced, settings, extra
+    ):
         settings.INBOX_MAX_LEN = 12
         follow(active_alice, active_bob)
         synced(active_alice)
@@ -190,7 +206,9 @@ class TestLongRuns:
 
         assert ids == [n.pk for n in run]
 
-    def test_a_short_inbox_ending_in_a_trimmed_run_is_completed_by_the_database(self, active_alice, active_bob, follow, publish, synced, settings):
+    def test_a_short_inbox_ending_in_a_trimmed_run_is_completed_by_the_database(
+        self, active_alice, active_bob, follow, publish, synced, settings
+    ):
         settings.INBOX_MAX_LEN = 5
         follow(active_alice, active_bob)
         synced(active_alice)
@@ -203,7 +221,9 @@ class TestLongRuns:
 
 
 class TestHybrid:
-    def test_a_pull_authors_notes_are_merged_at_read_time(self, active_alice, active_bob, active_charlie, follow, publish, synced, settings, people, redis_client):
+    def test_a_pull_authors_notes_are_merged_at_read_time(
+        self, active_alice, active_bob, active_charlie, follow, publish, synced, settings, people, redis_client
+    ):
         settings.FANOUT_PULL_THRESHOLD = 3
         for fan in people(2):
             follow(fan, active_bob)
@@ -220,7 +240,9 @@ class TestHybrid:
         assert [n.pk for n in page.notes] == [b2.pk, c1.pk, b1.pk]
         assert page.source == "redis"
 
-    def test_an_unfollowed_pull_author_is_no_longer_merged(self, active_alice, active_bob, follow, unfollow, publish, synced, settings):
+    def test_an_unfollowed_pull_author_is_no_longer_merged(
+        self, active_alice, active_bob, follow, unfollow, publish, synced, settings
+    ):
         settings.FANOUT_PULL_THRESHOLD = 1
         follow(active_alice, active_bob)
         synced(active_alice)
@@ -232,7 +254,9 @@ class TestHybrid:
 
 
 class TestBothPaths:
-    def test_redis_and_database_pages_are_identical(self, active_alice, active_bob, active_charlie, follow, publish, synced, redis_client):
+    def test_redis_and_database_pages_are_identical(
+        self, active_alice, active_bob, active_charlie, follow, publish, synced, redis_client
+    ):
         follow(active_alice, active_bob)
         follow(active_alice, active_charlie)
         synced(active_alice)
@@ -256,8 +280,18 @@ class TestBothPaths:
     @pytest.mark.parametrize(
         ("last_id", "offset"),
         [
-            ("abc", "0"), ("-1", "0"), ("1", "x"), ("1", "-2"), ("", "3"), (str(2**60), "0"), ("1", "1000001"),
-            (str(MAX_MILLISECONDS + 1), "0"), (str(2**53), "0"), ("\u00b2", "0"), ("01", "0"), ("1 ", "0"),
+            ("abc", "0"),
+            ("-1", "0"),
+            ("1", "x"),
+            ("1", "-2"),
+            ("", "3"),
+            (str(2**60), "0"),
+            ("1", "1000001"),
+            (str(MAX_MILLISECONDS + 1), "0"),
+            (str(2**53), "0"),
+            ("\u00b2", "0"),
+            ("01", "0"),
+            ("1 ", "0"),
         ],
     )
     def test_malformed_scroll_values_are_rejected(self, last_id, offset):
@@ -275,7 +309,9 @@ published = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 6)), min_size=0
 arrivals = st.lists(st.tuples(st.integers(1, 6), st.integers(0, 2), st.integers(0, 7)), max_size=8)
 
 
-@hypothesis_settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@hypothesis_settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(
     initial=published,
     later=arrivals,
@@ -285,7 +321,19 @@ arrivals = st.lists(st.tuples(st.integers(1, 6), st.integers(0, 2), st.integers(
     deletions=st.sets(st.integers(0, 24), max_size=4),
 )
 def test_paging_returns_every_note_once_newest_first(
-    initial, later, limit, cap, contract, deletions, active_alice, people, follow, publish, synced, redis_client, settings,
+    initial,
+    later,
+    limit,
+    cap,
+    contract,
+    deletions,
+    active_alice,
+    people,
+    follow,
+    publish,
+    synced,
+    redis_client,
+    settings,
     django_capture_on_commit_callbacks,
 ):
     """Invariant 2: each note present at the start (and not deleted) exactly once, newest
@@ -316,7 +364,9 @@ def test_paging_returns_every_note_once_newest_first(
             state["cursor"] = page.next_cursor
             more = page.next_cursor is not None
         else:
-            page = selectors.home_timeline_scroll(user_id=active_alice.pk, last_id=state["last"], offset=state["offset"], limit=limit)
+            page = selectors.home_timeline_scroll(
+                user_id=active_alice.pk, last_id=state["last"], offset=state["offset"], limit=limit
+            )
             state["last"], state["offset"] = page.min_time, page.offset
             more = page.has_more
         if more:

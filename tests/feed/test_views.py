@@ -65,7 +65,9 @@ class TestHomePage:
 
         assert response.status_code == 400
 
-    def test_the_home_feed_costs_a_fixed_number_of_queries(self, active_alice, feed, people, follow, publish, django_assert_num_queries):
+    def test_the_home_feed_costs_a_fixed_number_of_queries(
+        self, active_alice, feed, people, follow, publish, django_assert_num_queries
+    ):
         client = signed_in(active_alice)
         client.get("/home")  # warm: last_seen_at just written
         # session + user + the database tail past the horizon (the notes come from the note cache)
@@ -94,7 +96,9 @@ class TestHomePage:
         assert html.count('class="note"') == 5
         assert redis_client.exists(redis_keys.inbox_rebuilding_key(active_alice.pk))
 
-    def test_with_the_rebuild_done_at_once_the_feed_is_back_on_redis(self, active_alice, feed, redis_client, django_capture_on_commit_callbacks):
+    def test_with_the_rebuild_done_at_once_the_feed_is_back_on_redis(
+        self, active_alice, feed, redis_client, django_capture_on_commit_callbacks
+    ):
         redis_client.delete(redis_keys.inbox_synced_key(active_alice.pk), redis_keys.inbox_key(active_alice.pk))
 
         with django_capture_on_commit_callbacks(execute=True):
@@ -113,7 +117,9 @@ class TestPublishPage:
         assert response.status_code == 302
         assert Note.objects.count() == 0
 
-    def test_publishes_and_delivers_to_followers(self, active_alice, active_bob, follow, redis_client, django_capture_on_commit_callbacks):
+    def test_publishes_and_delivers_to_followers(
+        self, active_alice, active_bob, follow, redis_client, django_capture_on_commit_callbacks
+    ):
         follow(active_alice, active_bob)
 
         with django_capture_on_commit_callbacks(execute=True):
@@ -174,7 +180,9 @@ class TestNotePages:
 
         assert Client().get(f"/n/{note.pk}/").status_code == 404
 
-    def test_only_the_author_deletes(self, active_alice, active_bob, active_charlie, follow, publish, redis_client, django_capture_on_commit_callbacks):
+    def test_only_the_author_deletes(
+        self, active_alice, active_bob, active_charlie, follow, publish, redis_client, django_capture_on_commit_callbacks
+    ):
         follow(active_alice, active_bob)
         note = publish(active_bob)
 
@@ -240,7 +248,14 @@ class TestApi:
 
     @pytest.mark.parametrize(
         "payload",
-        ["{not json", "[1, 2]", json.dumps({"body": 5}), json.dumps({}), json.dumps({"body": ""}), json.dumps({"body": "x" * 501})],
+        [
+            "{not json",
+            "[1, 2]",
+            json.dumps({"body": 5}),
+            json.dumps({}),
+            json.dumps({"body": ""}),
+            json.dumps({"body": "x" * 501}),
+        ],
     )
     def test_bad_publish_input_is_a_400(self, active_bob, payload):
         response = signed_in(active_bob).post("/api/notes", data=payload, content_type="application/json")
@@ -260,7 +275,9 @@ class TestApi:
         client = signed_in(active_alice)
 
         first = client.get("/api/blog/of/follow", {"limit": 2}).json()["data"]
-        second = client.get("/api/blog/of/follow", {"lastId": first["minTime"], "offset": first["offset"], "limit": 2}).json()["data"]
+        second = client.get("/api/blog/of/follow", {"lastId": first["minTime"], "offset": first["offset"], "limit": 2}).json()[
+            "data"
+        ]
 
         assert [n["body"] for n in first["list"]] == ["note 4", "note 3"]
         assert (first["minTime"], first["offset"], first["hasMore"]) == (BASE_MS + 3, 1, True)
@@ -286,7 +303,15 @@ class TestApi:
 
     @pytest.mark.parametrize(
         "query",
-        [{"lastId": "abc"}, {"lastId": "-5"}, {"lastId": "1", "offset": "x"}, {"offset": "2"}, {"limit": "0"}, {"limit": "101"}, {"limit": "x"}],
+        [
+            {"lastId": "abc"},
+            {"lastId": "-5"},
+            {"lastId": "1", "offset": "x"},
+            {"offset": "2"},
+            {"limit": "0"},
+            {"limit": "101"},
+            {"limit": "x"},
+        ],
     )
     def test_bad_scroll_input_is_a_400(self, active_alice, query):
         response = signed_in(active_alice).get("/api/blog/of/follow", query)

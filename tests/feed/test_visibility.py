@@ -34,7 +34,15 @@ BASE_MS = int((timezone.now() - timedelta(hours=1)).timestamp() * 1000)
 NOTE_ID = re.compile(r'data-note-id="(\d+)"')
 
 # (name, author, ms after BASE_MS), oldest first: bob's b0 is the inbox's tail.
-NOTES = [("b0", "bob", 0), ("c1", "charlie", 10), ("b1", "bob", 20), ("b2", "bob", 30), ("c2", "charlie", 40), ("b3", "bob", 50), ("c3", "charlie", 60)]
+NOTES = [
+    ("b0", "bob", 0),
+    ("c1", "charlie", 10),
+    ("b1", "bob", 20),
+    ("b2", "bob", 30),
+    ("c2", "charlie", 40),
+    ("b3", "bob", 50),
+    ("c3", "charlie", 60),
+]
 
 
 @pytest.fixture
@@ -76,12 +84,16 @@ def every_read(reader):
         "api scroll": [item["id"] for item in scroll["list"]],
         "cursor pages of 2": cursor_all(reader, 2)[0],
         "scroll pages of 2": scroll_all(reader, 2)[0],
-        "database path": [note.pk for note in selectors.home_timeline(user_id=reader.pk, cursor=None, limit=20, database_only=True).notes],
+        "database path": [
+            note.pk for note in selectors.home_timeline(user_id=reader.pk, cursor=None, limit=20, database_only=True).notes
+        ],
     }
 
 
 def the_same(expected):
-    return dict.fromkeys(["selector", "home page", "api feed", "api scroll", "cursor pages of 2", "scroll pages of 2", "database path"], expected)
+    return dict.fromkeys(
+        ["selector", "home page", "api feed", "api scroll", "cursor pages of 2", "scroll pages of 2", "database path"], expected
+    )
 
 
 def cache_cold(redis_client, notes):
@@ -102,7 +114,9 @@ ENDS_BOB = {
 class TestTheHomeFeedWhileRedisLags:
     @pytest.mark.parametrize("change", list(ENDS_BOB))
     @pytest.mark.parametrize("cache", ["warm", "cold"])
-    def test_the_next_read_shows_none_of_the_private_accounts_notes(self, active_alice, active_bob, cast, lagging, redis_client, change, cache):
+    def test_the_next_read_shows_none_of_the_private_accounts_notes(
+        self, active_alice, active_bob, cast, lagging, redis_client, change, cache
+    ):
         before = every_read(active_alice)
 
         lagging(lambda: ENDS_BOB[change](active_alice, active_bob))
@@ -117,20 +131,27 @@ class TestTheHomeFeedWhileRedisLags:
         assert selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=20).source == "redis"
         assert every_read(active_alice) == the_same(ids(cast, "c3 c2 c1"))
 
-    def test_a_public_account_that_blocks_the_reader_leaves_its_feed_at_once(self, active_alice, active_charlie, cast, lagging, redis_client):
+    def test_a_public_account_that_blocks_the_reader_leaves_its_feed_at_once(
+        self, active_alice, active_charlie, cast, lagging, redis_client
+    ):
         lagging(lambda: controls.block_create(actor=active_charlie, target_id=active_alice.pk))
 
         assert set(ids(cast, "c3 c2 c1")) <= set(inbox_ids(redis_client, active_alice))
         assert every_read(active_alice) == the_same(ids(cast, "b3 b2 b1 b0"))
 
-    def test_a_pulled_private_accounts_notes_leave_at_once(self, active_alice, active_bob, active_charlie, follow, publish, synced, lagging, redis_client, run_commits):
+    def test_a_pulled_private_accounts_notes_leave_at_once(
+        self, active_alice, active_bob, active_charlie, follow, publish, synced, lagging, redis_client, run_commits
+    ):
         follow(active_alice, active_bob)
         follow(active_alice, active_charlie)
         run_commits(lambda: controls.account_privacy_set(actor=active_bob, private=True))
         redis_client.sadd(redis_keys.pull_authors_key(), active_bob.pk)  # a big account: pulled at read time
         selectors.forget_pull_authors()
         synced(active_alice)
-        notes = {name: publish({"bob": active_bob, "charlie": active_charlie}[author], name, at_ms=BASE_MS + at) for name, author, at in NOTES}
+        notes = {
+            name: publish({"bob": active_bob, "charlie": active_charlie}[author], name, at_ms=BASE_MS + at)
+            for name, author, at in NOTES
+        }
         assert not set(ids(notes, "b3 b2 b1 b0")) & set(inbox_ids(redis_client, active_alice))
         assert every_read(active_alice)["selector"] == ids(notes, "c3 b3 c2 b2 b1 c1 b0")
 
@@ -138,21 +159,27 @@ class TestTheHomeFeedWhileRedisLags:
 
         assert every_read(active_alice) == the_same(ids(notes, "c3 c2 c1"))
 
-    def test_an_account_turning_private_leaves_the_feed_of_a_reader_who_unfollowed_it(self, active_alice, active_charlie, cast, lagging, redis_client):
+    def test_an_account_turning_private_leaves_the_feed_of_a_reader_who_unfollowed_it(
+        self, active_alice, active_charlie, cast, lagging, redis_client
+    ):
         lagging(lambda: social_services.follow_delete(actor=active_alice, followee_id=active_charlie.pk))
         lagging(lambda: controls.account_privacy_set(actor=active_charlie, private=True))
 
         assert set(ids(cast, "c3 c2 c1")) <= set(inbox_ids(redis_client, active_alice))
         assert every_read(active_alice) == the_same(ids(cast, "b3 b2 b1 b0"))
 
-    def test_equal_publish_times_are_scrolled_once_each_around_the_hidden_notes(self, active_alice, active_bob, active_charlie, follow, publish, synced, lagging):
+    def test_equal_publish_times_are_scrolled_once_each_around_the_hidden_notes(
+        self, active_alice, active_bob, active_charlie, follow, publish, synced, lagging
+    ):
         follow(active_alice, active_bob)
         follow(active_alice, active_charlie)
         synced(active_alice)
         older = publish(active_charlie, "older", at_ms=BASE_MS)
         at = BASE_MS + 100
         # One millisecond, ids ascending: c_a, b_a, c_b, b_b, c_c.
-        c_a, _, c_b, _, c_c = (publish(author, at_ms=at) for author in (active_charlie, active_bob, active_charlie, active_bob, active_charlie))
+        c_a, _, c_b, _, c_c = (
+            publish(author, at_ms=at) for author in (active_charlie, active_bob, active_charlie, active_bob, active_charlie)
+        )
         newest = publish(active_charlie, "newest", at_ms=BASE_MS + 200)
 
         lagging(lambda: controls.block_create(actor=active_bob, target_id=active_alice.pk))
@@ -212,7 +239,9 @@ class TestTheCheckCosts:
 
 class TestNotesOnProfilesWhileRedisLags:
     @pytest.mark.parametrize("change", ["bob removes alice as a follower", "alice unfollows bob"])
-    def test_a_private_accounts_notes_are_refused_to_the_reader_it_no_longer_has(self, active_alice, active_bob, cast, lagging, change):
+    def test_a_private_accounts_notes_are_refused_to_the_reader_it_no_longer_has(
+        self, active_alice, active_bob, cast, lagging, change
+    ):
         client = signed_in(active_alice)
         assert NOTE_ID.findall(client.get("/u/bob/").content.decode()) == [str(pk) for pk in ids(cast, "b3 b2 b1 b0")]
 
@@ -235,10 +264,15 @@ class TestNotesOnProfilesWhileRedisLags:
         assert client.get(f"/n/{cast['b3'].pk}/").status_code == 404
         assert client.get(f"/api/notes/{cast['b3'].pk}").status_code == 404
 
-    def test_an_account_turning_private_hides_its_notes_from_non_followers_at_once(self, active_alice, active_charlie, cast, lagging):
+    def test_an_account_turning_private_hides_its_notes_from_non_followers_at_once(
+        self, active_alice, active_charlie, cast, lagging
+    ):
         dave = make_user("dave")
         strangers = {"dave": signed_in(dave), "signed out": Client()}
-        assert all(NOTE_ID.findall(c.get("/u/charlie/").content.decode()) == [str(pk) for pk in ids(cast, "c3 c2 c1")] for c in strangers.values())
+        assert all(
+            NOTE_ID.findall(c.get("/u/charlie/").content.decode()) == [str(pk) for pk in ids(cast, "c3 c2 c1")]
+            for c in strangers.values()
+        )
 
         lagging(lambda: controls.account_privacy_set(actor=active_charlie, private=True))
 
@@ -249,5 +283,7 @@ class TestNotesOnProfilesWhileRedisLags:
             assert client.get(f"/n/{cast['c3'].pk}/").status_code == 403
             assert client.get(f"/api/notes/{cast['c3'].pk}").status_code == 403
         # alice follows charlie: she still sees them, on the profile and in her feed.
-        assert NOTE_ID.findall(signed_in(active_alice).get("/u/charlie/").content.decode()) == [str(pk) for pk in ids(cast, "c3 c2 c1")]
+        assert NOTE_ID.findall(signed_in(active_alice).get("/u/charlie/").content.decode()) == [
+            str(pk) for pk in ids(cast, "c3 c2 c1")
+        ]
         assert every_read(active_alice)["selector"] == ids(cast, "c3 b3 c2 b2 b1 c1 b0")

@@ -109,7 +109,12 @@ class TestFanOutThroughTheWorker:
         first = worker(FEED_FANOUT_BATCH_SIZE="5", FEED_FANOUT_BATCH_PAUSE_SECONDS="0.3")
 
         note = services.note_create(author=bob, body="survives a crash")
-        wait_until(lambda: delivered_to(redis_client, readers, note) >= 10, timeout=DELIVERY_TIMEOUT, interval=0.01, what="fan-out under way")
+        wait_until(
+            lambda: delivered_to(redis_client, readers, note) >= 10,
+            timeout=DELIVERY_TIMEOUT,
+            interval=0.01,
+            what="fan-out under way",
+        )
         first.kill()  # SIGKILL: the task is not acknowledged
         at_kill = delivered_to(redis_client, readers, note)
         second = worker()  # a new worker gets the redelivered message
@@ -192,7 +197,9 @@ def hypothesis_world(worker) -> dict[str, Any]:
     return {"alice": alice, "authors": authors}
 
 
-@hypothesis_settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@hypothesis_settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(initial=published, later=arrivals, limit=st.integers(1, 3))
 def test_the_paging_invariant_holds_with_deliveries_by_the_worker(initial, later, limit, hypothesis_world, redis_client):
     """Notes delivered by the worker, many equal milliseconds, publishes between pages:
@@ -244,7 +251,11 @@ class TestSplitFanOutOnTwoWorkers:
 
         note = services.note_create(author=bob, body="to two hundred")
         parts = OutboxEntry.objects.filter(kind=NOTE_PART_KIND, subject_id=note.pk)
-        wait_until(lambda: parts.count() == 10 and not parts.filter(applied_at__isnull=True).exists(), timeout=DELIVERY_TIMEOUT, what="ten parts applied")
+        wait_until(
+            lambda: parts.count() == 10 and not parts.filter(applied_at__isnull=True).exists(),
+            timeout=DELIVERY_TIMEOUT,
+            what="ten parts applied",
+        )
 
         assert delivered_to(redis_client, readers, note) == 200
         tasks_done = [
@@ -268,7 +279,12 @@ class TestBlockDuringFanOut:
         worker(FEED_FANOUT_BATCH_SIZE="4", FEED_FANOUT_BATCH_PAUSE_SECONDS="0.2")
 
         note = services.note_create(author=bob, body="in flight while alice blocks bob")
-        wait_until(lambda: delivered_to(redis_client, readers, note) >= 4, timeout=DELIVERY_TIMEOUT, interval=0.01, what="fan-out under way")
+        wait_until(
+            lambda: delivered_to(redis_client, readers, note) >= 4,
+            timeout=DELIVERY_TIMEOUT,
+            interval=0.01,
+            what="fan-out under way",
+        )
         controls.block_create(actor=alice, target_id=bob.pk)
         at_block = delivered_to(redis_client, readers, note)
         wait_until(lambda: fanned_out(note), timeout=DELIVERY_TIMEOUT, what="fan-out finished")

@@ -62,7 +62,9 @@ def frozen(at: datetime) -> Iterator[None]:
 
 
 class TestC25BlockVersusRequest:
-    def test_a_block_leaves_no_request_no_follow_and_no_line_naming_the_blocker(self, alice, bob, charlie, run_commits, redis_client):
+    def test_a_block_leaves_no_request_no_follow_and_no_line_naming_the_blocker(
+        self, alice, bob, charlie, run_commits, redis_client
+    ):
         run_commits(lambda: make_private(alice))
         run_commits(lambda: social_services.follow_create(actor=alice, followee_id=bob.pk))  # A -> B (B is public)
         run_commits(lambda: social_services.follow_create(actor=charlie, followee_id=alice.pk))  # C asks A
@@ -91,7 +93,9 @@ class TestC25BlockVersusRequest:
         assert response.status_code == 200
         assert response.json()["data"]["changed"] is False
 
-    def test_the_page_hides_a_blocked_actor_before_the_blocks_job_ran(self, alice, bob, charlie, run_commits, django_capture_on_commit_callbacks):
+    def test_the_page_hides_a_blocked_actor_before_the_blocks_job_ran(
+        self, alice, bob, charlie, run_commits, django_capture_on_commit_callbacks
+    ):
         run_commits(lambda: social_services.follow_create(actor=charlie, followee_id=alice.pk))
         run_commits(lambda: social_services.follow_create(actor=bob, followee_id=alice.pk))
         with django_capture_on_commit_callbacks(execute=False):
@@ -100,7 +104,9 @@ class TestC25BlockVersusRequest:
         assert Notification.objects.filter(recipient=alice, actor=bob).exists()
         assert texts(alice) == ["@charlie followed you"]
 
-    def test_a_line_whose_every_named_actor_is_hidden_counts_without_an_empty_name(self, alice, user_factory, run_commits, django_capture_on_commit_callbacks):
+    def test_a_line_whose_every_named_actor_is_hidden_counts_without_an_empty_name(
+        self, alice, user_factory, run_commits, django_capture_on_commit_callbacks
+    ):
         fans = [user_factory(username=f"fan{n}") for n in range(5)]
         for fan in fans:
             run_commits(lambda fan=fan: social_services.follow_create(actor=fan, followee_id=alice.pk))
@@ -113,7 +119,9 @@ class TestC25BlockVersusRequest:
 
 class TestC26Deletion:
     @pytest.mark.parametrize("inline_rows", [200, 0], ids=["refreshed-in-the-request", "refreshed-by-the-task"])
-    def test_a_deleted_followers_notification_leaves_no_trace(self, alice, bob, run_commits, redis_client, monkeypatch, inline_rows):
+    def test_a_deleted_followers_notification_leaves_no_trace(
+        self, alice, bob, run_commits, redis_client, monkeypatch, inline_rows
+    ):
         monkeypatch.setattr(receivers, "INLINE_ACTOR_ROWS", inline_rows)
         run_commits(lambda: social_services.follow_create(actor=bob, followee_id=alice.pk))
         before = (texts(alice), unread_everywhere(alice, redis_client))
@@ -138,7 +146,9 @@ class TestC26Deletion:
         assert unread_everywhere(alice, redis_client) == (1, 1, 1, 1)
         assert list(FollowRequest.objects.filter(target=alice).values_list("requester_id", flat=True)) == [charlie.pk]
 
-    def test_deactivation_hides_the_actor_and_reactivation_brings_back_what_still_holds(self, alice, bob, charlie, run_commits, redis_client):
+    def test_deactivation_hides_the_actor_and_reactivation_brings_back_what_still_holds(
+        self, alice, bob, charlie, run_commits, redis_client
+    ):
         run_commits(lambda: social_services.follow_create(actor=charlie, followee_id=alice.pk))
         run_commits(lambda: social_services.follow_create(actor=bob, followee_id=alice.pk))
 
@@ -188,7 +198,9 @@ class TestRequestsThatEnd:
 
         run_commits(end)
 
-        expected = {"approved": ["@bob followed you", "@charlie asked to follow you"]}.get(ending, ["@charlie asked to follow you"])
+        expected = {"approved": ["@bob followed you", "@charlie asked to follow you"]}.get(
+            ending, ["@charlie asked to follow you"]
+        )
         assert texts(alice) == expected
         assert unread_everywhere(alice, redis_client)[:3] == (len(expected),) * 3
 
@@ -218,7 +230,9 @@ class TestUnfollowKeepsHistory:
 
 
 class TestReconcile:
-    def test_finds_and_repairs_rows_groups_counters_and_mirrors_left_behind_the_apps_back(self, alice, bob, charlie, run_commits, redis_client):
+    def test_finds_and_repairs_rows_groups_counters_and_mirrors_left_behind_the_apps_back(
+        self, alice, bob, charlie, run_commits, redis_client
+    ):
         run_commits(lambda: make_private(alice))
         run_commits(lambda: social_services.follow_create(actor=charlie, followee_id=alice.pk))
         run_commits(lambda: social_services.follow_create(actor=bob, followee_id=alice.pk))
@@ -240,7 +254,14 @@ class TestReconcile:
         assert found == services.NotificationsDrift(rows_found=2, groups_found=2, counters_found=2, mirrors_found=2)
         assert still == ["@alice, @charlie and 3 others followed you"]  # the dry run changed nothing
         assert repaired == services.NotificationsDrift(
-            rows_found=2, rows_fixed=2, groups_found=2, groups_fixed=2, counters_found=2, counters_fixed=2, mirrors_found=2, mirrors_fixed=2
+            rows_found=2,
+            rows_fixed=2,
+            groups_found=2,
+            groups_fixed=2,
+            counters_found=2,
+            counters_fixed=2,
+            mirrors_found=2,
+            mirrors_fixed=2,
         )
         assert texts(alice) == []
         assert texts(bob) == ["@alice followed you"]

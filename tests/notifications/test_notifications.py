@@ -78,7 +78,6 @@ class TestFollowNotification:
         with pytest.raises(social_services.FollowBlockedError):
             social_services.follow_create(actor=bob, followee_id=charlie.pk)
 
-
     def test_a_block_between_the_follow_and_its_job_makes_none(self, alice, bob, run_commits, django_capture_on_commit_callbacks):
         with django_capture_on_commit_callbacks(execute=False):
             social_services.follow_create(actor=alice, followee_id=bob.pk)  # its job has not run yet
@@ -153,7 +152,9 @@ class TestUnreadCounter:
         assert signed_in(bob).get("/api/notifications/unread").json()["data"] == {"unread": 0}
         assert not Notification.objects.filter(read_at__isnull=True).exists()
 
-    def test_a_missing_counter_is_one_primary_key_read_and_is_set_again(self, alice, bob, charlie, redis_client, django_assert_num_queries):
+    def test_a_missing_counter_is_one_primary_key_read_and_is_set_again(
+        self, alice, bob, charlie, redis_client, django_assert_num_queries
+    ):
         follow(alice, bob)
         follow(charlie, bob)
         assert redis_client.get(redis_keys.unread_key(bob.pk)) == b"2:2"  # version 2, two unread
@@ -172,7 +173,9 @@ class TestUnreadCounter:
         # A celebrity's minute: 10,000 new followers, each a notification.
         fans = User.objects.bulk_create([User(username=f"storm{n}", password="!") for n in range(10_000)], batch_size=2000)
         group = NotificationGroup.objects.create(recipient=bob, kind=FOLLOW, day=timezone.now().date(), count=10_000)
-        Notification.objects.bulk_create([Notification(recipient=bob, actor=fan, kind=FOLLOW, group=group) for fan in fans], batch_size=2000)
+        Notification.objects.bulk_create(
+            [Notification(recipient=bob, actor=fan, kind=FOLLOW, group=group) for fan in fans], batch_size=2000
+        )
         UnreadCounter.objects.create(recipient=bob, unread=10_000, version=10_000)
 
         with django_assert_num_queries(1) as missing:
@@ -277,7 +280,9 @@ class TestApi:
         data = signed_in(bob).get("/api/notifications?limit=5").json()["data"]
 
         assert data["next_cursor"] is None
-        assert [(line["kind"], line["count"], line["text"]) for line in data["list"]] == [(FOLLOW, 2, "@charlie and @alice followed you")]
+        assert [(line["kind"], line["count"], line["text"]) for line in data["list"]] == [
+            (FOLLOW, 2, "@charlie and @alice followed you")
+        ]
 
     @pytest.mark.parametrize("query", ["cursor=abc", "cursor=99999999999999999999999:1", "limit=0", "limit=x"])
     def test_bad_input_is_400(self, bob, query):

@@ -58,9 +58,7 @@ class TestFollowToggle:
         assert response.json()["errorMsg"] == "You cannot follow yourself."
         assert nothing_written(alice, redis_client)
 
-    @pytest.mark.parametrize(
-        ("raw", "status"), [("abc", 400), ("-1", 400), ("0", 400), ("1.5", 400), ("999999999", 404)]
-    )
+    @pytest.mark.parametrize(("raw", "status"), [("abc", 400), ("-1", 400), ("0", 400), ("1.5", 400), ("999999999", 404)])
     def test_malformed_or_unknown_id_is_4xx_and_writes_nothing(self, alice_client, alice, redis_client, raw, status):
         response = alice_client.put(f"/api/follow/{raw}/true")
 
@@ -109,7 +107,9 @@ class TestLists:
         with django_capture_on_commit_callbacks(execute=True):
             services.follow_create(actor=alice, followee_id=bob.pk)
             services.follow_create(actor=charlie, followee_id=bob.pk)
-        Follow.objects.filter(follower=alice).update(created_at=Follow.objects.get(follower=alice).created_at - timedelta(seconds=5))
+        Follow.objects.filter(follower=alice).update(
+            created_at=Follow.objects.get(follower=alice).created_at - timedelta(seconds=5)
+        )
         from social.mirror import mirror_apply_pairs
 
         mirror_apply_pairs([(alice.pk, bob.pk)])
@@ -158,7 +158,9 @@ class TestSignInRules:
         assert response.status_code == 200
         assert set(Follow.objects.values_list("follower_id", "followee_id")) == {(alice.pk, bob.pk)}
 
-    def test_common_follows_of_two_users(self, alice_client, alice, bob, charlie, user_factory, django_capture_on_commit_callbacks):
+    def test_common_follows_of_two_users(
+        self, alice_client, alice, bob, charlie, user_factory, django_capture_on_commit_callbacks
+    ):
         x, y, z, w = (user_factory() for _ in range(4))
         with django_capture_on_commit_callbacks(execute=True):
             for target in (x, y, z):

@@ -100,7 +100,9 @@ class TestBlock:
             ("remove-follower", 409, "bob does not follow you."),
         ],
     )
-    def test_a_refused_form_answers_its_4xx_with_the_reason_and_changes_nothing(self, alice, bob, run_commits, path, status, message):
+    def test_a_refused_form_answers_its_4xx_with_the_reason_and_changes_nothing(
+        self, alice, bob, run_commits, path, status, message
+    ):
         run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
         rows = (Block.objects.count(), Mute.objects.count(), OutboxEntry.objects.count())
         url, _, query = path.partition("?")
@@ -176,7 +178,11 @@ class TestBlockHides:
     def test_the_name_in_another_case_is_a_404_too_not_a_redirect(self, alice, bob, blocked_world):
         client = signed_in(bob)
 
-        for path in (f"/u/{alice.username.upper()}/", f"/u/{alice.username.upper()}/followers/", f"/u/{alice.username.upper()}/notes/"):
+        for path in (
+            f"/u/{alice.username.upper()}/",
+            f"/u/{alice.username.upper()}/followers/",
+            f"/u/{alice.username.upper()}/notes/",
+        ):
             assert client.get(path).status_code == 404, path
         assert signed_in(alice).get(f"/u/{bob.username.upper()}/").status_code == 301  # the blocker is not hidden from
 
@@ -212,7 +218,9 @@ class TestBlockHides:
 
         hidden = visibility.hidden_ids(viewer_id=alice.pk)
         common = selectors.common_following(user_id=alice.pk, other_id=dave.pk, hidden=hidden)
-        familiar = selectors.familiar_followers(viewer_id=dave.pk, user_id=alice.pk, hidden=visibility.hidden_ids(viewer_id=dave.pk))
+        familiar = selectors.familiar_followers(
+            viewer_id=dave.pk, user_id=alice.pk, hidden=visibility.hidden_ids(viewer_id=dave.pk)
+        )
 
         assert {u.pk for u in before.users} == {bob.pk, charlie.pk}
         assert {u.pk for u in common.users} == {charlie.pk}
@@ -278,7 +286,9 @@ class TestMute:
         assert not Mute.objects.exists() and not OutboxEntry.objects.exists()
 
     def test_the_api_mutes_for_a_duration(self, alice, bob, run_commits):
-        response = run_commits(lambda: signed_in(alice).put(f"/api/mute/{bob.pk}/true", data='{"duration": "7d"}', content_type="application/json"))
+        response = run_commits(
+            lambda: signed_in(alice).put(f"/api/mute/{bob.pk}/true", data='{"duration": "7d"}', content_type="application/json")
+        )
 
         expires_at = Mute.objects.get(muter=alice).expires_at
         assert expires_at is not None
@@ -411,13 +421,17 @@ class TestFollowRequests:
         run_commits(lambda: services.follow_create(actor=bob, followee_id=private_alice.pk))
         run_commits(lambda: services.follow_create(actor=charlie, followee_id=private_alice.pk))
 
-        response = run_commits(lambda: signed_in(private_alice).put("/api/me/settings", data='{"private": false}', content_type="application/json"))
+        response = run_commits(
+            lambda: signed_in(private_alice).put("/api/me/settings", data='{"private": false}', content_type="application/json")
+        )
 
         assert response.json()["data"] == {"private": False, "approved": 2}
         assert follows(bob, private_alice) and follows(charlie, private_alice)
         assert not FollowRequest.objects.exists()
 
-    def test_the_settings_page_turns_approval_off_and_the_new_followers_get_the_notes(self, private_alice, bob, charlie, run_commits, redis_client):
+    def test_the_settings_page_turns_approval_off_and_the_new_followers_get_the_notes(
+        self, private_alice, bob, charlie, run_commits, redis_client
+    ):
         from feed import services as feed_services
         from feed.services import note_create
         from tests.support.feed import inbox_ids
@@ -445,7 +459,9 @@ class TestFollowRequests:
         assert response.json()["errorMsg"] == "@bob's account is deactivated; it cannot follow you now."
         assert FollowRequest.objects.filter(requester=bob).exists() and not follows(bob, private_alice)
 
-    def test_approvals_an_interrupted_request_left_are_finished_by_the_drain(self, private_alice, bob, charlie, run_commits, django_capture_on_commit_callbacks):
+    def test_approvals_an_interrupted_request_left_are_finished_by_the_drain(
+        self, private_alice, bob, charlie, run_commits, django_capture_on_commit_callbacks
+    ):
         from core.outbox import drain
 
         run_commits(lambda: services.follow_create(actor=bob, followee_id=private_alice.pk))
@@ -513,7 +529,12 @@ class TestPrivateAccountLists:
 
     @pytest.mark.parametrize(
         ("viewer", "page", "api", "common", "familiar"),
-        [("approved", 200, 200, 200, 1), ("stranger", 403, 403, 403, 0), ("blocked", 404, 404, 404, 0), ("signed out", 403, 403, None, None)],
+        [
+            ("approved", 200, 200, 200, 1),
+            ("stranger", 403, 403, 403, 0),
+            ("blocked", 404, 404, 404, 0),
+            ("signed out", 403, 403, None, None),
+        ],
     )
     def test_every_path(self, private_alice, bob, world, viewer, page, api, common, familiar):
         user = world[viewer]
@@ -554,11 +575,19 @@ class TestControlsMirror:
     def test_reads_fall_back_to_the_database_while_redis_is_down(self, alice, bob, run_commits, settings):
         run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
         run_commits(lambda: controls.mute_create(actor=bob, target_id=alice.pk, duration=timedelta(days=7)))
-        from_redis = (visibility.hidden_ids(viewer_id=bob.pk), visibility.hidden_ids(viewer_id=alice.pk), visibility.muted_ids(user_id=bob.pk))
+        from_redis = (
+            visibility.hidden_ids(viewer_id=bob.pk),
+            visibility.hidden_ids(viewer_id=alice.pk),
+            visibility.muted_ids(user_id=bob.pk),
+        )
 
         settings.CACHES = {**settings.CACHES, "default": {**settings.CACHES["default"], "LOCATION": "redis://127.0.0.1:1/0"}}
         settings.REDIS_CIRCUIT_OPEN_SECONDS = 30.0
-        from_database = (visibility.hidden_ids(viewer_id=bob.pk), visibility.hidden_ids(viewer_id=alice.pk), visibility.muted_ids(user_id=bob.pk))
+        from_database = (
+            visibility.hidden_ids(viewer_id=bob.pk),
+            visibility.hidden_ids(viewer_id=alice.pk),
+            visibility.muted_ids(user_id=bob.pk),
+        )
 
         assert not redis_available()
         assert from_database == from_redis == ({alice.pk}, {bob.pk}, {alice.pk})
@@ -662,7 +691,9 @@ def controls_around_b(alice, bob, charlie, user_factory, run_commits):
 
 class TestC26ControlsOfADeletedAccount:
     @pytest.mark.parametrize("path", ["instance", "queryset"])
-    def test_no_block_or_mute_set_keeps_the_deleted_id(self, alice, bob, charlie, controls_around_b, redis_client, run_commits, path):
+    def test_no_block_or_mute_set_keeps_the_deleted_id(
+        self, alice, bob, charlie, controls_around_b, redis_client, run_commits, path
+    ):
         from social.reconcile import reconcile_all
 
         dave, erin = controls_around_b
@@ -679,12 +710,16 @@ class TestC26ControlsOfADeletedAccount:
         assert sets == {user_id: (set(), {}) for user_id in [*others, b]}
         assert redis_client.exists(redis_keys.blocks_key(b), redis_keys.mutes_key(b)) == 0
         deletion = OutboxEntry.objects.filter(pk__gt=last_entry)
-        assert {(e.kind, e.object_id) for e in deletion.filter(kind="social.control")} == {("social.control", other) for other in others}
+        assert {(e.kind, e.object_id) for e in deletion.filter(kind="social.control")} == {
+            ("social.control", other) for other in others
+        }
         assert not deletion.filter(applied_at__isnull=True).exists()  # applied right after the deletion's commit
         dry = reconcile_all(repair=False)
         assert (dry.controls_drifted, dry.drift, dry.users_drifted) == (0, 0, 0)
 
-    def test_the_after_commit_work_may_land_in_any_order(self, alice, bob, charlie, controls_around_b, redis_client, django_capture_on_commit_callbacks):
+    def test_the_after_commit_work_may_land_in_any_order(
+        self, alice, bob, charlie, controls_around_b, redis_client, django_capture_on_commit_callbacks
+    ):
         from core.outbox import drain
 
         dave, erin = controls_around_b
@@ -714,11 +749,18 @@ class TestC26ControlsOfADeletedAccount:
         after = reconcile_all(repair=False)
 
         assert redis_client.smembers(redis_keys.blocks_key(alice.pk)) == set()
-        assert (dry.controls_drifted, repaired.controls_drifted, repaired.controls_repaired, after.controls_drifted) == (1, 1, 1, 0)
+        assert (dry.controls_drifted, repaired.controls_drifted, repaired.controls_repaired, after.controls_drifted) == (
+            1,
+            1,
+            1,
+            0,
+        )
 
 
 class TestControlsOfADeactivatedAccount:
-    def test_deactivation_and_reactivation_keep_the_sets_equal_to_a_rebuild(self, alice, bob, charlie, controls_around_b, redis_client, run_commits):
+    def test_deactivation_and_reactivation_keep_the_sets_equal_to_a_rebuild(
+        self, alice, bob, charlie, controls_around_b, redis_client, run_commits
+    ):
         from social.reconcile import reconcile_all
         from users.services import user_set_active
 
@@ -734,14 +776,19 @@ class TestControlsOfADeactivatedAccount:
             dry = reconcile_all(repair=False)
 
             # The blocks stay in force in the database, so the sets keep them.
-            assert Block.objects.filter(blocker=alice, blocked=bob).exists() and Mute.objects.filter(muter=charlie, muted=bob).exists()
+            assert (
+                Block.objects.filter(blocker=alice, blocked=bob).exists()
+                and Mute.objects.filter(muter=charlie, muted=bob).exists()
+            )
             assert after_change == rebuilt == before
             assert bob.pk in after_change[alice.pk][0] and bob.pk in after_change[charlie.pk][1]
             assert dry.controls_drifted == 0
 
 
 class TestControlWritesComeFromTheDatabase:
-    def test_a_write_from_a_stale_read_is_rewritten_by_its_verifying_read(self, alice, bob, redis_client, run_commits, monkeypatch):
+    def test_a_write_from_a_stale_read_is_rewritten_by_its_verifying_read(
+        self, alice, bob, redis_client, run_commits, monkeypatch
+    ):
         from social import control_mirror
 
         run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
@@ -754,7 +801,9 @@ class TestControlWritesComeFromTheDatabase:
             # before the block and wrote after a newer applier.
             reads.append(pairs)
             if len(reads) == 1:
-                return {pair: control_mirror.PairControls(blocked=False, a_mutes_b_until=None, b_mutes_a_until=None) for pair in pairs}
+                return {
+                    pair: control_mirror.PairControls(blocked=False, a_mutes_b_until=None, b_mutes_a_until=None) for pair in pairs
+                }
             return real(pairs)
 
         monkeypatch.setattr(control_mirror, "pair_controls", stale_first)

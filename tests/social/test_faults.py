@@ -61,7 +61,9 @@ FAULTS = {
 }
 
 
-def follow_then_fail(fault, private_redis, settings, capture, follower, followee, *, viewer) -> tuple[Client, Callable[[RedisServer], None]]:
+def follow_then_fail(
+    fault, private_redis, settings, capture, follower, followee, *, viewer
+) -> tuple[Client, Callable[[RedisServer], None]]:
     """Make ``follower`` follow ``followee`` with Redis well, then give Redis ``fault`` (a key of
     FAULTS) with the circuit breaker held open 30 s. Returns (a client signed in as ``viewer``,
     the fault's recover function)."""
@@ -81,7 +83,9 @@ class TestUnfollowDuringOutage:
     def test_unfollow_succeeds_pages_render_and_the_drain_removes_b(
         self, fault, private_redis, alice, bob, settings, django_capture_on_commit_callbacks
     ):
-        client, recover = follow_then_fail(fault, private_redis, settings, django_capture_on_commit_callbacks, alice, bob, viewer=alice)
+        client, recover = follow_then_fail(
+            fault, private_redis, settings, django_capture_on_commit_callbacks, alice, bob, viewer=alice
+        )
 
         with django_capture_on_commit_callbacks(execute=True):
             unfollowed = client.post(f"/u/{bob.username}/unfollow/", HTTP_ACCEPT="application/json")
@@ -123,13 +127,18 @@ class TestControlsDuringOutage:
     ):
         from social.control_mirror import controls_differences
 
-        client, recover = follow_then_fail(fault, private_redis, settings, django_capture_on_commit_callbacks, bob, alice, viewer=alice)
+        client, recover = follow_then_fail(
+            fault, private_redis, settings, django_capture_on_commit_callbacks, bob, alice, viewer=alice
+        )
 
         with django_capture_on_commit_callbacks(execute=True):
             blocked = client.put(f"/api/block/{bob.pk}/true")
             muted = client.put(f"/api/mute/{charlie.pk}/true?duration=7d")
         as_bob = signed_in(bob, raise_request_exception=False)
-        pages = {"bob sees alice": as_bob.get(f"/u/{alice.username}/"), "alice's followers": client.get(f"/u/{alice.username}/followers/")}
+        pages = {
+            "bob sees alice": as_bob.get(f"/u/{alice.username}/"),
+            "alice's followers": client.get(f"/u/{alice.username}/followers/"),
+        }
         recover(private_redis)
         if fault == "killed":  # restarted empty: the sentinel is gone too
             private_redis.client().set(core_keys.sentinel_key(), now_ms())
@@ -146,13 +155,16 @@ class TestControlsDuringOutage:
 
 
 class TestBreaker:
-    def test_a_hung_redis_costs_one_timeout_per_page_not_one_per_read(self, private_redis, alice, bob, charlie, settings, monkeypatch):
+    def test_a_hung_redis_costs_one_timeout_per_page_not_one_per_read(
+        self, private_redis, alice, bob, charlie, settings, monkeypatch
+    ):
         settings.REDIS_CIRCUIT_OPEN_SECONDS = 30.0
         settings.REDIS_SOCKET_TIMEOUT = 0.3
         attempts: list[str] = []
         from core import redis as core_redis
 
         real_get_redis = core_redis.get_redis
+
         def counted_get_redis():
             attempts.append("redis")
             return real_get_redis()
@@ -179,7 +191,9 @@ class TestBreaker:
         assert attempts == ["redis"]  # one attempt; the seven reads after it skipped Redis
         assert state_while_hung == "open"
 
-    def test_after_the_open_period_one_probe_closes_the_breaker(self, private_redis, alice, bob, settings, django_capture_on_commit_callbacks):
+    def test_after_the_open_period_one_probe_closes_the_breaker(
+        self, private_redis, alice, bob, settings, django_capture_on_commit_callbacks
+    ):
         settings.REDIS_CIRCUIT_OPEN_SECONDS = 0.2
         with django_capture_on_commit_callbacks(execute=True):
             services.follow_create(actor=alice, followee_id=bob.pk)
@@ -195,7 +209,9 @@ class TestBreaker:
         assert answered is False  # Redis restarted empty and answered: the probe closed the breaker
         assert breaker_state() == "closed"
 
-    def test_a_follow_while_the_breaker_is_open_does_not_touch_redis(self, private_redis, alice, bob, settings, django_capture_on_commit_callbacks):
+    def test_a_follow_while_the_breaker_is_open_does_not_touch_redis(
+        self, private_redis, alice, bob, settings, django_capture_on_commit_callbacks
+    ):
         settings.REDIS_CIRCUIT_OPEN_SECONDS = 30.0
         private_redis.kill()
         selectors.follow_counts(user_id=bob.pk)  # opens the breaker
@@ -353,8 +369,9 @@ class TestManyWritersThroughFaults:
             second.start()
             drain()
             wait_until(
-                lambda: outbox()[1] == 0 and probe.exists(core_keys.sentinel_key())
-                and not probe.exists(core_keys.rebuild_lock_key()),
+                lambda: (
+                    outbox()[1] == 0 and probe.exists(core_keys.sentinel_key()) and not probe.exists(core_keys.rebuild_lock_key())
+                ),
                 timeout=300,
                 interval=0.2,
                 what="outbox drained and mirror rebuilt",

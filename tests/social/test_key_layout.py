@@ -57,9 +57,7 @@ class TestKeyLayout:
         assert not [k for k in redis_client.scan_iter(match="*siteA*", count=1000) if b"follow" in k]
         assert [redis_client.get(unread_key(user.pk)) for user in (x, y, z, w)] == [b"1:1", b"2:2", b"2:2", b"1:1"]
         for key in keys - sentinels - counters:
-            members = (
-                redis_client.smembers(key) if redis_client.type(key) == b"set" else redis_client.zrange(key, 0, -1)
-            )
+            members = redis_client.smembers(key) if redis_client.type(key) == b"set" else redis_client.zrange(key, 0, -1)
             assert members and all(re.fullmatch(rb"[1-9][0-9]*", m) for m in members), key
 
     def test_keys_carry_one_hash_tag_per_user_or_shard(self, settings):

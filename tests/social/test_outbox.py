@@ -25,7 +25,9 @@ DEAD_REDIS = "redis://127.0.0.1:1/0"
 
 def pending() -> list[tuple[int, int | None]]:
     return list(
-        OutboxEntry.objects.filter(applied_at__isnull=True, kind=OUTBOX_PAIR).order_by("id").values_list("subject_id", "object_id")
+        OutboxEntry.objects.filter(applied_at__isnull=True, kind=OUTBOX_PAIR)
+        .order_by("id")
+        .values_list("subject_id", "object_id")
     )
 
 
@@ -43,7 +45,9 @@ class TestWrittenWithTheFollow:
         assert not OutboxEntry.objects.exists()
         assert redis_client.scard(redis_keys.following_set_key(alice.pk)) == 0
 
-    def test_a_crash_between_commit_and_redis_write_is_caught_up_by_the_drain(self, alice, bob, redis_client, django_capture_on_commit_callbacks):
+    def test_a_crash_between_commit_and_redis_write_is_caught_up_by_the_drain(
+        self, alice, bob, redis_client, django_capture_on_commit_callbacks
+    ):
         with django_capture_on_commit_callbacks(execute=False):  # the process dies before its on_commit work
             services.follow_create(actor=alice, followee_id=bob.pk)
         assert pending() == [(alice.pk, bob.pk)]
@@ -68,11 +72,15 @@ class TestWrittenWithTheFollow:
 
 
 class TestApplyIsIdempotent:
-    def test_out_of_order_and_repeated_entries_leave_the_current_state(self, alice, bob, redis_client, django_capture_on_commit_callbacks):
+    def test_out_of_order_and_repeated_entries_leave_the_current_state(
+        self, alice, bob, redis_client, django_capture_on_commit_callbacks
+    ):
         with django_capture_on_commit_callbacks(execute=False):
             services.follow_create(actor=alice, followee_id=bob.pk)
             services.follow_delete(actor=alice, followee_id=bob.pk)
-        Follow.objects.create(follower=alice, followee=bob, created_at=timezone.now().replace(microsecond=0) + timedelta(seconds=5))
+        Follow.objects.create(
+            follower=alice, followee=bob, created_at=timezone.now().replace(microsecond=0) + timedelta(seconds=5)
+        )
         third = OutboxEntry.objects.create(kind=OUTBOX_PAIR, subject_id=alice.pk, object_id=bob.pk)
         entries = list(graph_entries().order_by("-id"))
 
@@ -84,7 +92,9 @@ class TestApplyIsIdempotent:
         assert score == int(Follow.objects.get().created_at.timestamp())
         assert_mirror_equals_database(redis_client, [alice.pk, bob.pk])
 
-    def test_a_late_entry_for_an_edge_deleted_since_does_not_bring_it_back(self, alice, bob, redis_client, django_capture_on_commit_callbacks):
+    def test_a_late_entry_for_an_edge_deleted_since_does_not_bring_it_back(
+        self, alice, bob, redis_client, django_capture_on_commit_callbacks
+    ):
         with django_capture_on_commit_callbacks(execute=False):
             services.follow_create(actor=alice, followee_id=bob.pk)
         late = list(graph_entries())
@@ -151,7 +161,9 @@ class TestDrain:
 
 
 class TestAPoisonEntry:
-    def test_an_entry_its_handler_fails_on_stays_pending_with_its_error_and_the_others_are_applied(self, alice, bob, redis_client, django_capture_on_commit_callbacks):
+    def test_an_entry_its_handler_fails_on_stays_pending_with_its_error_and_the_others_are_applied(
+        self, alice, bob, redis_client, django_capture_on_commit_callbacks
+    ):
         from core import outbox
 
         def handler(entries):
@@ -177,4 +189,3 @@ class TestAPoisonEntry:
         assert stuck.applied_at is None and stuck.last_error == "ValueError('cannot take [7]')"
         assert pending() == []
         assert_mirror_equals_database(redis_client, [alice.pk, bob.pk])
-

@@ -22,9 +22,7 @@ BASE = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 
 def make_followers(user_factory, target, times):
     followers = [user_factory() for _ in times]
-    Follow.objects.bulk_create(
-        [Follow(follower=f, followee=target, created_at=at) for f, at in zip(followers, times)]
-    )
+    Follow.objects.bulk_create([Follow(follower=f, followee=target, created_at=at) for f, at in zip(followers, times)])
     return followers
 
 
@@ -259,9 +257,13 @@ class TestThePageAbove:
 
     def test_the_following_list_too(self, alice, user_factory, redis_client):
         targets = [user_factory() for _ in range(5)]
-        Follow.objects.bulk_create([Follow(follower=alice, followee=t, created_at=BASE + timedelta(seconds=i)) for i, t in enumerate(targets)])
+        Follow.objects.bulk_create(
+            [Follow(follower=alice, followee=t, created_at=BASE + timedelta(seconds=i)) for i, t in enumerate(targets)]
+        )
         rebuild([alice, *targets], redis_client)
-        second = selectors.following_page(user_id=alice.pk, cursor=selectors.following_page(user_id=alice.pk, cursor=None, limit=2).next_cursor, limit=2)
+        second = selectors.following_page(
+            user_id=alice.pk, cursor=selectors.following_page(user_id=alice.pk, cursor=None, limit=2).next_cursor, limit=2
+        )
 
         assert second.prev_cursor is not None
         above = selectors.following_page_above(user_id=alice.pk, above=second.prev_cursor, limit=2)
@@ -304,8 +306,12 @@ class TestFollowersPageRoundTrips:
         rebuild([bob, *followers], redis_client)
         cursor = self.deep_cursor(bob.pk)
 
-        first, first_sent = self.round_trips(monkeypatch, lambda: selectors.followers_items(user_id=bob.pk, cursor=None, limit=10))
-        deep, deep_sent = self.round_trips(monkeypatch, lambda: selectors.followers_items(user_id=bob.pk, cursor=cursor, limit=10))
+        first, first_sent = self.round_trips(
+            monkeypatch, lambda: selectors.followers_items(user_id=bob.pk, cursor=None, limit=10)
+        )
+        deep, deep_sent = self.round_trips(
+            monkeypatch, lambda: selectors.followers_items(user_id=bob.pk, cursor=cursor, limit=10)
+        )
 
         newest_first = sorted(followers, key=lambda f: f.pk, reverse=True)  # created in time order
         assert [member for member, _ in first] == [f.pk for f in newest_first[:10]]
@@ -313,7 +319,9 @@ class TestFollowersPageRoundTrips:
         assert first_sent == ["pipeline of 2"]
         assert deep_sent == ["pipeline of 3"]  # marker, ties at the cursor, the page below it
 
-    def test_sharded_account_costs_one_round_trip_once_its_layout_was_seen(self, bob, user_factory, redis_client, monkeypatch, settings):
+    def test_sharded_account_costs_one_round_trip_once_its_layout_was_seen(
+        self, bob, user_factory, redis_client, monkeypatch, settings
+    ):
         from social import layout, sharding
 
         settings.FOLLOWERS_SHARD_THRESHOLD = 20

@@ -27,7 +27,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 PROCESSES = 8
 
 
-def count_rounds(rounds: int, seed: int, step: Callable[[int, random.Random], None], refusals: tuple[type[Exception], ...] = ()) -> tuple[int, int]:
+def count_rounds(
+    rounds: int, seed: int, step: Callable[[int, random.Random], None], refusals: tuple[type[Exception], ...] = ()
+) -> tuple[int, int]:
     """Run ``step(index, rng)`` ``rounds`` times in a child; an exception of ``refusals`` is an
     answer the rules give, any other is printed and counted. Closes the child's connections at
     the end. Returns (ops, errors)."""
@@ -147,7 +149,9 @@ class TestSamePair:
     def test_eight_processes_toggling_one_pair_500_times_end_with_redis_equal_to_the_database(self, user_factory, redis_client):
         alice, bob = user_factory(username="alice"), user_factory(username="bob")
 
-        results, (lowest, highest) = run_children(toggle_pair, [(alice.pk, bob.pk, 500, seed) for seed in range(PROCESSES)], bob.pk)
+        results, (lowest, highest) = run_children(
+            toggle_pair, [(alice.pk, bob.pk, 500, seed) for seed in range(PROCESSES)], bob.pk
+        )
         drain_until_empty()
 
         assert sum(ops for ops, _ in results) == PROCESSES * 500
@@ -200,4 +204,3 @@ class TestBlocksRacingFollows:
         assert not (blocked and follows)  # a follow never outlives a block
         assert_mirror_equals_database(redis_client, [alice.pk, bob.pk])
         assert controls_differences(redis_client, [alice.pk, bob.pk]) == set()
-

@@ -93,7 +93,9 @@ class TestBehindTheBackDrift:
 
         assert (report.edges_missing, report.scores_wrong) == (1, 0)
 
-    def test_a_member_that_is_not_a_plain_id_is_extra_and_removed(self, alice, bob, redis_client, django_capture_on_commit_callbacks):
+    def test_a_member_that_is_not_a_plain_id_is_extra_and_removed(
+        self, alice, bob, redis_client, django_capture_on_commit_callbacks
+    ):
         with django_capture_on_commit_callbacks(execute=True):
             services.follow_create(actor=alice, followee_id=bob.pk)
         set_key, zset_key, _ = side_keys((alice.pk, bob.pk), "following")
@@ -115,7 +117,9 @@ class TestBehindTheBackDrift:
 
         assert (report.edges_missing, report.edges_extra, report.scores_wrong) == (0, 0, 1)
 
-    def test_a_deactivated_account_must_vanish_from_redis(self, alice, bob, charlie, redis_client, django_capture_on_commit_callbacks):
+    def test_a_deactivated_account_must_vanish_from_redis(
+        self, alice, bob, charlie, redis_client, django_capture_on_commit_callbacks
+    ):
         with django_capture_on_commit_callbacks(execute=True):
             services.follow_create(actor=alice, followee_id=bob.pk)
             services.follow_create(actor=charlie, followee_id=bob.pk)
@@ -132,7 +136,9 @@ class TestBehindTheBackDrift:
 class TestCountDriftedLow:
     """C03: the stored following count drifted low, then two unfollows."""
 
-    def test_count_never_below_zero_and_reconcile_restores_and_reports(self, user_factory, redis_client, django_capture_on_commit_callbacks):
+    def test_count_never_below_zero_and_reconcile_restores_and_reports(
+        self, user_factory, redis_client, django_capture_on_commit_callbacks
+    ):
         alice = user_factory(username="alice")
         followees = [user_factory() for _ in range(4)]
         with django_capture_on_commit_callbacks(execute=True):
@@ -161,7 +167,9 @@ class TestCountDriftedLow:
         }
         assert_mirror_equals_database(redis_client, [alice.pk] + [u.pk for u in followees])
 
-    def test_a_lost_key_reads_zero_until_reconcile_restores_it(self, user_factory, redis_client, django_capture_on_commit_callbacks):
+    def test_a_lost_key_reads_zero_until_reconcile_restores_it(
+        self, user_factory, redis_client, django_capture_on_commit_callbacks
+    ):
         alice = user_factory(username="alice")
         followees = [user_factory() for _ in range(3)]
         with django_capture_on_commit_callbacks(execute=True):
@@ -226,7 +234,9 @@ class TestReconcileCommand:
 
         assert 25 <= report.users_checked <= 75
 
-    @pytest.mark.parametrize("argv", [["--sample", "0"], ["--sample", "1.5"], ["--sample", "x"], ["--user", "999999999"], ["--batch", "0"]])
+    @pytest.mark.parametrize(
+        "argv", [["--sample", "0"], ["--sample", "1.5"], ["--sample", "x"], ["--user", "999999999"], ["--batch", "0"]]
+    )
     def test_bad_arguments_are_errors_that_change_nothing(self, graph, argv):
         with pytest.raises(Exception) as error:
             call_command("reconcile_social_cache", *argv, stdout=StringIO(), stderr=StringIO(), verbosity=0)
@@ -306,7 +316,9 @@ class TestControlsReconcile:
         run = ReconcileRun.objects.get(pk=fixed["run"])
         assert (run.controls_drifted, run.controls_repaired) == (3, 3)
 
-    def test_the_nightly_run_repairs_them_and_the_health_page_shows_the_figures(self, drifted_controls, user_factory, redis_client):
+    def test_the_nightly_run_repairs_them_and_the_health_page_shows_the_figures(
+        self, drifted_controls, user_factory, redis_client
+    ):
         from social.tasks import social_cache_reconcile
         from tests.support.accounts import signed_in
 

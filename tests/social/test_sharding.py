@@ -113,9 +113,7 @@ class TestDesiredLayout:
 
 
 class TestGrowAndShrink:
-    def test_lists_and_counts_match_the_database_at_every_step(
-        self, low_threshold, user_factory, redis_client
-    ):
+    def test_lists_and_counts_match_the_database_at_every_step(self, low_threshold, user_factory, redis_client):
         star = user_factory(username="star")
         fans = [user_factory() for _ in range(12)]
         layouts = []
@@ -136,9 +134,7 @@ class TestGrowAndShrink:
         assert not redis_client.exists(redis_keys.followers_migration_lock_key(star.pk))
         assert not redis_client.exists(redis_keys.followers_migration_queued_key(star.pk))
 
-    def test_sharded_keys_place_each_follower_in_its_shard(
-        self, low_threshold, user_factory, redis_client
-    ):
+    def test_sharded_keys_place_each_follower_in_its_shard(self, low_threshold, user_factory, redis_client):
         star = user_factory()
         fans = [user_factory() for _ in range(11)]
 
@@ -151,9 +147,7 @@ class TestGrowAndShrink:
             assert {int(m) for m in redis_client.smembers(set_key)} == expected
             assert {int(m) for m in redis_client.zrange(zset_key, 0, -1)} == expected
 
-    def test_membership_reads_of_a_sharded_account_agree_with_the_database(
-        self, low_threshold, user_factory, redis_client
-    ):
+    def test_membership_reads_of_a_sharded_account_agree_with_the_database(self, low_threshold, user_factory, redis_client):
         star, viewer = user_factory(), user_factory()
         fans = [user_factory() for _ in range(12)]
         for fan in fans:
@@ -219,9 +213,7 @@ class TestShardedPaging:
         assert [e.user.pk for e in second.entries] == [e.user.pk for e in again.entries]
         assert [e.user.pk for e in second.entries] == database_followers(star.pk)[10:20]
 
-    def test_the_database_path_pages_a_sharded_list_identically(
-        self, low_threshold, user_factory, redis_client, monkeypatch
-    ):
+    def test_the_database_path_pages_a_sharded_list_identically(self, low_threshold, user_factory, redis_client, monkeypatch):
         star = user_factory()
         fans = [user_factory() for _ in range(40)]
         make_followers(star, fans, [3] * 20 + [9] * 20)
@@ -283,7 +275,9 @@ class TestMigrationInterleavedReads:
         self.check(redis_client, star)
         assert selectors.follow_counts(user_id=star.pk).followers == self.FANS
 
-    def test_blocks_during_the_migration_end_the_follows_in_every_layout(self, settings, star, redis_client, django_capture_on_commit_callbacks):
+    def test_blocks_during_the_migration_end_the_follows_in_every_layout(
+        self, settings, star, redis_client, django_capture_on_commit_callbacks
+    ):
         # Issue 16: the star blocks followers while its followers move to shards.
         from social import controls
 
@@ -415,19 +409,23 @@ class TestTrigger:
 
         with django_capture_on_commit_callbacks(execute=False) as sends:
             first = layout_migrations_enqueue(
-                {big.pk: LayoutObservation(10, SINGLE), small.pk: LayoutObservation(9, SINGLE), shrunk.pk: LayoutObservation(8, SHARDED)}
+                {
+                    big.pk: LayoutObservation(10, SINGLE),
+                    small.pk: LayoutObservation(9, SINGLE),
+                    shrunk.pk: LayoutObservation(8, SHARDED),
+                }
             )
             again = layout_migrations_enqueue({big.pk: LayoutObservation(11, SINGLE)})
 
         assert first == [big.pk]
         assert again == []  # the queued key stops a stream of follows from recording more
-        pending = list(OutboxEntry.objects.filter(kind="social.layout", applied_at__isnull=True).values_list("subject_id", flat=True))
+        pending = list(
+            OutboxEntry.objects.filter(kind="social.layout", applied_at__isnull=True).values_list("subject_id", flat=True)
+        )
         assert pending == [big.pk]
         assert len(sends) == 1  # its message, alone, with the long tasks' limits
 
-    def test_crossing_by_follows_migrates_through_the_task(
-        self, low_threshold, user_factory, redis_client
-    ):
+    def test_crossing_by_follows_migrates_through_the_task(self, low_threshold, user_factory, redis_client):
         star = user_factory()
         fans = [user_factory() for _ in range(10)]
         make_followers(star, fans[:9], list(range(9)))
@@ -617,4 +615,7 @@ class TestCountsOfSeveral:
         counts = selectors.follow_counts_many(user_ids=[star.pk, fans[0].pk])
 
         assert layout_of(redis_client, star.pk) == SHARDED
-        assert counts == {star.pk: selectors.Counts(followers=12, following=0), fans[0].pk: selectors.Counts(followers=0, following=1)}
+        assert counts == {
+            star.pk: selectors.Counts(followers=12, following=0),
+            fans[0].pk: selectors.Counts(followers=0, following=1),
+        }

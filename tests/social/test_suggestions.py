@@ -109,7 +109,9 @@ class TestStoredAndRead:
         stored = {int(m): s for m, s in redis_client.zrange(redis_keys.suggestions_key(newcomer.pk), 0, -1, withscores=True)}
         assert dave.pk not in stored
         assert stored[world["judy"].pk] == pytest.approx(erin_before + suggestions.weight(3))
-        assert redis_client.hget(redis_keys.suggestions_why_key(newcomer.pk), world["judy"].pk) == f"2,{bob.pk},{dave.pk}".encode()
+        assert (
+            redis_client.hget(redis_keys.suggestions_why_key(newcomer.pk), world["judy"].pk) == f"2,{bob.pk},{dave.pk}".encode()
+        )
 
     def test_nothing_stored_queues_a_computation_and_shows_the_most_followed(self, alice, world, settings, run_commits):
         settings.CELERY_TASK_ALWAYS_EAGER = True
@@ -142,7 +144,6 @@ class TestRefreshActive:
         assert done == 2 and seen == sorted([alice.pk, bob.pk])
         assert resumed == 1
         assert redis_client.zcard(redis_keys.suggestions_key(alice.pk)) == 7
-
 
     def test_the_nightly_task_goes_on_from_an_interrupted_runs_checkpoint(self, alice, bob, world, redis_client, monkeypatch):
         from social.tasks import social_suggestions_refresh_active
@@ -248,7 +249,9 @@ class TestReadFilters:
 
 
 class TestTheCap:
-    def test_a_rederivation_keeps_the_best_and_their_reasons_only(self, alice, bob, world, user_factory, redis_client, monkeypatch):
+    def test_a_rederivation_keeps_the_best_and_their_reasons_only(
+        self, alice, bob, world, user_factory, redis_client, monkeypatch
+    ):
         monkeypatch.setattr(suggestions, "SUGGESTIONS_MAX", 3)
         newcomer = user_factory(username="newcomer")
         follow(newcomer, bob)
@@ -270,7 +273,11 @@ class TestABrokerThatRefuses:
     def test_the_page_still_answers_and_the_drain_computes_what_it_asked_for(self, alice, world, redis_client, run_commits):
         with refusing_broker():
             response = run_commits(lambda: signed_in(alice).get("/api/suggestions"))
-        pending = list(OutboxEntry.objects.filter(kind="social.suggest_compute", subject_id=alice.pk, applied_at__isnull=True).values_list("kind", flat=True))
+        pending = list(
+            OutboxEntry.objects.filter(kind="social.suggest_compute", subject_id=alice.pk, applied_at__isnull=True).values_list(
+                "kind", flat=True
+            )
+        )
 
         drain(task_grace_seconds=0)
         again = signed_in(alice).get("/api/suggestions?limit=1").json()["data"]
@@ -338,7 +345,9 @@ class TestAPrivateAccountsFolloweesLeaveWhenTheReaderStopsFollowing:
         assert stored_ids(redis_client, alice) == [erin.pk]
         assert shown(alice) == [("erin", "followed by @charlie you follow")]
 
-    def test_turning_private_hides_his_followees_from_a_reader_he_did_not_approve(self, alice, bob, charlie, user_factory, redis_client):
+    def test_turning_private_hides_his_followees_from_a_reader_he_did_not_approve(
+        self, alice, bob, charlie, user_factory, redis_client
+    ):
         dave, erin = user_factory(username="dave"), user_factory(username="erin")
         follow(alice, bob)  # bob is public
         follow(bob, dave)
@@ -602,7 +611,13 @@ class TestReconcile:
         after = suggestions.suggestions_reconcile(dry_run=True)
 
         assert (clean.readers_checked, clean.readers_drifted, clean.rankings_checked, clean.rankings_drifted) == (1, 0, 1, 0)
-        assert (dry.readers_checked, dry.readers_drifted, dry.readers_fixed, dry.rankings_drifted, dry.rankings_fixed) == (1, 1, 0, 1, 0)
+        assert (dry.readers_checked, dry.readers_drifted, dry.readers_fixed, dry.rankings_drifted, dry.rankings_fixed) == (
+            1,
+            1,
+            0,
+            1,
+            0,
+        )
         assert untouched
         assert (fixed.readers_drifted, fixed.readers_fixed, fixed.rankings_drifted, fixed.rankings_fixed) == (1, 1, 1, 1)
         assert (after.readers_drifted, after.rankings_drifted) == (0, 0)
@@ -633,7 +648,9 @@ class TestReconcile:
 
         figures = social_suggestions_reconcile.apply().get()
 
-        assert settings.CELERY_BEAT_SCHEDULE["reconcile-suggestions-nightly"]["task"] == "social.tasks.social_suggestions_reconcile"
+        assert (
+            settings.CELERY_BEAT_SCHEDULE["reconcile-suggestions-nightly"]["task"] == "social.tasks.social_suggestions_reconcile"
+        )
         assert figures["readers_checked"] == 1 and figures["readers_drifted"] == 0
         assert SuggestionReconcileRun.objects.get().finished_at is not None
 

@@ -59,10 +59,23 @@ class TestImport:
         run_commits(lambda: controls.block_create(actor=blocker, target_id=alice.pk))
         run_commits(lambda: services.follow_create(actor=alice, followee_id=charlie.pk))
         text = HEADER + "".join(
-            f"{name},true,false,\n" for name in ["bob", "nobody_here", deactivated.username, "blocker", "charlie", "alice", "bad name!", "private", "@bob"]
+            f"{name},true,false,\n"
+            for name in [
+                "bob",
+                "nobody_here",
+                deactivated.username,
+                "blocker",
+                "charlie",
+                "alice",
+                "bad name!",
+                "private",
+                "@bob",
+            ]
         )
 
-        response = run_commits(lambda: signed_in(alice).post("/api/follows/import", {"file": SimpleUploadedFile("f.csv", text.encode())}))
+        response = run_commits(
+            lambda: signed_in(alice).post("/api/follows/import", {"file": SimpleUploadedFile("f.csv", text.encode())})
+        )
 
         job = FollowImport.objects.get()
         assert response.status_code == 202
@@ -132,9 +145,18 @@ class TestImport:
         [
             (b"\x89PNG\r\n\x1a\n\x00\x00", "The file is not UTF-8 text."),
             (b"bob\x00\n", "The file is not text (it holds NUL bytes)."),
-            (b"Name,Email\nbob,b@example.com\n", "The columns must be Account address, Show boosts, Notify on new posts, Languages (Mastodon's export), or one username per line."),
-            (b"Account address,Email\nbob,x\n", "The columns must be Account address, Show boosts, Notify on new posts, Languages (Mastodon's export), or one username per line."),
-            (b"bob,charlie\n", "The columns must be Account address, Show boosts, Notify on new posts, Languages (Mastodon's export), or one username per line."),
+            (
+                b"Name,Email\nbob,b@example.com\n",
+                "The columns must be Account address, Show boosts, Notify on new posts, Languages (Mastodon's export), or one username per line.",
+            ),
+            (
+                b"Account address,Email\nbob,x\n",
+                "The columns must be Account address, Show boosts, Notify on new posts, Languages (Mastodon's export), or one username per line.",
+            ),
+            (
+                b"bob,charlie\n",
+                "The columns must be Account address, Show boosts, Notify on new posts, Languages (Mastodon's export), or one username per line.",
+            ),
             (HEADER.encode(), "The file lists no account."),
             (b"\n\n", "The file lists no account."),
             (b"<img src=x onerror=alert(1)>\n", "The file lists no username (one per line, or Mastodon's CSV)."),
@@ -155,7 +177,10 @@ class TestImport:
         long = signed_in(alice).post("/api/follows/import", {"file": SimpleUploadedFile("f.csv", b"u\n" * 100_000)})
 
         assert big.status_code == 400 and big.json()["errorMsg"] == "The file is larger than 1,024 KB."
-        assert long.status_code == 400 and long.json()["errorMsg"] == "The file has 100,000 lines; at most 10,000 accounts can be imported at once."
+        assert (
+            long.status_code == 400
+            and long.json()["errorMsg"] == "The file has 100,000 lines; at most 10,000 accounts can be imported at once."
+        )
         assert not FollowImport.objects.exists()
 
     def test_the_line_limit_counts_accounts_with_or_without_a_header(self, alice, settings):
@@ -163,7 +188,9 @@ class TestImport:
         names = [f"u{n}" for n in range(4)]
 
         plain = signed_in(alice).post("/api/follows/import", data="\n".join(names), content_type="text/plain")
-        csv = signed_in(alice).post("/api/follows/import", data=HEADER + "".join(f"{n},true,false,\n" for n in names), content_type="text/csv")
+        csv = signed_in(alice).post(
+            "/api/follows/import", data=HEADER + "".join(f"{n},true,false,\n" for n in names), content_type="text/csv"
+        )
         fits = transfer.parse_import((HEADER + "".join(f"{n},true,false,\n" for n in names[:3])).encode())
 
         assert plain.status_code == csv.status_code == 400
@@ -181,7 +208,9 @@ class TestImport:
         assert signed_in(bob).get(f"/api/follows/import/{job.pk}").status_code == 404
         assert signed_in(bob).get("/api/follows/import/abc").status_code == 400
 
-    @pytest.mark.parametrize(("body", "message"), [(None, "Choose a file to import."), (b"Name,Email\nbob,b@example.com\n", "The columns must be")])
+    @pytest.mark.parametrize(
+        ("body", "message"), [(None, "Choose a file to import."), (b"Name,Email\nbob,b@example.com\n", "The columns must be")]
+    )
     def test_a_bad_file_on_the_settings_page_is_400_with_the_reason(self, alice, body, message):
         data = {"file": SimpleUploadedFile("f.csv", body)} if body is not None else {}
 
@@ -239,7 +268,9 @@ class TestImportThroughTheWorker:
         job = transfer.follows_import_start(actor=alice, raw="\n".join(t.username for t in targets).encode())
         send_pending_import(job.pk)
 
-        wait_until(lambda: FollowImport.objects.get(pk=job.pk).position >= 5, timeout=60, interval=0.01, what="the import under way")
+        wait_until(
+            lambda: FollowImport.objects.get(pk=job.pk).position >= 5, timeout=60, interval=0.01, what="the import under way"
+        )
         first.kill()  # SIGKILL: the task is not acknowledged, RabbitMQ redelivers it
         at_kill = FollowImport.objects.get(pk=job.pk).position
         worker()
@@ -247,7 +278,10 @@ class TestImportThroughTheWorker:
 
         job.refresh_from_db()
         # A social.pair entry's object is the followee: never None (cast for the type checker only).
-        pair_entries = [cast(int, e) for e in OutboxEntry.objects.filter(kind="social.pair", subject_id=alice.pk).values_list("object_id", flat=True)]
+        pair_entries = [
+            cast(int, e)
+            for e in OutboxEntry.objects.filter(kind="social.pair", subject_id=alice.pk).values_list("object_id", flat=True)
+        ]
         assert 5 <= at_kill < 30
         assert followees(alice) == {t.username for t in targets}
         # A follow and its line's checkpoint commit together: a kill loses neither.
@@ -317,7 +351,9 @@ FORMS = ["plain", "bom_crlf", "quoted"]
 class TestC28FileForms:
     @pytest.mark.parametrize("form", FORMS)
     @pytest.mark.parametrize("through", ["api", "page"])
-    def test_three_accounts_at_a_limit_of_three_are_all_followed(self, alice, bob, charlie, user_factory, run_commits, settings, form, through):
+    def test_three_accounts_at_a_limit_of_three_are_all_followed(
+        self, alice, bob, charlie, user_factory, run_commits, settings, form, through
+    ):
         settings.FOLLOWS_IMPORT_MAX_LINES = 3
         settings.CELERY_TASK_ALWAYS_EAGER = True
         dave = user_factory(username="dave")
@@ -334,7 +370,9 @@ class TestC28FileForms:
 
     @pytest.mark.parametrize("form", FORMS)
     @pytest.mark.parametrize("through", ["api", "page"])
-    def test_four_accounts_at_a_limit_of_three_are_400_and_change_nothing(self, alice, bob, charlie, user_factory, settings, form, through):
+    def test_four_accounts_at_a_limit_of_three_are_400_and_change_nothing(
+        self, alice, bob, charlie, user_factory, settings, form, through
+    ):
         settings.FOLLOWS_IMPORT_MAX_LINES = 3
         names = ["bob", "charlie", user_factory(username="dave").username, user_factory(username="erin").username]
         upload = SimpleUploadedFile("follows.csv", mastodon_file(names, form))
@@ -470,7 +508,9 @@ class TestImportsAfterDeletions:
     """An import's progress and counts equal what the database shows when an account it
     concerns is deleted mid-import (its report is the record of each line when handled)."""
 
-    def test_the_importing_account_deleted_mid_import_leaves_no_job_no_follow_and_no_pending_entry(self, alice, user_factory, run_commits):
+    def test_the_importing_account_deleted_mid_import_leaves_no_job_no_follow_and_no_pending_entry(
+        self, alice, user_factory, run_commits
+    ):
         targets = [user_factory(username=f"t{n}") for n in range(4)]
         job = transfer.follows_import_start(actor=alice, raw="\n".join(t.username for t in targets).encode())  # its entry pending
 
@@ -542,7 +582,9 @@ class TestImportRacingDeletion:
 
         runner = threading.Thread(target=run)
         runner.start()
-        wait_until(lambda: FollowImport.objects.get(pk=job.pk).position >= 3, timeout=30, interval=0.005, what="the import under way")
+        wait_until(
+            lambda: FollowImport.objects.get(pk=job.pk).position >= 3, timeout=30, interval=0.005, what="the import under way"
+        )
         actor_id = actor.pk
         actor.delete()
         runner.join(60)
@@ -590,6 +632,8 @@ class TestImportsReconcile:
             repaired = social_imports_reconcile()
 
         assert (found, repaired) == (1, 1)
-        assert list(OutboxEntry.objects.filter(kind="social.follows_import", applied_at__isnull=True).values_list("subject_id", flat=True)) == [job.pk]
+        assert list(
+            OutboxEntry.objects.filter(kind="social.follows_import", applied_at__isnull=True).values_list("subject_id", flat=True)
+        ) == [job.pk]
         assert transfer.imports_drift(repair=False) == 0
         assert settings.CELERY_BEAT_SCHEDULE["reconcile-imports-nightly"]["task"] == "social.tasks.social_imports_reconcile"

@@ -129,7 +129,9 @@ class TestLists:
     def test_bad_cursor_is_400(self, bob):
         assert Client().get("/u/bob/followers/?cursor=%%%").status_code == 400
 
-    def test_followers_page_query_count_is_bounded(self, bob, user_factory, django_assert_num_queries, django_capture_on_commit_callbacks):
+    def test_followers_page_query_count_is_bounded(
+        self, bob, user_factory, django_assert_num_queries, django_capture_on_commit_callbacks
+    ):
         with django_capture_on_commit_callbacks(execute=True):
             for _ in range(30):
                 services.follow_create(actor=user_factory(), followee_id=bob.pk)

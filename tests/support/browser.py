@@ -14,8 +14,18 @@ DESKTOP = {"width": 1280, "height": 900}
 MOBILE = {"width": 390, "height": 844}
 
 __all__ = [
-    "DESKTOP", "MOBILE", "WORKER_TIMEOUT", "count_of", "follow_state", "inbox_id_set", "note_ids", "people_on_page",
-    "unlabelled_controls", "wait_for_fan_out", "wait_for_synced_inbox", "wait_until",
+    "DESKTOP",
+    "MOBILE",
+    "WORKER_TIMEOUT",
+    "count_of",
+    "follow_state",
+    "inbox_id_set",
+    "note_ids",
+    "people_on_page",
+    "unlabelled_controls",
+    "wait_for_fan_out",
+    "wait_for_synced_inbox",
+    "wait_until",
 ]
 
 

@@ -10,7 +10,9 @@ PAGES = 5
 PAGE_SIZE = 10
 
 
-def feed_pages(user_id: int, *, database_only: bool, pages: int = PAGES, limit: int = PAGE_SIZE) -> tuple[list[list[tuple[int, int]]], set[str]]:
+def feed_pages(
+    user_id: int, *, database_only: bool, pages: int = PAGES, limit: int = PAGE_SIZE
+) -> tuple[list[list[tuple[int, int]]], set[str]]:
     """The first ``pages`` pages of ``user_id``'s home feed as ``[(note_id, score_ms)]`` per page,
     and the sources that served them."""
     found: list[list[tuple[int, int]]] = []

@@ -95,8 +95,22 @@ class RedisServer:
         """Start (or restart: empty, or from the last snapshot) the server and wait until it answers PING."""
         persistence = ["--dir", str(self.data_dir), "--dbfilename", "dump.rdb"] if self.data_dir is not None else []
         self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--daemonize", "no", "--loglevel", "warning", *persistence],
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+                "--loglevel",
+                "warning",
+                *persistence,
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -174,8 +188,23 @@ class CeleryWorker:
         }
         self.log.write_bytes(b"")
         self.process = process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config.celery_app", "worker", "--pool=solo", "-Q", self.queue,
-             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{self.queue}-{id(self):x}@%h", "--loglevel=INFO"],
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config.celery_app",
+                "worker",
+                "--pool=solo",
+                "-Q",
+                self.queue,
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-n",
+                f"{self.queue}-{id(self):x}@%h",
+                "--loglevel=INFO",
+            ],
             cwd=BASE_DIR,
             env=env,
             stdout=self.log.open("ab"),

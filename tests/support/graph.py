@@ -45,9 +45,7 @@ def redis_edges(client: Any, user_ids: list[int]) -> dict[str, set[tuple[int, in
     }
     for user_id in user_ids:
         found["following_set"] |= {(user_id, int(m)) for m in client.smembers(redis_keys.following_set_key(user_id))}
-        found["following_zset"] |= {
-            (user_id, int(m)) for m in client.zrange(redis_keys.following_zset_key(user_id), 0, -1)
-        }
+        found["following_zset"] |= {(user_id, int(m)) for m in client.zrange(redis_keys.following_zset_key(user_id), 0, -1)}
         live = client.get(redis_keys.followers_layout_key(user_id)) or layout.LAYOUT_SINGLE
         set_keys = [set_key for set_key, _ in layout.read_keys(user_id, live)]
         zset_keys = [zset_key for _, zset_key in layout.read_keys(user_id, live)]

@@ -18,8 +18,7 @@ class Command(BaseCommand):
         "Import a follow graph from a SNAP edge list ('a b' per line = a follows b; '#' comments; .gz ok). "
         "Creates users u<node id>, inserts follows in batches with deterministic times, skips self-loops, "
         "and can be re-run safely (nothing is duplicated). PATH may be a file or a dataset name looked up "
-        "in FOLLOWFEED_DATA_DIR (downloaded from SNAP and sha256-checked when absent). "
-        + EXIT_CODES_HELP
+        "in FOLLOWFEED_DATA_DIR (downloaded from SNAP and sha256-checked when absent). " + EXIT_CODES_HELP
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

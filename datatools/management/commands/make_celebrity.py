@@ -32,7 +32,9 @@ class Command(BaseCommand):
         parser.add_argument("--ties", type=int, default=4, help="followers per follow second (equal follow times)")
         parser.add_argument("--batch", type=int, default=BATCH, help="rows per INSERT")
         parser.add_argument("--no-rebuild", action="store_true", help="skip the Redis rebuild")
-        parser.add_argument("--dry-run", action="store_true", help="print how many fans and follows would be added, write nothing")
+        parser.add_argument(
+            "--dry-run", action="store_true", help="print how many fans and follows would be added, write nothing"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         followers = options["followers"]
@@ -45,7 +47,9 @@ class Command(BaseCommand):
             return
         started = time.perf_counter()
         try:
-            with tqdm(total=followers, desc=f"followers of {options['username']}", unit="fan", disable=options["verbosity"] == 0) as bar:
+            with tqdm(
+                total=followers, desc=f"followers of {options['username']}", unit="fan", disable=options["verbosity"] == 0
+            ) as bar:
                 result = celebrity_make(
                     username=options["username"],
                     followers=followers,

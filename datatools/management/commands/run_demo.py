@@ -52,8 +52,12 @@ class Command(BaseCommand):
         parser.add_argument("--port", default="8000", help="port to serve on (default 8000)")
         parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
         parser.add_argument("--dataset", default=None, help="dataset name or path (default FOLLOWFEED_DATASET)")
-        parser.add_argument("--no-serve", action="store_true", help="prepare the data and the mirror (in the foreground), then exit")
-        parser.add_argument("--dry-run", action="store_true", help="print what would be migrated, imported and warmed up, change nothing")
+        parser.add_argument(
+            "--no-serve", action="store_true", help="prepare the data and the mirror (in the foreground), then exit"
+        )
+        parser.add_argument(
+            "--dry-run", action="store_true", help="print what would be migrated, imported and warmed up, change nothing"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["dry_run"]:
@@ -160,7 +164,9 @@ class Command(BaseCommand):
         self.stdout.write("the graph is imported already" if has_graph else f"would import {dataset}")
         if has_graph and not pending:
             state = mirror_state(get_redis())
-            self.stdout.write("the Redis mirror is current" if state.current else f"would warm up the Redis mirror: {state.reason()}")
+            self.stdout.write(
+                "the Redis mirror is current" if state.current else f"would warm up the Redis mirror: {state.reason()}"
+            )
         else:
             self.stdout.write("would warm up the Redis mirror after the import")
         self.stdout.write("would serve" if not options["no_serve"] else "would not serve (--no-serve)")
@@ -192,10 +198,7 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 def banner_html(progress: WarmupProgress) -> bytes:
     """The note the pages carry while a warm-up runs (or after it failed), as HTML."""
     if progress.stage == STAGE_FAILED:
-        text = (
-            f"The Redis mirror's warm-up failed ({progress.error}). Pages read the database; "
-            "run make run again to retry."
-        )
+        text = f"The Redis mirror's warm-up failed ({progress.error}). Pages read the database; run make run again to retry."
     elif progress.stage == STAGE_WAITING:
         text = f"Warming up: {progress.stage}. Pages read the database meanwhile."
     else:

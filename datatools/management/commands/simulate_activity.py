@@ -24,7 +24,12 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--notes", type=int, default=simulate.DEMO_NOTES, help=f"about how many notes to publish (default {simulate.DEMO_NOTES})")
+        parser.add_argument(
+            "--notes",
+            type=int,
+            default=simulate.DEMO_NOTES,
+            help=f"about how many notes to publish (default {simulate.DEMO_NOTES})",
+        )
         parser.add_argument("--dataset", default=simulate.HIGGS_ACTIVITY, help="activity file name or path")
         parser.add_argument("--if-empty", action="store_true", help="do nothing when any note exists")
         parser.add_argument("--no-rebuild", action="store_true", help="skip the feed rebuild afterwards")

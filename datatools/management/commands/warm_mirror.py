@@ -25,12 +25,13 @@ class Command(BaseCommand):
         "rebuild it when it is missing or was built from other data (sentinel and watermark), apply the "
         "outbox entries still pending, then record the watermark. Does nothing when the mirror is current. "
         "With --replay-notes, first replay the Higgs activity as notes when there is no note (what "
-        "simulate_activity --if-empty does). Progress is printed and shown on the pages run_demo serves. "
-        + EXIT_CODES_HELP
+        "simulate_activity --if-empty does). Progress is printed and shown on the pages run_demo serves. " + EXIT_CODES_HELP
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--replay-notes", action="store_true", help="replay the Higgs activity as notes first when there is none")
+        parser.add_argument(
+            "--replay-notes", action="store_true", help="replay the Higgs activity as notes first when there is none"
+        )
         parser.add_argument("--dry-run", action="store_true", help="say whether a warm-up is needed and why, change nothing")
 
     def handle(self, *args: Any, **options: Any) -> None:

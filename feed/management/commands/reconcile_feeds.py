@@ -29,7 +29,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--user", type=int, default=None, help="reconcile only this reader's inbox")
-        parser.add_argument("--sample", type=fraction, default=1.0, help="check this fraction (0 < f <= 1) of readers, chosen at random")
+        parser.add_argument(
+            "--sample", type=fraction, default=1.0, help="check this fraction (0 < f <= 1) of readers, chosen at random"
+        )
         parser.add_argument("--dry-run", action="store_true", help="report drift, repair nothing")
         parser.add_argument("--start-after", type=int, default=None, help="walk reader ids above this one")
         parser.add_argument("--resume", action="store_true", help="continue the last interrupted run from its checkpoint")
@@ -58,7 +60,9 @@ class Command(BaseCommand):
                     on_progress=lambda readers_walked: bar.update(min(readers_walked, bar.total - bar.n)),
                 )
         except REDIS_ERRORS as exc:
-            raise CommandError(f"Redis unreachable: {exc!r}; re-run with --resume to continue", returncode=EXIT_UNAVAILABLE) from exc
+            raise CommandError(
+                f"Redis unreachable: {exc!r}; re-run with --resume to continue", returncode=EXIT_UNAVAILABLE
+            ) from exc
         seconds = time.perf_counter() - started
         figures: dict[str, Any] = {"run": run.pk, **{name: getattr(run, name) for name in FIGURES}}
         figures.update(last_user_id=run.last_user_id, dry_run=run.dry_run, seconds=round(seconds, 3))

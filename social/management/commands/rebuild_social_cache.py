@@ -50,9 +50,7 @@ class Command(BaseCommand):
             raise unavailable("Redis", exc) from exc
         elapsed = time.perf_counter() - started
         rate = stats.edges / elapsed if elapsed else 0.0
-        self.stdout.write(
-            f"rebuilt {stats.users} users, {stats.edges} edges in {elapsed:.1f}s ({rate:,.0f} edges/s)"
-        )
+        self.stdout.write(f"rebuilt {stats.users} users, {stats.edges} edges in {elapsed:.1f}s ({rate:,.0f} edges/s)")
 
     def _plan(self, options: dict[str, Any]) -> None:
         """--dry-run: how many accounts and active follows a rebuild would write (two COUNTs)."""

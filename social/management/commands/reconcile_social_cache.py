@@ -20,7 +20,6 @@ from users.models import User
 logger = logging.getLogger("social.reconcile")
 
 
-
 class Command(BaseCommand):
     help = (
         "Compare the Redis mirror of the follow graph with the database for every account (or --user N, "
@@ -35,9 +34,16 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--user", type=int, default=None, help="reconcile only this user id")
-        parser.add_argument("--sample", type=fraction, default=1.0, help="check this fraction (0 < f <= 1) of accounts, chosen at random")
+        parser.add_argument(
+            "--sample", type=fraction, default=1.0, help="check this fraction (0 < f <= 1) of accounts, chosen at random"
+        )
         parser.add_argument("--dry-run", action="store_true", help="report drift, repair nothing")
-        parser.add_argument("--check", choices=CHECKS, default=CHECK_DIGEST, help="cheap check before the full diff (default digest; full diffs every account)")
+        parser.add_argument(
+            "--check",
+            choices=CHECKS,
+            default=CHECK_DIGEST,
+            help="cheap check before the full diff (default digest; full diffs every account)",
+        )
         parser.add_argument("--start-after", type=int, default=None, help="walk user ids above this one")
         parser.add_argument("--resume", action="store_true", help="continue the last interrupted run from its checkpoint")
         parser.add_argument("--batch", type=int, default=1000, help="user ids per batch (default 1000)")

@@ -32,7 +32,9 @@ class Command(BaseCommand):
         try:
             run, drift = suggestions_reconcile_run(dry_run=options["dry_run"])
         except REDIS_ERRORS as exc:
-            raise CommandError(f"Redis unreachable: {exc!r}; nothing was lost, re-run later", returncode=EXIT_UNAVAILABLE) from exc
+            raise CommandError(
+                f"Redis unreachable: {exc!r}; nothing was lost, re-run later", returncode=EXIT_UNAVAILABLE
+            ) from exc
         figures: dict[str, Any] = {"run": run.pk, **drift.as_dict(), "dry_run": run.dry_run}
         if options["json"]:
             self.stdout.write(json.dumps(figures))
