@@ -457,7 +457,11 @@ def endpoints(plan: dict[str, Any], deep_cursor: str, depth: int) -> list[Endpoi
                 (
                     "GET",
                     "/api/v1/timelines/home?limit=40",
-                    {"Authorization": f"Bearer {reader.get('token', '')}", "Accept": "application/json"},
+                    {
+                        "X-Forwarded-Proto": "https",
+                        "Authorization": f"Bearer {reader.get('token', '')}",
+                        "Accept": "application/json",
+                    },
                     None,
                 )
             ),
