@@ -26,8 +26,6 @@ What it does:
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -164,35 +162,15 @@ def memory_per_control(pairs: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    from bench.home_page import DEFAULT_DATABASE_URL, build_redis, ensure_data
+    from bench.home_page import home_reader
+    from bench.report import print_and_save
 
-    url = os.environ["DATABASE_URL"] = os.environ.get("BENCH_HOME_DATABASE_URL", DEFAULT_DATABASE_URL)
-    os.environ["REDIS_KEY_PREFIX"] = "bench:"
-    os.environ["CELERY_TASK_ALWAYS_EAGER"] = "true"
-    os.environ["CELERY_TASK_DEFAULT_QUEUE"] = "bench_controls"
-    from bench.db import ensure_database
-
-    ensure_database(url, fresh=False)
-    from bench.servers import redis_for_run
-
-    with redis_for_run(args.redis_url):
-        import django
-
-        django.setup()
-        from django.core.management import call_command
-
-        call_command("migrate", verbosity=0, interactive=False)
-        reader_id = ensure_data(2510, 3)
-        build_redis(reader_id)
+    with home_reader(queue="bench_controls", redis_url=args.redis_url) as (reader_id, _build):
         results: dict[str, Any] = {
             "home_page_with_mutes": page_with_mutes(reader_id, args.mutes, args.budget, args.rounds),
             "memory": memory_per_control(args.pairs),
         }
-    print(json.dumps(results, indent=2))
-    if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    print_and_save(results, args.out)
     return 0
 
 

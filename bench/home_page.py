@@ -31,10 +31,11 @@ abuse limits out of the way) with eager Celery: nothing here publishes.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -191,36 +192,56 @@ def measure(reader_id: int, budget: float, rounds: int) -> dict[str, Any]:
     return figures
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+@contextmanager
+def home_reader(
+    *, queue: str, redis_url: str | None, fresh: bool = False, followees: int = 2510, notes_per_author: int = 3
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Django set up on ``bench.settings`` and this benchmark's database (``BENCH_HOME_DATABASE_URL``),
+    eager Celery on ``queue``, keys under ``bench:`` on a private ``redis-server`` (or ``redis_url``),
+    the data made (``ensure_data``) and the Redis side built (``build_redis``).
+
+    :yields: ``(reader id, build_redis's figures)``; the private server stops at the end.
+    """
     os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     url = os.environ["DATABASE_URL"] = os.environ.get("BENCH_HOME_DATABASE_URL", DEFAULT_DATABASE_URL)
     os.environ["REDIS_KEY_PREFIX"] = "bench:"
     os.environ["CELERY_TASK_ALWAYS_EAGER"] = "true"
-    os.environ["CELERY_TASK_DEFAULT_QUEUE"] = "bench_home"
+    os.environ["CELERY_TASK_DEFAULT_QUEUE"] = queue
     from bench.db import ensure_database
 
-    ensure_database(url, fresh=args.fresh)
+    ensure_database(url, fresh=fresh)
     from bench.servers import redis_for_run
 
-    with redis_for_run(args.redis_url):
+    with redis_for_run(redis_url):
         import django
 
         django.setup()
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0, interactive=False)
-        reader_id = ensure_data(args.followees, args.notes_per_author)
+        reader_id = ensure_data(followees, notes_per_author)
+        yield reader_id, build_redis(reader_id)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from bench.report import print_and_save
+
+    with home_reader(
+        queue="bench_home",
+        redis_url=args.redis_url,
+        fresh=args.fresh,
+        followees=args.followees,
+        notes_per_author=args.notes_per_author,
+    ) as (reader_id, build):
         results: dict[str, Any] = {
             "followees": args.followees,
             "notes_per_author": args.notes_per_author,
-            "build": build_redis(reader_id),
+            "build": build,
             "pages": measure(reader_id, args.budget, args.rounds),
         }
-    print(json.dumps(results, indent=2))
-    if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    print_and_save(results, args.out)
     return 0
 
 

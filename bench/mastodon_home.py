@@ -16,8 +16,6 @@ one call, and the ratio of the two p50s (the goal is at most 1.5).
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -106,37 +104,15 @@ def measure(reader_id: int, *, limit: int, budget: float, rounds: int, profile: 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    from bench.home_page import DEFAULT_DATABASE_URL
+    from bench.home_page import home_reader
+    from bench.report import print_and_save
 
-    url = os.environ["DATABASE_URL"] = os.environ.get("BENCH_HOME_DATABASE_URL", DEFAULT_DATABASE_URL)
-    os.environ["REDIS_KEY_PREFIX"] = "bench:"
-    os.environ["CELERY_TASK_ALWAYS_EAGER"] = "true"
-    os.environ["CELERY_TASK_DEFAULT_QUEUE"] = "bench_home"
-    from bench.db import ensure_database
-
-    ensure_database(url, fresh=False)
-    from bench.servers import redis_for_run
-
-    with redis_for_run(args.redis_url):
-        import django
-
-        django.setup()
-        from django.core.management import call_command
-
-        from bench.home_page import build_redis, ensure_data
-
-        call_command("migrate", verbosity=0, interactive=False)
-        reader_id = ensure_data(2510, 3)
-        build_redis(reader_id)
+    with home_reader(queue="bench_home", redis_url=args.redis_url) as (reader_id, _build):
         results = {
             "limit": args.limit,
             **measure(reader_id, limit=args.limit, budget=args.budget, rounds=args.rounds, profile=args.profile),
         }
-    print(json.dumps(results, indent=2))
-    if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    print_and_save(results, args.out)
     return 0
 
 

@@ -16,6 +16,14 @@ WAY_LABELS = {
 WAY_COLORS = {"redis": "#d62728", "database": "#1f77b4", "offset": "#9467bd", "actstream": "#7f7f7f"}
 
 
+def print_and_save(results: dict[str, Any], out: str | None) -> None:
+    """Print ``results`` as indented JSON, and write the same to ``out`` when given."""
+    text = json.dumps(results, indent=2)
+    print(text)
+    if out:
+        Path(out).write_text(text + "\n")
+
+
 def fmt_us(value: float | None) -> str:
     """A latency for humans: ``42 µs``, ``1.3 ms``, ``2.1 s``."""
     if value is None or (isinstance(value, float) and math.isnan(value)):

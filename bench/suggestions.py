@@ -28,7 +28,6 @@ What it does:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
@@ -161,6 +160,8 @@ def quality(readers: int, rng: random.Random) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    from bench.report import print_and_save
+
     os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     os.environ["CELERY_TASK_ALWAYS_EAGER"] = "true"
@@ -192,9 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             "cost": cost(args.readers, rng),
             "quality": quality(args.readers, random.Random(args.seed)),
         }
-    print(json.dumps(results, indent=2))
-    if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    print_and_save(results, args.out)
     return 0
 
 
