@@ -22,6 +22,8 @@ from typing import Any
 
 import redis
 
+from tests.support.redis import redis_server_command
+
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 nobody listens on right now."""
@@ -39,22 +41,7 @@ class PrivateRedis:
         for name, value in (config or {}).items():
             extra += [f"--{name}", value]
         self.process = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--daemonize",
-                "no",
-                "--loglevel",
-                "warning",
-                *extra,
-            ],
+            redis_server_command(self.port, *extra),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

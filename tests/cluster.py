@@ -21,6 +21,8 @@ from pathlib import Path
 
 import redis
 
+from tests.support.redis import redis_server_command
+
 NODE_TIMEOUT_MS = 1000
 
 
@@ -67,12 +69,8 @@ class RedisClusterNodes:
         work = self.directory / str(node.port)
         work.mkdir(exist_ok=True)
         node.process = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(node.port),
-                "--bind",
-                "127.0.0.1",
+            redis_server_command(
+                node.port,
                 "--dir",
                 str(work),
                 "--cluster-enabled",
@@ -83,15 +81,7 @@ class RedisClusterNodes:
                 str(NODE_TIMEOUT_MS),
                 "--cluster-require-full-coverage",
                 "no",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--daemonize",
-                "no",
-                "--loglevel",
-                "warning",
-            ],
+            ),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

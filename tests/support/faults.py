@@ -28,6 +28,8 @@ import redis
 from django.conf import settings
 from django.db import connection
 
+from tests.support.redis import redis_server_command
+
 BASE_DIR = Path(__file__).resolve().parents[2]
 # Where the logs of the processes tests start go: the session's pytest temporary directory
 # (tests/conftest.py sets it), never files of their own in /tmp.
@@ -95,22 +97,7 @@ class RedisServer:
         """Start (or restart: empty, or from the last snapshot) the server and wait until it answers PING."""
         persistence = ["--dir", str(self.data_dir), "--dbfilename", "dump.rdb"] if self.data_dir is not None else []
         self.process = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--daemonize",
-                "no",
-                "--loglevel",
-                "warning",
-                *persistence,
-            ],
+            redis_server_command(self.port, *persistence),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
