@@ -33,6 +33,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from tests.support.commands import celery_worker_command  # noqa: E402
+
 DATABASE_URL = "mysql://root:@127.0.0.1:3306/followfeed_bench_workers"
 ENVIRONMENT = {
     "DJANGO_SETTINGS_MODULE": "config.settings.base",
@@ -52,23 +54,7 @@ def start_workers(count: int, queue: str) -> list[subprocess.Popen[bytes]]:
     logs = [Path(f"/tmp/{queue}-{index}.log") for index in range(count)]
     workers = [
         subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "config.celery_app",
-                "worker",
-                "--pool=solo",
-                "-Q",
-                queue,
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "-n",
-                f"{queue}-{index}@%h",
-                "--loglevel=INFO",
-            ],
+            celery_worker_command(queue, f"{queue}-{index}@%h"),
             cwd=ROOT,
             env={**os.environ, "CELERY_TASK_DEFAULT_QUEUE": queue},
             stdout=log.open("wb"),

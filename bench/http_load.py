@@ -84,6 +84,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.servers import PrivateRedis, free_port  # noqa: E402
+from tests.support.commands import celery_worker_command  # noqa: E402
 
 DATABASE_URL = "mysql://root:@127.0.0.1:3306/followfeed_http"
 QUICK_DATABASE_URL = "mysql://root:@127.0.0.1:3306/followfeed_http_quick"
@@ -688,23 +689,7 @@ def run_setup(env: dict[str, str], scale: Scale, plan_path: Path, log: Path, sna
 def launch_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """Start one Celery worker (solo pool) on ``QUEUE``; ``wait_worker`` waits until it is ready."""
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "config.celery_app",
-            "worker",
-            "--pool=solo",
-            "-Q",
-            QUEUE,
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "-n",
-            f"{QUEUE}@%h",
-            "--loglevel=INFO",
-        ],
+        celery_worker_command(QUEUE, f"{QUEUE}@%h"),
         cwd=ROOT,
         env=env,
         stdout=log.open("wb"),

@@ -22,7 +22,7 @@ from typing import Any
 
 import redis
 
-from tests.support.redis import redis_server_command
+from tests.support.commands import redis_server_command
 
 
 def free_port() -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import redis
 
-from tests.support.redis import redis_server_command
+from tests.support.commands import redis_server_command
 
 NODE_TIMEOUT_MS = 1000
 

@@ -11,6 +11,7 @@ them by parameter; helpers are imported from here:
 - ``commits``: ``run_on_commit``, a block whose after-commit work runs as a request's would;
 - ``celery``: ``celery_conf``, ``refusing_broker``;
 - ``redis``: ``unlink_prefix``;
+- ``commands``: the argv of a private ``redis-server`` and of a Celery worker (tests, the test cluster and the benchmarks start them);
 - ``faults``: real processes to kill and restart (a private redis-server, a Celery worker), waits;
 - ``browser``: reading pages in the browser journeys, and their viewports.
 """

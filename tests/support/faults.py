@@ -17,7 +17,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -28,7 +27,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from tests.support.redis import redis_server_command
+from tests.support.commands import celery_worker_command, redis_server_command
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 # Where the logs of the processes tests start go: the session's pytest temporary directory
@@ -175,23 +174,7 @@ class CeleryWorker:
         }
         self.log.write_bytes(b"")
         self.process = process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "config.celery_app",
-                "worker",
-                "--pool=solo",
-                "-Q",
-                self.queue,
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "-n",
-                f"{self.queue}-{id(self):x}@%h",
-                "--loglevel=INFO",
-            ],
+            celery_worker_command(self.queue, f"{self.queue}-{id(self):x}@%h"),
             cwd=BASE_DIR,
             env=env,
             stdout=self.log.open("ab"),
