@@ -90,7 +90,8 @@ def account_json(
     if facts is not None:
         bio, locked, joined, statuses_count = facts.bio, facts.locked, facts.joined, facts.statuses_count
     else:
-        fields = user.as_user().__dict__ if isinstance(user, FeedAuthor) else user.__dict__  # what was loaded: no deferred read
+        # What was loaded, never a deferred read (a FeedAuthor carries its names only).
+        fields = {} if isinstance(user, FeedAuthor) else user.__dict__
         bio, locked, joined = fields.get("bio") or "", bool(fields.get("approve_followers", False)), fields.get("date_joined")
     display_name = user.display_name if isinstance(user, FeedAuthor) else user.__dict__.get("display_name")
     if statuses_count is None:
