@@ -10,17 +10,16 @@ from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
-from django.db.models import Count
 from django.http import HttpRequest
 from django.urls import reverse
 
-from feed.models import FEED_VISIBILITIES, Note
+from feed.models import Note
 from feed.paging import FeedAuthor, FeedNote
 from notifications.models import Notification
 from social.selectors import Counts, follow_counts, follow_counts_many
 from users.models import User
 
-from .selectors import AuthorFacts, Relation, StatusFacts
+from .selectors import AuthorFacts, Relation, StatusFacts, status_facts
 
 # Mastodon's notification types for followfeed's kinds (a request approved is Mastodon's "follow"
 # from the side of the one who asked, which Mastodon does not notify: shown as "follow").
@@ -95,7 +94,8 @@ def account_json(
         bio, locked, joined = fields.get("bio") or "", bool(fields.get("approve_followers", False)), fields.get("date_joined")
     display_name = user.display_name if isinstance(user, FeedAuthor) else user.__dict__.get("display_name")
     if statuses_count is None:
-        statuses_count = statuses_counts({user.pk}).get(user.pk, 0)
+        found = status_facts(author_ids=[user.pk], note_ids=()).authors.get(user.pk)
+        statuses_count = found.statuses_count if found is not None else 0
     profile = url_of(request, "feed:profile", user.username)
     avatar = _origin(request) + MISSING_AVATAR
     return {
@@ -216,24 +216,9 @@ def status_json(
 def accounts_json(request: HttpRequest, users: Sequence[User]) -> list[dict[str, Any]]:
     """Accounts for ``users`` (in order), their counts read together."""
     ids = [user.pk for user in users]
-    counts = statuses_counts(set(ids))
+    counts = {user_id: facts.statuses_count for user_id, facts in status_facts(author_ids=ids, note_ids=()).authors.items()}
     follows = follow_counts_many(user_ids=ids)
     return [account_json(request, user, statuses_count=counts.get(user.pk, 0), counts=follows.get(user.pk)) for user in users]
-
-
-def statuses_counts(author_ids: set[int]) -> dict[int, int]:
-    """``{author id: notes shown to others}`` for a page's authors in one grouped query (direct
-    notes left out: a count must not tell that an author keeps notes to itself)."""
-    if not author_ids:
-        return {}
-    rows = (
-        Note.objects.filter(
-            author_id__in=sorted(author_ids), deleted_at__isnull=True, is_hidden=False, visibility__in=FEED_VISIBILITIES
-        )
-        .values("author_id")
-        .annotate(n=Count("id"))
-    )
-    return {row["author_id"]: row["n"] for row in rows}
 
 
 def statuses_json(request: HttpRequest, notes: Sequence[Note | FeedNote], facts: StatusFacts) -> list[dict[str, Any]]:
