@@ -68,6 +68,7 @@ def ensure_data(followees: int, notes_per_author: int) -> int:
     from django.utils import timezone
 
     from feed.models import Note, now_whole_ms
+    from feed.services import note_counts_load
     from social.models import Follow
     from users.models import User
 
@@ -78,6 +79,7 @@ def ensure_data(followees: int, notes_per_author: int) -> int:
         and Follow.objects.filter(follower_id=reader.pk).count() == followees
         and Note.objects.filter(author__username__startswith=AUTHOR_PREFIX).count() == wanted
     ):
+        note_counts_load()  # a database made before the counts were kept
         return int(reader.pk)
     Note.objects.filter(author__username__startswith=AUTHOR_PREFIX).delete()
     Follow.objects.filter(follower__username=READER).delete()
@@ -106,6 +108,7 @@ def ensure_data(followees: int, notes_per_author: int) -> int:
         for index in range(wanted)
     ]
     Note.objects.bulk_create(notes, batch_size=5000)
+    note_counts_load()
     return int(reader.pk)
 
 

@@ -22,6 +22,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from feed.models import Note
+from feed.services import note_counts_load
 from users.models import User
 
 from .datasets import DatasetError
@@ -143,6 +144,7 @@ def replay(plan: ReplayPlan, *, on_progress: Callable[[int], None] | None = None
             created += len(rows)
             if on_progress is not None:
                 on_progress(len(rows))
+        note_counts_load()
     return created
 
 

@@ -111,3 +111,17 @@ class InboxReconcileRun(models.Model):
 
     def __str__(self) -> str:
         return f"inbox reconcile {self.started_at:%Y-%m-%d %H:%M} drifted={self.readers_drifted}"
+
+
+class AuthorNoteCount(models.Model):
+    """How many notes of ``author`` others may be shown (visible, not deleted, a feed visibility):
+    Mastodon's ``statuses_count``, kept by ``feed.services`` in the transaction of each change
+    (``feed.services.count_change``). No row: count the notes (an author whose notes were loaded
+    in bulk). Reconciled by ``feed.reconcile.note_counts_drift``.
+    """
+
+    author = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    notes = models.PositiveIntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.author_id}: {self.notes} notes"

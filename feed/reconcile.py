@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import redis
+from django.db.models import Count
 
 from core.cluster import pipeline
 from core.parsing import id_or_none
@@ -24,8 +25,9 @@ from users.models import User
 
 from . import redis_keys
 from .delivery import active_cutoff
-from .models import InboxReconcileRun
+from .models import FEED_VISIBILITIES, AuthorNoteCount, InboxReconcileRun, Note
 from .rebuild import database_inboxes, inboxes_rebuild, pull_authors
+from .services import count_recount
 
 logger = logging.getLogger(__name__)
 
@@ -191,3 +193,38 @@ def inboxes_drift(*, repair: bool) -> int:
     :returns: notes missing, extra or with a wrong score (readers rebuilt unless ``repair`` is False).
     """
     return reconcile_inboxes(repair=repair).drift
+
+
+def note_counts_drift(*, repair: bool, batch: int = 1000) -> int:
+    """Every author's ``AuthorNoteCount`` against a count of its notes, ``batch`` accounts at a
+    time in id order (re-run safely from the start). A drifted row is made again from a count
+    (``feed.services.count_recount``), as is a missing row of an author with notes.
+
+    :returns: rows that differed (remade unless ``repair`` is False); missing rows are not drift
+        (reads count the notes) and are made only when repairing.
+    """
+    drifted = 0
+    after = 0
+    with primary_reads():
+        while True:
+            author_ids = list(User.objects.filter(pk__gt=after).order_by("pk").values_list("pk", flat=True)[:batch])
+            if not author_ids:
+                return drifted
+            stored = dict(AuthorNoteCount.objects.filter(author_id__in=author_ids).values_list("author_id", "notes"))
+            counted = dict(
+                Note.objects.filter(
+                    author_id__in=author_ids, is_hidden=False, deleted_at__isnull=True, visibility__in=FEED_VISIBILITIES
+                )
+                .values("author_id")
+                .annotate(shown=Count("id"))
+                .values_list("author_id", "shown")
+            )
+            wrong = [author_id for author_id, notes in stored.items() if counted.get(author_id, 0) != notes]
+            missing = [author_id for author_id in counted if author_id not in stored]
+            drifted += len(wrong)
+            if wrong:
+                logger.warning("note counts: %d authors' counts drifted", len(wrong))
+            if repair:
+                for author_id in [*wrong, *missing]:
+                    count_recount(author_id=author_id)
+            after = author_ids[-1]

@@ -33,7 +33,7 @@ from users.models import User
 
 from . import redis_keys
 from .fallback import after_filter
-from .models import DIRECT, PRIVATE, PUBLIC, UNLISTED, Note, to_ms
+from .models import DIRECT, FEED_VISIBILITIES, PRIVATE, PUBLIC, UNLISTED, Note, to_ms
 from .page_reader import Feed, Prefetch, first_window, inbox_round, position_from_scroll, read_page
 from .paging import FeedAuthor, FeedNote, Page, Position, scroll_state
 
@@ -236,6 +236,13 @@ def own_timeline(*, author: User, cursor: Cursor | None, limit: int) -> Timeline
     ]
     next_cursor = Cursor(score=notes[-1].published_ms, member=notes[-1].pk) if len(found) > limit else None
     return TimelinePage(notes=notes, next_cursor=next_cursor, source="database")
+
+
+def shown_note_count(*, author_id: int) -> int:
+    """The notes of ``author_id`` others may be shown, counted: the truth ``AuthorNoteCount`` keeps."""
+    return Note.objects.filter(
+        author_id=author_id, is_hidden=False, deleted_at__isnull=True, visibility__in=FEED_VISIBILITIES
+    ).count()
 
 
 def note_detail(*, note_id: int, viewer_id: int | None = None) -> Note | None:

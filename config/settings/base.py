@@ -299,6 +299,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "social.tasks.social_mutes_expire",
         "schedule": env.float("MUTE_EXPIRY_SECONDS", default=60.0),
     },
+    # Mastodon's statuses_count of each author against a count of its notes.
+    "reconcile-note-counts-nightly": {
+        "task": "feed.tasks.feed_note_counts_reconcile",
+        "schedule": crontab(hour=4, minute=15),
+    },
     # After the graph's, so the inboxes are compared with a repaired mirror.
     "reconcile-inboxes-nightly": {
         "task": "feed.tasks.feed_inboxes_reconcile",

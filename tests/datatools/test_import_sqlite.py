@@ -107,6 +107,25 @@ simulate.replay(plan, on_progress=die_after_first)
 """
 )
 
+NOTE_COUNTS = (
+    PRELUDE
+    + r"""
+from feed import services
+from feed.models import AuthorNoteCount
+from users.models import User
+rows = dict(raw.execute("SELECT author_id, notes FROM feed_authornotecount").fetchall())
+counted = dict(raw.execute("SELECT author_id, COUNT(*) FROM feed_note GROUP BY author_id").fetchall())
+author = min(rows)
+services.note_create(author=User.objects.get(pk=author), body="one more")
+print(json.dumps({
+    "rows": {str(k): v for k, v in rows.items()},
+    "counted": {str(k): v for k, v in counted.items()},
+    "author": author,
+    "after_publish": AuthorNoteCount.objects.get(author_id=author).notes,
+}))
+"""
+)
+
 
 def run_local(script: str, var_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """Run ``script`` under the local settings, with its SQLite database in ``var_dir``."""
@@ -181,6 +200,19 @@ class TestSqliteReplay:
         created = int(found.group(1))
         assert 2000 < created <= 3000
         assert final["notes"] == created
+
+    def test_a_replay_sets_the_note_counts_and_a_new_note_moves_its_authors(self, tmp_path):
+        assert result_of(run_local(IMPORT_ONCE, tmp_path, str(dataset_path("wiki-Vote.txt.gz"))))["method"] == "sqlite"
+        replay = run_local(
+            PRELUDE + 'call_command("simulate_activity", "--if-empty", "--no-rebuild", "--notes", "500", "--no-progress")',
+            tmp_path,
+        )
+        assert replay.returncode == 0, replay.stderr[-3000:]
+
+        counts = result_of(run_local(NOTE_COUNTS, tmp_path))
+
+        assert counts["rows"] == counts["counted"] and len(counts["rows"]) > 10
+        assert counts["after_publish"] == counts["rows"][str(counts["author"])] + 1
 
 
 @pytest.mark.django_db

@@ -13,7 +13,7 @@ from core.exit_codes import EXIT_CODES_HELP, EXIT_DRIFT_FOUND, EXIT_UNAVAILABLE
 from core.management.arguments import fraction
 from core.redis import REDIS_ERRORS
 from feed.delivery import active_cutoff
-from feed.reconcile import FIGURES, reconcile_inboxes_run
+from feed.reconcile import FIGURES, note_counts_drift, reconcile_inboxes_run
 from users.models import User
 
 
@@ -37,6 +37,11 @@ class Command(BaseCommand):
         parser.add_argument("--resume", action="store_true", help="continue the last interrupted run from its checkpoint")
         parser.add_argument("--batch", type=int, default=500, help="readers per batch (default 500)")
         parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+        parser.add_argument(
+            "--note-counts",
+            action="store_true",
+            help="instead: compare every author's stored note count (Mastodon's statuses_count) with its notes and remake the ones that differ",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         user_id = options["user"]
@@ -45,6 +50,14 @@ class Command(BaseCommand):
         if options["batch"] < 1:
             raise CommandError("--batch must be at least 1")
         started = time.perf_counter()
+        if options["note_counts"]:
+            drifted = note_counts_drift(repair=not options["dry_run"])
+            self.stdout.write(
+                f"note_counts_drifted={drifted} dry_run={options['dry_run']} seconds={time.perf_counter() - started:.3f}"
+            )
+            if options["dry_run"] and drifted:
+                raise SystemExit(EXIT_DRIFT_FOUND)
+            return
         readers = User.objects.filter(is_active=True, last_seen_at__gte=active_cutoff())
         total = 1 if user_id is not None else readers.filter(pk__gt=options["start_after"] or 0).count()
         quiet = options["verbosity"] == 0 or user_id is not None
