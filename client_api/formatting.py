@@ -17,7 +17,7 @@ from feed.models import Note
 from feed.paging import FeedAuthor, FeedNote
 from notifications.models import Notification
 from social.selectors import Counts, follow_counts, follow_counts_many
-from users.models import User
+from users.models import Marker, User
 
 from .selectors import AuthorFacts, Relation, StatusFacts, status_facts
 
@@ -263,3 +263,8 @@ def link_header(request: HttpRequest, *, newest: str | None, oldest: str | None,
         parts.append(f'<{base}?{urlencode([*kept, ("max_id", oldest)])}>; rel="next"')
     parts.append(f'<{base}?{urlencode([*kept, ("min_id", newest)])}>; rel="prev"')
     return ", ".join(parts)
+
+
+def marker_json(marker: Marker) -> dict[str, Any]:
+    """Mastodon's Marker: ``last_read_id`` (a string), ``version``, ``updated_at``."""
+    return {"last_read_id": str(marker.last_read_id), "version": marker.version, "updated_at": iso(marker.updated_at)}

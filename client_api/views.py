@@ -27,7 +27,9 @@ from notifications.selectors import unread_count
 from social import controls, visibility
 from social import selectors as social_selectors
 from social import services as social_services
-from users.models import User
+from users import selectors as user_selectors
+from users import services as user_services
+from users.models import MARKER_TIMELINES, User
 
 from . import formatting, selectors, services
 from .http import ApiError, Call, endpoint, error, json_list, with_link
@@ -617,6 +619,47 @@ def timeline_home(call: Call) -> JsonResponse:
         limit=limit,
     )
     return _statuses_response(call, notes, more)
+
+
+# --- read markers -------------------------------------------------------------------
+
+
+def _marker_positions(call: Call) -> dict[str, int]:
+    """The ``last_read_id`` of each timeline a ``POST /api/v1/markers`` names (form
+    ``home[last_read_id]`` or JSON ``{"home": {"last_read_id": ...}}``); other names are ignored.
+
+    :raises ApiError: a ``last_read_id`` that is missing or not an id (422).
+    """
+    positions: dict[str, int] = {}
+    for timeline in MARKER_TIMELINES:
+        nested = call.params.get(timeline)
+        raw = nested.get("last_read_id") if isinstance(nested, dict) else call.params.get(f"{timeline}[last_read_id]")
+        if raw is None and nested is None:
+            continue
+        try:
+            positions[timeline] = parse_id(raw, name="last_read_id")
+        except InvalidInput:
+            raise ApiError(f"Validation failed: {timeline} last_read_id must be an id", 422) from None
+    return positions
+
+
+@endpoint("GET", "POST", scope=None)
+def markers(call: Call) -> JsonResponse:
+    """GET /api/v1/markers?timeline[]=home&timeline[]=notifications: the caller's markers of those
+    timelines (read:statuses). POST: set them (write:statuses; 409 on a concurrent write)."""
+    assert call.token is not None  # the endpoint needs a token
+    if call.request.method == "POST":
+        if not services.covers(call.token.scope, "write:statuses"):
+            return error("This action is outside the authorized scopes", 403)
+        written = {
+            timeline: user_services.marker_set(user_id=call.me.pk, timeline=timeline, last_read_id=position)
+            for timeline, position in _marker_positions(call).items()
+        }
+        return JsonResponse({timeline: formatting.marker_json(marker) for timeline, marker in written.items()})
+    if not services.covers(call.token.scope, "read:statuses"):
+        return error("This action is outside the authorized scopes", 403)
+    found = user_selectors.markers_of(user_id=call.me.pk, timelines=call.get_list("timeline"))
+    return JsonResponse({timeline: formatting.marker_json(marker) for timeline, marker in found.items()})
 
 
 # --- notifications ------------------------------------------------------------------

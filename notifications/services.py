@@ -15,7 +15,7 @@ from typing import Any
 
 import redis
 from django.db import connection, transaction
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
 from django.db.models.constants import OnConflict
 from django.utils import timezone
 
@@ -25,7 +25,8 @@ from core.models import OutboxEntry
 from core.redis import get_redis
 from core.transactions import retry_on_deadlock
 from social.models import Block, Follow, FollowRequest, Mute, live_mutes
-from users.models import User
+from users.models import NOTIFICATIONS, User
+from users.services import marker_advance
 
 from . import redis_keys
 from .models import (
@@ -271,7 +272,8 @@ def _counter_change(counter: UnreadCounter, unread: int) -> None:
 
 def notifications_mark_read(*, recipient_id: int, up_to: datetime | None = None) -> int:
     """Mark the notifications of ``recipient_id`` read, those that came by ``up_to`` (default
-    now: all; a page passes the newest time it showed, so one that came since stays unread).
+    now: all; a page passes the newest time it showed, so one that came since stays unread), and
+    move the ``notifications`` marker forwards to the newest of them.
 
     :returns: how many were unread.
     """
@@ -291,7 +293,16 @@ def notifications_mark_read(*, recipient_id: int, up_to: datetime | None = None)
             _recount(counter)
         return marked
 
-    return retry_on_deadlock(write)
+    marked = retry_on_deadlock(write)
+    newest = (
+        Notification.objects.filter(recipient_id=recipient_id, created_at__lte=up_to or timezone.now())
+        .aggregate(newest=Max("id"))
+        .get("newest")
+    )
+    if newest:
+        # What was marked read was seen: Mastodon's notifications marker follows it.
+        marker_advance(user_id=recipient_id, timeline=NOTIFICATIONS, last_read_id=int(newest))
+    return marked
 
 
 def counter_recount(*, recipient_id: int) -> int:
