@@ -221,6 +221,14 @@ def accounts_json(request: HttpRequest, users: Sequence[User]) -> list[dict[str,
     return [account_json(request, user, statuses_count=counts.get(user.pk, 0), counts=follows.get(user.pk)) for user in users]
 
 
+def statuses_json_of(request: HttpRequest, notes: Sequence[Note | FeedNote]) -> list[dict[str, Any]]:
+    """Statuses for ``notes`` as every timeline answers them (their ``status_facts`` read here)."""
+    facts = status_facts(
+        author_ids=[note.author_id for note in notes], note_ids=[note.pk for note in notes if not isinstance(note, Note)]
+    )
+    return statuses_json(request, notes, facts)
+
+
 def statuses_json(request: HttpRequest, notes: Sequence[Note | FeedNote], facts: StatusFacts) -> list[dict[str, Any]]:
     """Statuses for ``notes``, each author's Account built once (``facts``: ``status_facts`` of
     the notes' authors and of those that are not models)."""

@@ -63,7 +63,7 @@ def instance_v1(call: Call) -> JsonResponse:
             "description": "A follow graph and home feed.",
             "email": "",
             "version": _version(),
-            "urls": {"streaming_api": f"ws://{host}"},
+            "urls": {"streaming_api": _streaming_url(request)},
             "stats": {"user_count": selectors.active_account_count(), "status_count": 0, "domain_count": 1},
             "thumbnail": None,
             "languages": ["en"],
@@ -75,6 +75,14 @@ def instance_v1(call: Call) -> JsonResponse:
             "rules": [],
         }
     )
+
+
+def _streaming_url(request: HttpRequest) -> str:
+    """Where the streaming process answers: ``STREAMING_API_URL``, else this host (a proxy routes
+    /api/v1/streaming to it), as ``ws://`` or ``wss://`` as Mastodon gives it."""
+    if settings.STREAMING_API_URL:
+        return str(settings.STREAMING_API_URL)
+    return f"{'wss' if request.is_secure() else 'ws'}://{request.get_host()}"
 
 
 def _configuration() -> dict[str, Any]:
@@ -104,7 +112,7 @@ def instance_v2(call: Call) -> JsonResponse:
     """GET /api/v2/instance: the server in Mastodon 4's shape, with ``api_versions``."""
     host = call.request.get_host()
     configuration = _configuration()
-    configuration["urls"] = {"streaming": f"ws://{host}", "status": None}
+    configuration["urls"] = {"streaming": _streaming_url(call.request), "status": None}
     configuration["vapid"] = {"public_key": ""}
     return JsonResponse(
         {
@@ -341,10 +349,7 @@ def _statuses_response(call: Call, notes: list[Any], more: bool) -> JsonResponse
     link = formatting.link_header(
         call.request, newest=str(notes[0].pk) if notes else None, oldest=str(notes[-1].pk) if notes else None, more=more
     )
-    facts = selectors.status_facts(
-        author_ids=[note.author_id for note in notes], note_ids=[note.pk for note in notes if not isinstance(note, Note)]
-    )
-    return with_link(json_list(formatting.statuses_json(call.request, notes, facts)), link)
+    return with_link(json_list(formatting.statuses_json_of(call.request, notes)), link)
 
 
 def _follow_list(call: Call, raw_id: str, *, followers: bool) -> JsonResponse:

@@ -19,7 +19,8 @@ from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
 from django.db.models.constants import OnConflict
 from django.utils import timezone
 
-from core import outbox
+from core import outbox, streaming
+from core import redis_keys as core_keys
 from core.cluster import pipeline
 from core.models import OutboxEntry
 from core.redis import get_redis
@@ -88,6 +89,8 @@ def notification_add(kind: str, *, recipient_id: int, actor_id: int) -> bool:
     if it still stands; idempotent (a repeat within ``REPEAT_SECONDS`` changes nothing; later, the
     row comes back to the top, unread).
 
+    Publishes a ``notification`` event to the recipient's stream when it has one more unread.
+
     :returns: True when the recipient has one more unread notification.
     :raises ValueError: an unknown ``kind``.
     """
@@ -95,7 +98,14 @@ def notification_add(kind: str, *, recipient_id: int, actor_id: int) -> bool:
         raise ValueError(f"unknown notification kind {kind!r}")
     if not _still_stands(kind, recipient_id=recipient_id, actor_id=actor_id):
         return False
-    return retry_on_deadlock(lambda: _add(kind, recipient_id=recipient_id, actor_id=actor_id))
+    added = retry_on_deadlock(lambda: _add(kind, recipient_id=recipient_id, actor_id=actor_id))
+    row_id = (
+        Notification.objects.filter(recipient_id=recipient_id, kind=kind, actor_id=actor_id).values_list("pk", flat=True).first()
+    )
+    if added and row_id is not None:
+        # After the commit: the streaming process reads the row to format it.
+        streaming.publish(get_redis(), [core_keys.stream_channel(recipient_id)], streaming.Event(streaming.NOTIFICATION, row_id))
+    return added
 
 
 def _add(kind: str, *, recipient_id: int, actor_id: int) -> bool:

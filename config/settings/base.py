@@ -452,7 +452,9 @@ OAUTH2_PROVIDER_REFRESH_TOKEN_MODEL = "oauth2_provider.RefreshToken"  # noqa: S1
 OAUTH2_PROVIDER_ID_TOKEN_MODEL = "oauth2_provider.IDToken"  # noqa: S105
 OAUTH2_PROVIDER_GRANT_MODEL = "oauth2_provider.Grant"
 CORS_ALLOW_ALL_ORIGINS = True
-CORS_URLS_REGEX = r"^/(api|oauth)/.*$"
+# The streams answer CORS themselves (client_api.streams): a page on another port of the same
+# host reads them with its session cookie, which "*" would not carry.
+CORS_URLS_REGEX = r"^/(api(?!/v1/streaming)|oauth)/.*$"
 CORS_EXPOSE_HEADERS = [
     "Link",
     "X-RateLimit-Limit",
@@ -462,5 +464,13 @@ CORS_EXPOSE_HEADERS = [
     "Idempotency-Key",
 ]
 CORS_ALLOW_HEADERS = ["accept", "authorization", "content-type", "idempotency-key", "user-agent", "x-requested-with"]
+# Live updates (client_api.streams, served by the ASGI process: docs/operations.md#streaming).
+# STREAMING_API_URL: where clients find it (the instance's urls.streaming_api, the home page's
+# EventSource), e.g. ws://127.0.0.1:8001; empty: the site's own host (a proxy routes
+# /api/v1/streaming to the streaming process).
+STREAMING_API_URL = env("STREAMING_API_URL", default="")
+STREAMING_HEARTBEAT_SECONDS = env.float("STREAMING_HEARTBEAT_SECONDS", default=15.0)
+# Notes replayed at most on a (re)connection with Last-Event-ID, and per Redis reconnection.
+STREAMING_REPLAY_LIMIT = env.int("STREAMING_REPLAY_LIMIT", default=40)
 # The version the Mastodon client API reports (GET /api/v1/instance).
 MASTODON_API_VERSION = "4.3.0"
