@@ -25,6 +25,7 @@ import redis
 import redis.asyncio as aioredis
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 
@@ -326,6 +327,10 @@ async def user(request: HttpRequest) -> HttpResponseBase:
         after = _last_event_id(request)
     except InvalidInput as exc:
         return _cors(request, error(exc.message, 400))
+    if not isinstance(request, ASGIRequest):
+        # Under gunicorn (WSGI) an endless stream would hold a worker for good: streams are the
+        # streaming process's (STREAMING_API_URL, or a proxy routing /api/v1/streaming to it).
+        return _cors(request, error("Streaming is served by the streaming process", 503))
     response = StreamingHttpResponse(_events(request, reader, after), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     # A proxy in front (nginx) must pass each event on at once, not buffer them.

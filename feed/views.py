@@ -87,7 +87,14 @@ def _home(request: HttpRequest, form: NoteForm, *, status: int = 200, read: bool
         read_before = user_services.marker_advance(user_id=reader.pk, timeline=HOME, last_read_id=page.notes[0].pk)
         if read_before:
             new_count = next((index for index, note in enumerate(page.notes) if note.pk <= read_before), 0)
-    context: dict[str, Any] = {"form": form, "page": page, "is_first_page": is_first_page, "new_count": new_count}
+    context: dict[str, Any] = {
+        "form": form,
+        "page": page,
+        "is_first_page": is_first_page,
+        "new_count": new_count,
+        # Where the page's script listens for new notes (static/js/site.js, "live updates").
+        "stream_url": str(settings.STREAMING_API_URL).replace("ws", "http", 1) + "/api/v1/streaming/user",
+    }
     return render(request, "feed/home.html", context, status=status)
 
 

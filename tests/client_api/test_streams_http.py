@@ -16,7 +16,7 @@ class TestStreamingEndpoints:
         response = Client().get("/api/v1/streaming/health")
 
         assert response.status_code == 200
-        assert b"".join(response.streaming_content if response.streaming else [response.content]) == b"OK"
+        assert response.content == b"OK"
 
     @pytest.mark.parametrize(
         ("headers", "status"),
@@ -43,3 +43,11 @@ class TestStreamingEndpoints:
         make_token(alice, make_app(), token="reader")
 
         assert Client().post("/api/v1/streaming/user", headers={"Authorization": "Bearer reader"}).status_code == 405
+
+    def test_a_stream_asked_of_the_wsgi_server_is_a_503_not_a_held_worker(self, alice) -> None:
+        make_token(alice, make_app(), token="reader")
+
+        response = Client().get("/api/v1/streaming/user", headers={"Authorization": "Bearer reader"})
+
+        assert response.status_code == 503
+        assert response.json() == {"error": "Streaming is served by the streaming process"}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import queue
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ import requests
 from django.conf import settings
 from django.db import connection
 
+from datatools.management.commands.run_demo import streaming_command
 from tests.support.faults import BASE_DIR, free_port, log_dir, wait_until
 
 
@@ -55,10 +55,10 @@ class StreamingServer:
             "CONN_MAX_AGE": "0",
             **self.extra_env,
         }
-        command = [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(self.port)]
+        command = [*streaming_command(host="127.0.0.1", port=self.port), "--log-level", "warning"]
         self.log.write_bytes(b"")
         self.process = process = subprocess.Popen(
-            [*command, "--log-level", "warning"], cwd=BASE_DIR, env=env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT
+            command, cwd=BASE_DIR, env=env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT
         )
 
         def answers() -> bool:
@@ -107,8 +107,8 @@ class EventReader:
     def _read(self) -> None:
         current = Frame()
         try:
-            for raw in self.response.iter_lines(decode_unicode=True):
-                line = raw or ""
+            for raw in self.response.iter_lines():
+                line = raw.decode() if isinstance(raw, bytes) else str(raw or "")
                 if line.startswith(":"):
                     self.frames.put(Frame(comment=line[1:]))
                 elif line == "":
