@@ -17,8 +17,8 @@ import contextlib
 import json
 import logging
 from collections import defaultdict
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import redis
@@ -41,6 +41,8 @@ from .http import INVALID_TOKEN, OUT_OF_SCOPE, bearer, error
 from .scopes import allows
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # Seconds between two attempts to reach Redis again after the subscriber's connection failed.
 RECONNECT_SECONDS = 0.5
@@ -168,6 +170,13 @@ def hub() -> Hub:
     return found
 
 
+def _database(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+    """``function`` run on the event loop's shared thread pool, not a thread of its request: a
+    stream lives for hours, and a thread (with a database connection) per stream would not let
+    one process hold thousands."""
+    return sync_to_async(function, thread_sensitive=False)
+
+
 # --- authentication -----------------------------------------------------------------
 
 
@@ -185,7 +194,7 @@ async def _reader(request: HttpRequest) -> tuple[User | None, JsonResponse | Non
     """The stream's reader from its token (header or ``access_token``) or the site's session."""
     raw = bearer(request)
     if raw:
-        user, message, status = await sync_to_async(_token_user)(raw)
+        user, message, status = await _database(_token_user)(raw)
         return user, (error(message, status) if message else None)
     session_user = await request.auser()
     if isinstance(session_user, User) and session_user.is_active:
@@ -264,16 +273,16 @@ async def _events(request: HttpRequest, reader: User, after: int | None) -> Asyn
     """The user stream: a replay of what came after note ``after`` (None: nothing), then live
     events and a heartbeat comment every ``STREAMING_HEARTBEAT_SECONDS`` of silence."""
     queue: asyncio.Queue[Event | str] = asyncio.Queue(maxsize=QUEUE_SIZE)
-    channels = await sync_to_async(_channels)(reader)
+    channels = await _database(_channels)(reader)
     the_hub = hub()
     await the_hub.subscribe(channels, queue)
     # Updates sent, so a replay and a live message of the same note send it once.
     sent: set[int] = set()
     try:
         yield ":)\n\n"  # the headers go out at once; Mastodon's streaming server greets so too
-        last = after if after is not None else await sync_to_async(_newest_id)(reader)
+        last = after if after is not None else await _database(_newest_id)(reader)
         if after is not None:
-            for note_id, frame in await sync_to_async(_replay)(request, reader, after):
+            for note_id, frame in await _database(_replay)(request, reader, after):
                 sent.add(note_id)
                 last = max(last, note_id)
                 yield frame
@@ -285,7 +294,7 @@ async def _events(request: HttpRequest, reader: User, after: int | None) -> Asyn
                 yield ":thump\n\n"
                 continue
             if item == RESYNC:
-                for note_id, frame in await sync_to_async(_replay)(request, reader, last):
+                for note_id, frame in await _database(_replay)(request, reader, last):
                     if note_id not in sent:
                         sent.add(note_id)
                         last = max(last, note_id)
@@ -294,7 +303,7 @@ async def _events(request: HttpRequest, reader: User, after: int | None) -> Asyn
             assert isinstance(item, Event)
             if item.kind == UPDATE and item.object_id in sent:
                 continue
-            rendered = await sync_to_async(_render)(request, reader, item)
+            rendered = await _database(_render)(request, reader, item)
             if rendered is None:
                 continue
             if item.kind == UPDATE:

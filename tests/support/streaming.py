@@ -85,12 +85,14 @@ class StreamingServer:
 
 @dataclass
 class Frame:
-    """One server-sent event: ``event``, ``data`` and ``id`` (None when absent), or a ``comment``."""
+    """One server-sent event: ``event``, ``data`` and ``id`` (None when absent), or a ``comment``;
+    ``received_at``: ``time.perf_counter()`` when its last line arrived."""
 
     event: str = ""
     data: str = ""
     id: str | None = None
     comment: str | None = None
+    received_at: float = 0.0
 
 
 @dataclass
@@ -110,9 +112,10 @@ class EventReader:
             for raw in self.response.iter_lines():
                 line = raw.decode() if isinstance(raw, bytes) else str(raw or "")
                 if line.startswith(":"):
-                    self.frames.put(Frame(comment=line[1:]))
+                    self.frames.put(Frame(comment=line[1:], received_at=time.perf_counter()))
                 elif line == "":
                     if current.event:
+                        current.received_at = time.perf_counter()
                         self.frames.put(current)
                     current = Frame()
                 else:
