@@ -92,8 +92,13 @@ def _home(request: HttpRequest, form: NoteForm, *, status: int = 200, read: bool
         "page": page,
         "is_first_page": is_first_page,
         "new_count": new_count,
-        # Where the page's script listens for new notes (static/js/site.js, "live updates").
-        "stream_url": str(settings.STREAMING_API_URL).replace("ws", "http", 1) + "/api/v1/streaming/user",
+        # Where the page's script listens for new notes (static/js/site.js, "live updates"); without
+        # STREAMING_API_URL the page does not listen (gunicorn would answer a stream with a 503).
+        "stream_url": (
+            str(settings.STREAMING_API_URL).replace("ws", "http", 1) + "/api/v1/streaming/user"
+            if settings.STREAMING_API_URL
+            else ""
+        ),
     }
     return render(request, "feed/home.html", context, status=status)
 
