@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     from feed.models import Note
     from feed.rebuild import inbox_rebuild
     from social.services import follow_create
-    from tests.support.faults import free_port
+    from tests.support.faults import free_port, stop_process
     from tests.support.streaming import open_stream
     from users.models import User
 
@@ -228,12 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             writer.close()
         loop.close()
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()  # open streams keep uvicorn's graceful shutdown waiting
-            process.wait()
+        stop_process(process, timeout=10)  # open streams keep uvicorn's graceful shutdown waiting
         redis_server.stop()
     print_and_save(results, args.out)
     return 0

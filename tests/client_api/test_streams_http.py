@@ -8,7 +8,8 @@ from django.test import Client
 
 from tests.client_api.conftest import make_app, make_token
 
-pytestmark = pytest.mark.django_db
+# Committed rows: a stream reads the database on the event loop's thread pool, not this thread.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 class TestStreamingEndpoints:
@@ -17,6 +18,12 @@ class TestStreamingEndpoints:
 
         assert response.status_code == 200
         assert response.content == b"OK"
+
+    def test_a_bad_access_token_parameter_is_a_401(self) -> None:
+        response = Client().get("/api/v1/streaming/user?access_token=nope")
+
+        assert response.status_code == 401
+        assert response.json() == {"error": "The access token is invalid"}
 
     @pytest.mark.parametrize(
         ("headers", "status"),

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import connection
 
 from datatools.management.commands.run_demo import streaming_command
-from tests.support.faults import BASE_DIR, free_port, log_dir, wait_until
+from tests.support.faults import BASE_DIR, free_port, log_dir, stop_process, wait_until
 
 
 class StreamingServer:
@@ -74,12 +74,7 @@ class StreamingServer:
 
     def stop(self) -> None:
         if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            stop_process(self.process)
             self.process = None
 
 
