@@ -14,10 +14,13 @@ import pytest
 from mastodon import Mastodon, StreamListener
 
 from core.redis import get_redis
+from feed import redis_keys as feed_keys
 from feed.models import Note
 from feed.services import note_create, note_delete
 from social import redis_keys as social_keys
+from social.controls import mute_create
 from social.services import follow_create, follow_delete
+from social.visibility import muted_ids
 from tests.client_api.conftest import make_app, make_token
 from tests.support.accounts import make_user
 from tests.support.faults import DELIVERY_TIMEOUT, RedisServer, point_at, wait_until
@@ -154,6 +157,38 @@ class TestWhatAReaderSees:
 
         assert last_id == str(first.pk)
         assert [frame.id for frame in replayed] == [str(note.pk) for note in missed]
+
+
+class TestPulledAuthors:
+    def test_a_pulled_authors_note_reaches_its_followers_streams_and_not_a_muters(self, queue: str, worker: Any) -> None:
+        worker(FANOUT_PULL_THRESHOLD="1")
+        alice, bob, carol, dave = make_user("alice"), make_user("bob"), make_user("carol"), make_user("dave")
+        follow(alice, bob)
+        follow(carol, bob)
+        follow(carol, dave)
+        publish(bob, "makes bob a pulled author")  # one follower already reaches the threshold
+        assert str(bob.pk).encode() in get_redis().smembers(feed_keys.pull_authors_key())
+        mute_create(actor=carol, target_id=bob.pk)
+        wait_until(lambda: bob.pk in muted_ids(user_id=carol.pk), timeout=DELIVERY_TIMEOUT, what="the mute mirrored")
+        streaming = StreamingServer()
+        streaming.start()
+        try:
+            with (
+                open_stream(streaming.url, token_for(alice, "alice")) as follower,
+                open_stream(streaming.url, token_for(carol, "carol")) as muter,
+            ):
+                pulled = publish(bob, "no inbox gets this")
+                marker = publish(dave, "carol's marker")
+
+                seen = follower.next_event("update", timeout=DELIVERY_TIMEOUT)
+                muter_seen = muter.next_event("update", timeout=DELIVERY_TIMEOUT)
+                muter_rest = muter.drain()
+        finally:
+            streaming.stop()
+
+        assert seen.id == str(pulled.pk)
+        assert muter_seen.id == str(marker.pk)
+        assert all(frame.id != str(pulled.pk) for frame in muter_rest)
 
 
 class TestRedisRestart:
