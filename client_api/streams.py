@@ -119,6 +119,10 @@ class Hub:
                 if self.listeners:
                     await self.pubsub.subscribe(*self.listeners)
                 self.ready.set()
+                # A stream that subscribed while the line above was awaited saw the hub not ready.
+                late = [channel for channel in self.listeners if channel.encode() not in self.pubsub.channels]
+                if late:
+                    await self.pubsub.subscribe(*late)
                 if lost:
                     for queues in list(self.listeners.values()):
                         for queue in list(queues):
