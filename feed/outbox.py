@@ -91,6 +91,7 @@ def note_fan_out(*, note_id: int) -> FanOut:
         with transaction.atomic():
             for index in range(parts):
                 outbox.record(NOTE_PART, subject_id=note.pk, object_id=pack_part(delivery.Part(parts, index)))
+        streaming.publish(client, own, streaming.Event(streaming.UPDATE, note.pk))
         result = FanOut(mode="split", parts=parts)
     else:
         followers, writes = delivery.fan_out_to_followers(client, note.author_id, entry)
