@@ -149,10 +149,12 @@ def bench_fan_out(args: argparse.Namespace, author: User, batch: int) -> None:
     split = {"redis delivery": 0.0}
     real_deliver = delivery.deliver
 
-    def timed_deliver(client: redis.Redis, reader_ids: Sequence[int], author_id: int, entries: Sequence[Entry]) -> int:
+    def timed_deliver(
+        client: redis.Redis, reader_ids: Sequence[int], author_id: int, entries: Sequence[Entry], *, announce: bool = True
+    ) -> int:
         t = time.perf_counter()
         try:
-            return real_deliver(client, reader_ids, author_id, entries)
+            return real_deliver(client, reader_ids, author_id, entries, announce=announce)
         finally:
             split["redis delivery"] += time.perf_counter() - t
 

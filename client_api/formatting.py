@@ -17,7 +17,7 @@ from feed.models import Note
 from feed.paging import FeedAuthor, FeedNote
 from notifications.models import Notification
 from social.selectors import Counts, follow_counts, follow_counts_many
-from users.models import User
+from users.models import Marker, User
 
 from .selectors import AuthorFacts, Relation, StatusFacts, status_facts
 
@@ -221,6 +221,14 @@ def accounts_json(request: HttpRequest, users: Sequence[User]) -> list[dict[str,
     return [account_json(request, user, statuses_count=counts.get(user.pk, 0), counts=follows.get(user.pk)) for user in users]
 
 
+def statuses_json_of(request: HttpRequest, notes: Sequence[Note | FeedNote]) -> list[dict[str, Any]]:
+    """Statuses for ``notes`` as every timeline answers them (their ``status_facts`` read here)."""
+    facts = status_facts(
+        author_ids=[note.author_id for note in notes], note_ids=[note.pk for note in notes if not isinstance(note, Note)]
+    )
+    return statuses_json(request, notes, facts)
+
+
 def statuses_json(request: HttpRequest, notes: Sequence[Note | FeedNote], facts: StatusFacts) -> list[dict[str, Any]]:
     """Statuses for ``notes``, each author's Account built once (``facts``: ``status_facts`` of
     the notes' authors and of those that are not models)."""
@@ -263,3 +271,8 @@ def link_header(request: HttpRequest, *, newest: str | None, oldest: str | None,
         parts.append(f'<{base}?{urlencode([*kept, ("max_id", oldest)])}>; rel="next"')
     parts.append(f'<{base}?{urlencode([*kept, ("min_id", newest)])}>; rel="prev"')
     return ", ".join(parts)
+
+
+def marker_json(marker: Marker) -> dict[str, Any]:
+    """Mastodon's Marker: ``last_read_id`` (a string), ``version``, ``updated_at``."""
+    return {"last_read_id": str(marker.last_read_id), "version": marker.version, "updated_at": iso(marker.updated_at)}

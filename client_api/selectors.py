@@ -15,14 +15,16 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from oauth2_provider.models import AccessToken
 
+from core.errors import Forbidden, NotFound
 from core.paging import Cursor
+from core.redis import REDIS_ERRORS, get_redis
 from feed.models import FEED_VISIBILITIES, AuthorNoteCount, Note, to_ms
 from feed.paging import FeedNote
-from feed.selectors import TimelinePage, home_timeline, own_timeline
+from feed.selectors import TimelinePage, home_timeline, note_detail, own_timeline, pull_authors_cached
 from notifications.models import Notification
-from social.models import Block, FollowRequest, Mute, live_mutes
+from social import visibility
+from social.models import Block, Follow, FollowRequest, Mute, live_mutes
 from social.selectors import active_follows
-from social.visibility import hidden_ids
 from users.models import User
 
 from .models import ClientApp, NotificationDismissal
@@ -163,7 +165,7 @@ def shown_notifications(*, recipient_id: int) -> QuerySet[Notification]:
     """``recipient_id``'s notifications a client has not dismissed, from active actors that no
     block hides from the recipient either way, with the actors loaded (unordered)."""
     rows = Notification.objects.filter(recipient_id=recipient_id, actor__is_active=True).select_related("actor")
-    hidden = hidden_ids(viewer_id=recipient_id)
+    hidden = visibility.hidden_ids(viewer_id=recipient_id)
     if hidden:
         rows = rows.exclude(actor_id__in=sorted(hidden))
     dismissals = list(NotificationDismissal.objects.filter(recipient_id=recipient_id).values_list("notification_id", "up_to"))
@@ -393,3 +395,32 @@ def _aware(moment: datetime | str | None) -> datetime | None:
     if isinstance(moment, str):
         moment = parse_datetime(moment)
     return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment
+
+
+def stream_note(*, reader: User, note_id: int) -> Note | None:
+    """The note ``note_id`` with its author if ``reader``'s home feed shows it now (a live
+    ``update``): visible to the reader, and the reader's own or of an account it follows, does
+    not mute, and may see (blocks, privacy); else None."""
+    note = note_detail(note_id=note_id, viewer_id=reader.pk)
+    if note is None or note.author_id == reader.pk:
+        return note
+    if not Follow.objects.filter(follower_id=reader.pk, followee_id=note.author_id).exists():
+        return None
+    if note.author_id in visibility.muted_ids(user_id=reader.pk):
+        return None
+    try:
+        visibility.require_content(viewer=reader, user=note.author)
+    except (Forbidden, NotFound):
+        return None
+    return note
+
+
+def followed_pull_authors(*, user_id: int) -> list[int]:
+    """The pulled (big) authors ``user_id`` follows, whose notes reach no inbox (none while Redis is down)."""
+    try:
+        pulled = pull_authors_cached(get_redis())
+    except REDIS_ERRORS:
+        return []
+    if not pulled:
+        return []
+    return list(Follow.objects.filter(follower_id=user_id, followee_id__in=pulled).values_list("followee_id", flat=True))

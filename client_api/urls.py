@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path
 
-from . import oauth, views
+from . import oauth, streams, views
 
 app_name = "client_api"
 
@@ -48,6 +48,9 @@ urlpatterns = [
     path("api/v1/statuses", views.status_create, name="statuses"),
     path("api/v1/statuses/<str:raw_id>", views.status_item, name="status"),
     path("api/v1/timelines/home", views.timeline_home, name="timeline_home"),
+    path("api/v1/markers", views.markers, name="markers"),
+    path("api/v1/streaming/health", streams.health, name="streaming_health"),
+    path("api/v1/streaming/user", streams.user, name="streaming_user"),
     path("api/v1/notifications", views.notifications_list, name="notifications"),
     path("api/v1/notifications/clear", views.notifications_clear, name="notifications_clear"),
     path("api/v1/notifications/unread_count", views.notifications_unread_count, name="notifications_unread_count"),

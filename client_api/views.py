@@ -27,7 +27,9 @@ from notifications.selectors import unread_count
 from social import controls, visibility
 from social import selectors as social_selectors
 from social import services as social_services
-from users.models import User
+from users import selectors as user_selectors
+from users import services as user_services
+from users.models import MARKER_TIMELINES, User
 
 from . import formatting, selectors, services
 from .http import ApiError, Call, endpoint, error, json_list, with_link
@@ -61,7 +63,7 @@ def instance_v1(call: Call) -> JsonResponse:
             "description": "A follow graph and home feed.",
             "email": "",
             "version": _version(),
-            "urls": {"streaming_api": f"ws://{host}"},
+            "urls": {"streaming_api": _streaming_url(request)},
             "stats": {"user_count": selectors.active_account_count(), "status_count": 0, "domain_count": 1},
             "thumbnail": None,
             "languages": ["en"],
@@ -73,6 +75,14 @@ def instance_v1(call: Call) -> JsonResponse:
             "rules": [],
         }
     )
+
+
+def _streaming_url(request: HttpRequest) -> str:
+    """Where the streaming process answers: ``STREAMING_API_URL``, else this host (a proxy routes
+    /api/v1/streaming to it), as ``ws://`` or ``wss://`` as Mastodon gives it."""
+    if settings.STREAMING_API_URL:
+        return str(settings.STREAMING_API_URL)
+    return f"{'wss' if request.is_secure() else 'ws'}://{request.get_host()}"
 
 
 def _configuration() -> dict[str, Any]:
@@ -102,7 +112,7 @@ def instance_v2(call: Call) -> JsonResponse:
     """GET /api/v2/instance: the server in Mastodon 4's shape, with ``api_versions``."""
     host = call.request.get_host()
     configuration = _configuration()
-    configuration["urls"] = {"streaming": f"ws://{host}", "status": None}
+    configuration["urls"] = {"streaming": _streaming_url(call.request), "status": None}
     configuration["vapid"] = {"public_key": ""}
     return JsonResponse(
         {
@@ -339,10 +349,7 @@ def _statuses_response(call: Call, notes: list[Any], more: bool) -> JsonResponse
     link = formatting.link_header(
         call.request, newest=str(notes[0].pk) if notes else None, oldest=str(notes[-1].pk) if notes else None, more=more
     )
-    facts = selectors.status_facts(
-        author_ids=[note.author_id for note in notes], note_ids=[note.pk for note in notes if not isinstance(note, Note)]
-    )
-    return with_link(json_list(formatting.statuses_json(call.request, notes, facts)), link)
+    return with_link(json_list(formatting.statuses_json_of(call.request, notes)), link)
 
 
 def _follow_list(call: Call, raw_id: str, *, followers: bool) -> JsonResponse:
@@ -617,6 +624,47 @@ def timeline_home(call: Call) -> JsonResponse:
         limit=limit,
     )
     return _statuses_response(call, notes, more)
+
+
+# --- read markers -------------------------------------------------------------------
+
+
+def _marker_positions(call: Call) -> dict[str, int]:
+    """The ``last_read_id`` of each timeline a ``POST /api/v1/markers`` names (form
+    ``home[last_read_id]`` or JSON ``{"home": {"last_read_id": ...}}``); other names are ignored.
+
+    :raises ApiError: a ``last_read_id`` that is missing or not an id (422).
+    """
+    positions: dict[str, int] = {}
+    for timeline in MARKER_TIMELINES:
+        nested = call.params.get(timeline)
+        raw = nested.get("last_read_id") if isinstance(nested, dict) else call.params.get(f"{timeline}[last_read_id]")
+        if raw is None and nested is None:
+            continue
+        try:
+            positions[timeline] = parse_id(raw, name="last_read_id")
+        except InvalidInput:
+            raise ApiError(f"Validation failed: {timeline} last_read_id must be an id", 422) from None
+    return positions
+
+
+@endpoint("GET", "POST", scope=None)
+def markers(call: Call) -> JsonResponse:
+    """GET /api/v1/markers?timeline[]=home&timeline[]=notifications: the caller's markers of those
+    timelines (read:statuses). POST: set them (write:statuses; 409 on a concurrent write)."""
+    assert call.token is not None  # the endpoint needs a token
+    if call.request.method == "POST":
+        if not services.covers(call.token.scope, "write:statuses"):
+            return error("This action is outside the authorized scopes", 403)
+        written = {
+            timeline: user_services.marker_set(user_id=call.me.pk, timeline=timeline, last_read_id=position)
+            for timeline, position in _marker_positions(call).items()
+        }
+        return JsonResponse({timeline: formatting.marker_json(marker) for timeline, marker in written.items()})
+    if not services.covers(call.token.scope, "read:statuses"):
+        return error("This action is outside the authorized scopes", 403)
+    found = user_selectors.markers_of(user_id=call.me.pk, timelines=call.get_list("timeline"))
+    return JsonResponse({timeline: formatting.marker_json(marker) for timeline, marker in found.items()})
 
 
 # --- notifications ------------------------------------------------------------------

@@ -6,6 +6,12 @@
   cluster there is one per hash slot instead, ``ff:mirror:sentinel:{<tag>}``,
   the tag chosen to hash to that slot (``core.cluster.slot_tag``)
 - ``ff:mirror:rebuild:lock``  STRING held (token, TTL) by the one background rebuild
+- ``ff:stream:{<reader>}``     pub/sub channel of a reader's live events (``update``, ``delete``,
+  ``notification``), read by the streaming process (``client_api.streams``)
+- ``ff:stream:list:<list>:{<reader>}``  pub/sub channel of one list timeline of a reader
+- ``ff:stream:author:{<author>}``  pub/sub channel of a pulled (big) author's ``update`` and
+  ``delete`` events: their notes reach no inbox, so the streaming process listens here for
+  the readers who follow that author and checks each event against the graph
 
 ``ff:`` is ``REDIS_KEY_PREFIX``, read at call time so tests can isolate.
 """
@@ -35,3 +41,18 @@ def slot_sentinel_key(slot: int) -> str:
 def rebuild_lock_key() -> str:
     """STRING lock (token, TTL) held by the background rebuild after Redis lost its data."""
     return f"{prefix()}mirror:rebuild:lock"
+
+
+def stream_channel(reader_id: int) -> str:
+    """Pub/sub channel of ``reader_id``'s user stream, under the reader's hash tag."""
+    return f"{prefix()}stream:{{{reader_id}}}"
+
+
+def list_stream_channel(reader_id: int, list_id: int) -> str:
+    """Pub/sub channel of ``reader_id``'s list ``list_id`` stream, under the reader's hash tag."""
+    return f"{prefix()}stream:list:{list_id}:{{{reader_id}}}"
+
+
+def author_stream_channel(author_id: int) -> str:
+    """Pub/sub channel of a pulled author's notes (``update``, ``delete``), under the author's hash tag."""
+    return f"{prefix()}stream:author:{{{author_id}}}"

@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import redis
 from django.conf import settings
@@ -20,6 +21,8 @@ from django.db.models import Q
 from django.db.models.functions import Mod
 from django.utils import timezone
 
+from core import redis_keys as core_keys
+from core import streaming
 from core.cluster import Pipe, is_cluster, lua, pipeline, queue_script, slot_of, tag_template
 from core.redis import mirror_ready
 from social import layout
@@ -42,8 +45,8 @@ SSCAN_COUNT = 1000
 # reader ids. The script builds each reader's keys itself: one argument per
 # reader instead of eight keys. On a cluster every reader of one call
 # hashes to one slot and KEYS holds one of their inboxes (the call's
-# route); on one server KEYS is empty. Returns how many readers got the
-# notes. A reader who mutes the author (a mute expiring after now) gets
+# route); on one server KEYS is empty. Returns the ids of the readers who
+# got the notes (their streams are told). A reader who mutes the author (a mute expiring after now) gets
 # nothing. A note older than the floor (the highest score trimmed at the
 # cap) is not added: above its lowest score an inbox must hold every note,
 # and reads take what lies at or below that from the database.
@@ -57,7 +60,7 @@ local t = last + 1
 local fh, ft, ih, it, sh, st = ARGV[t], ARGV[t + 1], ARGV[t + 2], ARGV[t + 3], ARGV[t + 4], ARGV[t + 5]
 local bh, bt, ch, ct, rh, rt = ARGV[t + 6], ARGV[t + 7], ARGV[t + 8], ARGV[t + 9], ARGV[t + 10], ARGV[t + 11]
 local lh, lt, mh, mt = ARGV[t + 12], ARGV[t + 13], ARGV[t + 14], ARGV[t + 15]
-local delivered = 0
+local delivered = {}
 for r = t + 16, #ARGV do
   local tag = '{' .. ARGV[r] .. '}'
   local build = bh .. tag .. bt
@@ -96,7 +99,7 @@ for r = t + 16, #ARGV do
       redis.call('ZADD', copy, unpack(ARGV, first, last))
       for j = first + 1, last, 2 do redis.call('SREM', removed, ARGV[j]) end
     end
-    delivered = delivered + 1
+    delivered[#delivered + 1] = ARGV[r]
   end
 end
 return delivered
@@ -249,28 +252,32 @@ READER_KEYS: tuple[Callable[[int], str], ...] = (
 )
 
 
-def _per_reader(client: redis.Redis, source: str, args: Sequence[int | str], reader_ids: Sequence[int]) -> int:
+def _per_reader(client: redis.Redis, source: str, args: Sequence[int | str], reader_ids: Sequence[int]) -> list[Any]:
     """Run script ``source`` with ``args``, the ``READER_KEYS`` templates and the reader ids: one call
     on one server; on a cluster one per hash slot, pipelined per master.
 
-    :returns: the sum of the calls' replies.
+    :returns: the calls' replies.
     """
     script = lua(source)
     templates: list[str] = [part for build in READER_KEYS for part in tag_template(build)]
     if not is_cluster(client):
-        return int(script(keys=[], args=[*args, *templates, *reader_ids], client=client))
+        return [script(keys=[], args=[*args, *templates, *reader_ids], client=client)]
     by_slot: dict[int, list[int]] = defaultdict(list)
     for reader_id in reader_ids:
         by_slot[slot_of(redis_keys.inbox_key(reader_id))].append(reader_id)
     pipe = pipeline(client)
     for readers in by_slot.values():
         queue_script(pipe, script, [redis_keys.inbox_key(readers[0])], [*args, *templates, *readers])
-    return sum(int(reply) for reply in pipe.execute())
+    return list(pipe.execute())
 
 
-def deliver(client: redis.Redis, reader_ids: Sequence[int], author_id: int, entries: Sequence[Entry]) -> int:
-    """Add ``author_id``'s ``entries`` to each reader's inbox that is maintained and still follows the author (``DELIVER_LUA``).
+def deliver(
+    client: redis.Redis, reader_ids: Sequence[int], author_id: int, entries: Sequence[Entry], *, announce: bool = True
+) -> int:
+    """Add ``author_id``'s ``entries`` to each reader's inbox that is maintained and still follows the
+    author (``DELIVER_LUA``), and publish an ``update`` of each entry to the streams of the readers reached.
 
+    :param announce: False for old notes put back (a backfill, a re-delivery): no stream is told.
     :returns: the number of inbox writes made (readers reached times entries).
     """
     if not reader_ids or not entries:
@@ -278,7 +285,13 @@ def deliver(client: redis.Redis, reader_ids: Sequence[int], author_id: int, entr
     args: list[int | str] = [author_id, redis_keys.inbox_max_len(), int(time.time() * 1000), len(entries)]
     for note_id, score in entries:
         args += (int(score), redis_keys.note_member(note_id))
-    return _per_reader(client, DELIVER_LUA, args, reader_ids) * len(entries)
+    reached = [int(reader) for reply in _per_reader(client, DELIVER_LUA, args, reader_ids) for reader in reply]
+    # Told after the inbox write, so a stream that replays from the inbox meanwhile finds it there.
+    for note_id, _ in entries if announce else ():
+        streaming.publish(
+            client, [core_keys.stream_channel(reader) for reader in reached], streaming.Event(streaming.UPDATE, note_id)
+        )
+    return len(reached) * len(entries)
 
 
 def withdraw(
@@ -294,7 +307,7 @@ def withdraw(
     mode = "any" if unless_following is None else "unfollowed"
     members = [redis_keys.note_member(note_id) for note_id in note_ids]
     args: list[int | str] = [mode, unless_following or 0, redis_keys.REBUILDING_TTL_SECONDS, len(members), *members]
-    return _per_reader(client, WITHDRAW_LUA, args, reader_ids)
+    return sum(int(reply) for reply in _per_reader(client, WITHDRAW_LUA, args, reader_ids))
 
 
 @dataclass(frozen=True)
@@ -313,17 +326,23 @@ def fan_out_parts(followers: int) -> int:
 
 
 def fan_out_to_followers(
-    client: redis.Redis, author_id: int, entries: Sequence[Entry], *, source: str = "auto", part: Part | None = None
+    client: redis.Redis,
+    author_id: int,
+    entries: Sequence[Entry],
+    *,
+    source: str = "auto",
+    part: Part | None = None,
+    announce: bool = True,
 ) -> tuple[int, int]:
     """Deliver ``entries`` to ``author_id``'s followers (or one ``part``), one script call per batch,
-    sleeping ``FEED_FANOUT_BATCH_PAUSE_SECONDS`` between batches.
+    sleeping ``FEED_FANOUT_BATCH_PAUSE_SECONDS`` between batches; ``announce`` as for ``deliver``.
 
     :returns: ``(followers_walked, inbox_writes)``.
     """
     followers = writes = 0
     pause = fan_out_batch_pause()
     for batch in follower_batches(client, author_id, source=source, part=part):
-        writes += deliver(client, batch, author_id, entries)
+        writes += deliver(client, batch, author_id, entries, announce=announce)
         followers += len(batch)
         if pause:
             time.sleep(pause)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from core import outbox
+from core import outbox, streaming
+from core import redis_keys as core_keys
 from core.cluster import pipeline
 from core.errors import EntryNotApplied
 from core.metrics import observe_fan_out_lag
@@ -77,16 +78,24 @@ def note_fan_out(*, note_id: int) -> FanOut:
     note_cache.queue_cache_fill(pipe, [note], replace=True)
     delivery.queue_add(pipe, redis_keys.outbox_key(note.author_id), entry)
     pipe.execute()
+    # The author's own stream shows the note as its home feed does (the API's home has its own notes).
+    own = [core_keys.stream_channel(note.author_id)]
     if delivery.is_pull_author(client, note.author_id):
+        # No inbox gets it: the streams of its followers listen on the author's channel instead.
+        streaming.publish(
+            client, [*own, core_keys.author_stream_channel(note.author_id)], streaming.Event(streaming.UPDATE, note.pk)
+        )
         result = FanOut(mode="pull")
     elif (parts := delivery.fan_out_parts(follow_counts(user_id=note.author_id).followers)) > 1:
         # One entry (so one task message) per part: any worker takes any part.
         with transaction.atomic():
             for index in range(parts):
                 outbox.record(NOTE_PART, subject_id=note.pk, object_id=pack_part(delivery.Part(parts, index)))
+        streaming.publish(client, own, streaming.Event(streaming.UPDATE, note.pk))
         result = FanOut(mode="split", parts=parts)
     else:
         followers, writes = delivery.fan_out_to_followers(client, note.author_id, entry)
+        streaming.publish(client, own, streaming.Event(streaming.UPDATE, note.pk))
         result = FanOut(mode="push", followers=followers, inbox_writes=writes)
         observe_fan_out_lag(published_ms=note.published_ms, mode="push")
     Note.objects.filter(pk=note_id, fanned_out_at__isnull=True).update(fanned_out_at=timezone.now())
@@ -130,7 +139,8 @@ def note_fan_out_part(*, note_id: int, part: delivery.Part) -> FanOut:
 
 def note_retract(*, note_id: int, author_id: int | None = None) -> int:
     """Remove note ``note_id`` from the note cache, its author's outbox and every follower's inbox
-    (followers from the Follow rows when the author is deactivated); a note visible again is left alone.
+    (followers from the Follow rows when the author is deactivated), and publish its ``delete`` to
+    their streams; a note visible again is left alone.
 
     :param author_id: needed when the row is gone (hard delete).
     :returns: the number of inbox members removed.
@@ -147,8 +157,11 @@ def note_retract(*, note_id: int, author_id: int | None = None) -> int:
     client.zrem(redis_keys.outbox_key(author), redis_keys.note_member(note_id))
     source = "auto" if note is not None and note.author.is_active else "database"
     removed = 0
+    gone = streaming.Event(streaming.DELETE, note_id)
+    streaming.publish(client, [core_keys.stream_channel(author), core_keys.author_stream_channel(author)], gone)
     for batch in delivery.follower_batches(client, author, source=source):
         removed += delivery.withdraw(client, batch, [note_id])
+        streaming.publish(client, [core_keys.stream_channel(reader) for reader in batch], gone)
     return removed
 
 
@@ -190,7 +203,7 @@ def inbox_backfill_followee(*, follower_id: int, followee_id: int) -> int:
     if delivery.is_pull_author(client, followee_id):
         return 0
     entries = recent_entries([followee_id], redis_keys.inbox_max_len())
-    return delivery.deliver(client, [follower_id], followee_id, entries)
+    return delivery.deliver(client, [follower_id], followee_id, entries, announce=False)
 
 
 def _mutes(muter_id: int, muted_id: int) -> bool:
@@ -262,7 +275,7 @@ def author_feed_refresh(*, author_id: int) -> int:
     if client.sismember(redis_keys.pull_authors_key(), str(author_id)):
         return 0
     entries = recent_entries([author_id], redis_keys.inbox_max_len())
-    _, writes = delivery.fan_out_to_followers(client, author_id, entries, source="database")
+    _, writes = delivery.fan_out_to_followers(client, author_id, entries, source="database", announce=False)
     return writes
 
 

@@ -19,7 +19,8 @@ from core.http import redirect_to_canonical, with_retry_after
 from core.paging import feed_cursor
 from social import selectors as social_selectors
 from social import visibility
-from users.models import User
+from users import services as user_services
+from users.models import HOME, User
 from users.selectors import active_user_named
 
 from . import selectors, services
@@ -73,11 +74,32 @@ def _viewer(request: HttpRequest) -> User | None:
     return request.user if isinstance(request.user, User) else None
 
 
-def _home(request: HttpRequest, form: NoteForm, *, status: int = 200) -> HttpResponse:
+def _home(request: HttpRequest, form: NoteForm, *, status: int = 200, read: bool = False) -> HttpResponse:
+    """The home page; ``read``: its first page moves the home marker to the newest note shown, and
+    a divider marks where the notes newer than the marker's old place end."""
+    reader = _reader(request)
+    is_first_page = not request.GET.get("cursor")
     page = selectors.home_timeline(
-        user_id=_reader(request).pk, cursor=feed_cursor(request.GET.get("cursor")), limit=settings.FEED_PAGE_SIZE
+        user_id=reader.pk, cursor=feed_cursor(request.GET.get("cursor")), limit=settings.FEED_PAGE_SIZE
     )
-    context: dict[str, Any] = {"form": form, "page": page, "is_first_page": not request.GET.get("cursor")}
+    new_count = 0
+    if read and is_first_page and page.notes:
+        read_before = user_services.marker_advance(user_id=reader.pk, timeline=HOME, last_read_id=page.notes[0].pk)
+        if read_before:
+            new_count = next((index for index, note in enumerate(page.notes) if note.pk <= read_before), 0)
+    context: dict[str, Any] = {
+        "form": form,
+        "page": page,
+        "is_first_page": is_first_page,
+        "new_count": new_count,
+        # Where the page's script listens for new notes (static/js/site.js, "live updates"); without
+        # STREAMING_API_URL the page does not listen (gunicorn would answer a stream with a 503).
+        "stream_url": (
+            str(settings.STREAMING_API_URL).replace("ws", "http", 1) + "/api/v1/streaming/user"
+            if settings.STREAMING_API_URL
+            else ""
+        ),
+    }
     return render(request, "feed/home.html", context, status=status)
 
 
@@ -86,7 +108,7 @@ def _home(request: HttpRequest, form: NoteForm, *, status: int = 200) -> HttpRes
 def home(request: HttpRequest) -> HttpResponse:
     """/home: the signed-in user's home timeline, newest first, with the publish form."""
     services.feed_visit(user=_reader(request))
-    return _home(request, NoteForm())
+    return _home(request, NoteForm(), read=True)
 
 
 @require_POST

@@ -15,17 +15,19 @@ from typing import Any
 
 import redis
 from django.db import connection, transaction
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
 from django.db.models.constants import OnConflict
 from django.utils import timezone
 
-from core import outbox
+from core import outbox, streaming
+from core import redis_keys as core_keys
 from core.cluster import pipeline
 from core.models import OutboxEntry
 from core.redis import get_redis
 from core.transactions import retry_on_deadlock
 from social.models import Block, Follow, FollowRequest, Mute, live_mutes
-from users.models import User
+from users.models import NOTIFICATIONS, User
+from users.services import marker_advance
 
 from . import redis_keys
 from .models import (
@@ -87,6 +89,8 @@ def notification_add(kind: str, *, recipient_id: int, actor_id: int) -> bool:
     if it still stands; idempotent (a repeat within ``REPEAT_SECONDS`` changes nothing; later, the
     row comes back to the top, unread).
 
+    Publishes a ``notification`` event to the recipient's stream when it has one more unread.
+
     :returns: True when the recipient has one more unread notification.
     :raises ValueError: an unknown ``kind``.
     """
@@ -94,7 +98,14 @@ def notification_add(kind: str, *, recipient_id: int, actor_id: int) -> bool:
         raise ValueError(f"unknown notification kind {kind!r}")
     if not _still_stands(kind, recipient_id=recipient_id, actor_id=actor_id):
         return False
-    return retry_on_deadlock(lambda: _add(kind, recipient_id=recipient_id, actor_id=actor_id))
+    added = retry_on_deadlock(lambda: _add(kind, recipient_id=recipient_id, actor_id=actor_id))
+    row_id = (
+        Notification.objects.filter(recipient_id=recipient_id, kind=kind, actor_id=actor_id).values_list("pk", flat=True).first()
+    )
+    if added and row_id is not None:
+        # After the commit: the streaming process reads the row to format it.
+        streaming.publish(get_redis(), [core_keys.stream_channel(recipient_id)], streaming.Event(streaming.NOTIFICATION, row_id))
+    return added
 
 
 def _add(kind: str, *, recipient_id: int, actor_id: int) -> bool:
@@ -271,7 +282,8 @@ def _counter_change(counter: UnreadCounter, unread: int) -> None:
 
 def notifications_mark_read(*, recipient_id: int, up_to: datetime | None = None) -> int:
     """Mark the notifications of ``recipient_id`` read, those that came by ``up_to`` (default
-    now: all; a page passes the newest time it showed, so one that came since stays unread).
+    now: all; a page passes the newest time it showed, so one that came since stays unread), and
+    move the ``notifications`` marker forwards to the newest of them.
 
     :returns: how many were unread.
     """
@@ -291,7 +303,16 @@ def notifications_mark_read(*, recipient_id: int, up_to: datetime | None = None)
             _recount(counter)
         return marked
 
-    return retry_on_deadlock(write)
+    marked = retry_on_deadlock(write)
+    newest = (
+        Notification.objects.filter(recipient_id=recipient_id, created_at__lte=up_to or timezone.now())
+        .aggregate(newest=Max("id"))
+        .get("newest")
+    )
+    if newest:
+        # What was marked read was seen: Mastodon's notifications marker follows it.
+        marker_advance(user_id=recipient_id, timeline=NOTIFICATIONS, last_read_id=int(newest))
+    return marked
 
 
 def counter_recount(*, recipient_id: int) -> int:

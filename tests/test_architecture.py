@@ -80,6 +80,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "reconcile",
             "sharding",
             "delivery",
+            "streaming",
             "edges",
             "health",
             "embedded",
@@ -98,7 +99,19 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("tasks: Celery's thin wrappers", {"tasks"}),
     (
         "entry points: views, the API, the admin, urls, commands, app set-up, monitoring endpoints",
-        {"views", "context_processors", "arguments", "api", "admin", "urls", "api_urls", "apps", "oauth", "monitoring"},
+        {
+            "views",
+            "streams",
+            "context_processors",
+            "arguments",
+            "api",
+            "admin",
+            "urls",
+            "api_urls",
+            "apps",
+            "oauth",
+            "monitoring",
+        },
     ),
 ]
 LAYER_OF = {role: rank for rank, (_, roles) in enumerate(LAYERS) for role in roles}

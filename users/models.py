@@ -66,3 +66,27 @@ class User(AbstractUser):
 
     def __str__(self) -> str:
         return self.username
+
+
+HOME = "home"
+NOTIFICATIONS = "notifications"
+MARKER_TIMELINES = (HOME, NOTIFICATIONS)
+
+
+class Marker(models.Model):
+    """Where ``user`` stopped reading ``timeline`` (``home``: a note id; ``notifications``: a
+    notification id), Mastodon's Marker; ``version`` rises with every write (optimistic locking).
+    Not mirrored in Redis.
+    """
+
+    user = models.ForeignKey("users.User", on_delete=models.CASCADE, related_name="markers")
+    timeline = models.CharField(max_length=20, choices=[(name, name) for name in MARKER_TIMELINES])
+    last_read_id = models.PositiveBigIntegerField(default=0)
+    version = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "timeline"], name="marker_one_per_timeline")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {self.timeline} {self.last_read_id}"

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from core.errors import NotFound
 from core.parsing import id_or_none, username_problem
 
-from .models import User
+from .models import Marker, User
 
 DIRECTORY_LIMIT = 50
 # Accounts an admin search term may name at once (username prefix matches).
@@ -78,3 +78,13 @@ def user_ids_matching(term: str, *, limit: int = SEARCH_MATCH_LIMIT) -> list[int
         ids.append(term_id)
     ids += list(User.objects.filter(username__istartswith=term).order_by("username").values_list("pk", flat=True)[:limit])
     return list(dict.fromkeys(ids))
+
+
+def markers_of(*, user_id: int, timelines: Sequence[str]) -> dict[str, Marker]:
+    """``user_id``'s markers of ``timelines`` that were ever written, by timeline name."""
+    return {marker.timeline: marker for marker in Marker.objects.filter(user_id=user_id, timeline__in=list(timelines))}
+
+
+def marker_position(*, user_id: int, timeline: str) -> int:
+    """``user_id``'s ``timeline`` marker's ``last_read_id`` (0 when never written)."""
+    return int(Marker.objects.filter(user_id=user_id, timeline=timeline).values_list("last_read_id", flat=True).first() or 0)

@@ -6,11 +6,12 @@ from datetime import timedelta
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from core.errors import Conflict
 
-from .models import User
+from .models import Marker, User
 from .signals import user_activity_changed
 
 # last_seen_at is written at most this often per account (seconds), so
@@ -20,6 +21,10 @@ SEEN_RESOLUTION_SECONDS = 300
 
 class UsernameTaken(Conflict):
     """Another account has that name, whatever its case (HTTP 409)."""
+
+
+class MarkerConflict(Conflict):
+    """Another write of the same marker came between this one's read and its write (HTTP 409)."""
 
 
 def user_create(*, username: str, password: str, display_name: str = "") -> User:
@@ -77,3 +82,51 @@ def user_set_active(*, user: User, is_active: bool) -> bool:
         # Inside the transaction: receivers record their outbox entries in it.
         user_activity_changed.send(sender=User, user_id=user.pk, is_active=is_active)
     return True
+
+
+def _marker_row(*, user_id: int, timeline: str) -> Marker:
+    """``user_id``'s marker of ``timeline``, created at 0 the first time."""
+    marker = Marker.objects.filter(user_id=user_id, timeline=timeline).first()
+    if marker is not None:
+        return marker
+    try:
+        with transaction.atomic():
+            marker = Marker.objects.create(user_id=user_id, timeline=timeline)
+    except IntegrityError:
+        # Two first writes at once: the other one's insert won, read its row.
+        marker = Marker.objects.get(user_id=user_id, timeline=timeline)
+    return marker
+
+
+def marker_set(*, user_id: int, timeline: str, last_read_id: int) -> Marker:
+    """Set ``user_id``'s ``timeline`` marker to ``last_read_id`` (forwards or backwards, as
+    Mastodon's ``POST /api/v1/markers``) and raise its ``version`` by one.
+
+    :param timeline: ``"home"`` or ``"notifications"`` (``users.models.MARKER_TIMELINES``).
+    :returns: the marker as written.
+    :raises MarkerConflict: a concurrent write changed the marker after it was read (409).
+    """
+    marker = _marker_row(user_id=user_id, timeline=timeline)
+    # Optimistic locking, as Mastodon's lock_version: the write applies only to the version read.
+    written = Marker.objects.filter(pk=marker.pk, version=marker.version).update(
+        last_read_id=last_read_id, version=F("version") + 1, updated_at=timezone.now()
+    )
+    if not written:
+        raise MarkerConflict("Conflict during update, please try again")
+    marker.refresh_from_db()
+    return marker
+
+
+def marker_advance(*, user_id: int, timeline: str, last_read_id: int) -> int:
+    """Move ``user_id``'s ``timeline`` marker forwards to ``last_read_id`` (a page showed it); a
+    marker already there or further stays as it is.
+
+    :returns: the ``last_read_id`` the marker held before (0: never written).
+    """
+    marker = _marker_row(user_id=user_id, timeline=timeline)
+    if marker.last_read_id < last_read_id:
+        # One conditional UPDATE: two pages read at once never move the marker backwards.
+        Marker.objects.filter(pk=marker.pk, last_read_id__lt=last_read_id).update(
+            last_read_id=last_read_id, version=F("version") + 1, updated_at=timezone.now()
+        )
+    return int(marker.last_read_id)

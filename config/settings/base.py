@@ -363,6 +363,15 @@ CSRF_FAILURE_VIEW = "core.http.csrf_failure"
 # The JSON API's OpenAPI 3.1 document, served at /api/schema.
 OPENAPI_DOCUMENT = BASE_DIR / "config" / "openapi.yaml"
 
+# Live updates (client_api.streams, served by the ASGI process: docs/operations.md#streaming).
+# STREAMING_API_URL: where clients find it (the instance's urls.streaming_api, the home page's
+# EventSource), e.g. ws://127.0.0.1:8001; empty: the site's own host (a proxy routes
+# /api/v1/streaming to the streaming process).
+STREAMING_API_URL = env("STREAMING_API_URL", default="")
+STREAMING_HEARTBEAT_SECONDS = env.float("STREAMING_HEARTBEAT_SECONDS", default=15.0)
+# Notes replayed at most on a (re)connection with Last-Event-ID, and per Redis reconnection.
+STREAMING_REPLAY_LIMIT = env.int("STREAMING_REPLAY_LIMIT", default=40)
+
 # --- Content-Security-Policy (django-csp) --------------------------------------
 # The pages load only their own stylesheet and script: no inline script or
 # style, nothing from elsewhere, no framing. The admin is Django's and keeps
@@ -374,7 +383,8 @@ CONTENT_SECURITY_POLICY = {
         "script-src": [csp_constants.SELF],
         "style-src": [csp_constants.SELF],
         "img-src": [csp_constants.SELF, "data:"],
-        "connect-src": [csp_constants.SELF],
+        # The home page's EventSource may read the streaming process on another origin.
+        "connect-src": [csp_constants.SELF, *([STREAMING_API_URL.replace("ws", "http", 1)] if STREAMING_API_URL else [])],
         "object-src": [csp_constants.NONE],
         "base-uri": [csp_constants.NONE],
         "form-action": [csp_constants.SELF],
@@ -457,7 +467,9 @@ OAUTH2_PROVIDER_REFRESH_TOKEN_MODEL = "oauth2_provider.RefreshToken"  # noqa: S1
 OAUTH2_PROVIDER_ID_TOKEN_MODEL = "oauth2_provider.IDToken"  # noqa: S105
 OAUTH2_PROVIDER_GRANT_MODEL = "oauth2_provider.Grant"
 CORS_ALLOW_ALL_ORIGINS = True
-CORS_URLS_REGEX = r"^/(api|oauth)/.*$"
+# The streams answer CORS themselves (client_api.streams): a page on another port of the same
+# host reads them with its session cookie, which "*" would not carry.
+CORS_URLS_REGEX = r"^/(api(?!/v1/streaming)|oauth)/.*$"
 CORS_EXPOSE_HEADERS = [
     "Link",
     "X-RateLimit-Limit",

@@ -4,7 +4,10 @@
 //   aria-pressed, the followers count and the "Mutual" badge;
 // - "Load more" on the home feed appends the next page to the list;
 // - an import's progress bar moves by itself until the import is done;
-// - relative times ("3 min ago") stay current.
+// - relative times ("3 min ago") stay current;
+// - the home page listens to the streaming API (EventSource): "N new notes"
+//   appears as followed accounts publish (clicking shows them) and the
+//   notifications badge counts up.
 // The two formats mirror users/templatetags/formatting.py; the browser tests
 // check that both give the same text.
 (function () {
@@ -210,6 +213,43 @@
     });
   }
   window.setInterval(refreshTimes, 30000);
+
+  // --- live updates ------------------------------------------------------------
+  function listen(feed) {
+    if (!("EventSource" in window) || !feed.dataset.stream) return;
+    const shown = new Set(Array.from(feed.querySelectorAll("li.note[data-note-id]"), (node) => node.dataset.noteId));
+    const waiting = new Set();
+    const banner = feed.querySelector(".live-notes");
+    const button = feed.querySelector(".live-notes-show");
+    // The newest note shown: the stream replays what came after it before going live.
+    const since = feed.dataset.lastId ? `?last_event_id=${encodeURIComponent(feed.dataset.lastId)}` : "";
+    const source = new EventSource(feed.dataset.stream + since, { withCredentials: true });
+    source.addEventListener("update", (event) => {
+      const status = JSON.parse(event.data);
+      if (shown.has(String(status.id)) || waiting.has(String(status.id))) return;
+      waiting.add(String(status.id));
+      button.textContent = waiting.size === 1 ? "1 new note" : `${waiting.size} new notes`;
+      banner.hidden = false;
+    });
+    source.addEventListener("delete", (event) => waiting.delete(String(event.data)));
+    source.addEventListener("notification", () => {
+      let badge = document.getElementById("unread-count");
+      if (!badge) {
+        const link = document.querySelector("a.nav-notifications");
+        if (!link) return;
+        badge = document.createElement("span");
+        badge.className = "badge badge-unread";
+        badge.id = "unread-count";
+        badge.textContent = "0";
+        link.append(" ", badge);
+      }
+      badge.textContent = String(Number(badge.textContent || "0") + 1);
+    });
+    // The first page, loaded again, shows them with the "new since you last read" divider.
+    button.addEventListener("click", () => window.location.assign(window.location.pathname));
+  }
+  const homeFeed = document.getElementById("home-feed");
+  if (homeFeed) listen(homeFeed);
 
   window.followfeed = { compactCount, relativeTime, refreshTimes };
 })();

@@ -27,7 +27,7 @@ from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application
 
 from client_api.models import ClientApp
-from tests.support.faults import log_dir
+from tests.support.faults import log_dir, stop_process
 from users.models import User
 
 BASE_DIR = Path(__file__).resolve().parents[2]
@@ -156,12 +156,7 @@ class Gunicorn:
 
     def stop(self) -> None:
         if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            stop_process(self.process)
             self.process = None
 
 

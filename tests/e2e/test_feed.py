@@ -26,6 +26,7 @@ from tests.support.browser import (
     wait_for_synced_inbox,
     wait_until,
 )
+from tests.support.streaming import StreamingServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -144,3 +145,37 @@ class TestUnfollow:
         assert set(note_ids(page)) == set(carols)
         assert "bob says" not in page.locator("main").inner_text()
         shot(person, "home-after-unfollow")
+
+
+class TestLiveUpdates:
+    def test_a_note_appears_without_a_reload_and_the_divider_marks_what_is_new(self, stack, open_session, shot, settings):
+        author = make_user("bob", display_name="Bob Stone")
+        reader = make_user("alice", display_name="Alice Ng")
+        social_services.follow_create(actor=reader, followee_id=author.pk)
+        read = feed_services.note_create(author=author, body="Read before")
+        wait_for_fan_out([read.pk])
+        streaming = StreamingServer(extra_env={"DJANGO_SECRET_KEY": settings.SECRET_KEY})
+        streaming.start()
+        settings.STREAMING_API_URL = f"ws://127.0.0.1:{streaming.port}"
+        policy = settings.CONTENT_SECURITY_POLICY
+        directives = {**policy["DIRECTIVES"], "connect-src": ["'self'", f"http://127.0.0.1:{streaming.port}"]}
+        settings.CONTENT_SECURITY_POLICY = {**policy, "DIRECTIVES": directives}
+        try:
+            follower = open_session(reader, label="alice")
+            follower.page.goto("/home")
+            wait_for_synced_inbox(reader)
+            assert note_ids(follower.page) == [read.pk]
+
+            live = feed_services.note_create(author=author, body="Arrived while the page was open")
+            button = follower.page.get_by_role("button", name="1 new note")
+            button.wait_for(timeout=WORKER_TIMEOUT * 1000)
+            shot(follower, "one-new-note")
+            button.click()
+            follower.page.wait_for_selector("#last-read")
+            shot(follower, "new-since-you-last-read")
+
+            assert note_ids(follower.page) == [live.pk, read.pk]
+            order = follower.page.locator("ol.notes > li").evaluate_all("items => items.map(item => item.id)")
+            assert order == [f"note-{live.pk}", "last-read", f"note-{read.pk}"]
+        finally:
+            streaming.stop()

@@ -264,10 +264,10 @@ class TestRaces:
         real = delivery.deliver
         batches: list[list[int]] = []
 
-        def late(client: Any, readers: Any, author: Any, entries: Any) -> int:
+        def late(client: Any, readers: Any, author: Any, entries: Any, **options: Any) -> int:
             unfollow(a, b)  # commits, mirrors and cleans A's inbox before this batch writes
             batches.append(list(readers))
-            return real(client, readers, author, entries)
+            return real(client, readers, author, entries, **options)
 
         monkeypatch.setattr(delivery, "deliver", late)
         note = publish(b, "racing")

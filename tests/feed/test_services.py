@@ -132,9 +132,9 @@ class TestFanOut:
         batches = []
         real = delivery.deliver
 
-        def recorded(client, ids, author, entries):
+        def recorded(client, ids, author, entries, **options):
             batches.append(sorted(ids))
-            return real(client, ids, author, entries)
+            return real(client, ids, author, entries, **options)
 
         monkeypatch.setattr(delivery, "deliver", recorded)
 
@@ -166,11 +166,11 @@ class TestFanOut:
         real = delivery.deliver
         calls = []
 
-        def flaky(client, ids, author, entries):
+        def flaky(client, ids, author, entries, **options):
             calls.append(ids)
             if len(calls) == 2:
                 raise redis.exceptions.ConnectionError("connection lost mid fan-out")
-            return real(client, ids, author, entries)
+            return real(client, ids, author, entries, **options)
 
         monkeypatch.setattr(delivery, "deliver", flaky)
         with django_capture_on_commit_callbacks(execute=False) as callbacks:

@@ -71,15 +71,17 @@ class TestHomePage:
         client = signed_in(active_alice)
         client.get("/home")  # warm: last_seen_at just written
         # session + user + the database tail past the horizon (the notes come from the note cache)
-        # + the visibility check of the page's authors
-        with django_assert_num_queries(4):
+        # + the visibility check of the page's authors + the home marker's read
+        with django_assert_num_queries(5):
             small = client.get("/home")
         for author in people(5):
             follow(active_alice, author)
             for i in range(6):
                 publish(author, at_ms=BASE_MS + 100 + i)
 
-        with django_assert_num_queries(3):  # a full page from Redis and the note cache: session, user, the visibility check
+        # A full page from Redis and the note cache: session, user, the visibility check, the home
+        # marker's read and its move to the newer note on top.
+        with django_assert_num_queries(5):
             big = client.get("/home")
 
         assert small.status_code == big.status_code == 200

@@ -37,6 +37,16 @@ LOG_DIR: Path | None = None
 DELIVERY_TIMEOUT = 60
 
 
+def stop_process(process: subprocess.Popen[bytes], *, timeout: float = 20) -> None:
+    """SIGTERM ``process``, then SIGKILL if it has not ended within ``timeout`` seconds; wait for it."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def log_dir() -> Path:
     return LOG_DIR or Path(tempfile.gettempdir())
 

@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.staticfiles.management.commands.runserver import Command as RunserverCommand
@@ -64,6 +64,7 @@ class Command(BaseCommand):
             self._plan(options)
             return
         warmer: subprocess.Popen[bytes] | None = None
+        streamer: subprocess.Popen[bytes] | None = None
         drainer: BackgroundDrain | None = None
         # A SIGTERM (kill, a service manager) stops the site as Ctrl-C does: the clean-up below runs.
         signal.signal(signal.SIGTERM, _terminate)
@@ -73,6 +74,7 @@ class Command(BaseCommand):
                 self._warm_up_here()
                 return
             warmer = self._start_warm_up(options)
+            streamer = self._start_streaming(options)
             drainer = start_drain(warmer)
             self.stdout.write(f"Sign in as any imported user, e.g. u2494, password '{DEMO_PASSWORD}'.")
             call_command(_DemoServer(), f"{options['host']}:{options['port']}", use_reloader=False, skip_checks=True)
@@ -87,6 +89,8 @@ class Command(BaseCommand):
                 drainer.stop()
             if warmer is not None:
                 _stop(warmer)
+            if streamer is not None:
+                _stop(streamer)
             self._stop_embedded_server()
 
     def _prepare(self, options: dict[str, Any]) -> None:
@@ -120,6 +124,22 @@ class Command(BaseCommand):
         self.stdout.write(f"Warming up in the background ({reason}); pages read the database meanwhile and say so.")
         command = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "warm_mirror", "--replay-notes"]
         return subprocess.Popen(command, cwd=settings.BASE_DIR, env=os.environ.copy())  # noqa: S603 - this manage.py, fixed argv
+
+    def _start_streaming(self, options: dict[str, Any]) -> subprocess.Popen[bytes]:
+        """Start the streaming process (uvicorn serving ``config.asgi``) on the next port, and point
+        the site's pages and the instance's ``urls.streaming_api`` at it.
+
+        :returns: the streaming process.
+        """
+        port = int(options["port"]) + 1
+        settings.STREAMING_API_URL = f"ws://{options['host']}:{port}"
+        # The home page's EventSource reads it: the page's policy lets it connect there.
+        directives = cast(dict[str, list[str]], settings.CONTENT_SECURITY_POLICY["DIRECTIVES"])
+        directives["connect-src"] = [*directives["connect-src"], f"http://{options['host']}:{port}"]
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.local")}
+        command = streaming_command(host=options["host"], port=port)
+        self.stdout.write(f"Live updates from the streaming process on port {port}.")
+        return subprocess.Popen(command, cwd=settings.BASE_DIR, env=env)  # noqa: S603 - uvicorn, fixed argv
 
     def _render_first_page(self, options: dict[str, Any]) -> None:
         """Render ``/`` once before the warm-up starts, so the first visitor finds views, templates and the cached ranking ready."""
@@ -170,6 +190,12 @@ class Command(BaseCommand):
         else:
             self.stdout.write("would warm up the Redis mirror after the import")
         self.stdout.write("would serve" if not options["no_serve"] else "would not serve (--no-serve)")
+
+
+def streaming_command(*, host: str, port: int) -> list[str]:
+    """The streaming process's command line: uvicorn serving ``config.asgi`` on ``host``:``port``
+    (one process, one event loop: it holds thousands of idle streams)."""
+    return [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", host, "--port", str(port), "--no-access-log"]
 
 
 def start_drain(warmer: subprocess.Popen[bytes] | None) -> BackgroundDrain:

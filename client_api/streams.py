@@ -1,0 +1,356 @@
+"""Mastodon's streaming API as server-sent events, served by the ASGI process (``config.asgi``
+under uvicorn): ``GET /api/v1/streaming/user`` (events ``update``, ``delete``, ``notification``
+and ``:thump`` heartbeats), ``/api/v1/streaming/list?list=ID`` is left to lists, and
+``/api/v1/streaming/health``.
+
+One Redis pub/sub connection per process (``Hub``) listens on the channels of every open stream
+(``core.redis_keys.stream_channel``, and the channels of the pulled authors a reader follows) and
+hands each message to the streams that wait on it. A stream formats an event when it sends it,
+from the database, as the REST API does, and drops an ``update`` its reader's home feed would not
+show now. Design: docs/architecture.md#live-updates-streaming; the API: docs/api.md#streaming.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections import defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+from urllib.parse import urlparse
+
+import redis
+import redis.asyncio as aioredis
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+
+from core import redis_keys as core_keys
+from core.cluster import cluster_nodes
+from core.errors import InvalidInput
+from core.parsing import parse_id
+from core.streaming import DELETE, NOTIFICATION, UPDATE, Event
+from users.models import User
+
+from . import formatting, selectors
+from .http import INVALID_TOKEN, OUT_OF_SCOPE, bearer, error
+from .scopes import allows
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Seconds between two attempts to reach Redis again after the subscriber's connection failed.
+RECONNECT_SECONDS = 0.5
+# Messages waiting per stream before the oldest are dropped (a stuck client must not hold memory).
+QUEUE_SIZE = 256
+# Put on every stream's queue once the hub listens again after losing Redis: replay from the
+# last event sent, as a reconnection with Last-Event-ID does.
+RESYNC = "resync"
+
+
+def _subscriber() -> aioredis.Redis:
+    """An asyncio client of the server the hub subscribes on: ``REDIS_URL``, or a cluster's first
+    seed (a plain PUBLISH reaches the subscribers of every node of a cluster)."""
+    url = str(settings.REDIS_URL)
+    if bool(settings.REDIS_CLUSTER):
+        host, port = cluster_nodes(url)[0]
+        return aioredis.Redis(host=host, port=port, socket_keepalive=True)
+    return aioredis.Redis.from_url(url, socket_keepalive=True)
+
+
+class Hub:
+    """The process's one pub/sub connection: ``listeners`` maps a channel to the queues of the
+    streams that wait on it; ``run`` reads messages and puts each on those queues."""
+
+    def __init__(self) -> None:
+        self.listeners: dict[str, set[asyncio.Queue[Event | str]]] = defaultdict(set)
+        self.pubsub: Any = None
+        self.task: asyncio.Task[None] | None = None
+        self.ready = asyncio.Event()
+
+    def start(self) -> None:
+        """Start ``run`` on the running loop, once."""
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self.run())
+
+    async def subscribe(self, channels: list[str], queue: asyncio.Queue[Event | str]) -> None:
+        """Let ``queue`` receive the messages of ``channels`` (subscribing those new to the process)."""
+        self.start()
+        new = [channel for channel in channels if not self.listeners.get(channel)]
+        for channel in channels:
+            self.listeners[channel].add(queue)
+        if new and self.pubsub is not None and self.ready.is_set():
+            with contextlib.suppress(*_REDIS_ERRORS):
+                # A failure here is the reader loop's too: it subscribes every channel again.
+                await self.pubsub.subscribe(*new)
+
+    async def unsubscribe(self, channels: list[str], queue: asyncio.Queue[Event | str]) -> None:
+        """Stop ``queue``'s messages of ``channels``; a channel nobody waits on is unsubscribed."""
+        gone = []
+        for channel in channels:
+            waiting = self.listeners.get(channel)
+            if waiting is not None:
+                waiting.discard(queue)
+                if not waiting:
+                    del self.listeners[channel]
+                    gone.append(channel)
+        if gone and self.pubsub is not None and self.ready.is_set():
+            with contextlib.suppress(*_REDIS_ERRORS):
+                await self.pubsub.unsubscribe(*gone)
+
+    def _hand(self, channel: str, item: Event | str) -> None:
+        for queue in list(self.listeners.get(channel, ())):
+            _put(queue, item)
+
+    async def run(self) -> None:
+        """Listen until cancelled; after a lost connection, subscribe every channel again and tell
+        every stream to replay what it may have missed."""
+        lost = False
+        while True:
+            client = _subscriber()
+            try:
+                self.pubsub = client.pubsub(ignore_subscribe_messages=True)
+                await self.pubsub.ping()
+                if self.listeners:
+                    await self.pubsub.subscribe(*self.listeners)
+                self.ready.set()
+                # A stream that subscribed while the line above was awaited saw the hub not ready.
+                late = [channel for channel in self.listeners if channel.encode() not in self.pubsub.channels]
+                if late:
+                    await self.pubsub.subscribe(*late)
+                if lost:
+                    for queues in list(self.listeners.values()):
+                        for queue in list(queues):
+                            _put(queue, RESYNC)
+                    lost = False
+                while True:
+                    if not self.pubsub.subscribed:
+                        # Nothing to read until a stream subscribes.
+                        await asyncio.sleep(0.05)
+                        continue
+                    message = await self.pubsub.get_message(timeout=1.0)
+                    if message is None or message.get("type") != "message":
+                        continue
+                    event = Event.decode(message["data"])
+                    channel = message["channel"].decode() if isinstance(message["channel"], bytes) else message["channel"]
+                    if event is not None:
+                        self._hand(channel, event)
+            except asyncio.CancelledError:
+                raise
+            except _REDIS_ERRORS as exc:
+                logger.warning("streaming: Redis pub/sub lost (%s); reconnecting", exc)
+                self.ready.clear()
+                lost = True
+                await asyncio.sleep(RECONNECT_SECONDS)
+            finally:
+                with contextlib.suppress(Exception):
+                    await client.aclose()
+
+
+_REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.RedisError, OSError, ConnectionError)
+
+
+def _put(queue: asyncio.Queue[Event | str], item: Event | str) -> None:
+    if queue.full():
+        # The oldest goes: a stream this far behind replays from its last id on RESYNC anyway.
+        queue.get_nowait()
+    queue.put_nowait(item)
+
+
+_hubs: dict[int, Hub] = {}
+
+
+def hub() -> Hub:
+    """The hub of the running event loop (one per process and loop)."""
+    loop = asyncio.get_running_loop()
+    found = _hubs.get(id(loop))
+    if found is None:
+        found = _hubs[id(loop)] = Hub()
+    return found
+
+
+def _database(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+    """``function`` run on the event loop's shared thread pool, not a thread of its request: a
+    stream lives for hours, and a thread (with a database connection) per stream would not let
+    one process hold thousands."""
+    return sync_to_async(function, thread_sensitive=False)
+
+
+# --- authentication -----------------------------------------------------------------
+
+
+def _token_user(raw: str) -> tuple[User | None, str | None, int]:
+    """``(user, None, 200)`` for a live token with ``read:statuses``, else ``(None, message, status)``."""
+    token = selectors.access_token(raw)
+    if token is None or token.user is None or not token.user.is_active:
+        return None, INVALID_TOKEN, 401
+    if not allows(token.scope.split(), "read:statuses"):
+        return None, OUT_OF_SCOPE, 403
+    return token.user, None, 200
+
+
+async def _reader(request: HttpRequest) -> tuple[User | None, JsonResponse | None]:
+    """The stream's reader from its token (header or ``access_token``) or the site's session."""
+    raw = bearer(request)
+    if raw:
+        user, message, status = await _database(_token_user)(raw)
+        return user, (error(message, status) if message else None)
+    session_user = await request.auser()
+    if isinstance(session_user, User) and session_user.is_active:
+        return session_user, None
+    return None, error("Error: Missing access token", 401)
+
+
+def _cors(request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+    """Let a page of the same host on another port (``make run``'s site) read the stream with its
+    cookie; any other origin gets no CORS header (a token client needs none)."""
+    origin = request.headers.get("Origin")
+    if origin and urlparse(origin).hostname == request.get_host().rsplit(":", 1)[0].strip("[]"):
+        response["Access-Control-Allow-Origin"] = origin
+        response["Access-Control-Allow-Credentials"] = "true"
+        response["Vary"] = "Origin"
+    return response
+
+
+# --- the events -----------------------------------------------------------------------
+
+
+def _frame(event: str, data: str, event_id: int | None = None) -> str:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: {event}\ndata: {data}\n\n"
+
+
+def _replay(request: HttpRequest, reader: User, after: int) -> list[tuple[int, str]]:
+    """The home feed's notes newer than note id ``after`` (the inbox read the REST home timeline
+    makes, with the reader's own), oldest first, as ``(note id, frame)``."""
+    notes, _ = selectors.timeline_window(
+        selectors.home_with_own(user=reader),
+        max_id=None,
+        since_id=None,
+        min_id=after,
+        limit=int(settings.STREAMING_REPLAY_LIMIT),
+    )
+    ordered = sorted(notes, key=lambda note: note.pk)
+    return [
+        (note.pk, _frame(UPDATE, json.dumps(shape), note.pk))
+        for note, shape in zip(ordered, formatting.statuses_json_of(request, ordered))
+    ]
+
+
+def _newest_id(reader: User) -> int:
+    """The id of the newest note of ``reader``'s home feed now (0: none)."""
+    notes, _ = selectors.timeline_window(selectors.home_with_own(user=reader), max_id=None, since_id=None, min_id=None, limit=1)
+    return max((note.pk for note in notes), default=0)
+
+
+def _render(request: HttpRequest, reader: User, event: Event) -> str | None:
+    """The frame of ``event`` for ``reader``, or None when its home feed would not show it now."""
+    if event.kind == DELETE:
+        return _frame(DELETE, str(event.object_id))
+    if event.kind == UPDATE:
+        note = selectors.stream_note(reader=reader, note_id=event.object_id)
+        if note is None:
+            return None
+        return _frame(UPDATE, json.dumps(formatting.statuses_json_of(request, [note])[0]), note.pk)
+    if event.kind == NOTIFICATION:
+        row = selectors.notification_of(recipient_id=reader.pk, notification_id=event.object_id)
+        if row is None:
+            return None
+        return _frame(NOTIFICATION, json.dumps(formatting.notification_json(request, row)))
+    return None
+
+
+def _channels(reader: User) -> list[str]:
+    """The user stream's channels: the reader's own and those of the pulled authors it follows."""
+    return [
+        core_keys.stream_channel(reader.pk),
+        *(core_keys.author_stream_channel(author_id) for author_id in selectors.followed_pull_authors(user_id=reader.pk)),
+    ]
+
+
+async def _events(request: HttpRequest, reader: User, after: int | None) -> AsyncIterator[str]:
+    """The user stream: a replay of what came after note ``after`` (None: nothing), then live
+    events and a heartbeat comment every ``STREAMING_HEARTBEAT_SECONDS`` of silence."""
+    queue: asyncio.Queue[Event | str] = asyncio.Queue(maxsize=QUEUE_SIZE)
+    channels = await _database(_channels)(reader)
+    the_hub = hub()
+    await the_hub.subscribe(channels, queue)
+    # Updates sent, so a replay and a live message of the same note send it once.
+    sent: set[int] = set()
+    try:
+        yield ":)\n\n"  # the headers go out at once; Mastodon's streaming server greets so too
+        last = after if after is not None else await _database(_newest_id)(reader)
+        if after is not None:
+            for note_id, frame in await _database(_replay)(request, reader, after):
+                sent.add(note_id)
+                last = max(last, note_id)
+                yield frame
+        heartbeat = float(settings.STREAMING_HEARTBEAT_SECONDS)
+        while True:
+            try:
+                item = await asyncio.wait_for(queue.get(), timeout=heartbeat)
+            except TimeoutError:
+                yield ":thump\n\n"
+                continue
+            if item == RESYNC:
+                for note_id, frame in await _database(_replay)(request, reader, last):
+                    if note_id not in sent:
+                        sent.add(note_id)
+                        last = max(last, note_id)
+                        yield frame
+                continue
+            assert isinstance(item, Event)
+            if item.kind == UPDATE and item.object_id in sent:
+                continue
+            rendered = await _database(_render)(request, reader, item)
+            if rendered is None:
+                continue
+            if item.kind == UPDATE:
+                sent.add(item.object_id)
+                last = max(last, item.object_id)
+            yield rendered
+    finally:
+        await the_hub.unsubscribe(channels, queue)
+
+
+def _last_event_id(request: HttpRequest) -> int | None:
+    """``Last-Event-ID`` (or the ``last_event_id`` query parameter, for a first EventSource).
+
+    :raises InvalidInput: not a note id.
+    """
+    raw = request.headers.get("Last-Event-ID") or request.GET.get("last_event_id")
+    if raw in (None, ""):
+        return None
+    return parse_id(raw, name="Last-Event-ID")
+
+
+async def user(request: HttpRequest) -> HttpResponseBase:
+    """GET /api/v1/streaming/user: the reader's home feed and notifications as server-sent events."""
+    if request.method not in ("GET", "HEAD"):
+        return _cors(request, error("Method not allowed", 405))
+    reader, failure = await _reader(request)
+    if failure is not None or reader is None:
+        return _cors(request, failure or error(INVALID_TOKEN, 401))
+    try:
+        after = _last_event_id(request)
+    except InvalidInput as exc:
+        return _cors(request, error(exc.message, 400))
+    if not isinstance(request, ASGIRequest):
+        # Under gunicorn (WSGI) an endless stream would hold a worker for good: streams are the
+        # streaming process's (STREAMING_API_URL, or a proxy routing /api/v1/streaming to it).
+        return _cors(request, error("Streaming is served by the streaming process", 503))
+    response = StreamingHttpResponse(_events(request, reader, after), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    # A proxy in front (nginx) must pass each event on at once, not buffer them.
+    response["X-Accel-Buffering"] = "no"
+    return _cors(request, response)
+
+
+async def health(request: HttpRequest) -> HttpResponse:
+    """GET /api/v1/streaming/health: ``OK`` (the streaming process answers)."""
+    return HttpResponse("OK", content_type="text/plain")

@@ -1,0 +1,60 @@
+"""The streaming endpoints' answers before a stream opens: health, and bad or missing
+credentials or Last-Event-ID as Mastodon's errors (the streams themselves: test_streaming.py)."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from tests.client_api.conftest import make_app, make_token
+
+# Committed rows: a stream reads the database on the event loop's thread pool, not this thread.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class TestStreamingEndpoints:
+    def test_health_answers_ok(self) -> None:
+        response = Client().get("/api/v1/streaming/health")
+
+        assert response.status_code == 200
+        assert response.content == b"OK"
+
+    def test_a_bad_access_token_parameter_is_a_401(self) -> None:
+        response = Client().get("/api/v1/streaming/user?access_token=nope")
+
+        assert response.status_code == 401
+        assert response.json() == {"error": "The access token is invalid"}
+
+    @pytest.mark.parametrize(
+        ("headers", "status"),
+        [({}, 401), ({"Authorization": "Bearer nope"}, 401), ({"Authorization": "Bearer notifier"}, 403)],
+    )
+    def test_no_stream_without_a_token_with_read_statuses(self, alice, headers, status) -> None:
+        make_token(alice, make_app(), token="notifier", scope="read:notifications")
+
+        response = Client().get("/api/v1/streaming/user", headers=headers)
+
+        assert response.status_code == status
+        assert set(response.json()) == {"error"}
+
+    @pytest.mark.parametrize("value", ["abc", "-3", "1.5"])
+    def test_a_bad_last_event_id_is_a_400(self, alice, value) -> None:
+        make_token(alice, make_app(), token="reader")
+
+        response = Client().get("/api/v1/streaming/user", headers={"Authorization": "Bearer reader", "Last-Event-ID": value})
+
+        assert response.status_code == 400
+        assert "Last-Event-ID" in response.json()["error"]
+
+    def test_a_post_is_a_405(self, alice) -> None:
+        make_token(alice, make_app(), token="reader")
+
+        assert Client().post("/api/v1/streaming/user", headers={"Authorization": "Bearer reader"}).status_code == 405
+
+    def test_a_stream_asked_of_the_wsgi_server_is_a_503_not_a_held_worker(self, alice) -> None:
+        make_token(alice, make_app(), token="reader")
+
+        response = Client().get("/api/v1/streaming/user", headers={"Authorization": "Bearer reader"})
+
+        assert response.status_code == 503
+        assert response.json() == {"error": "Streaming is served by the streaming process"}
