@@ -122,6 +122,10 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # locked" when its first write finds another transaction ahead of it.
     DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20, "transaction_mode": "IMMEDIATE"})
 
+# With CONN_HEALTH_CHECKS (production), a kept connection is pinged before reuse only when its
+# last request ended at least this long ago (seconds; core.connections).
+DATABASE_HEALTH_CHECK_IDLE_SECONDS = env.float("DATABASE_HEALTH_CHECK_IDLE_SECONDS", default=5.0)
+
 # --- database replica (core.routers) ---------------------------------------
 # A MariaDB replica of DATABASE_URL (an account with SELECT only is enough).
 # Set: page reads of GET and HEAD requests go there; writes, transactions and
