@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from weakref import WeakKeyDictionary
+
 import pytest
 from django.core.signals import request_finished, request_started
 from django.db import connections
 
+import core.connections
+from core.connections import skip_recent_health_checks
 from users.models import User
 
 # Real request signals run Django's close_old_connections, which drops a connection left
@@ -33,7 +37,12 @@ def pings(monkeypatch: pytest.MonkeyPatch) -> Pings:
     """Production's connection settings (kept connections, health checks) on an open connection,
     its pings recorded."""
     recorded = Pings()
+    # django.test.Client disconnects close_old_connections for each of its requests and connects it
+    # again, after ours: put ours back after it, where core.apps put it and a server keeps it.
+    request_started.disconnect(dispatch_uid="core.skip_recent_health_checks")
+    request_started.connect(skip_recent_health_checks, dispatch_uid="core.skip_recent_health_checks")
     User.objects.count()  # a connection is open
+    monkeypatch.setattr(core.connections, "_finished_at", WeakKeyDictionary())  # no request ended on it yet
     monkeypatch.setattr(connection, "close_at", None)  # kept (CONN_MAX_AGE)
     monkeypatch.setattr(connection, "health_check_enabled", True)  # CONN_HEALTH_CHECKS
     monkeypatch.setattr(connection, "is_usable", recorded.is_usable)
