@@ -2,7 +2,7 @@
 (notes, accounts, follow-list rows), rendered by Django's Jinja2 backend, which costs a fraction
 of the Django template language per row. The site's display filters are the same functions
 (``core.templatetags.formatting``), so both languages print counts, times and paths alike. Rows
-are rendered through ``core.templatetags.rows``; docs/performance.md#rendering-rows.
+are rendered through ``core.templatetags.rows``; docs/performance.md#issue-26-cheaper-pages.
 """
 
 from __future__ import annotations
