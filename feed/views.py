@@ -57,7 +57,11 @@ def profile(request: HttpRequest, username: str) -> HttpResponse:
         )
         context.update(mutual=samples.mutual, common=samples.common, familiar=samples.familiar)
         context["notes"] = selectors.user_timeline(
-            author_id=user.pk, cursor=None, limit=10, viewer_id=viewer.pk if viewer is not None else None
+            author_id=user.pk,
+            cursor=None,
+            limit=10,
+            viewer_id=viewer.pk if viewer is not None else None,
+            viewer_follows=seen.follows if viewer is not None else None,
         )
     if viewer is not None and viewer.pk != user.pk:
         context["relationship"] = social_selectors.relationship(viewer_id=viewer.pk, user_id=user.pk)
