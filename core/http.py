@@ -9,15 +9,37 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import wraps
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.views.csrf import csrf_failure as django_csrf_failure
 
 from .errors import NotSignedIn, envelope, wants_json
 from .parsing import id_or_none
 
 View = TypeVar("View", bound=Callable[..., HttpResponse])
+
+# A value every route's converter takes (a string and an id alike), found once in the reversed path.
+_PLACEHOLDER = "4815162342"
+# The characters ``django.urls.reverse`` leaves unquoted in a path.
+_PATH_SAFE = "!$&'()*+,;=/~:@"
+_route_templates: dict[str, tuple[str, str]] = {}
+
+
+def path_of(route: str, value: Any) -> str:
+    """The path of ``route`` (a URL name taking one argument) for ``value``, as ``reverse`` gives it,
+    with the route reversed once per process (a page of 50 rows would reverse 50 times).
+
+    :raises django.urls.NoReverseMatch: ``route`` takes no single argument.
+    """
+    found = _route_templates.get(route)
+    if found is None:
+        head, placeholder, tail = reverse(route, args=[_PLACEHOLDER]).partition(_PLACEHOLDER)
+        if not placeholder or _PLACEHOLDER in tail:
+            raise NoReverseMatch(f"{route} does not place its one argument once in its path")
+        found = _route_templates[route] = (head, tail)
+    return f"{found[0]}{quote(str(value), safe=_PATH_SAFE)}{found[1]}"
 
 
 def api_ok(data: Any = None, *, status: int = 200) -> JsonResponse:

@@ -8,11 +8,10 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
-from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from core.errors import NotFound, NotSignedIn
-from core.http import api_login_required, api_ok
+from core.http import api_login_required, api_ok, path_of
 from core.paging import feed_cursor
 from core.parsing import parse_id, parse_json_object, parse_limit, parse_scroll, parse_text
 from social import visibility
@@ -35,7 +34,7 @@ def note_json(note: Note | FeedNote) -> dict[str, Any]:
         "author": user_json(author.as_user() if isinstance(author, FeedAuthor) else author),
         "body": note.body,
         "createdAt": note.published_ms,
-        "url": reverse("feed:note_detail", args=[note.pk]),
+        "url": path_of("feed:note_detail", note.pk),
     }
 
 

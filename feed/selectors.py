@@ -194,22 +194,28 @@ def home_timeline_scroll(*, user_id: int, last_id: int | None, offset: int, limi
     return ScrollPage(notes=page.notes, min_time=min_time, offset=next_offset, has_more=page.has_more, catching_up=catching_up)
 
 
-def shown_visibilities(*, viewer_id: int | None, author_id: int) -> tuple[str, ...]:
+def shown_visibilities(*, viewer_id: int | None, author_id: int, viewer_follows: bool | None = None) -> tuple[str, ...]:
     """The visibilities of ``author_id``'s notes that ``viewer_id`` (None: signed out) may see:
-    all to the author, followers-only ones to its followers, public and unlisted to anyone."""
+    all to the author, followers-only ones to its followers, public and unlisted to anyone.
+    ``viewer_follows``: whether the viewer follows the author, when the caller read it from the
+    database in this request (``visibility.access``); None reads it here."""
     if viewer_id == author_id:
         return (PUBLIC, UNLISTED, PRIVATE, DIRECT)
-    # The database, not the mirror: a removed follower loses them on its very next request.
-    if viewer_id is not None and active_follows().filter(follower_id=viewer_id, followee_id=author_id).exists():
+    if viewer_follows is None and viewer_id is not None:
+        # The database, not the mirror: a removed follower loses them on its very next request.
+        viewer_follows = active_follows().filter(follower_id=viewer_id, followee_id=author_id).exists()
+    if viewer_follows:
         return (PUBLIC, UNLISTED, PRIVATE)
     return (PUBLIC, UNLISTED)
 
 
-def user_timeline(*, author_id: int, cursor: Cursor | None, limit: int, viewer_id: int | None = None) -> TimelinePage:
+def user_timeline(
+    *, author_id: int, cursor: Cursor | None, limit: int, viewer_id: int | None = None, viewer_follows: bool | None = None
+) -> TimelinePage:
     """``author_id``'s own visible notes that ``viewer_id`` may see (None: signed out), newest first,
-    from the database (``(author, created_at, id)`` index).
+    from the database (``(author, created_at, id)`` index); ``viewer_follows`` as ``shown_visibilities``.
     """
-    visibilities = shown_visibilities(viewer_id=viewer_id, author_id=author_id)
+    visibilities = shown_visibilities(viewer_id=viewer_id, author_id=author_id, viewer_follows=viewer_follows)
     rows = Note.objects.filter(
         is_hidden=False, deleted_at__isnull=True, author__is_active=True, author_id=author_id, visibility__in=visibilities
     )

@@ -53,20 +53,22 @@ def profile(request: HttpRequest, username: str) -> HttpResponse:
         "is_self": viewer is not None and viewer.pk == user.pk,
     }
     if seen.content:
-        context["mutual"] = social_selectors.mutual_follows(user_id=user.pk, limit=8, hidden=hidden)
+        samples = social_selectors.profile_samples(
+            user_id=user.pk, viewer_id=viewer.pk if viewer is not None else None, hidden=hidden
+        )
+        context.update(mutual=samples.mutual, common=samples.common, familiar=samples.familiar)
         context["notes"] = selectors.user_timeline(
-            author_id=user.pk, cursor=None, limit=10, viewer_id=viewer.pk if viewer is not None else None
+            author_id=user.pk,
+            cursor=None,
+            limit=10,
+            viewer_id=viewer.pk if viewer is not None else None,
+            viewer_follows=seen.follows if viewer is not None else None,
         )
     if viewer is not None and viewer.pk != user.pk:
         context["relationship"] = social_selectors.relationship(viewer_id=viewer.pk, user_id=user.pk)
         # Only a private account has requests (turning it public approves them all).
         context["requested"] = seen.private and social_selectors.follow_requested(requester_id=viewer.pk, target_id=user.pk)
         context["muting"] = user.pk in visibility.muted_ids(user_id=viewer.pk)
-        if seen.content:
-            context["common"] = social_selectors.common_following(user_id=viewer.pk, other_id=user.pk, limit=8, hidden=hidden)
-            context["familiar"] = social_selectors.familiar_followers(
-                viewer_id=viewer.pk, user_id=user.pk, limit=3, hidden=hidden
-            )
     return render(request, "feed/user_profile.html", context)
 
 

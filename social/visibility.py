@@ -74,19 +74,21 @@ def muted_ids(*, user_id: int) -> set[int]:
 class Access:
     """What ``viewer`` may see of an account: ``hidden`` (the account blocks the viewer: answer
     404, as if absent), ``blocking`` (the viewer blocks it: its profile shows, with "Unblock",
-    nothing else), ``private`` (it approves its followers), ``content`` (its notes and lists)."""
+    nothing else), ``private`` (it approves its followers), ``content`` (its notes and lists),
+    ``follows`` (the viewer follows it, in the database now; False signed out and for oneself)."""
 
     hidden: bool
     blocking: bool
     private: bool
     content: bool
+    follows: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Standing:
     """What the database says of an account for one viewer now: ``private`` (it approves its
-    followers), ``follows`` (the viewer follows it; asked of a private account only, False
-    for a public one), ``hides`` (it blocks the viewer), ``blocked`` (the viewer blocks it)."""
+    followers), ``follows`` (the viewer follows it), ``hides`` (it blocks the viewer),
+    ``blocked`` (the viewer blocks it)."""
 
     private: bool
     follows: bool
@@ -105,7 +107,7 @@ def standing(*, viewer_id: int, user_id: int) -> Standing | None:
         # Joins, not EXISTS subqueries: MariaDB runs a dependent subquery at several times the
         # cost of an eq_ref join step. Each unique key matches one row at most.
         cursor.execute(
-            f"SELECT u.approve_followers, u.approve_followers AND f.id IS NOT NULL, h.id IS NOT NULL, b.id IS NOT NULL"
+            f"SELECT u.approve_followers, f.id IS NOT NULL, h.id IS NOT NULL, b.id IS NOT NULL"
             f" FROM {users} u"
             f" LEFT JOIN {follows} f ON f.follower_id = %s AND f.followee_id = u.id"
             f" LEFT JOIN {blocks} h ON h.blocker_id = u.id AND h.blocked_id = %s"
@@ -130,8 +132,10 @@ def access(*, viewer: User | None, user: User) -> Access:
     if found is None:  # deleted since it was loaded
         return Access(hidden=True, blocking=False, private=bool(user.approve_followers), content=False)
     if found.hides or found.blocked:
-        return Access(hidden=found.hides, blocking=found.blocked, private=found.private, content=False)
-    return Access(hidden=False, blocking=False, private=found.private, content=not found.private or found.follows)
+        return Access(hidden=found.hides, blocking=found.blocked, private=found.private, content=False, follows=found.follows)
+    return Access(
+        hidden=False, blocking=False, private=found.private, content=not found.private or found.follows, follows=found.follows
+    )
 
 
 def hidden_authors(*, reader_id: int, author_ids: Collection[int]) -> set[int]:

@@ -52,6 +52,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "routers",
             "transactions",
             "metrics",
+            "connections",
         },
     ),
     (
@@ -61,6 +62,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "selectors",
             "admin_tools",
             "formatting",
+            "rows",
+            "jinja2",
             "forms",
             "http",
             "scopes",

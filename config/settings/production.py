@@ -30,7 +30,8 @@ for _name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL"):
     required(_name)
 DEBUG = False
 
-# Database connections are kept for a minute and checked before reuse.
+# Database connections are kept for a minute and checked before reuse after an idle spell
+# (core.connections: a connection busy a moment ago is not pinged again per request).
 CONN_MAX_AGE = env.int("CONN_MAX_AGE", default=60)
 CONN_HEALTH_CHECKS = True
 from .base import DATABASES  # noqa: E402

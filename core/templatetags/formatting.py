@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote
 
 from django import template
-from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
+
+from core.http import path_of
 
 register = template.Library()
 
@@ -115,23 +115,7 @@ def avatar_hue_class_filter(value: Any) -> str:
     return f"hue-{avatar_hue_filter(value) // 10}"
 
 
-# A value every route's converter takes (a string and an id alike), found once in the reversed path.
-_PLACEHOLDER = "4815162342"
-# The characters ``django.urls.reverse`` leaves unquoted in a path.
-_PATH_SAFE = "!$&'()*+,;=/~:@"
-_route_templates: dict[str, tuple[str, str]] = {}
-
-
 @register.filter(name="path_of")
 def path_of_filter(value: Any, route: str) -> str:
-    """The path of ``route`` (a URL name taking one argument) for ``value``, reversed once per process.
-
-    :raises django.urls.NoReverseMatch: ``route`` takes no single argument.
-    """
-    found = _route_templates.get(route)
-    if found is None:
-        head, placeholder, tail = reverse(route, args=[_PLACEHOLDER]).partition(_PLACEHOLDER)
-        if not placeholder or _PLACEHOLDER in tail:
-            raise NoReverseMatch(f"{route} does not place its one argument once in its path")
-        found = _route_templates[route] = (head, tail)
-    return f"{found[0]}{quote(str(value), safe=_PATH_SAFE)}{found[1]}"
+    """``{{ value|path_of:"app:route" }}``: see ``core.http.path_of``."""
+    return path_of(route, value)

@@ -43,6 +43,20 @@ class TestProfile:
         assert 'aria-pressed="true"' in html
         assert "Followed by 1 person you follow" in familiar  # dave follows charlie
 
+    def test_a_profile_reads_the_accounts_of_its_three_lists_in_one_query(self, graph, django_assert_num_queries):
+        _alice, _bob, charlie, _dave = graph
+        client = signed_in(charlie)
+        client.get("/u/alice/")
+
+        # session, user, the account, the viewer's standing (whether it follows the account too), the
+        # notes, and one query for the accounts of friends, "you both follow" and "followed by people
+        # you follow" (three before)
+        with django_assert_num_queries(6):
+            html = client.get("/u/alice/").content.decode()
+
+        assert "You both follow (2)" in html and "Followed by 1 person you follow" in html
+        assert html.count('href="/u/bob/"') == 3  # a friend of alice's, followed by both, followed by charlie
+
     def test_signed_out_sees_counts_and_a_sign_in_link(self, graph):
         html = Client().get("/u/alice/").content.decode()
 

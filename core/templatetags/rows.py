@@ -1,0 +1,68 @@
+"""Rows a page repeats, rendered by the Jinja2 row partials (``templates/jinja2/``, ``core.jinja2``).
+
+``{% note_rows notes %}``, ``{% note_row note %}``, ``{% user_rows users %}`` and
+``{% follow_rows entries kind=... is_self=... %}`` print the ``<li>`` rows (safe HTML) that
+``feed/_note.html``, ``social/_user_row.html`` and the follow list printed row by row in the Django
+template language. Presentation only: no queries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django import template
+from django.template.loader import get_template
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
+
+register = template.Library()
+
+# The Jinja2 engine's alias in TEMPLATES.
+ENGINE = "jinja2"
+
+
+def render_rows(name: str, context: dict[str, Any]) -> SafeString:
+    """The Jinja2 row partial ``name`` rendered with ``context`` (autoescaped, so safe to print)."""
+    return mark_safe(get_template(name, using=ENGINE).render(context))  # noqa: S308 - Jinja2 escaped every value
+
+
+@register.simple_tag
+def note_rows(notes: Iterable[Any], *, new_count: int = 0) -> SafeString:
+    """``<li class="note">`` rows of ``notes`` (``Note`` or ``FeedNote``; the author loaded); with
+    ``new_count`` > 0, the "new since you last read" divider after that many rows."""
+    return render_rows("feed/_notes.html", {"notes": notes, "new_count": new_count or 0})
+
+
+@register.simple_tag
+def note_row(note: Any) -> SafeString:
+    """One note's row (see ``note_rows``)."""
+    return render_rows("feed/_notes.html", {"notes": (note,)})
+
+
+@register.simple_tag
+def user_rows(users: Iterable[Any]) -> SafeString:
+    """``<li>`` rows of accounts (``User``): avatar, shown name linked to the profile, handle."""
+    return render_rows("social/_user_rows.html", {"users": users})
+
+
+@register.simple_tag(takes_context=True)
+def follow_rows(context: template.Context, entries: Iterable[Any], *, kind: str, is_self: bool) -> SafeString:
+    """The rows of a followers (``kind`` "followers") or following list of ``FollowEntry``s: the
+    account, when the follow began, and for a signed-in viewer its mute and block forms (and,
+    on the viewer's own followers, remove)."""
+    viewer = context.get("user")
+    viewer_id = viewer.pk if viewer is not None and viewer.is_authenticated else None
+    token = context.get("csrf_token")
+    # Rendered once for every form of the page, as Django's {% csrf_token %} renders it.
+    csrf_input = format_html('<input type="hidden" name="csrfmiddlewaretoken" value="{}">', token) if token else ""
+    return render_rows(
+        "social/_follow_rows.html",
+        {"entries": entries, "kind": kind, "is_self": is_self, "viewer_id": viewer_id, "csrf_input": csrf_input},
+    )
+
+
+@register.simple_tag
+def user_row(user: Any) -> SafeString:
+    """One account's row (see ``user_rows``)."""
+    return render_rows("social/_user_rows.html", {"users": (user,)})

@@ -1,0 +1,114 @@
+"""Rows rendered by the Jinja2 row partials (core.templatetags.rows): the markup the pages showed,
+every value escaped, the viewer's forms with a CSRF token the site accepts."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import pytest
+from django.template import Context, Template
+from django.test import Client
+
+from feed.paging import FeedAuthor, FeedNote
+from social import services
+from social.models import Mute
+from tests.support.accounts import signed_in
+
+pytestmark = pytest.mark.django_db
+
+AT = datetime(2024, 3, 4, 12, 5, 9, tzinfo=UTC)
+
+
+def a_note(*, body: str = "hello", display_name: str = "Bob", spoiler_text: str = "") -> FeedNote:
+    author = FeedAuthor(id=7, username="bob", display_name=display_name)
+    return FeedNote(42, 7, author, body, AT, 1709553909000, spoiler_text)
+
+
+def render(source: str, **context: object) -> str:
+    return Template("{% load rows %}" + source).render(Context(context))
+
+
+class TestNoteRows:
+    def test_a_note_row_links_the_author_and_the_note_with_its_time(self):
+        html = render("{% note_rows notes %}", notes=[a_note()])
+
+        assert '<li class="note" id="note-42" data-note-id="42" data-published-ms="1709553909000">' in html
+        assert '<a href="/u/bob/"><strong>Bob</strong></a>' in html
+        assert '<span class="muted">@bob</span>' in html
+        assert (
+            '<a class="muted" href="/n/42/"><time class="relative" datetime="2024-03-04T12:05:09+00:00" '
+            'title="2024-03-04 12:05:09 UTC">Mar 4, 2024</time></a>'
+        ) in html
+        assert '<p class="note-body">hello</p>' in html
+
+    def test_every_value_is_escaped_and_line_breaks_kept(self):
+        note = a_note(body="<b>bold</b>\nnext & last", display_name='<script>"x"</script>')
+
+        html = render("{% note_rows notes %}", notes=[note])
+
+        assert '<p class="note-body">&lt;b&gt;bold&lt;/b&gt;<br>next &amp; last</p>' in html
+        assert "<script>" not in html and "&lt;script&gt;" in html
+
+    def test_a_content_warning_folds_the_body(self):
+        html = render("{% note_row note %}", note=a_note(spoiler_text="spoilers <here>"))
+
+        assert (
+            '<details class="note-warning"><summary>spoilers &lt;here&gt;</summary><p class="note-body">hello</p></details>'
+            in html
+        )
+
+    def test_the_django_partial_prints_the_same_row(self):
+        note = a_note()
+
+        included = render('{% include "feed/_note.html" %}', note=note)
+
+        assert included.strip() == render("{% note_rows notes %}", notes=[note]).strip()
+
+
+class TestUserRows:
+    def test_an_account_row_shows_its_avatar_name_and_handle(self, user_factory):
+        user = user_factory(username="dave", display_name="Dave <D>")
+
+        html = render("{% user_rows users %}", users=[user])
+
+        assert html == (
+            f'<li><span class="avatar hue-{user.pk * 137 % 360 // 10}" aria-hidden="true">D</span><span class="person">'
+            '<a href="/u/dave/">Dave &lt;D&gt;</a> <span class="muted">@dave</span></span></li>'
+        )
+
+
+class TestFollowRows:
+    @pytest.fixture
+    def followers(self, alice, bob, charlie, django_capture_on_commit_callbacks):
+        """bob and charlie follow alice."""
+        with django_capture_on_commit_callbacks(execute=True):
+            for follower in (bob, charlie):
+                services.follow_create(actor=follower, followee_id=alice.pk)
+
+    def test_signed_out_the_rows_carry_no_forms(self, alice, followers):
+        html = Client().get("/u/alice/followers/").content.decode()
+
+        assert html.count('class="person"') == 2
+        assert "<form" not in html.split('class="people follow-list"')[1].split("</ol>")[0]
+
+    def test_the_owner_can_remove_each_follower(self, alice, followers):
+        html = signed_in(alice).get("/u/alice/followers/").content.decode()
+
+        assert 'action="/u/bob/remove-follower/"' in html and 'action="/u/charlie/remove-follower/"' in html
+        assert html.count('<input type="hidden" name="back" value="followers">') == 2
+
+    def test_a_row_form_carries_a_token_the_site_accepts(self, alice, bob, charlie, followers):
+        client = signed_in(bob, enforce_csrf_checks=True)
+        html = client.get("/u/alice/followers/").content.decode()
+        row = html.split('<span class="muted">@charlie</span>')[1].split("</li>")[0]
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', row)
+        assert token is not None
+        action = re.search(r'<form method="post" action="(/u/charlie/[^"]*mute[^"]*)"', row)
+        assert action is not None
+
+        response = client.post(action.group(1), {"csrfmiddlewaretoken": token.group(1), "duration": "forever"})
+
+        assert response.status_code == 302
+        assert Mute.objects.filter(muter=bob, muted=charlie).exists()
+        assert "More for @bob" not in html  # no actions on the viewer's own row
