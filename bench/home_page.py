@@ -68,7 +68,7 @@ def ensure_data(followees: int, notes_per_author: int) -> int:
     from django.utils import timezone
 
     from feed.models import Note, now_whole_ms
-    from feed.services import note_counts_load
+    from feed.note_counts import note_counts_load
     from social.models import Follow
     from users.models import User
 

@@ -22,7 +22,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from feed.models import Note
-from feed.services import note_counts_load
+from feed.note_counts import note_counts_load
 from users.models import User
 
 from .datasets import DatasetError

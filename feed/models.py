@@ -116,7 +116,7 @@ class InboxReconcileRun(models.Model):
 class AuthorNoteCount(models.Model):
     """How many notes of ``author`` others may be shown (visible, not deleted, a feed visibility):
     Mastodon's ``statuses_count``, kept by ``feed.services`` in the transaction of each change
-    (``feed.services.count_change``). No row: count the notes (an author whose notes were loaded
+    (``feed.note_counts.count_change``). No row: count the notes (an author whose notes were loaded
     in bulk). Reconciled by ``feed.reconcile.note_counts_drift``.
     """
 

@@ -26,8 +26,8 @@ from users.models import User
 from . import redis_keys
 from .delivery import active_cutoff
 from .models import FEED_VISIBILITIES, AuthorNoteCount, InboxReconcileRun, Note
+from .note_counts import count_recount
 from .rebuild import database_inboxes, inboxes_rebuild, pull_authors
-from .services import count_recount
 
 logger = logging.getLogger(__name__)
 
@@ -198,7 +198,7 @@ def inboxes_drift(*, repair: bool) -> int:
 def note_counts_drift(*, repair: bool, batch: int = 1000) -> int:
     """Every author's ``AuthorNoteCount`` against a count of its notes, ``batch`` accounts at a
     time in id order (re-run safely from the start). A drifted row is made again from a count
-    (``feed.services.count_recount``), as is a missing row of an author with notes.
+    (``feed.note_counts.count_recount``), as is a missing row of an author with notes.
 
     :returns: rows that differed (remade unless ``repair`` is False); missing rows are not drift
         (reads count the notes) and are made only when repairing.

@@ -81,6 +81,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "mirror",
             "rebuild",
             "reconcile",
+            "note_counts",
             "sharding",
             "delivery",
             "streaming",

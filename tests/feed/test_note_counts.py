@@ -12,7 +12,7 @@ from django.db import connection
 
 from client_api.selectors import status_facts
 from core.exit_codes import EXIT_DRIFT_FOUND
-from feed import services
+from feed import note_counts, services
 from feed.models import AuthorNoteCount, Note
 from feed.reconcile import note_counts_drift
 from feed.selectors import shown_note_count
@@ -115,7 +115,7 @@ def test_a_bulk_load_sets_every_authors_count_from_its_notes() -> None:
         [Note(author_id=counted.pk, body="loaded"), Note(author_id=counted.pk, body="mine", visibility="direct")]
     )
 
-    services.note_counts_load()
+    note_counts.note_counts_load()
 
     assert (stored(counted.pk), stored(silent.pk)) == (2, None)
 
