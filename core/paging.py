@@ -172,6 +172,7 @@ local function rank_after(key, score, member)
 end
 
 local function merged_page(keys, limit, score, member)
+  if limit < 1 then return {} end  -- ZREVRANGE key 0 -1 would be the whole key
   local count = #keys
   local chunk = limit
   if count > 1 then chunk = math.min(limit, math.max(4, math.ceil(2 * limit / count))) end

@@ -25,7 +25,7 @@ from core import redis_keys as core_keys
 from core.cluster import primaries
 from core.models import OutboxEntry
 from core.outbox import now_ms
-from core.paging import MAX_MEMBER, Cursor, sort_key
+from core.paging import MAX_MEMBER, Cursor, redis_page, sort_key
 from core.redis import breaker_node, forget_sentinel, redis_available, redis_reset_breaker
 from datatools.celebrity import celebrity_make
 from social import layout, mirror, redis_keys, selectors, services, sharding
@@ -287,6 +287,13 @@ class TestShardedPageEqualsTheDatabase:
         assert from_redis == expected
         assert from_database == expected
         assert sum(len(page) for page in expected) > 1000  # real pages, not empty ones
+
+    def test_a_page_of_no_rows_reads_none(self, star: Any, redis_client: Any) -> None:
+        one_shard = [redis_keys.followers_zset_shard_key(star.pk, 1)]
+
+        assert redis_page(redis_client, one_shard, cursor=None, limit=0) == []
+        assert redis_page(redis_client, one_shard, cursor=None, limit=2) != []
+        assert selectors.followers_items(user_id=star.pk, cursor=None, limit=0) == []
 
     def test_the_pages_walked_with_their_cursors_equal_the_database(self, star: Any) -> None:
         expected = [member for member, _ in self.expected_items(star.pk)]
