@@ -273,6 +273,12 @@ def follow_graph_operations(
             },
         ),
         Operation(
+            "followers_page_1_sharded_ids",
+            f"followers page 1, ids only ({sharded})",
+            both(lambda _: selectors.followers_items(user_id=celebrity, cursor=None, limit=page + 1)),
+            note="the Redis (or database) part of the page: ids and follow times, no user rows",
+        ),
+        Operation(
             "followers_page_depth_sharded",
             f"followers page at depth {depth:,} ({sharded})",
             {
@@ -280,6 +286,15 @@ def follow_graph_operations(
                 "offset": Way(lambda _: offset_followers(celebrity, depth), max_calls=300),
                 "actstream": Way(lambda _: stream_followers(celebrity, depth), max_calls=300),
             },
+        ),
+        Operation(
+            "followers_page_depth_sharded_ids",
+            f"followers page at depth {depth:,}, ids only ({sharded})",
+            {
+                **both(lambda _: selectors.followers_items(user_id=celebrity, cursor=celebrity_depth_cursor, limit=page + 1)),
+                "offset": Way(lambda _: offset_follower_ids(celebrity, depth), max_calls=300),
+            },
+            note="the Redis (or database) part of the page: ids and follow times, no user rows",
         ),
         Operation(
             "common_follows_ids",

@@ -374,6 +374,32 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         versus_database <= 1.0,
         f"{versus_database:.2f}x ({writes['database']['p50_us'] / 1000:.1f} ms database-only)",
     )
+    # Issue 26: the sharded page (one script on one server) against the one-key page and the database.
+    for sharded, one_key, label in (
+        ("followers_page_1_sharded", "followers_page_1", "followers page 1"),
+        ("followers_page_depth_sharded", "followers_page_depth", "followers page at depth"),
+        ("followers_page_1_sharded_ids", "followers_page_1_ids", "followers page 1 (ids)"),
+        ("followers_page_depth_sharded_ids", "followers_page_depth_ids", "followers page at depth (ids)"),
+    ):
+        rows = not label.endswith("(ids)")
+        sharded_p50, one_key_p50 = ops[sharded]["redis"]["p50_us"], ops[one_key]["redis"]["p50_us"]
+        add(
+            f"{label}, 100k sharded: p50 / 20k one-key p50",
+            round(sharded_p50 / one_key_p50, 2),
+            "<= 2x",
+            sharded_p50 / one_key_p50 <= 2,
+            f"{sharded_p50 / one_key_p50:.2f}x ({sharded_p50:.0f} µs vs {one_key_p50:.0f} µs)",
+            info=not rows,
+        )
+        faster = ops[sharded]["redis"]["faster_than"]["database"]
+        add(
+            f"{label}, 100k sharded: database-only p50 / Redis p50",
+            faster,
+            ">= 3x",
+            faster >= 3,
+            f"{faster:.1f}x ({ops[sharded]['database']['p50_us']:.0f} µs database-only)",
+            info=not rows,
+        )
     page1 = ops["home_feed_page_1"]["redis"]["p50_us"]
     page20 = ops["home_feed_page_20"]["redis"]["p50_us"]
     for key, label in (("home_feed_page_1", "home feed page 1"), ("home_feed_page_20", "home feed page 20")):

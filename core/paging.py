@@ -18,7 +18,7 @@ from typing import Any
 
 import redis
 
-from .cluster import Pipe, pipeline
+from .cluster import Pipe, is_cluster, lua, pipeline, queue_eval
 from .errors import InvalidInput
 
 Item = tuple[int, int]  # (member id, score)
@@ -140,63 +140,127 @@ def _decode(rows: Sequence[object]) -> list[Item]:
     return [(int(row[0]), int(row[1])) for row in rows if isinstance(row, (tuple, list))]
 
 
+# The page past a cursor of one sorted set or the merge of several, on the server. Each key's
+# rows past the cursor are one run of ranks: those scored above the cursor, then its ties (equal
+# score, members in byte order, found by bisection, so a tie run of any length costs log2 of it),
+# come first. Each key gives a chunk of its head; the merge takes the best head (score, then
+# member bytes, descending) and refills an emptied chunk with what the page can still take.
+# ``merged_page(keys, limit, score, member)`` returns ``{member, score, ...}``; score "" is the
+# first page. Lua's ``<`` on strings follows the server's locale: members compare byte by byte.
+PAGE_LUA = """
+local function member_less(a, b)
+  local n = math.min(#a, #b)
+  for i = 1, n do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+
+local function rank_after(key, score, member)
+  local low = redis.call('ZCOUNT', key, '(' .. score, '+inf')
+  local high = low + redis.call('ZCOUNT', key, score, score)
+  while low < high do
+    local middle = math.floor((low + high) / 2)
+    if member_less(redis.call('ZREVRANGE', key, middle, middle)[1], member) then
+      high = middle
+    else
+      low = middle + 1
+    end
+  end
+  return low
+end
+
+local function merged_page(keys, limit, score, member)
+  if limit < 1 then return {} end  -- ZREVRANGE key 0 -1 would be the whole key
+  local count = #keys
+  local chunk = limit
+  if count > 1 then chunk = math.min(limit, math.max(4, math.ceil(2 * limit / count))) end
+  local rows, next_rank, at, top = {}, {}, {}, {}
+  for k = 1, count do
+    local start = 0
+    if score ~= '' then start = rank_after(keys[k], score, member) end
+    rows[k] = redis.call('ZREVRANGE', keys[k], start, start + chunk - 1, 'WITHSCORES')
+    next_rank[k], at[k] = start + #rows[k] / 2, 1
+    if #rows[k] > 0 then top[k] = tonumber(rows[k][2]) end
+  end
+  if count == 1 then return rows[1] end
+  local page = {}
+  while #page < 2 * limit do
+    local best
+    for k = 1, count do
+      if top[k] and (not best or top[k] > top[best]
+          or (top[k] == top[best] and member_less(rows[best][at[best]], rows[k][at[k]]))) then
+        best = k
+      end
+    end
+    if not best then break end
+    local list, i = rows[best], at[best]
+    page[#page + 1], page[#page + 2] = list[i], list[i + 1]
+    i = i + 2
+    if i > #list and #list == 2 * chunk and #page < 2 * limit then
+      -- A full chunk ran out: the key may hold more; fetch what the page can still take.
+      local wanted = limit - #page / 2
+      list = redis.call('ZREVRANGE', keys[best], next_rank[best], next_rank[best] + wanted - 1, 'WITHSCORES')
+      rows[best], next_rank[best], i = list, next_rank[best] + #list / 2, 1
+    end
+    at[best] = i
+    top[best] = i <= #list and tonumber(list[i + 1]) or nil
+  end
+  return page
+end
+"""
+
+_PAGE_SCRIPT = PAGE_LUA + "return merged_page(KEYS, tonumber(ARGV[1]), ARGV[2], ARGV[3])"
+
+
+def page_arguments(cursor: Cursor | None, limit: int) -> list[int | str]:
+    """The ``limit, score, member`` arguments of ``PAGE_LUA``'s ``merged_page`` (``""`` for no cursor)."""
+    if cursor is None:
+        return [int(limit), "", ""]
+    return [int(limit), int(cursor.score), int(cursor.member)]
+
+
+def decode_page(reply: Sequence[bytes]) -> list[Item]:
+    """``[(member_id, score)]`` of a ``merged_page`` reply (a flat ``member, score, ...``)."""
+    rows = iter(reply)
+    return [(int(member), int(score)) for member, score in zip(rows, rows)]
+
+
 def redis_page(client: redis.Redis, keys: Sequence[str], *, cursor: Cursor | None, limit: int) -> list[Item]:
     """Up to ``limit`` items after ``cursor`` from one sorted set or the merge of its shards, in one
-    round trip (ties longer than ``TIE_CHUNK`` walked in chunks).
+    round trip (on a cluster, one per master holding the keys).
 
     :returns: ``[(member_id, score)]`` newest first.
     """
+    if not is_cluster(client):
+        return decode_page(lua(_PAGE_SCRIPT)(keys=list(keys), args=page_arguments(cursor, limit), client=client))
     pipe = pipeline(client)
-    decode = queue_redis_page(client, pipe, keys, cursor=cursor, limit=limit)
+    decode = queue_redis_page(pipe, keys, cursor=cursor, limit=limit)
     return decode(pipe.execute())
 
 
 def queue_redis_page(
-    client: redis.Redis, pipe: Pipe, keys: Sequence[str], *, cursor: Cursor | None, limit: int
+    pipe: Pipe, keys: Sequence[str], *, cursor: Cursor | None, limit: int
 ) -> Callable[[Sequence[Any]], list[Item]]:
-    """Queue ``redis_page``'s reads on ``pipe``.
+    """Queue ``redis_page``'s reads on ``pipe``: one script per key (a cluster's keys may live on
+    several masters), merged here.
 
     :returns: a function taking the replies of exactly these commands (queue order) and
         returning the page as ``redis_page`` does.
     """
+    arguments = page_arguments(cursor, limit)
     for key in keys:
-        if cursor is None:
-            pipe.zrevrange(key, 0, limit - 1, withscores=True)
-        else:
-            score = cursor.score
-            pipe.zrevrangebyscore(key, score, score, start=0, num=TIE_CHUNK, withscores=True)
-            pipe.zrevrangebyscore(key, f"({score}", "-inf", start=0, num=limit, withscores=True)
+        queue_eval(pipe, _PAGE_SCRIPT, [key], arguments)
 
     def decode(replies: Sequence[Any]) -> list[Item]:
-        items: list[Item] = []
-        if cursor is None:
-            for reply in replies:
-                items.extend(_decode(reply))
-        else:
-            for index, key in enumerate(keys):
-                ties, below = replies[2 * index], replies[2 * index + 1]
-                tie_items = [item for item in _decode(ties) if after_cursor(item, cursor)]
-                if len(ties) == TIE_CHUNK and len(tie_items) < limit:
-                    tie_items = _walk_long_tie(client, key, cursor=cursor, limit=limit)
-                items.extend(tie_items[:limit])
-                items.extend(_decode(below))
+        if len(replies) == 1:
+            return decode_page(replies[0])
+        items = [item for reply in replies for item in decode_page(reply)]
         items.sort(key=sort_key, reverse=True)
         return items[:limit]
 
     return decode
-
-
-def _walk_long_tie(client: redis.Redis, key: str, *, cursor: Cursor, limit: int) -> list[Item]:
-    score = cursor.score
-    found: list[Item] = []
-    offset = 0
-    while len(found) < limit:
-        chunk = client.zrevrangebyscore(key, score, score, start=offset, num=TIE_CHUNK, withscores=True)
-        found.extend(item for item in _decode(chunk) if after_cursor(item, cursor))
-        if len(chunk) < TIE_CHUNK:
-            break
-        offset += TIE_CHUNK
-    return found
 
 
 def _second(score: int) -> datetime:

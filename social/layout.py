@@ -26,9 +26,13 @@ def marker_layout(value: bytes | str | None) -> bytes:
     return value or LAYOUT_SINGLE
 
 
+# The markers under which readers read the follower shards (else the single key).
+SHARD_READING_LAYOUTS = (LAYOUT_SHARDED, LAYOUT_UNSHARDING)
+
+
 def reads_shards(layout: bytes) -> bool:
     """Whether readers of an account in ``layout`` read its follower shards (else the single key)."""
-    return layout in (LAYOUT_SHARDED, LAYOUT_UNSHARDING)
+    return layout in SHARD_READING_LAYOUTS
 
 
 def writes_single(layout: bytes) -> bool:

@@ -16,7 +16,18 @@ from django.core.cache import cache
 from django.db.models import Count, Q, QuerySet
 
 from core.cluster import is_cluster, lua, pipeline
-from core.paging import Cursor, Item, db_page, db_page_above, queue_redis_page, redis_page, redis_page_above
+from core.paging import (
+    PAGE_LUA,
+    Cursor,
+    Item,
+    db_page,
+    db_page_above,
+    decode_page,
+    page_arguments,
+    queue_redis_page,
+    redis_page,
+    redis_page_above,
+)
 from core.redis import REDIS_ERRORS, intersect_sets, redis_or_database
 from users.models import User
 from users.selectors import users_by_id
@@ -357,18 +368,40 @@ def _page(items: list[Item], limit: int, *, older: bool = False) -> FollowPage:
     return FollowPage(entries=entries, next_cursor=next_cursor, prev_cursor=prev_cursor)
 
 
+# One server: the marker, the choice of layout, each shard's head past the cursor and the merge
+# in one script (the shard keys' hash tags differ: outside a cluster a script may take them all).
+FOLLOWERS_PAGE_LUA = (
+    PAGE_LUA
+    + """
+local marker = redis.call('GET', KEYS[1]) or ''
+local keys = {KEYS[2]}
+for i = 4, #ARGV do
+  if marker == ARGV[i] then keys = {unpack(KEYS, 3)} break end
+end
+return {marker, merged_page(keys, tonumber(ARGV[1]), ARGV[2], ARGV[3])}
+"""
+)
+
+
 def followers_items(*, user_id: int, cursor: Cursor | None, limit: int) -> list[Item]:
     """``[(follower_id, score_seconds)]`` of ``user_id`` after ``cursor``, newest first, at most ``limit``."""
 
     def from_redis(client: redis.Redis) -> list[Item]:
-        # One round trip at any depth: the layout marker and the page of the
-        # keys this process last saw the account read from; a marker that
-        # says otherwise (an account that crossed a threshold) costs a second.
+        if not is_cluster(client):
+            shards = [zset_key for _, zset_key in layout.all_shard_keys(user_id)]
+            keys = [redis_keys.followers_layout_key(user_id), redis_keys.followers_zset_key(user_id), *shards]
+            arguments = [*page_arguments(cursor, limit), *layout.SHARD_READING_LAYOUTS]
+            marker, rows = lua(FOLLOWERS_PAGE_LUA)(keys=keys, args=arguments, client=client)
+            layout_remember(user_id, layout.marker_layout(marker or None))
+            return decode_page(rows)
+        # A cluster: the shards live on several masters. One round trip (per master) at any
+        # depth: the marker and the page of the keys this process last saw the account read
+        # from; a marker that says otherwise (an account that crossed a threshold) costs a second.
         guess = layout_seen(user_id)
         pipe = pipeline(client)
         pipe.get(redis_keys.followers_layout_key(user_id))
         keys = [zset_key for _, zset_key in layout.read_keys(user_id, guess)]
-        decode = queue_redis_page(client, pipe, keys, cursor=cursor, limit=limit)
+        decode = queue_redis_page(pipe, keys, cursor=cursor, limit=limit)
         marker, *replies = pipe.execute()
         live = layout.marker_layout(marker)
         layout_remember(user_id, live)

@@ -12,19 +12,21 @@ import statistics
 import time
 from datetime import timedelta
 from io import StringIO
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
+import redis
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connections
 from django.utils import timezone
 
 from core import redis_keys as core_keys
+from core.cluster import primaries
 from core.models import OutboxEntry
 from core.outbox import now_ms
-from core.paging import sort_key
-from core.redis import forget_sentinel, redis_reset_breaker
+from core.paging import MAX_MEMBER, Cursor, redis_page, sort_key
+from core.redis import breaker_node, forget_sentinel, redis_available, redis_reset_breaker
 from datatools.celebrity import celebrity_make
 from social import layout, mirror, redis_keys, selectors, services, sharding
 from social.mirror import LayoutObservation
@@ -224,6 +226,124 @@ class TestShardedPaging:
         from_database = paged_followers(star.pk, limit=6)
 
         assert from_redis == from_database == database_followers(star.pk)
+
+
+def reference_page(items: list[tuple[int, int]], cursor: Cursor | None, limit: int) -> list[tuple[int, int]]:
+    """The page of ``items`` (newest first) after ``cursor``, computed here, not by ``core.paging``."""
+    if cursor is not None:
+        position = (cursor.score, str(cursor.member).encode())
+        items = [(member, score) for member, score in items if (score, str(member).encode()) < position]
+    return items[:limit]
+
+
+class TestShardedPageEqualsTheDatabase:
+    """The one-script page of a sharded account equals the database's page at every depth."""
+
+    # Followers per shard (shard 2 gets none: its key does not exist), so pages cross shard
+    # boundaries unevenly and one shard's chunk runs out and is refilled.
+    QUOTAS: ClassVar[dict[int, int]] = {0: 4, 1: 18, 3: 8}
+
+    @pytest.fixture
+    def star(self, low_threshold: Any, user_factory: Any, redis_client: Any) -> Any:
+        star = user_factory()
+        fans: list[Any] = []
+        taken = dict.fromkeys(self.QUOTAS, 0)
+        while len(fans) < sum(self.QUOTAS.values()):
+            fan = user_factory()
+            shard = layout.follower_shard(fan.pk)
+            if taken.get(shard, 0) < self.QUOTAS.get(shard, 0):
+                taken[shard] += 1
+                fans.append(fan)
+        # Ten share one second (ties across shards and within one), then pairs, then the oldest alone.
+        make_followers(star, fans, [4] * 10 + [20 + i // 2 for i in range(19)] + [500])
+        rebuild_user(star.pk)
+        assert layout_of(redis_client, star.pk) == SHARDED
+        assert not redis_client.exists(redis_keys.followers_zset_shard_key(star.pk, 2))
+        return star
+
+    @staticmethod
+    def expected_items(user_id: int) -> list[tuple[int, int]]:
+        rows = Follow.objects.filter(followee_id=user_id).values_list("follower_id", "created_at")
+        return sorted(((member, int(at.timestamp())) for member, at in rows), key=sort_key, reverse=True)
+
+    @staticmethod
+    def cursors(items: list[tuple[int, int]]) -> list[Cursor | None]:
+        """None, the position after every item, and positions of no follower at each score."""
+        found: list[Cursor | None] = [None, *(Cursor(score=score, member=member) for member, score in items)]
+        for score in sorted({score for _, score in items}):
+            found += [Cursor(score=score, member=1), Cursor(score=score, member=MAX_MEMBER), Cursor(score=score + 1, member=5)]
+        return found
+
+    def test_every_depth_and_page_size_equals_the_database(self, star: Any, redis_client: Any, monkeypatch: Any) -> None:
+        items = self.expected_items(star.pk)
+        assert len(items) == 30
+        cases = [(cursor, limit) for cursor in self.cursors(items) for limit in (1, 4, 7, 30, 51)]
+        from_redis = [selectors.followers_items(user_id=star.pk, cursor=cursor, limit=limit) for cursor, limit in cases]
+
+        monkeypatch.setattr("core.redis.redis_available", lambda node="": False)
+        from_database = [selectors.followers_items(user_id=star.pk, cursor=cursor, limit=limit) for cursor, limit in cases]
+
+        expected = [reference_page(items, cursor, limit) for cursor, limit in cases]
+        assert from_redis == expected
+        assert from_database == expected
+        assert sum(len(page) for page in expected) > 1000  # real pages, not empty ones
+
+    def test_a_page_of_no_rows_reads_none(self, star: Any, redis_client: Any) -> None:
+        one_shard = [redis_keys.followers_zset_shard_key(star.pk, 1)]
+
+        assert redis_page(redis_client, one_shard, cursor=None, limit=0) == []
+        assert redis_page(redis_client, one_shard, cursor=None, limit=2) != []
+        assert selectors.followers_items(user_id=star.pk, cursor=None, limit=0) == []
+
+    def test_the_pages_walked_with_their_cursors_equal_the_database(self, star: Any) -> None:
+        expected = [member for member, _ in self.expected_items(star.pk)]
+        for limit in (1, 3, 7, 29, 30, 50):
+            assert paged_followers(star.pk, limit) == expected
+
+    def test_an_unloaded_script_is_loaded_again(self, star: Any, redis_client: Any) -> None:
+        for _, node in primaries(redis_client):
+            node.script_flush()
+
+        page = selectors.followers_items(user_id=star.pk, cursor=None, limit=5)
+
+        assert page == self.expected_items(star.pk)[:5]
+
+    @pytest.mark.parametrize(
+        ("marker", "reads_shards"),
+        [(None, False), (layout.LAYOUT_MIGRATING, False), (layout.LAYOUT_SHARDED, True), (layout.LAYOUT_UNSHARDING, True)],
+    )
+    def test_the_marker_chooses_the_keys_read(
+        self, star: Any, redis_client: Any, monkeypatch: Any, marker: bytes | None, reads_shards: bool
+    ) -> None:
+        # The single key holds only the two oldest followers, so each layout's answer is told apart.
+        items = self.expected_items(star.pk)
+        oldest = items[-2:]
+        redis_client.zadd(redis_keys.followers_zset_key(star.pk), {str(member): score for member, score in oldest})
+        marker_key = redis_keys.followers_layout_key(star.pk)
+        if marker is None:
+            redis_client.delete(marker_key)
+        else:
+            redis_client.set(marker_key, marker)
+        monkeypatch.setattr("social.selectors._layout_seen", {})
+
+        first = selectors.followers_items(user_id=star.pk, cursor=None, limit=51)
+        again = selectors.followers_items(user_id=star.pk, cursor=None, limit=51)  # with the layout seen
+
+        assert first == again == (items if reads_shards else oldest)
+        assert selectors.layout_seen(star.pk) == (marker or SINGLE)
+
+    def test_redis_unreachable_answers_from_the_database(self, star: Any, settings: Any, monkeypatch: Any) -> None:
+        items = self.expected_items(star.pk)
+        cursor = Cursor(score=items[5][1], member=items[5][0])
+        settings.REDIS_CIRCUIT_OPEN_SECONDS = 60.0
+        dead = redis.Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.2)
+        monkeypatch.setattr("core.redis.get_redis", lambda: dead)
+
+        page = selectors.followers_items(user_id=star.pk, cursor=cursor, limit=7)
+        after_breaker = selectors.followers_items(user_id=star.pk, cursor=cursor, limit=7)
+
+        assert not redis_available(breaker_node(redis_keys.followers_zset_key(star.pk)))
+        assert page == after_breaker == items[6:13]
 
 
 class TestMigrationInterleavedReads:
