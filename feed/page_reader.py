@@ -188,7 +188,8 @@ def _scored(reply: Sequence[Any]) -> list[tuple[int, int]]:
 
 
 def inbox_round(client: redis.Redis, *, reader_id: int, pull: Sequence[int], after: Position | None, n: int) -> InboxRound:
-    """The inbox's markers, which of ``pull`` the reader follows (``SMISMEMBER``), and the inbox's first
+    """The inbox's markers, the authors skipped (muted, or in an exclusive list), which of ``pull`` the
+    reader follows (``SMISMEMBER``), and the inbox's first
     window (``n`` ids after ``after``; 0: none), in one pipeline to the reader's slot's master.
 
     Commands go raw (``execute_command``): redis-py's reply callbacks cost more than the commands on a cached page.
@@ -200,6 +201,8 @@ def inbox_round(client: redis.Redis, *, reader_id: int, pull: Sequence[int], aft
     pipe.execute_command("MGET", redis_keys.inbox_synced_key(reader_id), redis_keys.inbox_rebuilding_key(reader_id))
     # The accounts the reader mutes now (O(mutes)): their notes are skipped.
     pipe.execute_command("ZRANGEBYSCORE", social_keys.mutes_key(reader_id), f"({now_ms()}", "+inf")
+    # The members of the reader's exclusive lists: skipped as muted ones are.
+    pipe.execute_command("SMEMBERS", redis_keys.excluded_key(reader_id))
     if pull:
         pipe.execute_command("SMISMEMBER", social_keys.following_set_key(reader_id), *pull)
     if n:
@@ -209,8 +212,8 @@ def inbox_round(client: redis.Redis, *, reader_id: int, pull: Sequence[int], aft
             pipe.execute_command("ZREVRANGEBYSCORE", inbox, after.score, "-inf", "WITHSCORES", "LIMIT", 0, n)
     replies = pipe.execute()
     synced, rebuilding = replies[0]
-    muted = frozenset(int(member) for member in replies[1])
-    pulled = [author for author, member in zip(pull, replies[2]) if member and author not in muted] if pull else []
+    muted = frozenset(int(member) for member in replies[1]).union(int(member) for member in replies[2])
+    pulled = [author for author, member in zip(pull, replies[3]) if member and author not in muted] if pull else []
     read = key_read(_scored(replies[-1]), after, n) if n else None
     return InboxRound(synced=synced is not None, rebuilding=rebuilding is not None, pulled=pulled, read=read, muted=muted)
 

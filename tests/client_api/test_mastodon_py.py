@@ -79,6 +79,7 @@ NAMED = {
         "test_app_verify_credentials",
     ],
     "test_auth.py": ["test_auth_request_url"],
+    "test_lists.py": [],  # all of it (issue 25)
 }
 
 # Named tests that need what followfeed does not have, and why (matched by prefix, so every
