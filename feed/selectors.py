@@ -28,6 +28,7 @@ from core.redis import (
     redis_succeeded,
 )
 from social import redis_keys as social_keys
+from social.models import Mute, live_mutes
 from social.selectors import active_follows
 from social.visibility import muted_ids_database, now_ms
 from users.models import User
@@ -100,8 +101,7 @@ def forget_pull_authors() -> None:
 
 
 def _database_feed(user_id: int) -> Feed:
-    skipped = muted_ids_database(user_id=user_id) | excluded_ids_database(user_id=user_id)
-    return Feed(reader_id=user_id, keys=[], muted=frozenset(skipped))
+    return Feed(reader_id=user_id, keys=[], muted=frozenset(skipped_ids_database(user_id=user_id)))
 
 
 def _redis_feed(client: redis.Redis, user_id: int, start: Start | None) -> tuple[Feed | None, bool]:
@@ -295,9 +295,12 @@ def list_member_ids_database(*, list_id: int) -> set[int]:
     return set(shown_members().filter(list_id=list_id).values_list("account_id", flat=True))
 
 
-def excluded_ids_database(*, user_id: int) -> set[int]:
-    """The accounts of ``user_id``'s exclusive lists (their notes stay out of its home feed), from the database."""
-    return set(ListMember.objects.filter(list__owner_id=user_id, list__exclusive=True).values_list("account_id", flat=True))
+def skipped_ids_database(*, user_id: int) -> set[int]:
+    """The accounts whose notes ``user_id``'s home feed skips, from the database, in one query: those
+    it mutes now and the members of its exclusive lists."""
+    muted = Mute.objects.filter(live_mutes(), muter_id=user_id).values_list("muted_id", flat=True)
+    excluded = ListMember.objects.filter(list__owner_id=user_id, list__exclusive=True).values_list("account_id", flat=True)
+    return set(muted.union(excluded))
 
 
 @dataclass
