@@ -28,3 +28,4 @@ bench:
 	$(PY) bench/first_run.py --out bench/results/first_run.json
 	$(PY) bench/metrics_cost.py --out bench/results/metrics_cost.json
 	$(PY) bench/mastodon_home.py --out bench/results/mastodon_home.json
+	$(PY) bench/list_timeline.py --out bench/results/list_timeline.json

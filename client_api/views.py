@@ -608,14 +608,14 @@ def status_item(call: Call, raw_id: str) -> JsonResponse:
 def timeline_home(call: Call) -> JsonResponse:
     """GET /api/v1/timelines/home: the home feed (the same inbox read as the home page) with the
     caller's own notes, as Mastodon's, paged by ``max_id``/``since_id``/``min_id`` and ``limit``."""
-    me = call.me
+    return _timeline(call, selectors.home_with_own(user=call.me))
+
+
+def _timeline(call: Call, read: selectors.Reader) -> JsonResponse:
+    """The statuses of the timeline ``read`` paged by the call's ``max_id``/``since_id``/``min_id``/``limit``."""
     limit = call.limit(STATUS_LIMIT, STATUS_LIMIT_MAX)
     notes, more = selectors.timeline_window(
-        selectors.home_with_own(user=me),
-        max_id=call.id_param("max_id"),
-        since_id=call.id_param("since_id"),
-        min_id=call.id_param("min_id"),
-        limit=limit,
+        read, max_id=call.id_param("max_id"), since_id=call.id_param("since_id"), min_id=call.id_param("min_id"), limit=limit
     )
     return _statuses_response(call, notes, more)
 
@@ -734,15 +734,9 @@ def account_lists(call: Call, raw_id: str) -> JsonResponse:
 def timeline_list(call: Call, raw_id: str) -> JsonResponse:
     """GET /api/v1/timelines/list/:id: the list's timeline, paged as ``timeline_home``."""
     found = _list_or_404(call, raw_id)
-    limit = call.limit(STATUS_LIMIT, STATUS_LIMIT_MAX)
-    notes, more = selectors.timeline_window(
-        lambda cursor, n: feed_selectors.list_timeline(reader_id=call.me.pk, list_id=found.pk, cursor=cursor, limit=n),
-        max_id=call.id_param("max_id"),
-        since_id=call.id_param("since_id"),
-        min_id=call.id_param("min_id"),
-        limit=limit,
+    return _timeline(
+        call, lambda cursor, n: feed_selectors.list_timeline(reader_id=call.me.pk, list_id=found.pk, cursor=cursor, limit=n)
     )
-    return _statuses_response(call, notes, more)
 
 
 # --- notifications ------------------------------------------------------------------

@@ -228,7 +228,8 @@ class Feed:
     ``keys``: the inbox and pulled outboxes (empty on the database path); ``client``: redis-py
     or None; ``following_key``: the reader's following set; ``first``: prefetched first-round
     reads; ``followees``: author ids the database reads are limited to (None: the following set
-    or follow rows); ``checked``/``hidden``: authors ``visible`` asked about / found hidden.
+    or follow rows); ``window``: ids read per key in the first round (None: ``first_window``);
+    ``checked``/``hidden``: authors ``visible`` asked about / found hidden.
     """
 
     reader_id: int
@@ -238,6 +239,7 @@ class Feed:
     first: Prefetch | None = None
     followees: Collection[int] | None = None
     muted: Collection[int] = frozenset()
+    window: int | None = None
     checked: set[int] = field(default_factory=set)
     hidden: set[int] = field(default_factory=set)
 
@@ -311,6 +313,12 @@ def first_window(limit: int) -> int:
     return max(limit + 1 + WINDOW_SLACK, MIN_WINDOW)
 
 
+def shared_window(limit: int, keys: int) -> int:
+    """Ids the first round reads per sorted set when ``keys`` sets of like size share a page of
+    ``limit`` notes (a list's members' outboxes): twice each one's share, at least ``MIN_WINDOW``."""
+    return min(first_window(limit), max(MIN_WINDOW, -(-2 * (limit + 1) // max(keys, 1)) + WINDOW_SLACK))
+
+
 def read_page(feed: Feed, after: Position | None, limit: int) -> Page:
     """The ``limit`` notes of ``feed`` strictly after ``after`` (None: from the top).
 
@@ -323,7 +331,7 @@ def read_page(feed: Feed, after: Position | None, limit: int) -> Page:
     raw = after
     redis_notes = removed = 0
     if feed.client is not None and feed.keys:
-        n = first_window(limit)
+        n = feed.window or first_window(limit)
         while len(shown) < want:
             need = want - len(shown)
             window = redis_window(feed.client, feed.keys, raw, n, need=need, reads=feed.take_reads(raw, n))

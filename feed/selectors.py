@@ -36,7 +36,7 @@ from users.models import User
 from . import redis_keys
 from .fallback import after_filter
 from .models import DIRECT, PRIVATE, PUBLIC, UNLISTED, List, ListMember, Note, to_ms
-from .page_reader import Feed, Prefetch, first_window, inbox_round, position_from_scroll, read_page
+from .page_reader import Feed, Prefetch, first_window, inbox_round, position_from_scroll, read_page, shared_window
 from .paging import FeedAuthor, FeedNote, Page, Position, scroll_state
 
 
@@ -349,7 +349,7 @@ def _list_database_feed(reader_id: int, list_id: int) -> Feed:
     return Feed(reader_id=reader_id, keys=[], muted=muted, followees=list_member_ids_database(list_id=list_id) - muted)
 
 
-def _list_redis_feed(client: redis.Redis, reader_id: int, list_id: int) -> Feed | None:
+def _list_redis_feed(client: redis.Redis, reader_id: int, list_id: int, limit: int) -> Feed | None:
     """The Redis feed of list ``list_id``: its members' outboxes (every member is pulled), or None
     when its membership is not mirrored (one round trip to the reader's slot)."""
     index = redis_keys.list_index_key(reader_id)
@@ -371,6 +371,7 @@ def _list_redis_feed(client: redis.Redis, reader_id: int, list_id: int) -> Feed 
         following_key=social_keys.following_set_key(reader_id),
         followees=shown,
         muted=muted,
+        window=shared_window(limit, len(shown)),
     )
 
 
@@ -392,7 +393,7 @@ def list_timeline(
         client: redis.Redis | None = None
         try:
             client = get_redis()
-            feed = _list_redis_feed(client, reader_id, list_id)
+            feed = _list_redis_feed(client, reader_id, list_id, limit)
             if feed is not None:
                 page = read_page(feed, after, limit)
                 source = "redis"

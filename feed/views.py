@@ -234,15 +234,21 @@ def list_delete(request: HttpRequest, list_id: int) -> HttpResponse:
     return redirect("feed:lists")
 
 
-@require_POST
-@login_required
-def list_member_add(request: HttpRequest, list_id: int) -> HttpResponse:
-    """POST /lists/<id>/members/ (CSRF) ``username``: add an account the reader follows (422 otherwise)."""
-    found = _list_or_404(request, list_id)
+def _member(request: HttpRequest) -> User:
+    """The active account named by the form's ``username`` (400 on bad input, 404 when unknown)."""
     form = ListMemberForm(request.POST)
     if not form.is_valid():
         raise _invalid(form)
-    account = active_user_named(form.cleaned_data["username"])
+    return active_user_named(form.cleaned_data["username"])
+
+
+@require_POST
+@login_required
+def list_member_add(request: HttpRequest, list_id: int) -> HttpResponse:
+    """POST /lists/<id>/members/ (CSRF) ``username``: add an account the reader follows (422 otherwise);
+    back to the profile when ``next=profile``."""
+    found = _list_or_404(request, list_id)
+    account = _member(request)
     services.list_members_add(list_=found, account_ids=[account.pk])
     messages.success(request, f"@{account.username} added to “{found.title}”.")
     if request.POST.get("next") == "profile":
@@ -255,10 +261,7 @@ def list_member_add(request: HttpRequest, list_id: int) -> HttpResponse:
 def list_member_remove(request: HttpRequest, list_id: int) -> HttpResponse:
     """POST /lists/<id>/members/remove/ (CSRF) ``username``: take the account out of the list."""
     found = _list_or_404(request, list_id)
-    form = ListMemberForm(request.POST)
-    if not form.is_valid():
-        raise _invalid(form)
-    account = active_user_named(form.cleaned_data["username"])
+    account = _member(request)
     services.list_members_remove(list_=found, account_ids=[account.pk])
     messages.success(request, f"@{account.username} removed from “{found.title}”.")
     return redirect("feed:list_detail", list_id=found.pk)
