@@ -234,6 +234,17 @@ def _list_fields(title: str | None, replies_policy: str | None) -> tuple[str | N
     return text, replies_policy
 
 
+def _locked(list_: List) -> List:
+    """``list_``'s row, locked for this transaction: members and ``exclusive`` change under one lock.
+
+    :raises ListNotFoundError: deleted meanwhile (404).
+    """
+    row = List.objects.select_for_update().filter(pk=list_.pk).first()
+    if row is None:
+        raise ListNotFoundError("Record not found")
+    return row
+
+
 def list_create(*, owner: User, title: str, replies_policy: str = "list", exclusive: bool = False) -> List:
     """Create a list of ``owner``'s (empty; its keys written after commit).
 
@@ -257,10 +268,11 @@ def list_update(
     exclusive takes its members' notes out of the owner's home feed (or back) after commit.
 
     :raises ListInvalidError: empty or too long title, unknown policy (422).
+    :raises ListNotFoundError: the list was deleted meanwhile (404).
     """
     text, policy = _list_fields(title, replies_policy)
     with transaction.atomic():
-        row = List.objects.select_for_update().get(pk=list_.pk)
+        row = _locked(list_)
         toggled = exclusive is not None and exclusive != row.exclusive
         row.title = text if text is not None else row.title
         row.replies_policy = policy if policy is not None else row.replies_policy
@@ -276,7 +288,7 @@ def list_delete(*, list_: List) -> None:
     with transaction.atomic():
         row = List.objects.select_for_update().filter(pk=list_.pk).first()
         if row is None:
-            return
+            return  # deleted meanwhile: done
         members = list(ListMember.objects.filter(list_id=row.pk).values_list("account_id", flat=True)) if row.exclusive else []
         row.delete()
         feed_outbox.lists_record(reader_ids=[row.owner_id], account_ids=members)
@@ -286,29 +298,29 @@ def list_members_add(*, list_: List, account_ids: list[int]) -> int:
     """Add ``account_ids`` to ``list_`` (all or none); members already there are kept.
 
     :returns: the number of accounts added.
-    :raises ListNotFoundError: an unknown or deactivated account (404).
+    :raises ListNotFoundError: an unknown or deactivated account, or the list was deleted meanwhile (404).
     :raises ListInvalidError: an account the owner does not follow, or more than ``LIST_MAX_MEMBERS`` (422).
     """
     wanted = sorted(set(account_ids))
     if not wanted:
         return 0
     with transaction.atomic():
-        List.objects.select_for_update().filter(pk=list_.pk).first()
+        row = _locked(list_)
         known = set(User.objects.filter(pk__in=wanted, is_active=True).values_list("pk", flat=True))
         if missing := [account_id for account_id in wanted if account_id not in known]:
             raise ListNotFoundError(f"Record not found: account {missing[0]}")
         followed = set(
-            active_follows().filter(follower_id=list_.owner_id, followee_id__in=wanted).values_list("followee_id", flat=True)
+            active_follows().filter(follower_id=row.owner_id, followee_id__in=wanted).values_list("followee_id", flat=True)
         )
         if unfollowed := [account_id for account_id in wanted if account_id not in followed]:
             raise ListInvalidError(f"Validation failed: you do not follow account {unfollowed[0]}")
-        held = set(ListMember.objects.filter(list_id=list_.pk).values_list("account_id", flat=True))
+        held = set(ListMember.objects.filter(list_id=row.pk).values_list("account_id", flat=True))
         new = [account_id for account_id in wanted if account_id not in held]
         if len(held) + len(new) > LIST_MAX_MEMBERS:
             raise ListInvalidError(f"Validation failed: a list holds at most {LIST_MAX_MEMBERS} accounts")
-        ListMember.objects.bulk_create([ListMember(list_id=list_.pk, account_id=account_id) for account_id in new])
+        ListMember.objects.bulk_create([ListMember(list_id=row.pk, account_id=account_id) for account_id in new])
         # bulk_create fires no signal: the mirror's entries are recorded here.
-        feed_outbox.lists_record(reader_ids=[list_.owner_id], account_ids=new if list_.exclusive else [])
+        feed_outbox.lists_record(reader_ids=[row.owner_id], account_ids=new if row.exclusive else [])
     return len(new)
 
 
@@ -316,14 +328,16 @@ def list_members_remove(*, list_: List, account_ids: list[int]) -> int:
     """Remove ``account_ids`` from ``list_`` (accounts not in it are ignored).
 
     :returns: the number of accounts removed.
+    :raises ListNotFoundError: the list was deleted meanwhile (404).
     """
     wanted = sorted(set(account_ids))
     if not wanted:
         return 0
     with transaction.atomic():
-        removed, _ = ListMember.objects.filter(list_id=list_.pk, account_id__in=wanted).delete()
+        row = _locked(list_)
+        removed, _ = ListMember.objects.filter(list_id=row.pk, account_id__in=wanted).delete()
         if removed:
-            feed_outbox.lists_record(reader_ids=[list_.owner_id], account_ids=wanted if list_.exclusive else [])
+            feed_outbox.lists_record(reader_ids=[row.owner_id], account_ids=wanted if row.exclusive else [])
     return int(removed)
 
 

@@ -203,6 +203,21 @@ class TestMembershipFollowsTheGraph:
 
         assert not ListMember.objects.filter(list=crew).exists()
 
+    def test_a_list_deleted_meanwhile_is_not_found_and_nothing_is_written(self, cast, run_commits):
+        alice, bob, _ = cast
+        stale = make_list(run_commits, alice)
+        run_commits(lambda: services.list_delete(list_=stale))
+
+        for change in (
+            lambda: services.list_members_add(list_=stale, account_ids=[bob.pk]),
+            lambda: services.list_members_remove(list_=stale, account_ids=[bob.pk]),
+            lambda: services.list_update(list_=stale, title="again"),
+        ):
+            with pytest.raises(services.ListNotFoundError):
+                change()
+
+        assert not ListMember.objects.exists()
+
     def test_a_deleted_list_leaves_no_keys(self, cast, run_commits, redis_client):
         alice, bob, _ = cast
         crew = make_list(run_commits, alice, [bob])
