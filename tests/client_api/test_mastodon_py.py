@@ -2,7 +2,7 @@
 gunicorn with the production settings on 127.0.0.1:3000 and a real Celery worker, with the app,
 tokens and accounts of the suite's ``tests/setup.sql`` in the test database.
 
-``NAMED`` are the tests issue 24 names. ``GAPS`` are those that need something followfeed has no
+``NAMED`` are the tests issues 24 and 25 name. ``GAPS`` are those that need something followfeed has no
 counterpart for, each with the reason; the test asserts every other named test passes, and that
 each gap still fails (so a gap closed is noticed and moved).
 """
