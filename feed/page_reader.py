@@ -25,6 +25,9 @@ from .paging import MAX_NOTE_ID, FeedNote, Page, Position, feed_order
 
 # Ids read per sorted set per round at least (stale ids make rounds repeat).
 MIN_WINDOW = 10
+# Ids read per sorted set per round at least when many sets share a page (a
+# list's members' outboxes): fewer ids per set outweigh the rounds they add.
+SHARED_MIN_WINDOW = 4
 # Ids read per sorted set beyond what a round needs: the lowest score a full
 # read returns may continue past it (ids at one millisecond), so the run at
 # that score is left to the next round instead of re-read in this one.
@@ -315,8 +318,9 @@ def first_window(limit: int) -> int:
 
 def shared_window(limit: int, keys: int) -> int:
     """Ids the first round reads per sorted set when ``keys`` sets of like size share a page of
-    ``limit`` notes (a list's members' outboxes): twice each one's share, at least ``MIN_WINDOW``."""
-    return min(first_window(limit), max(MIN_WINDOW, -(-2 * (limit + 1) // max(keys, 1)) + WINDOW_SLACK))
+    ``limit`` notes (a list's members' outboxes): twice each one's share plus ``WINDOW_SLACK``, at
+    least ``SHARED_MIN_WINDOW``, at most ``first_window``."""
+    return min(first_window(limit), max(SHARED_MIN_WINDOW, -(-2 * (limit + 1) // max(keys, 1)) + WINDOW_SLACK))
 
 
 def read_page(feed: Feed, after: Position | None, limit: int) -> Page:

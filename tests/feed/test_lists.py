@@ -83,6 +83,19 @@ class TestListTimeline:
         assert list_ids(alice, crew, limit=3) == expected
         assert list_ids(alice, crew, limit=3, database_only=True) == expected
 
+    def test_many_members_with_small_windows_and_ties_page_as_the_database(
+        self, active_alice, people, follow, publish, run_commits
+    ):
+        members = people(8)
+        for member in members:
+            follow(active_alice, member)
+        crew = make_list(run_commits, active_alice, members)
+        notes = [publish(members[i * 5 % 8], at_ms=BASE_MS + i // 4) for i in range(40)]
+        expected = [note.pk for note in sorted(notes, key=lambda n: (-n.published_ms, n.pk))]
+
+        assert list_ids(active_alice, crew, limit=4) == expected
+        assert list_ids(active_alice, crew, limit=4, database_only=True) == expected
+
     def test_a_pulled_members_notes_are_in_it(self, cast, publish, run_commits, settings, people, follow, redis_client):
         alice, bob, _ = cast
         settings.FANOUT_PULL_THRESHOLD = 2
