@@ -201,16 +201,20 @@ def apps_verify_credentials(call: Call) -> JsonResponse:
 # --- accounts ----------------------------------------------------------------------
 
 
+def _id_or_404(raw_id: str) -> int:
+    """The record id ``raw_id``; a malformed one names no record (404, as Mastodon)."""
+    try:
+        return parse_id(raw_id, name="id")
+    except InvalidInput:
+        raise NotFound("Record not found") from None
+
+
 def _account_or_404(call: Call, raw_id: str) -> User:
     """The active account ``raw_id`` that does not block the caller.
 
     :raises NotFound: unknown, deactivated or blocking the caller (404, as Mastodon).
     """
-    try:
-        user_id = parse_id(raw_id, name="id")
-    except InvalidInput:
-        raise NotFound("Record not found") from None
-    user = selectors.active_account(user_id)
+    user = selectors.active_account(_id_or_404(raw_id))
     if user is None:
         raise NotFound("Record not found")
     visibility.require_shown(viewer=call.user, user=user)
@@ -638,11 +642,7 @@ def _require(call: Call, scope: str) -> None:
 
 def _list_or_404(call: Call, raw_id: str) -> List:
     """The caller's list ``raw_id``; another reader's list, or none, is not found (404)."""
-    try:
-        list_id = parse_id(raw_id, name="id")
-    except InvalidInput:
-        raise NotFound("Record not found") from None
-    found = feed_selectors.list_of(owner_id=call.me.pk, list_id=list_id)
+    found = feed_selectors.list_of(owner_id=call.me.pk, list_id=_id_or_404(raw_id))
     if found is None:
         raise NotFound("Record not found")
     return found
@@ -772,11 +772,7 @@ def notifications_list(call: Call) -> JsonResponse:
 
 
 def _notification_or_404(call: Call, raw_id: str) -> Any:
-    try:
-        notification_id = parse_id(raw_id, name="id")
-    except InvalidInput:
-        raise NotFound("Record not found") from None
-    row = selectors.notification_of(recipient_id=call.me.pk, notification_id=notification_id)
+    row = selectors.notification_of(recipient_id=call.me.pk, notification_id=_id_or_404(raw_id))
     if row is None:
         raise NotFound("Record not found")
     return row
