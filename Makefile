@@ -29,3 +29,4 @@ bench:
 	$(PY) bench/metrics_cost.py --out bench/results/metrics_cost.json
 	$(PY) bench/mastodon_home.py --out bench/results/mastodon_home.json
 	$(PY) bench/streaming.py --out bench/results/streaming.json
+	$(PY) bench/list_timeline.py --out bench/results/list_timeline.json

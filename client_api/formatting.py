@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 from django.http import HttpRequest
 from django.urls import reverse
 
-from feed.models import Note
+from feed.models import List, Note
 from feed.paging import FeedAuthor, FeedNote
 from notifications.models import Notification
 from social.selectors import Counts, follow_counts, follow_counts_many
@@ -276,3 +276,8 @@ def link_header(request: HttpRequest, *, newest: str | None, oldest: str | None,
 def marker_json(marker: Marker) -> dict[str, Any]:
     """Mastodon's Marker: ``last_read_id`` (a string), ``version``, ``updated_at``."""
     return {"last_read_id": str(marker.last_read_id), "version": marker.version, "updated_at": iso(marker.updated_at)}
+
+
+def list_json(list_: List) -> dict[str, Any]:
+    """Mastodon's List: ``id`` (a string), ``title``, ``replies_policy`` and ``exclusive``."""
+    return {"id": str(list_.pk), "title": list_.title, "replies_policy": list_.replies_policy, "exclusive": list_.exclusive}

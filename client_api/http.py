@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import wraps
 from typing import Any
 
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.models import AccessToken
 
@@ -106,21 +106,22 @@ class Call:
         return str(raw).lower() in ("1", "true", "t", "on", "yes")
 
 
+def _flat(query: QueryDict) -> dict[str, Any]:
+    # One value per key, except a repeated key or a ``name[]`` one (a list).
+    return {key: values if len(values) > 1 or key.endswith("[]") else values[0] for key, values in query.lists()}
+
+
 def request_params(request: HttpRequest) -> dict[str, Any]:
     """The query, form and JSON body parameters of ``request`` merged (the body wins); a GET may
     carry a JSON body too (Mastodon.py's ``familiar_followers`` does)."""
-    params: dict[str, Any] = {
-        key: values if len(values) > 1 or key.endswith("[]") else values[0] for key, values in request.GET.lists()
-    }
+    params = _flat(request.GET)
     if request.content_type == "application/json" and request.body:
         params.update(parse_json_object(request.body))
-    elif request.method not in ("GET", "HEAD") and request.content_type in (
-        "application/x-www-form-urlencoded",
-        "multipart/form-data",
-    ):
-        params.update(
-            {key: values if len(values) > 1 or key.endswith("[]") else values[0] for key, values in request.POST.lists()}
-        )
+    elif request.method == "POST" and request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
+        params.update(_flat(request.POST))
+    elif request.method not in ("GET", "HEAD") and request.content_type == "application/x-www-form-urlencoded":
+        # Django parses a form body for POST only: a PUT's or a DELETE's (Mastodon.py sends them) here.
+        params.update(_flat(QueryDict(request.body)))
     return params
 
 

@@ -21,7 +21,8 @@ from core.errors import Forbidden, InvalidInput, NotFound
 from core.paging import Cursor, control_cursor, follow_cursor, request_cursor
 from core.parsing import parse_id, parse_username
 from feed import selectors as feed_selectors
-from feed.models import Note
+from feed import services as feed_services
+from feed.models import List, Note
 from feed.services import note_delete
 from notifications.selectors import unread_count
 from social import controls, visibility
@@ -32,7 +33,7 @@ from users import services as user_services
 from users.models import MARKER_TIMELINES, User
 
 from . import formatting, selectors, services
-from .http import ApiError, Call, endpoint, error, json_list, with_link
+from .http import OUT_OF_SCOPE, ApiError, Call, endpoint, error, json_list, with_link
 from .validators import registered_scopes
 
 ACCOUNT_LIMIT = 40
@@ -210,16 +211,20 @@ def apps_verify_credentials(call: Call) -> JsonResponse:
 # --- accounts ----------------------------------------------------------------------
 
 
+def _id_or_404(raw_id: str) -> int:
+    """The record id ``raw_id``; a malformed one names no record (404, as Mastodon)."""
+    try:
+        return parse_id(raw_id, name="id")
+    except InvalidInput:
+        raise NotFound("Record not found") from None
+
+
 def _account_or_404(call: Call, raw_id: str) -> User:
     """The active account ``raw_id`` that does not block the caller.
 
     :raises NotFound: unknown, deactivated or blocking the caller (404, as Mastodon).
     """
-    try:
-        user_id = parse_id(raw_id, name="id")
-    except InvalidInput:
-        raise NotFound("Record not found") from None
-    user = selectors.active_account(user_id)
+    user = selectors.active_account(_id_or_404(raw_id))
     if user is None:
         raise NotFound("Record not found")
     visibility.require_shown(viewer=call.user, user=user)
@@ -614,14 +619,14 @@ def status_item(call: Call, raw_id: str) -> JsonResponse:
 def timeline_home(call: Call) -> JsonResponse:
     """GET /api/v1/timelines/home: the home feed (the same inbox read as the home page) with the
     caller's own notes, as Mastodon's, paged by ``max_id``/``since_id``/``min_id`` and ``limit``."""
-    me = call.me
+    return _timeline(call, selectors.home_with_own(user=call.me))
+
+
+def _timeline(call: Call, read: selectors.Reader) -> JsonResponse:
+    """The statuses of the timeline ``read`` paged by the call's ``max_id``/``since_id``/``min_id``/``limit``."""
     limit = call.limit(STATUS_LIMIT, STATUS_LIMIT_MAX)
     notes, more = selectors.timeline_window(
-        selectors.home_with_own(user=me),
-        max_id=call.id_param("max_id"),
-        since_id=call.id_param("since_id"),
-        min_id=call.id_param("min_id"),
-        limit=limit,
+        read, max_id=call.id_param("max_id"), since_id=call.id_param("since_id"), min_id=call.id_param("min_id"), limit=limit
     )
     return _statuses_response(call, notes, more)
 
@@ -667,6 +672,121 @@ def markers(call: Call) -> JsonResponse:
     return JsonResponse({timeline: formatting.marker_json(marker) for timeline, marker in found.items()})
 
 
+# --- lists --------------------------------------------------------------------------
+
+LIST_ACCOUNT_LIMIT = 40
+LIST_ACCOUNT_LIMIT_MAX = 80
+
+
+def _require(call: Call, scope: str) -> None:
+    """Check the token covers ``scope`` (an endpoint whose methods need different scopes).
+
+    :raises ApiError: it does not (403).
+    """
+    assert call.token is not None
+    if not services.covers(call.token.scope, scope):
+        raise ApiError(OUT_OF_SCOPE, 403)
+
+
+def _list_or_404(call: Call, raw_id: str) -> List:
+    """The caller's list ``raw_id``; another reader's list, or none, is not found (404)."""
+    found = feed_selectors.list_of(owner_id=call.me.pk, list_id=_id_or_404(raw_id))
+    if found is None:
+        raise NotFound("Record not found")
+    return found
+
+
+def _list_fields(call: Call) -> dict[str, Any]:
+    """The ``title``, ``replies_policy`` and ``exclusive`` parameters given (absent: left out)."""
+    fields: dict[str, Any] = {}
+    if (title := call.get("title")) is not None:
+        fields["title"] = str(title)
+    if (policy := call.get("replies_policy")) not in (None, ""):
+        fields["replies_policy"] = str(policy)
+    if call.get("exclusive") is not None:
+        fields["exclusive"] = call.flag("exclusive")
+    return fields
+
+
+@endpoint("GET", "POST")
+def lists(call: Call) -> JsonResponse:
+    """GET /api/v1/lists: the caller's lists. POST: create one (``title``, ``replies_policy``, ``exclusive``)."""
+    if call.request.method == "GET":
+        _require(call, "read:lists")
+        return json_list([formatting.list_json(found) for found in feed_selectors.lists_of(owner_id=call.me.pk)])
+    _require(call, "write:lists")
+    fields = _list_fields(call)
+    if not str(fields.pop("title", "")).strip():
+        raise ApiError("Validation failed: Title can't be blank", 422)
+    created = feed_services.list_create(owner=call.me, title=str(call.get("title")), **fields)
+    return JsonResponse(formatting.list_json(created))
+
+
+@endpoint("GET", "PUT", "DELETE")
+def list_item(call: Call, raw_id: str) -> JsonResponse:
+    """GET /api/v1/lists/:id; PUT: change its ``title``, ``replies_policy`` or ``exclusive``; DELETE: delete it."""
+    method = call.request.method
+    _require(call, "read:lists" if method == "GET" else "write:lists")
+    found = _list_or_404(call, raw_id)
+    if method == "GET":
+        return JsonResponse(formatting.list_json(found))
+    if method == "DELETE":
+        feed_services.list_delete(list_=found)
+        return JsonResponse({})
+    return JsonResponse(formatting.list_json(feed_services.list_update(list_=found, **_list_fields(call))))
+
+
+def _account_ids(call: Call) -> list[int]:
+    """The ids of ``account_ids[]`` (a malformed one: 400; none: 422)."""
+    raw = call.get_list("account_ids")
+    if not raw:
+        raise ApiError("Validation failed: account_ids can't be blank", 422)
+    return [parse_id(item, name="account_ids") for item in raw]
+
+
+@endpoint("GET", "POST", "DELETE")
+def list_accounts(call: Call, raw_id: str) -> JsonResponse:
+    """GET /api/v1/lists/:id/accounts: its members, paged by ``max_id``/``min_id``/``since_id`` and
+    ``limit`` (0: all) with a ``Link`` header. POST ``account_ids[]``: add accounts the caller
+    follows (422 otherwise). DELETE ``account_ids[]``: remove them."""
+    method = call.request.method
+    _require(call, "read:lists" if method == "GET" else "write:lists")
+    found = _list_or_404(call, raw_id)
+    if method == "POST":
+        feed_services.list_members_add(list_=found, account_ids=_account_ids(call))
+        return JsonResponse({})
+    if method == "DELETE":
+        feed_services.list_members_remove(list_=found, account_ids=_account_ids(call))
+        return JsonResponse({})
+    everyone = str(call.get("limit") or "").strip() == "0"
+    limit = LIST_ACCOUNT_LIMIT if everyone else call.limit(LIST_ACCOUNT_LIMIT, LIST_ACCOUNT_LIMIT_MAX)
+    page = feed_selectors.list_members_page(
+        list_id=found.pk,
+        max_id=call.id_param("max_id"),
+        min_id=call.id_param("min_id") or call.id_param("since_id"),
+        limit=None if everyone else limit,
+    )
+    return _with_list_link(call, json_list(formatting.accounts_json(call.request, page.entries)), page, limit)
+
+
+@endpoint("GET", scope="read:lists")
+def account_lists(call: Call, raw_id: str) -> JsonResponse:
+    """GET /api/v1/accounts/:id/lists: the caller's lists holding the account."""
+    user = _account_or_404(call, raw_id)
+    return json_list(
+        [formatting.list_json(found) for found in feed_selectors.lists_holding(owner_id=call.me.pk, account_id=user.pk)]
+    )
+
+
+@endpoint("GET", scope="read:lists")
+def timeline_list(call: Call, raw_id: str) -> JsonResponse:
+    """GET /api/v1/timelines/list/:id: the list's timeline, paged as ``timeline_home``."""
+    found = _list_or_404(call, raw_id)
+    return _timeline(
+        call, lambda cursor, n: feed_selectors.list_timeline(reader_id=call.me.pk, list_id=found.pk, cursor=cursor, limit=n)
+    )
+
+
 # --- notifications ------------------------------------------------------------------
 
 KINDS_OF_TYPE = {"follow": ["follow", "request_approved"], "follow_request": ["follow_request"]}
@@ -700,11 +820,7 @@ def notifications_list(call: Call) -> JsonResponse:
 
 
 def _notification_or_404(call: Call, raw_id: str) -> Any:
-    try:
-        notification_id = parse_id(raw_id, name="id")
-    except InvalidInput:
-        raise NotFound("Record not found") from None
-    row = selectors.notification_of(recipient_id=call.me.pk, notification_id=notification_id)
+    row = selectors.notification_of(recipient_id=call.me.pk, notification_id=_id_or_404(raw_id))
     if row is None:
         raise NotFound("Record not found")
     return row

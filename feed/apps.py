@@ -17,6 +17,7 @@ class FeedConfig(AppConfig):
 
         follow_created.connect(receivers.on_follow_changed, dispatch_uid="feed.backfill_on_follow")
         follow_deleted.connect(receivers.on_follow_changed, dispatch_uid="feed.clean_on_unfollow")
+        follow_deleted.connect(receivers.on_follow_deleted, dispatch_uid="feed.lists_on_unfollow")
         mute_changed.connect(receivers.on_mute_changed, dispatch_uid="feed.refresh_on_mute")
         user_activity_changed.connect(receivers.on_user_activity_changed, dispatch_uid="feed.refresh_on_activity")
         pre_delete.connect(receivers.on_user_deleted, sender=User, dispatch_uid="feed.purge_deleted_user")

@@ -41,13 +41,14 @@ SSCAN_COUNT = 1000
 # ARGV: author id, cap, now (unix ms), m, then m score, member pairs, then
 # the (head, tail) templates of a reader's keys (``core.cluster.tag_template``,
 # in the order of ``READER_KEYS``: following set, inbox, synced marker,
-# build lock, build copy, removed-during-build set, floor, mutes), then the
-# reader ids. The script builds each reader's keys itself: one argument per
+# build lock, build copy, removed-during-build set, floor, mutes, excluded),
+# then the reader ids. The script builds each reader's keys itself: one argument per
 # reader instead of eight keys. On a cluster every reader of one call
 # hashes to one slot and KEYS holds one of their inboxes (the call's
 # route); on one server KEYS is empty. Returns the ids of the readers who
 # got the notes (their streams are told). A reader who mutes the author (a mute expiring after now) gets
-# nothing. A note older than the floor (the highest score trimmed at the
+# nothing, nor does one whose exclusive list holds the author (the excluded
+# set). A note older than the floor (the highest score trimmed at the
 # cap) is not added: above its lowest score an inbox must hold every note,
 # and reads take what lies at or below that from the database.
 DELIVER_LUA = """
@@ -60,8 +61,9 @@ local t = last + 1
 local fh, ft, ih, it, sh, st = ARGV[t], ARGV[t + 1], ARGV[t + 2], ARGV[t + 3], ARGV[t + 4], ARGV[t + 5]
 local bh, bt, ch, ct, rh, rt = ARGV[t + 6], ARGV[t + 7], ARGV[t + 8], ARGV[t + 9], ARGV[t + 10], ARGV[t + 11]
 local lh, lt, mh, mt = ARGV[t + 12], ARGV[t + 13], ARGV[t + 14], ARGV[t + 15]
+local xh, xt = ARGV[t + 16], ARGV[t + 17]
 local delivered = {}
-for r = t + 16, #ARGV do
+for r = t + 18, #ARGV do
   local tag = '{' .. ARGV[r] .. '}'
   local build = bh .. tag .. bt
   -- EXISTS counts a key named twice twice: 2 x build lock + synced marker.
@@ -71,6 +73,7 @@ for r = t + 16, #ARGV do
   if state > 0 then
     local until_ms = redis.call('ZSCORE', mh .. tag .. mt, author)
     muted = until_ms and tonumber(until_ms) > now
+    if not muted then muted = redis.call('SISMEMBER', xh .. tag .. xt, author) == 1 end
   end
   if state > 0 and not muted and redis.call('SISMEMBER', fh .. tag .. ft, author) == 1 then
     local inbox, floor_key = ih .. tag .. it, lh .. tag .. lt
@@ -115,7 +118,7 @@ local t = last + 1
 local fh, ft, ih, it = ARGV[t], ARGV[t + 1], ARGV[t + 2], ARGV[t + 3]
 local bh, bt, ch, ct, rh, rt = ARGV[t + 6], ARGV[t + 7], ARGV[t + 8], ARGV[t + 9], ARGV[t + 10], ARGV[t + 11]
 local removed = 0
-for r = t + 16, #ARGV do
+for r = t + 18, #ARGV do
   local tag = '{' .. ARGV[r] .. '}'
   if mode == 'any' or redis.call('SISMEMBER', fh .. tag .. ft, author) == 0 then
     removed = removed + redis.call('ZREM', ih .. tag .. it, unpack(ARGV, first, last))
@@ -249,6 +252,7 @@ READER_KEYS: tuple[Callable[[int], str], ...] = (
     redis_keys.inbox_build_removed_key,
     redis_keys.inbox_floor_key,
     social_keys.mutes_key,
+    redis_keys.excluded_key,
 )
 
 

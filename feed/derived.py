@@ -1,4 +1,4 @@
-"""The home feed's rows of the table of derived state (``core.derived``)."""
+"""The home feed's and the lists' rows of the table of derived state (``core.derived``)."""
 
 from __future__ import annotations
 
@@ -31,5 +31,34 @@ declare(
         Change.DEACTIVATION: kinds("feed.author"),
         Change.REACTIVATION: kinds("feed.author"),
         Change.DELETION: (kinds("feed.purge", "feed.pair"), FOLLOWED_NOW),
+    },
+)
+
+LISTS = kinds("feed.lists")
+# A list page skips muted accounts itself, as the home feed's reads do.
+MUTES_AT_READ = Unaffected("the list keys hold members, not mutes: a page skips whom the mute set says the reader mutes now")
+NO_MEMBER = Unaffected("no account joins or leaves a list: members are added only by the list's owner")
+
+declare(
+    "lists and list timelines",
+    app="feed",
+    reconcile="feed.reconcile.lists_drift",
+    cells={
+        Change.FOLLOW: NO_MEMBER,
+        Change.UNFOLLOW: (LISTS, FOLLOWED_NOW),
+        Change.REQUEST_MADE: NO_FOLLOW,
+        Change.REQUEST_APPROVED: NO_MEMBER,
+        Change.REQUEST_REJECTED: NO_FOLLOW,
+        Change.REQUEST_WITHDRAWN: NO_FOLLOW,
+        Change.FOLLOWER_REMOVED: (LISTS, FOLLOWED_NOW),
+        Change.BLOCK: (LISTS, FOLLOWED_NOW, ACCESS),
+        Change.UNBLOCK: Unaffected("an unblock restores no follow, so no member comes back"),
+        Change.MUTE: MUTES_AT_READ,
+        Change.UNMUTE: MUTES_AT_READ,
+        Change.PRIVACY_ON: (Unaffected("followers stay followers, and members are followed"), ACCESS),
+        Change.PRIVACY_OFF: NO_MEMBER,
+        Change.DEACTIVATION: LISTS,
+        Change.REACTIVATION: LISTS,
+        Change.DELETION: (LISTS, FOLLOWED_NOW),
     },
 )

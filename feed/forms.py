@@ -7,7 +7,7 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
-from .models import SPOILER_MAX_LENGTH, VISIBILITIES
+from .models import LIST_TITLE_MAX_LENGTH, REPLIES_POLICIES, SPOILER_MAX_LENGTH, VISIBILITIES
 
 
 class NoteForm(forms.Form):
@@ -26,3 +26,17 @@ class NoteForm(forms.Form):
             strip=True,
             widget=forms.Textarea(attrs={"rows": 3, "placeholder": "Share a note with your followers"}),
         )
+
+
+class ListForm(forms.Form):
+    """A list's title (1..LIST_TITLE_MAX_LENGTH characters) and whether it is exclusive."""
+
+    title = forms.CharField(max_length=LIST_TITLE_MAX_LENGTH, strip=True, label="Title")
+    replies_policy = forms.ChoiceField(choices=REPLIES_POLICIES, required=False, label="Replies shown")
+    exclusive = forms.BooleanField(required=False, label="Keep its members' notes out of Home")
+
+
+class ListMemberForm(forms.Form):
+    """An account to add to or remove from a list, by username."""
+
+    username = forms.CharField(max_length=150, strip=True, label="Username")

@@ -104,6 +104,7 @@ class InboxReconcileRun(models.Model):
     notes_extra = models.PositiveIntegerField(default=0)
     scores_wrong = models.PositiveIntegerField(default=0)
     readers_repaired = models.PositiveIntegerField(default=0)
+    lists_drifted = models.PositiveIntegerField(default=0)  # readers whose list keys differed
     error = models.TextField(blank=True, default="")
 
     class Meta:
@@ -125,3 +126,50 @@ class AuthorNoteCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.author_id}: {self.notes} notes"
+
+
+# A list's replies policy, as Mastodon's: which replies of members a list timeline shows.
+# followfeed's notes are never replies, so every policy shows the same notes; it is kept
+# for clients that set and read it.
+REPLIES_POLICIES = [("followed", "Replies to any followed account"), ("list", "Replies to list members"), ("none", "No replies")]
+LIST_TITLE_MAX_LENGTH = 100
+
+
+class List(models.Model):
+    """A reader's (``owner``) list of accounts it follows, with a timeline of their notes.
+
+    ``exclusive``: its members' notes leave the owner's home feed. Membership is mirrored in
+    Redis (``feed.redis_keys.list_members_key``, ``list_index_key``, ``excluded_key``) by the
+    ``feed.lists`` outbox entry of the owner.
+    """
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="lists")
+    title = models.CharField(max_length=LIST_TITLE_MAX_LENGTH)
+    replies_policy = models.CharField(max_length=10, choices=REPLIES_POLICIES, default="list")
+    exclusive = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "id"], name="list_owner")]
+
+    def __str__(self) -> str:
+        return f"list {self.pk} of {self.owner_id}"
+
+
+class ListMember(models.Model):
+    """``account`` is a member of ``list`` (the list's owner follows it; an unfollow, block or
+    removal deletes the row in the same transaction)."""
+
+    list = models.ForeignKey(List, on_delete=models.CASCADE, related_name="members")
+    account = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="list_memberships")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["list", "account"], name="list_member_unique")]
+        indexes = [
+            # "The lists of this reader holding this account" (unfollow, account_lists).
+            models.Index(fields=["account", "list"], name="list_member_account"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.account_id} in list {self.list_id}"

@@ -1,5 +1,5 @@
 """The feed's outbox kinds (``feed.note``, ``.note_part``, ``.pair``, ``.author``, ``.inbox``,
-``.purge``, ``.author_cache``) and their handlers: each re-reads the database and makes Redis
+``.purge``, ``.author_cache``, ``.lists``) and their handlers: each re-reads the database and makes Redis
 agree, so a repeated, late or out-of-order job is harmless. A fan-out writes the note cache
 entry before any inbox gets the id. Kinds: docs/architecture.md#the-outbox-and-its-kinds;
 delivery: #notes-and-the-home-feed.
@@ -26,8 +26,16 @@ from social.selectors import follow_counts
 from users.models import User
 
 from . import delivery, note_cache, redis_keys
-from .models import Note
-from .rebuild import inbox_rebuild, outbox_rebuild, pull_authors_rebuild, rebuild_all_outboxes, recent_entries
+from .models import ListMember, Note
+from .rebuild import (
+    inbox_rebuild,
+    lists_rebuild,
+    outbox_rebuild,
+    pull_authors_rebuild,
+    rebuild_all_lists,
+    rebuild_all_outboxes,
+    recent_entries,
+)
 from .selectors import forget_pull_authors
 
 logger = logging.getLogger(__name__)
@@ -40,6 +48,7 @@ AUTHOR_KIND = "feed.author"
 INBOX_KIND = "feed.inbox"
 PURGE_KIND = "feed.purge"
 AUTHOR_CACHE_KIND = "feed.author_cache"
+LISTS_KIND = "feed.lists"
 
 
 # --- notes ------------------------------------------------------------------
@@ -226,16 +235,21 @@ def inbox_remove_followee(*, follower_id: int, followee_id: int, muted: bool = F
     return delivery.withdraw(client, [follower_id], theirs, unless_following=None if muted else followee_id)
 
 
+def _excludes(reader_id: int, account_id: int) -> bool:
+    return ListMember.objects.filter(list__owner_id=reader_id, list__exclusive=True, account_id=account_id).exists()
+
+
 def inbox_follow_apply(*, follower_id: int, followee_id: int) -> int:
-    """Make ``follower_id``'s inbox agree with whether it follows (and does not mute)
-    ``followee_id`` now: after a follow, an unfollow, a mute or an unmute.
+    """Make ``follower_id``'s inbox agree with whether it follows (and neither mutes nor holds in
+    an exclusive list) ``followee_id`` now: after a follow, an unfollow, a mute or an unmute, a
+    change of an exclusive list.
 
     :returns: notes added (backfill) or removed.
     :raises: ``REDIS_ERRORS``.
     """
     if not _follows(follower_id, followee_id):
         return inbox_remove_followee(follower_id=follower_id, followee_id=followee_id)
-    if _mutes(follower_id, followee_id):
+    if _mutes(follower_id, followee_id) or _excludes(follower_id, followee_id):
         # A muted followee's notes leave the inbox (reads skip them anyway), so the inbox
         # stays what a rebuild makes it; an unmute brings them back through the backfill.
         return inbox_remove_followee(follower_id=follower_id, followee_id=followee_id, muted=True)
@@ -291,7 +305,10 @@ def account_purge(*, user_id: int) -> int:
     client = get_redis()
     client.srem(redis_keys.pull_authors_key(), str(user_id))
     forget_pull_authors()
-    return int(client.unlink(*redis_keys.all_user_keys(user_id), redis_keys.author_cache_key(user_id)))
+    lists = [
+        redis_keys.list_members_key(user_id, int(list_id)) for list_id in client.smembers(redis_keys.list_index_key(user_id))
+    ]
+    return int(client.unlink(*redis_keys.all_user_keys(user_id), *lists, redis_keys.author_cache_key(user_id)))
 
 
 def deletion_record(*, user_id: int) -> int:
@@ -304,6 +321,32 @@ def deletion_record(*, user_id: int) -> int:
     outbox.record_many(PAIR, [(follower_id, user_id) for follower_id in followers])
     outbox.record(PURGE, subject_id=user_id)
     return len(followers) + 1
+
+
+# --- lists ----------------------------------------------------------------------------
+
+
+def lists_apply(*, reader_ids: Sequence[int]) -> int:
+    """Make the list keys of ``reader_ids`` agree with the database (``feed.rebuild.lists_rebuild``);
+    the inboxes follow through the ``feed.pair`` entries the change recorded beside.
+
+    :returns: the number of readers written.
+    :raises: ``REDIS_ERRORS`` (the entries stay pending).
+    """
+    return len(lists_rebuild(sorted(set(reader_ids))))
+
+
+def lists_record(*, reader_ids: Sequence[int], account_ids: Sequence[int] = ()) -> int:
+    """In a list change's transaction: record ``feed.lists`` of each of ``reader_ids``, and a
+    ``feed.pair`` of each (reader, account) pair whose exclusion from the home feed may change.
+
+    :returns: the number of entries recorded.
+    """
+    readers = sorted(set(reader_ids))
+    outbox.record_many(LISTS, [(reader_id, None) for reader_id in readers])
+    pairs = [(reader_id, account_id) for reader_id in readers for account_id in sorted(set(account_ids))]
+    outbox.record_many(PAIR, pairs)
+    return len(readers) + len(pairs)
 
 
 # --- the note cache's authors ------------------------------------------------------
@@ -345,12 +388,18 @@ def _apply_pair(entry: OutboxEntry) -> int:
     followee_id = int(entry.object_id or 0)
     # The follow mirror first: a feed job decides from it.
     outbox.apply_pending_before(entry, OUTBOX_PAIR, subject_id=entry.subject_id, object_id=followee_id)
+    # The reader's excluded set too: deliveries decide from it.
+    outbox.apply_pending_before(entry, LISTS_KIND, subject_id=entry.subject_id)
     return inbox_follow_apply(follower_id=entry.subject_id, followee_id=followee_id)
 
 
 def _apply_author(entry: OutboxEntry) -> int:
     outbox.apply_pending_before(entry, OUTBOX_USER, subject_id=entry.subject_id)
     return author_feed_refresh(author_id=entry.subject_id)
+
+
+def _apply_lists(entries: Sequence[OutboxEntry]) -> None:
+    lists_apply(reader_ids=[entry.subject_id for entry in entries])
 
 
 def _apply_inbox(entry: OutboxEntry) -> None:
@@ -371,6 +420,8 @@ PAIR = outbox.register(PAIR_KIND, apply=_each(_apply_pair), stage=1)
 AUTHOR = outbox.register(AUTHOR_KIND, apply=_each(_apply_author), stage=1)
 INBOX = outbox.register(INBOX_KIND, apply=_each(_apply_inbox), stage=2)
 PURGE = outbox.register(PURGE_KIND, apply=_each(lambda e: account_purge(user_id=e.subject_id)), stage=2)
+# Stage 0: a reader's excluded set is written before the feed jobs of the same batch.
+LISTS = outbox.register(LISTS_KIND, apply=_apply_lists, stage=0)
 # Inline: the at-once half of "a deactivated author's notes are never shown".
 AUTHOR_CACHE = outbox.register(AUTHOR_CACHE_KIND, apply=_apply_author_cache, inline=True)
 
@@ -382,3 +433,10 @@ def _rebuild_feeds(renew: Callable[[], None]) -> None:
 
 
 outbox.register_rebuild("feed.outboxes", rebuild=_rebuild_feeds, order=1)
+
+
+def _rebuild_lists(renew: Callable[[], None]) -> None:
+    rebuild_all_lists(on_progress=lambda readers: renew())
+
+
+outbox.register_rebuild("feed.lists", rebuild=_rebuild_lists, order=1)

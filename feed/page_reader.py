@@ -25,6 +25,9 @@ from .paging import MAX_NOTE_ID, FeedNote, Page, Position, feed_order
 
 # Ids read per sorted set per round at least (stale ids make rounds repeat).
 MIN_WINDOW = 10
+# Ids read per sorted set per round at least when many sets share a page (a
+# list's members' outboxes): fewer ids per set outweigh the rounds they add.
+SHARED_MIN_WINDOW = 4
 # Ids read per sorted set beyond what a round needs: the lowest score a full
 # read returns may continue past it (ids at one millisecond), so the run at
 # that score is left to the next round instead of re-read in this one.
@@ -188,7 +191,8 @@ def _scored(reply: Sequence[Any]) -> list[tuple[int, int]]:
 
 
 def inbox_round(client: redis.Redis, *, reader_id: int, pull: Sequence[int], after: Position | None, n: int) -> InboxRound:
-    """The inbox's markers, which of ``pull`` the reader follows (``SMISMEMBER``), and the inbox's first
+    """The inbox's markers, the authors skipped (muted, or in an exclusive list), which of ``pull`` the
+    reader follows (``SMISMEMBER``), and the inbox's first
     window (``n`` ids after ``after``; 0: none), in one pipeline to the reader's slot's master.
 
     Commands go raw (``execute_command``): redis-py's reply callbacks cost more than the commands on a cached page.
@@ -200,6 +204,8 @@ def inbox_round(client: redis.Redis, *, reader_id: int, pull: Sequence[int], aft
     pipe.execute_command("MGET", redis_keys.inbox_synced_key(reader_id), redis_keys.inbox_rebuilding_key(reader_id))
     # The accounts the reader mutes now (O(mutes)): their notes are skipped.
     pipe.execute_command("ZRANGEBYSCORE", social_keys.mutes_key(reader_id), f"({now_ms()}", "+inf")
+    # The members of the reader's exclusive lists: skipped as muted ones are.
+    pipe.execute_command("SMEMBERS", redis_keys.excluded_key(reader_id))
     if pull:
         pipe.execute_command("SMISMEMBER", social_keys.following_set_key(reader_id), *pull)
     if n:
@@ -209,8 +215,8 @@ def inbox_round(client: redis.Redis, *, reader_id: int, pull: Sequence[int], aft
             pipe.execute_command("ZREVRANGEBYSCORE", inbox, after.score, "-inf", "WITHSCORES", "LIMIT", 0, n)
     replies = pipe.execute()
     synced, rebuilding = replies[0]
-    muted = frozenset(int(member) for member in replies[1])
-    pulled = [author for author, member in zip(pull, replies[2]) if member and author not in muted] if pull else []
+    muted = frozenset(int(member) for member in replies[1]).union(int(member) for member in replies[2])
+    pulled = [author for author, member in zip(pull, replies[3]) if member and author not in muted] if pull else []
     read = key_read(_scored(replies[-1]), after, n) if n else None
     return InboxRound(synced=synced is not None, rebuilding=rebuilding is not None, pulled=pulled, read=read, muted=muted)
 
@@ -225,7 +231,8 @@ class Feed:
     ``keys``: the inbox and pulled outboxes (empty on the database path); ``client``: redis-py
     or None; ``following_key``: the reader's following set; ``first``: prefetched first-round
     reads; ``followees``: author ids the database reads are limited to (None: the following set
-    or follow rows); ``checked``/``hidden``: authors ``visible`` asked about / found hidden.
+    or follow rows); ``window``: ids read per key in the first round (None: ``first_window``);
+    ``checked``/``hidden``: authors ``visible`` asked about / found hidden.
     """
 
     reader_id: int
@@ -235,6 +242,7 @@ class Feed:
     first: Prefetch | None = None
     followees: Collection[int] | None = None
     muted: Collection[int] = frozenset()
+    window: int | None = None
     checked: set[int] = field(default_factory=set)
     hidden: set[int] = field(default_factory=set)
 
@@ -308,6 +316,13 @@ def first_window(limit: int) -> int:
     return max(limit + 1 + WINDOW_SLACK, MIN_WINDOW)
 
 
+def shared_window(limit: int, keys: int) -> int:
+    """Ids the first round reads per sorted set when ``keys`` sets of like size share a page of
+    ``limit`` notes (a list's members' outboxes): twice each one's share plus ``WINDOW_SLACK``, at
+    least ``SHARED_MIN_WINDOW``, at most ``first_window``."""
+    return min(first_window(limit), max(SHARED_MIN_WINDOW, -(-2 * (limit + 1) // max(keys, 1)) + WINDOW_SLACK))
+
+
 def read_page(feed: Feed, after: Position | None, limit: int) -> Page:
     """The ``limit`` notes of ``feed`` strictly after ``after`` (None: from the top).
 
@@ -320,7 +335,7 @@ def read_page(feed: Feed, after: Position | None, limit: int) -> Page:
     raw = after
     redis_notes = removed = 0
     if feed.client is not None and feed.keys:
-        n = first_window(limit)
+        n = feed.window or first_window(limit)
         while len(shown) < want:
             need = want - len(shown)
             window = redis_window(feed.client, feed.keys, raw, n, need=need, reads=feed.take_reads(raw, n))

@@ -30,8 +30,8 @@ from users.models import User
 from . import redis_keys
 from .delivery import Entry, active_cutoff, queue_add
 from .fallback import visible_notes
-from .models import FEED_VISIBILITIES, to_ms
-from .selectors import forget_pull_authors
+from .models import FEED_VISIBILITIES, List, ListMember, to_ms
+from .selectors import forget_pull_authors, shown_members
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +106,8 @@ return 1
 
 def database_inboxes(reader_ids: Sequence[int], pulled: Collection[int]) -> dict[int, list[Entry]]:
     """What each reader's inbox must hold: ``{reader_id: [(note_id, score_ms)]}``, newest first: the
-    newest ``INBOX_MAX_LEN`` visible notes of active followees, less ``pulled`` and muted authors.
+    newest ``INBOX_MAX_LEN`` visible notes of active followees, less ``pulled`` and muted authors
+    and the members of the reader's exclusive lists.
     One query (a ROW_NUMBER window per reader).
     """
     truth: dict[int, list[Entry]] = {int(reader_id): [] for reader_id in reader_ids}
@@ -123,6 +124,13 @@ def database_inboxes(reader_ids: Sequence[int], pulled: Collection[int]) -> dict
         .exclude(followee_id__in=sorted(pulled))
         .exclude(
             Exists(Mute.objects.filter(muter_id=OuterRef("follower_id"), muted_id=OuterRef("followee_id")).filter(live_mutes()))
+        )
+        .exclude(
+            Exists(
+                ListMember.objects.filter(
+                    list__owner_id=OuterRef("follower_id"), list__exclusive=True, account_id=OuterRef("followee_id")
+                )
+            )
         )
         .annotate(
             note_id=F("followee__notes__id"),
@@ -392,3 +400,121 @@ def rebuild_all_inboxes(
     stats.last_user_id = max(stats.last_user_id, top)
     logger.info("feeds rebuilt: %s", stats)
     return stats
+
+
+# --- lists ----------------------------------------------------------------------------
+
+# KEYS: the reader's list index, its excluded set, then every list key to drop or write.
+# ARGV: e (excluded count), e account ids, then per list written: its position in KEYS,
+# its id, m, m member ids. One script per reader: its keys change at once, so a delivery
+# (``DELIVER_LUA`` reads the excluded set) sees the old or the new state, never half.
+REPLACE_LISTS_LUA = """
+redis.call('DEL', unpack(KEYS))
+local e = tonumber(ARGV[1])
+if e > 0 then redis.call('SADD', KEYS[2], unpack(ARGV, 2, 1 + e)) end
+local i = 2 + e
+while i <= #ARGV do
+  local key, list_id, m = KEYS[tonumber(ARGV[i])], ARGV[i + 1], tonumber(ARGV[i + 2])
+  redis.call('SADD', KEYS[1], list_id)
+  if m > 0 then redis.call('SADD', key, unpack(ARGV, i + 3, i + 2 + m)) end
+  i = i + 3 + m
+end
+return 1
+"""
+
+
+@dataclass(frozen=True)
+class ListsTruth:
+    """What a reader's list keys must hold: ``lists`` ``{list_id: shown member ids}`` and
+    ``excluded`` (the members of its exclusive lists)."""
+
+    lists: dict[int, set[int]]
+    excluded: set[int]
+
+
+def database_lists(reader_ids: Sequence[int]) -> dict[int, ListsTruth]:
+    """Each reader's lists as the database has them (two queries): ``{reader_id: ListsTruth}``."""
+    truth = {int(reader_id): ListsTruth(lists={}, excluded=set()) for reader_id in reader_ids}
+    if not truth:
+        return truth
+    for owner_id, list_id in List.objects.filter(owner_id__in=list(truth)).values_list("owner_id", "pk"):
+        truth[owner_id].lists[list_id] = set()
+    for owner_id, list_id, account_id in (
+        shown_members().filter(list__owner_id__in=list(truth)).values_list("list__owner_id", "list_id", "account_id")
+    ):
+        truth[owner_id].lists[list_id].add(account_id)
+    exclusive = ListMember.objects.filter(list__owner_id__in=list(truth), list__exclusive=True)
+    for owner_id, account_id in exclusive.values_list("list__owner_id", "account_id"):
+        truth[owner_id].excluded.add(account_id)
+    return truth
+
+
+def redis_lists(client: redis.Redis, reader_ids: Sequence[int]) -> dict[int, ListsTruth]:
+    """Each reader's list keys as Redis holds them (two pipelines): ``{reader_id: ListsTruth}``."""
+    ids = [int(reader_id) for reader_id in reader_ids]
+    pipe = pipeline(client)
+    for reader_id in ids:
+        pipe.smembers(redis_keys.list_index_key(reader_id))
+        pipe.smembers(redis_keys.excluded_key(reader_id))
+    replies = pipe.execute()
+    indexes = {reader_id: sorted(int(member) for member in replies[2 * i]) for i, reader_id in enumerate(ids)}
+    pipe = pipeline(client)
+    for reader_id in ids:
+        for list_id in indexes[reader_id]:
+            pipe.smembers(redis_keys.list_members_key(reader_id, list_id))
+    members = iter(pipe.execute())
+    found = {}
+    for i, reader_id in enumerate(ids):
+        lists = {list_id: {int(member) for member in next(members)} for list_id in indexes[reader_id]}
+        found[reader_id] = ListsTruth(lists=lists, excluded={int(member) for member in replies[2 * i + 1]})
+    return found
+
+
+@primary_reads()
+def lists_rebuild(reader_ids: Sequence[int]) -> dict[int, ListsTruth]:
+    """Write the list keys of ``reader_ids`` (``list_index_key``, ``list_members_key`` of each list,
+    ``excluded_key``) from the database, dropping those of lists gone; one script per reader.
+
+    :returns: ``{reader_id: ListsTruth}`` written.
+    :raises: ``REDIS_ERRORS``.
+    """
+    client = get_redis()
+    ids = list(dict.fromkeys(int(reader_id) for reader_id in reader_ids))
+    truth = database_lists(ids)
+    pipe = pipeline(client)
+    for reader_id in ids:
+        pipe.smembers(redis_keys.list_index_key(reader_id))
+    held = dict(zip(ids, pipe.execute()))
+    pipe = pipeline(client)
+    for reader_id in ids:
+        wanted = truth[reader_id]
+        list_ids = sorted(set(wanted.lists) | {int(member) for member in held[reader_id]})
+        keys = [redis_keys.list_index_key(reader_id), redis_keys.excluded_key(reader_id)]
+        keys += [redis_keys.list_members_key(reader_id, list_id) for list_id in list_ids]
+        args: list[int | str] = [len(wanted.excluded), *sorted(wanted.excluded)]
+        for position, list_id in enumerate(list_ids, start=3):
+            if list_id in wanted.lists:
+                members = sorted(wanted.lists[list_id])
+                args += [position, list_id, len(members), *members]
+        queue_script(pipe, lua(REPLACE_LISTS_LUA), keys, args)
+    pipe.execute()
+    return truth
+
+
+@primary_reads()
+def rebuild_all_lists(*, batch_users: int = 2000, on_progress: Callable[[int], None] | None = None) -> int:
+    """Write the list keys of every reader who has lists (``lists_rebuild`` per batch of owners).
+
+    :returns: the readers written.
+    """
+    owners = List.objects.values_list("owner_id", flat=True).distinct().order_by("owner_id")
+    written = low = 0
+    while True:
+        batch = list(owners.filter(owner_id__gt=low)[:batch_users])
+        if not batch:
+            return written
+        lists_rebuild(batch)
+        written += len(batch)
+        low = batch[-1]
+        if on_progress is not None:
+            on_progress(len(batch))

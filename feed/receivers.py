@@ -32,6 +32,10 @@ def on_follow_changed(sender: Any, *, follower_id: int, followee_id: int, **kwar
     outbox.record(feed_outbox.PAIR, subject_id=follower_id, object_id=followee_id)
 
 
+def on_follow_deleted(sender: Any, *, follower_id: int, followee_id: int, **kwargs: Any) -> None:
+    services.list_members_unfollowed(follower_id=follower_id, followee_id=followee_id)
+
+
 def on_mute_changed(sender: Any, *, muter_id: int, muted_id: int, **kwargs: Any) -> None:
     # The same job as a follow change: the inbox agrees with "follows and does not mute".
     outbox.record(feed_outbox.PAIR, subject_id=muter_id, object_id=muted_id)
@@ -40,6 +44,7 @@ def on_mute_changed(sender: Any, *, muter_id: int, muted_id: int, **kwargs: Any)
 def on_user_activity_changed(sender: Any, *, user_id: int, is_active: bool, **kwargs: Any) -> None:
     outbox.record(feed_outbox.AUTHOR, subject_id=user_id)
     outbox.record(feed_outbox.AUTHOR_CACHE, subject_id=user_id)
+    services.lists_member_changed(account_id=user_id)
 
 
 def on_user_deleted(sender: Any, *, instance: User, **kwargs: Any) -> None:
@@ -47,6 +52,7 @@ def on_user_deleted(sender: Any, *, instance: User, **kwargs: Any) -> None:
     outbox.record(feed_outbox.AUTHOR_CACHE, subject_id=instance.pk)
     # pre_delete: the account's follow rows are still there to be read.
     feed_outbox.deletion_record(user_id=instance.pk)
+    services.lists_member_changed(account_id=instance.pk)
 
 
 def on_user_logged_in(sender: Any, *, request: HttpRequest, user: User, **kwargs: Any) -> None:

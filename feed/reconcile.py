@@ -25,9 +25,9 @@ from users.models import User
 
 from . import redis_keys
 from .delivery import active_cutoff
-from .models import FEED_VISIBILITIES, AuthorNoteCount, InboxReconcileRun, Note
+from .models import FEED_VISIBILITIES, AuthorNoteCount, InboxReconcileRun, List, Note
 from .note_counts import count_recount
-from .rebuild import database_inboxes, inboxes_rebuild, pull_authors
+from .rebuild import database_inboxes, database_lists, inboxes_rebuild, lists_rebuild, pull_authors, redis_lists
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,8 @@ BATCH = 500
 class InboxReport:
     """Figures of one inbox reconcile: ``readers_checked`` (maintained inboxes compared),
     ``readers_drifted``, ``notes_missing``, ``notes_extra``, ``scores_wrong``,
-    ``readers_repaired`` (0 in a dry run) and the checkpoint ``last_user_id``."""
+    ``readers_repaired`` (0 in a dry run), ``lists_drifted`` (readers whose list keys differed,
+    rewritten unless a dry run) and the checkpoint ``last_user_id``."""
 
     readers_checked: int = 0
     readers_drifted: int = 0
@@ -47,6 +48,7 @@ class InboxReport:
     notes_extra: int = 0
     scores_wrong: int = 0
     readers_repaired: int = 0
+    lists_drifted: int = 0
     last_user_id: int = 0
 
     def as_dict(self) -> dict[str, int]:
@@ -102,8 +104,8 @@ def reconcile_inboxes(
     on_batch: Callable[[InboxReport], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> InboxReport:
-    """Compare the maintained inboxes of active readers (or one ``user_id``, or a ``sample``) with the
-    database and rebuild those that differ unless told not to.
+    """Compare the maintained inboxes and the list keys of active readers (or one ``user_id``, or a
+    ``sample``) with the database and rebuild those that differ unless told not to.
 
     :param repair: False for a dry run.
     :param sample: fraction 0 < f <= 1 of readers, chosen at random per id.
@@ -138,6 +140,7 @@ def reconcile_inboxes(
         if repair and drifted:
             rebuilt = inboxes_rebuild(drifted)
             report.readers_repaired += sum(1 for result in rebuilt.values() if not result.busy)
+        report.lists_drifted += lists_compare(client, chosen, repair=repair)
         report.last_user_id = low = ids[-1]
         if on_batch is not None:
             on_batch(report)
@@ -147,7 +150,15 @@ def reconcile_inboxes(
     return report
 
 
-FIGURES = ("readers_checked", "readers_drifted", "notes_missing", "notes_extra", "scores_wrong", "readers_repaired")
+FIGURES = (
+    "readers_checked",
+    "readers_drifted",
+    "notes_missing",
+    "notes_extra",
+    "scores_wrong",
+    "readers_repaired",
+    "lists_drifted",
+)
 
 
 @primary_reads()
@@ -228,3 +239,34 @@ def note_counts_drift(*, repair: bool, batch: int = 1000) -> int:
                 for author_id in [*wrong, *missing]:
                     count_recount(author_id=author_id)
             after = author_ids[-1]
+
+
+def lists_compare(client: redis.Redis, reader_ids: Sequence[int], *, repair: bool) -> int:
+    """Compare the list keys of ``reader_ids`` (members of each list, the excluded set) with the
+    database, and rewrite those that differ unless ``repair`` is False.
+
+    :returns: the number of readers whose keys differed.
+    """
+    if not reader_ids:
+        return 0
+    truth = database_lists(reader_ids)
+    held = redis_lists(client, reader_ids)
+    drifted = [reader_id for reader_id in truth if truth[reader_id] != held[reader_id]]
+    if repair and drifted:
+        lists_rebuild(drifted)
+    return len(drifted)
+
+
+@primary_reads()
+def lists_drift(*, repair: bool, batch: int = BATCH) -> int:
+    """The table's reconcile of the lists: the list keys of every reader who has lists.
+
+    :returns: readers whose keys differed (rewritten unless ``repair`` is False).
+    """
+    client = get_redis()
+    owners = List.objects.values_list("owner_id", flat=True).distinct().order_by("owner_id")
+    drifted = low = 0
+    while ids := list(owners.filter(owner_id__gt=low)[:batch]):
+        drifted += lists_compare(client, ids, repair=repair)
+        low = ids[-1]
+    return drifted

@@ -84,6 +84,23 @@ def rebuild_tmp_key(key: str) -> str:
     return key + ":rebuild"
 
 
+def list_members_key(user_id: int, list_id: int) -> str:
+    """SET of the account ids of list ``list_id`` of reader ``user_id`` that its timeline shows
+    (members the reader follows, active); valid while ``list_id`` is in ``list_index_key``."""
+    return f"{prefix()}feed:list:{{{int(user_id)}}}:{int(list_id)}"
+
+
+def list_index_key(user_id: int) -> str:
+    """SET of the ids of ``user_id``'s lists whose ``list_members_key`` is written (an empty list
+    has no SET, so its id here says "built, empty")."""
+    return f"{prefix()}feed:lists:{{{int(user_id)}}}"
+
+
+def excluded_key(user_id: int) -> str:
+    """SET of the account ids of ``user_id``'s exclusive lists: their notes stay out of its home feed."""
+    return f"{prefix()}feed:excluded:{{{int(user_id)}}}"
+
+
 def all_user_keys(user_id: int) -> list[str]:
     """Every feed key of ``user_id`` (for deletes and tests)."""
     return [
@@ -94,6 +111,8 @@ def all_user_keys(user_id: int) -> list[str]:
         inbox_rebuilding_key(user_id),
         inbox_build_key(user_id),
         inbox_build_removed_key(user_id),
+        list_index_key(user_id),
+        excluded_key(user_id),
         rebuild_tmp_key(inbox_key(user_id)),
         rebuild_tmp_key(outbox_key(user_id)),
     ]

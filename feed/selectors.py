@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
+from django.db.models import Exists, OuterRef
 
 from core.cluster import pipeline, refresh
 from core.paging import Cursor
@@ -27,14 +28,15 @@ from core.redis import (
     redis_succeeded,
 )
 from social import redis_keys as social_keys
+from social.models import Mute, live_mutes
 from social.selectors import active_follows
-from social.visibility import muted_ids_database
+from social.visibility import muted_ids_database, now_ms
 from users.models import User
 
 from . import redis_keys
 from .fallback import after_filter
-from .models import DIRECT, FEED_VISIBILITIES, PRIVATE, PUBLIC, UNLISTED, Note, to_ms
-from .page_reader import Feed, Prefetch, first_window, inbox_round, position_from_scroll, read_page
+from .models import DIRECT, FEED_VISIBILITIES, PRIVATE, PUBLIC, UNLISTED, List, ListMember, Note, to_ms
+from .page_reader import Feed, Prefetch, first_window, inbox_round, position_from_scroll, read_page, shared_window
 from .paging import FeedAuthor, FeedNote, Page, Position, scroll_state
 
 
@@ -99,7 +101,7 @@ def forget_pull_authors() -> None:
 
 
 def _database_feed(user_id: int) -> Feed:
-    return Feed(reader_id=user_id, keys=[], muted=frozenset(muted_ids_database(user_id=user_id)))
+    return Feed(reader_id=user_id, keys=[], muted=frozenset(skipped_ids_database(user_id=user_id)))
 
 
 def _redis_feed(client: redis.Redis, user_id: int, start: Start | None) -> tuple[Feed | None, bool]:
@@ -275,3 +277,145 @@ def inbox_state(*, user_id: int) -> InboxState:
     pipe.exists(redis_keys.inbox_rebuilding_key(user_id))
     synced, rebuilding = pipe.execute()
     return InboxState(synced=bool(synced), rebuilding=bool(rebuilding))
+
+
+# --- lists ----------------------------------------------------------------------------
+
+
+def lists_of(*, owner_id: int) -> list[List]:
+    """``owner_id``'s lists, oldest first (Mastodon's order)."""
+    return list(List.objects.filter(owner_id=owner_id).order_by("id"))
+
+
+def list_of(*, owner_id: int, list_id: int) -> List | None:
+    """List ``list_id`` if ``owner_id`` owns it, else None (another reader's list is not found)."""
+    return List.objects.filter(owner_id=owner_id, pk=list_id).first()
+
+
+def lists_holding(*, owner_id: int, account_id: int) -> list[List]:
+    """``owner_id``'s lists that hold ``account_id``, oldest first."""
+    return list(List.objects.filter(owner_id=owner_id, members__account_id=account_id).order_by("id"))
+
+
+def shown_members() -> Any:
+    """``ListMember`` rows whose account a list timeline shows: active, followed by the list's owner."""
+    follows = active_follows().filter(follower_id=OuterRef("list__owner_id"), followee_id=OuterRef("account_id"))
+    return ListMember.objects.filter(account__is_active=True).filter(Exists(follows))
+
+
+def list_member_ids_database(*, list_id: int) -> set[int]:
+    """The account ids list ``list_id``'s timeline shows, from the database (``shown_members``)."""
+    return set(shown_members().filter(list_id=list_id).values_list("account_id", flat=True))
+
+
+def skipped_ids_database(*, user_id: int) -> set[int]:
+    """The accounts whose notes ``user_id``'s home feed skips, from the database, in one query: those
+    it mutes now and the members of its exclusive lists."""
+    muted = Mute.objects.filter(live_mutes(), muter_id=user_id).values_list("muted_id", flat=True)
+    excluded = ListMember.objects.filter(list__owner_id=user_id, list__exclusive=True).values_list("account_id", flat=True)
+    return set(muted.union(excluded))
+
+
+@dataclass
+class MemberPage:
+    """A page of a list's members, highest account id first; ``next_cursor``/``prev_cursor`` are the
+    account ids to page older (``max_id``) and newer (``min_id``) from, None at an end."""
+
+    entries: list[User]
+    next_cursor: int | None
+    prev_cursor: int | None
+
+
+def list_members_page(*, list_id: int, max_id: int | None, min_id: int | None, limit: int | None) -> MemberPage:
+    """Active members of list ``list_id`` as Mastodon pages them (by account id, newest first).
+
+    :param limit: accounts per page; None: all of them (no cursors).
+    """
+    rows = User.objects.filter(is_active=True, list_memberships__list_id=list_id)
+    if max_id is not None:
+        rows = rows.filter(pk__lt=max_id)
+    if min_id is not None:
+        rows = rows.filter(pk__gt=min_id)
+    if limit is None:
+        return MemberPage(entries=list(rows.order_by("-pk")), next_cursor=None, prev_cursor=None)
+    if min_id is not None:
+        # The ``limit`` just above ``min_id``: read upwards, shown newest first.
+        found = list(rows.order_by("pk")[: limit + 1])
+        users = list(reversed(found[:limit]))
+        more_above = len(found) > limit
+        return MemberPage(
+            entries=users,
+            next_cursor=users[-1].pk if users else None,
+            prev_cursor=users[0].pk if users and more_above else None,
+        )
+    found = list(rows.order_by("-pk")[: limit + 1])
+    users = found[:limit]
+    return MemberPage(
+        entries=users,
+        next_cursor=users[-1].pk if len(found) > limit else None,
+        prev_cursor=users[0].pk if users and max_id is not None else None,
+    )
+
+
+def _list_database_feed(reader_id: int, list_id: int) -> Feed:
+    muted = frozenset(muted_ids_database(user_id=reader_id))
+    return Feed(reader_id=reader_id, keys=[], muted=muted, followees=list_member_ids_database(list_id=list_id) - muted)
+
+
+def _list_redis_feed(client: redis.Redis, reader_id: int, list_id: int, limit: int) -> Feed | None:
+    """The Redis feed of list ``list_id``: its members' outboxes (every member is pulled), or None
+    when its membership is not mirrored (one round trip to the reader's slot)."""
+    index = redis_keys.list_index_key(reader_id)
+    if not mirror_ready(client, [index]):
+        return None
+    pipe = pipeline(client)
+    pipe.sismember(index, str(list_id))
+    pipe.smembers(redis_keys.list_members_key(reader_id, list_id))
+    pipe.zrangebyscore(social_keys.mutes_key(reader_id), f"({now_ms()}", "+inf")
+    built, members, muted_reply = pipe.execute()
+    if not built:
+        return None
+    muted = frozenset(int(member) for member in muted_reply)
+    shown = sorted({int(member) for member in members} - muted)
+    return Feed(
+        reader_id=reader_id,
+        keys=[redis_keys.outbox_key(member) for member in shown],
+        client=client,
+        following_key=social_keys.following_set_key(reader_id),
+        followees=shown,
+        muted=muted,
+        window=shared_window(limit, len(shown)),
+    )
+
+
+def list_timeline(
+    *, reader_id: int, list_id: int, cursor: Cursor | None, limit: int, database_only: bool = False
+) -> TimelinePage:
+    """The timeline of list ``list_id`` (owned by ``reader_id``: the caller checked): its members'
+    notes, newest first, in the home timeline's order and cursor contract, with its mutes, blocks
+    and privacy; from the members' outboxes in Redis, past their horizon (or Redis down) the database.
+
+    :param cursor: a previous page's ``next_cursor`` (None: the first page).
+    :param limit: notes per page (1..100).
+    """
+    after = Position(cursor.score, cursor.member) if cursor is not None else None
+    node = breaker_node(redis_keys.list_index_key(reader_id))
+    page: Page | None = None
+    source = "database"
+    if not database_only and redis_available(node):
+        client: redis.Redis | None = None
+        try:
+            client = get_redis()
+            feed = _list_redis_feed(client, reader_id, list_id, limit)
+            if feed is not None:
+                page = read_page(feed, after, limit)
+                source = "redis"
+            redis_succeeded(node)
+        except REDIS_ERRORS as exc:
+            refresh(client)
+            redis_failed(exc, node)
+    if page is None:
+        page = read_page(_list_database_feed(reader_id, list_id), after, limit)
+    last = page.last
+    next_cursor = Cursor(score=last.score, member=last.note_id) if page.has_more and last is not None else None
+    return TimelinePage(notes=page.notes, next_cursor=next_cursor, source=source)

@@ -16,15 +16,28 @@ from django.db import transaction
 from django.utils import timezone
 
 from core import limits, outbox
-from core.errors import DomainError, Forbidden, InvalidInput
+from core.errors import DomainError, Forbidden, InvalidInput, NotFound
 from core.parsing import parse_text
 from core.redis import REDIS_ERRORS, get_redis, redis_failed
+from social.models import Follow
+from social.selectors import active_follows
 from users.models import User
 from users.services import user_touch_seen
 
 from . import note_cache, redis_keys
 from . import outbox as feed_outbox
-from .models import FEED_VISIBILITIES, PUBLIC, SPOILER_MAX_LENGTH, VISIBILITIES, Note, now_whole_ms
+from .models import (
+    FEED_VISIBILITIES,
+    LIST_TITLE_MAX_LENGTH,
+    PUBLIC,
+    REPLIES_POLICIES,
+    SPOILER_MAX_LENGTH,
+    VISIBILITIES,
+    List,
+    ListMember,
+    Note,
+    now_whole_ms,
+)
 from .note_counts import count_change
 from .rebuild import synced_until
 
@@ -210,3 +223,164 @@ def inbox_sign_in(*, user_id: int) -> bool:
     """
     last_seen_at = User.objects.filter(pk=user_id).values_list("last_seen_at", flat=True).first()
     return inbox_keep_synced(user_id=user_id, last_seen_at=last_seen_at)
+
+
+# --- lists ----------------------------------------------------------------------------
+
+# Accounts one list holds at most: a list timeline reads every member's outbox.
+LIST_MAX_MEMBERS = 500
+# Lists one reader has at most (Mastodon's default is 50 too).
+LISTS_MAX = 50
+
+
+class ListNotFoundError(NoteError, NotFound):
+    """No such list of this reader, or no such account (HTTP 404)."""
+
+
+class ListInvalidError(NoteError, InvalidInput):
+    """A bad title or policy, an account not followed, too many lists or members (HTTP 422, as Mastodon)."""
+
+    status = 422
+
+
+def _list_fields(title: str | None, replies_policy: str | None) -> tuple[str | None, str | None]:
+    text = None
+    if title is not None:
+        try:
+            text = parse_text(title, name="A list's title", max_length=LIST_TITLE_MAX_LENGTH)
+        except InvalidInput as exc:
+            raise ListInvalidError(f"Validation failed: {exc.message}") from None
+    if replies_policy is not None and replies_policy not in dict(REPLIES_POLICIES):
+        raise ListInvalidError(f"Validation failed: replies_policy must be one of {', '.join(dict(REPLIES_POLICIES))}")
+    return text, replies_policy
+
+
+def _locked(list_: List) -> List:
+    """``list_``'s row, locked for this transaction: members and ``exclusive`` change under one lock.
+
+    :raises ListNotFoundError: deleted meanwhile (404).
+    """
+    row = List.objects.select_for_update().filter(pk=list_.pk).first()
+    if row is None:
+        raise ListNotFoundError("Record not found")
+    return row
+
+
+def list_create(*, owner: User, title: str, replies_policy: str = "list", exclusive: bool = False) -> List:
+    """Create a list of ``owner``'s (empty; its keys written after commit).
+
+    :raises ListInvalidError: empty or too long title, unknown policy, ``LISTS_MAX`` lists already (422).
+    """
+    text, policy = _list_fields(title, replies_policy)
+    with transaction.atomic():
+        # Lock the owner's row: two concurrent creates must not pass the count together.
+        User.objects.select_for_update().filter(pk=owner.pk).first()
+        if List.objects.filter(owner_id=owner.pk).count() >= LISTS_MAX:
+            raise ListInvalidError(f"Validation failed: you have {LISTS_MAX} lists already")
+        created = List.objects.create(owner_id=owner.pk, title=str(text), replies_policy=str(policy), exclusive=exclusive)
+        feed_outbox.lists_record(reader_ids=[owner.pk])
+    return created
+
+
+def list_update(
+    *, list_: List, title: str | None = None, replies_policy: str | None = None, exclusive: bool | None = None
+) -> List:
+    """Rename ``list_`` or change its policy or ``exclusive`` (None: unchanged); making it (not)
+    exclusive takes its members' notes out of the owner's home feed (or back) after commit.
+
+    :raises ListInvalidError: empty or too long title, unknown policy (422).
+    :raises ListNotFoundError: the list was deleted meanwhile (404).
+    """
+    text, policy = _list_fields(title, replies_policy)
+    with transaction.atomic():
+        row = _locked(list_)
+        toggled = exclusive is not None and exclusive != row.exclusive
+        row.title = text if text is not None else row.title
+        row.replies_policy = policy if policy is not None else row.replies_policy
+        row.exclusive = exclusive if exclusive is not None else row.exclusive
+        row.save(update_fields=["title", "replies_policy", "exclusive"])
+        members = list(ListMember.objects.filter(list_id=row.pk).values_list("account_id", flat=True)) if toggled else []
+        feed_outbox.lists_record(reader_ids=[row.owner_id], account_ids=members)
+    return row
+
+
+def list_delete(*, list_: List) -> None:
+    """Delete ``list_`` and its memberships; an exclusive list's members come back to the home feed after commit."""
+    with transaction.atomic():
+        row = List.objects.select_for_update().filter(pk=list_.pk).first()
+        if row is None:
+            return  # deleted meanwhile: done
+        members = list(ListMember.objects.filter(list_id=row.pk).values_list("account_id", flat=True)) if row.exclusive else []
+        row.delete()
+        feed_outbox.lists_record(reader_ids=[row.owner_id], account_ids=members)
+
+
+def list_members_add(*, list_: List, account_ids: list[int]) -> int:
+    """Add ``account_ids`` to ``list_`` (all or none); members already there are kept.
+
+    :returns: the number of accounts added.
+    :raises ListNotFoundError: an unknown or deactivated account, or the list was deleted meanwhile (404).
+    :raises ListInvalidError: an account the owner does not follow, or more than ``LIST_MAX_MEMBERS`` (422).
+    """
+    wanted = sorted(set(account_ids))
+    if not wanted:
+        return 0
+    with transaction.atomic():
+        row = _locked(list_)
+        known = set(User.objects.filter(pk__in=wanted, is_active=True).values_list("pk", flat=True))
+        if missing := [account_id for account_id in wanted if account_id not in known]:
+            raise ListNotFoundError(f"Record not found: account {missing[0]}")
+        followed = set(
+            active_follows().filter(follower_id=row.owner_id, followee_id__in=wanted).values_list("followee_id", flat=True)
+        )
+        if unfollowed := [account_id for account_id in wanted if account_id not in followed]:
+            raise ListInvalidError(f"Validation failed: you do not follow account {unfollowed[0]}")
+        held = set(ListMember.objects.filter(list_id=row.pk).values_list("account_id", flat=True))
+        new = [account_id for account_id in wanted if account_id not in held]
+        if len(held) + len(new) > LIST_MAX_MEMBERS:
+            raise ListInvalidError(f"Validation failed: a list holds at most {LIST_MAX_MEMBERS} accounts")
+        ListMember.objects.bulk_create([ListMember(list_id=row.pk, account_id=account_id) for account_id in new])
+        # bulk_create fires no signal: the mirror's entries are recorded here.
+        feed_outbox.lists_record(reader_ids=[row.owner_id], account_ids=new if row.exclusive else [])
+    return len(new)
+
+
+def list_members_remove(*, list_: List, account_ids: list[int]) -> int:
+    """Remove ``account_ids`` from ``list_`` (accounts not in it are ignored).
+
+    :returns: the number of accounts removed.
+    :raises ListNotFoundError: the list was deleted meanwhile (404).
+    """
+    wanted = sorted(set(account_ids))
+    if not wanted:
+        return 0
+    with transaction.atomic():
+        row = _locked(list_)
+        removed, _ = ListMember.objects.filter(list_id=row.pk, account_id__in=wanted).delete()
+        if removed:
+            feed_outbox.lists_record(reader_ids=[row.owner_id], account_ids=wanted if row.exclusive else [])
+    return int(removed)
+
+
+def list_members_unfollowed(*, follower_id: int, followee_id: int) -> int:
+    """In the transaction of a follow's end (unfollow, block, removal): take ``followee_id`` out of
+    every list of ``follower_id`` unless the follow is still there (a follow signal).
+
+    :returns: the memberships removed.
+    """
+    if Follow.objects.filter(follower_id=follower_id, followee_id=followee_id).exists():
+        return 0
+    removed, _ = ListMember.objects.filter(list__owner_id=follower_id, account_id=followee_id).delete()
+    if removed:
+        feed_outbox.lists_record(reader_ids=[follower_id])
+    return int(removed)
+
+
+def lists_member_changed(*, account_id: int) -> int:
+    """In the transaction of ``account_id``'s (de)activation or deletion: re-derive the list keys of
+    every reader whose lists hold it.
+
+    :returns: the entries recorded.
+    """
+    owners = list(ListMember.objects.filter(account_id=account_id).values_list("list__owner_id", flat=True).distinct())
+    return feed_outbox.lists_record(reader_ids=owners) if owners else 0

@@ -1,5 +1,5 @@
 """Feed pages (``/home``, ``/notes/``, ``/n/<id>/``, ``/n/<id>/delete/``, ``/u/<username>/``,
-``/u/<username>/notes/``): parse input, call one service or selector, render. The pages:
+``/u/<username>/notes/``, ``/lists/...``): parse input, call one service or selector, render. The pages:
 docs/api.md#pages.
 """
 
@@ -12,9 +12,9 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST, require_safe
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from core.errors import DomainError, NotFound
+from core.errors import DomainError, InvalidInput, NotFound
 from core.http import redirect_to_canonical, with_retry_after
 from core.paging import feed_cursor
 from social import selectors as social_selectors
@@ -24,8 +24,8 @@ from users.models import HOME, User
 from users.selectors import active_user_named
 
 from . import selectors, services
-from .forms import NoteForm
-from .models import PUBLIC, Note
+from .forms import ListForm, ListMemberForm, NoteForm
+from .models import PUBLIC, List, Note
 
 
 def _reader(request: HttpRequest) -> User:
@@ -69,6 +69,8 @@ def profile(request: HttpRequest, username: str) -> HttpResponse:
         # Only a private account has requests (turning it public approves them all).
         context["requested"] = seen.private and social_selectors.follow_requested(requester_id=viewer.pk, target_id=user.pk)
         context["muting"] = user.pk in visibility.muted_ids(user_id=viewer.pk)
+        if context["relationship"].is_following:
+            context["lists"] = selectors.lists_of(owner_id=viewer.pk)
     return render(request, "feed/user_profile.html", context)
 
 
@@ -176,3 +178,114 @@ def user_notes(request: HttpRequest, username: str) -> HttpResponse:
     )
     context = {"profile_user": author, "page": page, "is_first_page": not request.GET.get("cursor")}
     return render(request, "feed/user_notes.html", context)
+
+
+# --- lists ----------------------------------------------------------------------------
+
+
+def _list_or_404(request: HttpRequest, list_id: int) -> List:
+    found = selectors.list_of(owner_id=_reader(request).pk, list_id=list_id)
+    if found is None:
+        raise NotFound("No such list.")
+    return found
+
+
+def _invalid(form: ListForm | ListMemberForm) -> InvalidInput:
+    return InvalidInput("; ".join(str(error) for errors in form.errors.values() for error in errors))
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@login_required
+def lists(request: HttpRequest) -> HttpResponse:
+    """/lists/: the reader's lists and a form to create one; POST (CSRF) creates it (400 on bad input)."""
+    if request.method == "POST":
+        form = ListForm(request.POST)
+        if not form.is_valid():
+            raise _invalid(form)
+        created = services.list_create(
+            owner=_reader(request),
+            title=form.cleaned_data["title"],
+            replies_policy=form.cleaned_data.get("replies_policy") or "list",
+            exclusive=form.cleaned_data["exclusive"],
+        )
+        messages.success(request, f"List “{created.title}” created.")
+        return redirect("feed:list_detail", list_id=created.pk)
+    context = {"lists": selectors.lists_of(owner_id=_reader(request).pk), "form": ListForm()}
+    return render(request, "feed/list_index.html", context)
+
+
+@require_safe
+@login_required
+def list_detail(request: HttpRequest, list_id: int) -> HttpResponse:
+    """/lists/<id>/: the list's timeline (``?cursor=``), its members and its settings (404: not the reader's)."""
+    found = _list_or_404(request, list_id)
+    page = selectors.list_timeline(
+        reader_id=_reader(request).pk,
+        list_id=found.pk,
+        cursor=feed_cursor(request.GET.get("cursor")),
+        limit=settings.FEED_PAGE_SIZE,
+    )
+    members = selectors.list_members_page(list_id=found.pk, max_id=None, min_id=None, limit=None).entries
+    form = ListForm(initial={"title": found.title, "replies_policy": found.replies_policy, "exclusive": found.exclusive})
+    context = {"list": found, "page": page, "members": members, "form": form, "is_first_page": not request.GET.get("cursor")}
+    return render(request, "feed/list_detail.html", context)
+
+
+@require_POST
+@login_required
+def list_update(request: HttpRequest, list_id: int) -> HttpResponse:
+    """POST /lists/<id>/edit/ (CSRF): rename it, change its policy or ``exclusive`` (400 on bad input)."""
+    found = _list_or_404(request, list_id)
+    form = ListForm(request.POST)
+    if not form.is_valid():
+        raise _invalid(form)
+    services.list_update(
+        list_=found,
+        title=form.cleaned_data["title"],
+        replies_policy=form.cleaned_data.get("replies_policy") or None,
+        exclusive=form.cleaned_data["exclusive"],
+    )
+    messages.success(request, "List saved.")
+    return redirect("feed:list_detail", list_id=found.pk)
+
+
+@require_POST
+@login_required
+def list_delete(request: HttpRequest, list_id: int) -> HttpResponse:
+    """POST /lists/<id>/delete/ (CSRF): delete the list."""
+    services.list_delete(list_=_list_or_404(request, list_id))
+    messages.success(request, "List deleted.")
+    return redirect("feed:lists")
+
+
+def _member(request: HttpRequest) -> User:
+    """The active account named by the form's ``username`` (400 on bad input, 404 when unknown)."""
+    form = ListMemberForm(request.POST)
+    if not form.is_valid():
+        raise _invalid(form)
+    return active_user_named(form.cleaned_data["username"])
+
+
+@require_POST
+@login_required
+def list_member_add(request: HttpRequest, list_id: int) -> HttpResponse:
+    """POST /lists/<id>/members/ (CSRF) ``username``: add an account the reader follows (422 otherwise);
+    back to the profile when ``next=profile``."""
+    found = _list_or_404(request, list_id)
+    account = _member(request)
+    services.list_members_add(list_=found, account_ids=[account.pk])
+    messages.success(request, f"@{account.username} added to “{found.title}”.")
+    if request.POST.get("next") == "profile":
+        return redirect("feed:profile", username=account.username)
+    return redirect("feed:list_detail", list_id=found.pk)
+
+
+@require_POST
+@login_required
+def list_member_remove(request: HttpRequest, list_id: int) -> HttpResponse:
+    """POST /lists/<id>/members/remove/ (CSRF) ``username``: take the account out of the list."""
+    found = _list_or_404(request, list_id)
+    account = _member(request)
+    services.list_members_remove(list_=found, account_ids=[account.pk])
+    messages.success(request, f"@{account.username} removed from “{found.title}”.")
+    return redirect("feed:list_detail", list_id=found.pk)

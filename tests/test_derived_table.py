@@ -16,6 +16,7 @@ from django.utils.module_loading import import_string
 from core import derived, outbox
 from core.derived import Change, Kinds, ReadTime
 from core.models import OutboxEntry
+from feed.services import list_create, list_members_add
 from social import controls, services
 from social.models import FollowImport, Mute
 from users.models import User
@@ -95,7 +96,7 @@ def _make(change: Change, people: dict[str, User]) -> None:
 
 
 def _set_up(change: Change, people: dict[str, User]) -> None:
-    """What must stand before ``change``: a follows b (or asked to), a mute, a block, b private..."""
+    """What must stand before ``change``: a follows b (or asked to) and lists it, a mute, a block, b private..."""
     a, b = people["a"], people["b"]
     private = change in (
         Change.REQUEST_MADE,
@@ -109,6 +110,9 @@ def _set_up(change: Change, people: dict[str, User]) -> None:
     if change not in (Change.FOLLOW, Change.REQUEST_MADE, Change.UNBLOCK):
         services.follow_create(actor=a, followee_id=b.pk)  # a follow, or a request when b is private
         services.follow_create(actor=b, followee_id=a.pk)
+        if not private:
+            crew = list_create(owner=a, title="crew")  # a's list holds b
+            list_members_add(list_=crew, account_ids=[b.pk])
     if change == Change.UNBLOCK:
         controls.block_create(actor=b, target_id=a.pk)
     if change == Change.UNMUTE:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from django.test import Client
@@ -37,6 +38,9 @@ def make_token(user: Any, app: Application, *, token: str, scope: str = "read wr
     )
 
 
+FORM = "application/x-www-form-urlencoded"
+
+
 class Api:
     """A client that sends ``Authorization: Bearer <token>``."""
 
@@ -50,8 +54,15 @@ class Api:
     def post(self, path: str, data: Any = None, **extra: Any) -> Any:
         return self.client.post(path, data or {}, headers={**self.headers, **extra.pop("headers", {})}, **extra)
 
-    def delete(self, path: str, **extra: Any) -> Any:
+    def delete(self, path: str, data: Any = None, **extra: Any) -> Any:
+        if data is not None:
+            extra.update(data=urlencode(data, doseq=True), content_type=FORM)
         return self.client.delete(path, headers={**self.headers, **extra.pop("headers", {})}, **extra)
+
+    def put(self, path: str, data: Any = None, **extra: Any) -> Any:
+        """A PUT with a form body (as Mastodon.py sends one)."""
+        body = urlencode(data or {}, doseq=True)
+        return self.client.put(path, body, content_type=FORM, headers={**self.headers, **extra.pop("headers", {})}, **extra)
 
 
 @pytest.fixture

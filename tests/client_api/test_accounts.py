@@ -312,7 +312,7 @@ class TestSuggestions:
 
 class TestErrors:
     def test_an_unknown_api_address_is_mastodons_404(self, api_alice) -> None:
-        response = api_alice.get("/api/v1/lists")
+        response = api_alice.get("/api/v1/bookmarks")
 
         assert response.status_code == 404
         assert response.json() == {"error": "Record not found"}

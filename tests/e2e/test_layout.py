@@ -21,6 +21,7 @@ PAGES = [
     "/u/bob/followers/",
     "/u/alexandra_featherstonehaugh/following/",
     "/u/bob/notes/",
+    "/lists/",
 ]
 
 

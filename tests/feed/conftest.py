@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from core.redis import redis_reset_breaker
 from feed.rebuild import inbox_rebuild
 from tests.support.accounts import make_user
 from tests.support.feed import Publisher
@@ -43,3 +44,21 @@ def synced(db: Any) -> Callable[[Any], None]:
         assert result.synced, "the reader must be active"
 
     return run
+
+
+DEAD_REDIS = "redis://127.0.0.1:1/0"
+
+
+@pytest.fixture
+def redis_switch(settings: Any) -> Callable[[bool], None]:
+    """``redis_switch(up: bool)``: point the cache at the real Redis or at a closed port."""
+    live = settings.CACHES
+
+    def switch(up: bool) -> None:
+        if up:
+            settings.CACHES = live
+        else:
+            settings.CACHES = {**live, "default": {**live["default"], "LOCATION": DEAD_REDIS}}
+        redis_reset_breaker()
+
+    return switch

@@ -9,7 +9,6 @@ from django.utils import timezone
 
 from core.outbox import drain
 from core.paging import Cursor
-from core.redis import redis_reset_breaker
 from feed import selectors
 from feed.models import Note
 from tests.support.accounts import signed_in
@@ -17,23 +16,7 @@ from tests.support.feed import inbox_ids
 
 pytestmark = pytest.mark.django_db
 
-DEAD_REDIS = "redis://127.0.0.1:1/0"
 BASE_MS = int((timezone.now() - timedelta(hours=1)).timestamp() * 1000)
-
-
-@pytest.fixture
-def redis_switch(settings):
-    """``redis_switch(up: bool)``: point the cache at the real Redis or at a closed port."""
-    live = settings.CACHES
-
-    def switch(up: bool) -> None:
-        if up:
-            settings.CACHES = live
-        else:
-            settings.CACHES = {**live, "default": {**live["default"], "LOCATION": DEAD_REDIS}}
-        redis_reset_breaker()
-
-    return switch
 
 
 def all_pages(user, limit=2):

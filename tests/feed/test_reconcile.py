@@ -64,6 +64,7 @@ class TestReconcileInboxes:
             "notes_extra": 2,
             "scores_wrong": 1,
             "readers_repaired": 3,
+            "lists_drifted": 0,
             "last_user_id": readers["y"].pk,
         }
         assert expected != {reader: inbox(redis_client, reader) for reader in (b, c)}

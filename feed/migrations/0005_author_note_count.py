@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('feed', '0003_note_visibility'),
+        ('feed', '0004_lists'),
         ('users', '0007_alter_user_managers'),
     ]
 

@@ -1,0 +1,188 @@
+"""Lists through the Mastodon API: /api/v1/lists, its accounts, an account's lists and a list's
+timeline; bad input is a 4xx that writes nothing, another reader's list is not found."""
+
+from __future__ import annotations
+
+import pytest
+
+from feed.models import List, ListMember
+from feed.services import note_create
+from social.controls import block_create
+from social.services import follow_create
+from tests.client_api.conftest import Api, make_token
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def crew(alice, bob, charlie, api_alice, run_commits) -> dict:
+    """alice follows bob and charlie and has the list "crew" holding bob."""
+    run_commits(lambda: follow_create(actor=alice, followee_id=bob.pk))
+    run_commits(lambda: follow_create(actor=alice, followee_id=charlie.pk))
+    created = run_commits(lambda: api_alice.post("/api/v1/lists", {"title": "crew"})).json()
+    response = run_commits(lambda: api_alice.post(f"/api/v1/lists/{created['id']}/accounts", {"account_ids[]": [bob.pk]}))
+    assert response.status_code == 200, response.content
+    return created
+
+
+def state() -> tuple[list, list]:
+    """Every list and membership row (what bad input must leave as it was)."""
+    return (
+        list(List.objects.order_by("pk").values_list("pk", "title", "replies_policy", "exclusive")),
+        list(ListMember.objects.order_by("pk").values_list("list_id", "account_id")),
+    )
+
+
+class TestLists:
+    def test_create_read_rename_and_delete(self, api_alice, run_commits) -> None:
+        created = run_commits(
+            lambda: api_alice.post("/api/v1/lists", {"title": "ham burglars", "replies_policy": "none", "exclusive": "true"})
+        ).json()
+
+        assert created == {"id": created["id"], "title": "ham burglars", "replies_policy": "none", "exclusive": True}
+        assert api_alice.get("/api/v1/lists").json() == [created]
+
+        renamed = run_commits(lambda: api_alice.put(f"/api/v1/lists/{created['id']}", {"title": "fry kids"})).json()
+
+        assert renamed == {**created, "title": "fry kids"}
+        assert api_alice.get(f"/api/v1/lists/{created['id']}").json() == renamed
+
+        assert run_commits(lambda: api_alice.delete(f"/api/v1/lists/{created['id']}")).json() == {}
+        assert api_alice.get("/api/v1/lists").json() == []
+        assert api_alice.get(f"/api/v1/lists/{created['id']}").status_code == 404
+
+    @pytest.mark.parametrize(
+        "data",
+        [{}, {"title": ""}, {"title": "   "}, {"title": "x" * 101}, {"title": "ok", "replies_policy": "everyone"}],
+        ids=["no title", "empty", "blank", "too long", "unknown policy"],
+    )
+    def test_bad_input_to_create_is_a_422_and_writes_nothing(self, api_alice, data) -> None:
+        response = api_alice.post("/api/v1/lists", data)
+
+        assert response.status_code == 422
+        assert set(response.json()) == {"error"}
+        assert not List.objects.exists()
+
+    def test_bad_input_to_update_is_a_422_and_changes_nothing(self, api_alice, crew) -> None:
+        before = state()
+
+        assert api_alice.put(f"/api/v1/lists/{crew['id']}", {"title": ""}).status_code == 422
+        assert api_alice.put(f"/api/v1/lists/{crew['id']}", {"replies_policy": "x"}).status_code == 422
+        assert state() == before
+
+    @pytest.mark.parametrize("path", ["/api/v1/lists/{id}", "/api/v1/lists/{id}/accounts", "/api/v1/timelines/list/{id}"])
+    def test_another_readers_list_or_a_malformed_id_is_not_found(self, api_bob, crew, path) -> None:
+        before = state()
+
+        for list_id in (crew["id"], "abc", "999999", "-1"):
+            response = api_bob.get(path.format(id=list_id))
+            assert response.status_code == 404, (list_id, response.content)
+            assert response.json() == {"error": "Record not found"}
+        assert api_bob.put(path.format(id=crew["id"]), {"title": "mine"}).status_code in (404, 405)
+        assert api_bob.delete(path.format(id=crew["id"])).status_code in (404, 405)
+        assert state() == before
+
+    def test_scopes_read_lists_and_write_lists(self, alice, oauth_app, crew) -> None:
+        make_token(alice, oauth_app, token="read-lists", scope="read:lists")
+        make_token(alice, oauth_app, token="statuses-only", scope="read:statuses write:statuses")
+        reader, other = Api("read-lists"), Api("statuses-only")
+        before = state()
+
+        assert reader.get("/api/v1/lists").status_code == 200
+        assert reader.get(f"/api/v1/timelines/list/{crew['id']}").status_code == 200
+        assert reader.post("/api/v1/lists", {"title": "no"}).status_code == 403
+        assert reader.delete(f"/api/v1/lists/{crew['id']}").status_code == 403
+        assert other.get("/api/v1/lists").status_code == 403
+        assert other.get(f"/api/v1/lists/{crew['id']}/accounts").status_code == 403
+        assert Api(None).get("/api/v1/lists").status_code == 401
+        assert state() == before
+
+
+class TestListAccounts:
+    def test_add_list_and_remove(self, api_alice, bob, charlie, crew, run_commits) -> None:
+        path = f"/api/v1/lists/{crew['id']}/accounts"
+        run_commits(lambda: api_alice.post(path, {"account_ids[]": [charlie.pk]}))
+
+        assert [account["id"] for account in api_alice.get(path).json()] == [str(charlie.pk), str(bob.pk)]
+        assert api_alice.get(f"/api/v1/accounts/{bob.pk}/lists").json() == [api_alice.get(f"/api/v1/lists/{crew['id']}").json()]
+
+        assert run_commits(lambda: api_alice.delete(path, {"account_ids[]": [bob.pk]})).json() == {}
+
+        assert [account["id"] for account in api_alice.get(path).json()] == [str(charlie.pk)]
+        assert api_alice.get(f"/api/v1/accounts/{bob.pk}/lists").json() == []
+
+    def test_pages_with_link_headers_and_limit_0_is_everyone(
+        self, alice, bob, api_alice, crew, run_commits, user_factory
+    ) -> None:
+        others = user_factory.create_batch(3)
+        for other in others:
+            run_commits(lambda other=other: follow_create(actor=alice, followee_id=other.pk))
+        path = f"/api/v1/lists/{crew['id']}/accounts"
+        run_commits(lambda: api_alice.post(path, {"account_ids[]": [o.pk for o in others]}))
+        everyone = sorted([o.pk for o in others] + [bob.pk], reverse=True)
+
+        first = api_alice.get(path, {"limit": 2})
+        second = api_alice.get(path, {"limit": 2, "max_id": first.json()[-1]["id"]})
+        above = api_alice.get(path, {"limit": 2, "min_id": second.json()[0]["id"]})
+
+        assert [int(a["id"]) for a in first.json()] == everyone[:2]
+        assert f"max_id={everyone[1]}&limit=2" in first["Link"] and 'rel="next"' in first["Link"]
+        assert [int(a["id"]) for a in second.json()] == everyone[2:]
+        assert 'rel="prev"' in second["Link"]
+        assert [int(a["id"]) for a in above.json()] == everyone[:2]
+        assert [int(a["id"]) for a in api_alice.get(path, {"limit": 0}).json()] == everyone
+        assert "Link" not in api_alice.get(path, {"limit": 0})
+
+    def test_an_account_not_followed_is_a_422_and_nothing_is_added(self, api_alice, crew, user_factory) -> None:
+        stranger = user_factory()
+        before = state()
+
+        response = api_alice.post(f"/api/v1/lists/{crew['id']}/accounts", {"account_ids[]": [stranger.pk]})
+
+        assert response.status_code == 422
+        assert set(response.json()) == {"error"}
+        assert state() == before
+
+    @pytest.mark.parametrize(
+        ("data", "added", "removed"),
+        [({}, 422, 422), ({"account_ids[]": ["abc"]}, 400, 400), ({"account_ids[]": ["999999"]}, 404, 200)],
+        ids=["none", "malformed", "unknown"],
+    )
+    def test_bad_account_ids_are_a_4xx_and_change_nothing(self, api_alice, crew, data, added, removed) -> None:
+        """An unknown account is not found when added; removing it removes nothing, as on Mastodon."""
+        before = state()
+        path = f"/api/v1/lists/{crew['id']}/accounts"
+
+        assert api_alice.post(path, data).status_code == added
+        assert api_alice.delete(path, data).status_code == removed
+        assert state() == before
+
+    def test_the_lists_of_an_unknown_account_are_not_found(self, api_alice) -> None:
+        assert api_alice.get("/api/v1/accounts/999999/lists").status_code == 404
+
+
+class TestListTimeline:
+    def test_pages_as_the_home_timeline(self, alice, bob, charlie, api_alice, crew, run_commits) -> None:
+        notes = [run_commits(lambda i=i: note_create(author=bob, body=f"b{i}")) for i in range(5)]
+        run_commits(lambda: note_create(author=charlie, body="not in the list"))
+        ids = [str(note.pk) for note in reversed(notes)]
+        path = f"/api/v1/timelines/list/{crew['id']}"
+
+        def read(params: dict) -> list[str]:
+            return [status["id"] for status in api_alice.get(path, params).json()]
+
+        assert read({}) == ids
+        assert read({"limit": 2}) == ids[:2]
+        assert read({"max_id": ids[1], "limit": 2}) == ids[2:4]
+        assert read({"since_id": ids[3], "limit": 2}) == ids[:2]
+        assert read({"min_id": ids[3], "limit": 2}) == ids[1:3]
+        assert 'rel="next"' in api_alice.get(path, {"limit": 2})["Link"]
+        assert api_alice.get(path, {"max_id": "abc"}).status_code == 400
+
+    def test_a_member_who_blocks_the_reader_is_gone_from_it(self, alice, bob, api_alice, crew, run_commits) -> None:
+        run_commits(lambda: note_create(author=bob, body="hello"))
+
+        run_commits(lambda: block_create(actor=bob, target_id=alice.pk))
+
+        assert api_alice.get(f"/api/v1/timelines/list/{crew['id']}").json() == []
+        assert api_alice.get(f"/api/v1/lists/{crew['id']}/accounts").json() == []
