@@ -1,6 +1,6 @@
 """Mastodon's streaming API as server-sent events, served by the ASGI process (``config.asgi``
 under uvicorn): ``GET /api/v1/streaming/user`` (events ``update``, ``delete``, ``notification``
-and ``:thump`` heartbeats), ``/api/v1/streaming/list?list=ID`` is left to lists, and
+and ``:thump`` heartbeats), ``/api/v1/streaming/list?list=ID`` (``update``, ``delete``) and
 ``/api/v1/streaming/health``.
 
 One Redis pub/sub connection per process (``Hub``) listens on the channels of every open stream
@@ -18,6 +18,7 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
@@ -34,6 +35,7 @@ from core.cluster import cluster_nodes
 from core.errors import InvalidInput
 from core.parsing import parse_id
 from core.streaming import DELETE, NOTIFICATION, UPDATE, Event
+from feed import selectors as feed_selectors
 from users.models import User
 
 from . import formatting, selectors
@@ -184,21 +186,21 @@ def _database(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
 # --- authentication -----------------------------------------------------------------
 
 
-def _token_user(raw: str) -> tuple[User | None, str | None, int]:
-    """``(user, None, 200)`` for a live token with ``read:statuses``, else ``(None, message, status)``."""
+def _token_user(raw: str, scope: str) -> tuple[User | None, str | None, int]:
+    """``(user, None, 200)`` for a live token with ``scope``, else ``(None, message, status)``."""
     token = selectors.access_token(raw)
     if token is None or token.user is None or not token.user.is_active:
         return None, INVALID_TOKEN, 401
-    if not allows(token.scope.split(), "read:statuses"):
+    if not allows(token.scope.split(), scope):
         return None, OUT_OF_SCOPE, 403
     return token.user, None, 200
 
 
-async def _reader(request: HttpRequest) -> tuple[User | None, JsonResponse | None]:
-    """The stream's reader from its token (header or ``access_token``) or the site's session."""
+async def _reader(request: HttpRequest, scope: str = "read:statuses") -> tuple[User | None, JsonResponse | None]:
+    """The stream's reader from its token (header or ``access_token``, needing ``scope``) or the site's session."""
     raw = bearer(request)
     if raw:
-        user, message, status = await _database(_token_user)(raw)
+        user, message, status = await _database(_token_user)(raw, scope)
         return user, (error(message, status) if message else None)
     session_user = await request.auser()
     if isinstance(session_user, User) and session_user.is_active:
@@ -225,15 +227,24 @@ def _frame(event: str, data: str, event_id: int | None = None) -> str:
     return f"{head}event: {event}\ndata: {data}\n\n"
 
 
-def _replay(request: HttpRequest, reader: User, after: int) -> list[tuple[int, str]]:
-    """The home feed's notes newer than note id ``after`` (the inbox read the REST home timeline
-    makes, with the reader's own), oldest first, as ``(note id, frame)``."""
+@dataclass(frozen=True)
+class Timeline:
+    """What one stream sends: ``read``, the timeline's pages (the replay's read); ``channels``,
+    where its live events come from; ``shown(note_id)``, the note of a live ``update`` when the
+    timeline shows it now (else None); ``notifications``, whether notifications are sent too."""
+
+    reader: User
+    read: selectors.Reader
+    channels: list[str]
+    shown: Callable[[int], Any]
+    notifications: bool
+
+
+def _replay(request: HttpRequest, timeline: Timeline, after: int) -> list[tuple[int, str]]:
+    """The timeline's notes newer than note id ``after`` (the read its REST timeline makes),
+    oldest first, as ``(note id, frame)``."""
     notes, _ = selectors.timeline_window(
-        selectors.home_with_own(user=reader),
-        max_id=None,
-        since_id=None,
-        min_id=after,
-        limit=int(settings.STREAMING_REPLAY_LIMIT),
+        timeline.read, max_id=None, since_id=None, min_id=after, limit=int(settings.STREAMING_REPLAY_LIMIT)
     )
     ordered = sorted(notes, key=lambda note: note.pk)
     return [
@@ -242,51 +253,81 @@ def _replay(request: HttpRequest, reader: User, after: int) -> list[tuple[int, s
     ]
 
 
-def _newest_id(reader: User) -> int:
-    """The id of the newest note of ``reader``'s home feed now (0: none)."""
-    notes, _ = selectors.timeline_window(selectors.home_with_own(user=reader), max_id=None, since_id=None, min_id=None, limit=1)
+def _newest_id(timeline: Timeline) -> int:
+    """The id of the newest note of the timeline now (0: none)."""
+    notes, _ = selectors.timeline_window(timeline.read, max_id=None, since_id=None, min_id=None, limit=1)
     return max((note.pk for note in notes), default=0)
 
 
-def _render(request: HttpRequest, reader: User, event: Event) -> str | None:
-    """The frame of ``event`` for ``reader``, or None when its home feed would not show it now."""
+def _render(request: HttpRequest, timeline: Timeline, event: Event) -> str | None:
+    """The frame of ``event`` for the timeline's reader, or None when the timeline would not show it now."""
     if event.kind == DELETE:
         return _frame(DELETE, str(event.object_id))
     if event.kind == UPDATE:
-        note = selectors.stream_note(reader=reader, note_id=event.object_id)
+        note = timeline.shown(event.object_id)
         if note is None:
             return None
         return _frame(UPDATE, json.dumps(formatting.statuses_json_of(request, [note])[0]), note.pk)
-    if event.kind == NOTIFICATION:
-        row = selectors.notification_of(recipient_id=reader.pk, notification_id=event.object_id)
+    if event.kind == NOTIFICATION and timeline.notifications:
+        row = selectors.notification_of(recipient_id=timeline.reader.pk, notification_id=event.object_id)
         if row is None:
             return None
         return _frame(NOTIFICATION, json.dumps(formatting.notification_json(request, row)))
     return None
 
 
-def _channels(reader: User) -> list[str]:
-    """The user stream's channels: the reader's own and those of the pulled authors it follows."""
-    return [
+def _home(reader: User) -> Timeline:
+    """The user stream: the home feed (the reader's own channel and those of the pulled authors it
+    follows, read when the stream opens) and notifications."""
+    channels = [
         core_keys.stream_channel(reader.pk),
         *(core_keys.author_stream_channel(author_id) for author_id in selectors.followed_pull_authors(user_id=reader.pk)),
     ]
+    return Timeline(
+        reader=reader,
+        read=selectors.home_with_own(user=reader),
+        channels=channels,
+        shown=lambda note_id: selectors.stream_note(reader=reader, note_id=note_id),
+        notifications=True,
+    )
 
 
-async def _events(request: HttpRequest, reader: User, after: int | None) -> AsyncIterator[str]:
-    """The user stream: a replay of what came after note ``after`` (None: nothing), then live
-    events and a heartbeat comment every ``STREAMING_HEARTBEAT_SECONDS`` of silence."""
+def _list(reader: User, list_id: int) -> Timeline | None:
+    """The list stream of ``reader``'s list ``list_id`` (None: not its list): the channels of the
+    members when the stream opens; an update is sent while its author is a member the list shows."""
+    if feed_selectors.list_of(owner_id=reader.pk, list_id=list_id) is None:
+        return None
+
+    def shown(note_id: int) -> Any:
+        note = selectors.stream_note(reader=reader, note_id=note_id)
+        if note is None or note.author_id not in feed_selectors.list_member_ids_database(list_id=list_id):
+            return None
+        return note
+
+    members = feed_selectors.list_member_ids_database(list_id=list_id)
+    return Timeline(
+        reader=reader,
+        read=lambda cursor, limit: feed_selectors.list_timeline(reader_id=reader.pk, list_id=list_id, cursor=cursor, limit=limit),
+        channels=[core_keys.author_stream_channel(member) for member in sorted(members)],
+        shown=shown,
+        notifications=False,
+    )
+
+
+async def _events(request: HttpRequest, timeline: Timeline, after: int | None) -> AsyncIterator[str]:
+    """A stream: a replay of what came after note ``after`` (None: nothing), then live events and
+    a heartbeat comment every ``STREAMING_HEARTBEAT_SECONDS`` of silence."""
     queue: asyncio.Queue[Event | str] = asyncio.Queue(maxsize=QUEUE_SIZE)
-    channels = await _database(_channels)(reader)
+    channels = timeline.channels
     the_hub = hub()
     await the_hub.subscribe(channels, queue)
     # Updates sent, so a replay and a live message of the same note send it once.
     sent: set[int] = set()
     try:
         yield ":)\n\n"  # the headers go out at once; Mastodon's streaming server greets so too
-        last = after if after is not None else await _database(_newest_id)(reader)
+        last = after if after is not None else await _database(_newest_id)(timeline)
         if after is not None:
-            for note_id, frame in await _database(_replay)(request, reader, after):
+            for note_id, frame in await _database(_replay)(request, timeline, after):
                 sent.add(note_id)
                 last = max(last, note_id)
                 yield frame
@@ -298,7 +339,7 @@ async def _events(request: HttpRequest, reader: User, after: int | None) -> Asyn
                 yield ":thump\n\n"
                 continue
             if item == RESYNC:
-                for note_id, frame in await _database(_replay)(request, reader, last):
+                for note_id, frame in await _database(_replay)(request, timeline, last):
                     if note_id not in sent:
                         sent.add(note_id)
                         last = max(last, note_id)
@@ -307,7 +348,7 @@ async def _events(request: HttpRequest, reader: User, after: int | None) -> Asyn
             assert isinstance(item, Event)
             if item.kind == UPDATE and item.object_id in sent:
                 continue
-            rendered = await _database(_render)(request, reader, item)
+            rendered = await _database(_render)(request, timeline, item)
             if rendered is None:
                 continue
             if item.kind == UPDATE:
@@ -329,26 +370,45 @@ def _last_event_id(request: HttpRequest) -> int | None:
     return parse_id(raw, name="Last-Event-ID")
 
 
-async def user(request: HttpRequest) -> HttpResponseBase:
-    """GET /api/v1/streaming/user: the reader's home feed and notifications as server-sent events."""
+async def _stream(request: HttpRequest, scope: str, timeline_of: Callable[[User], Timeline | None]) -> HttpResponseBase:
+    """The server-sent events of the timeline ``timeline_of(reader)`` (None: 404), for a reader
+    authorised with ``scope`` (or the session), from ``Last-Event-ID`` when given."""
     if request.method not in ("GET", "HEAD"):
         return _cors(request, error("Method not allowed", 405))
-    reader, failure = await _reader(request)
+    reader, failure = await _reader(request, scope)
     if failure is not None or reader is None:
         return _cors(request, failure or error(INVALID_TOKEN, 401))
     try:
         after = _last_event_id(request)
     except InvalidInput as exc:
         return _cors(request, error(exc.message, 400))
+    timeline = await _database(timeline_of)(reader)
+    if timeline is None:
+        return _cors(request, error("Record not found", 404))
     if not isinstance(request, ASGIRequest):
         # Under gunicorn (WSGI) an endless stream would hold a worker for good: streams are the
         # streaming process's (STREAMING_API_URL, or a proxy routing /api/v1/streaming to it).
         return _cors(request, error("Streaming is served by the streaming process", 503))
-    response = StreamingHttpResponse(_events(request, reader, after), content_type="text/event-stream")
+    response = StreamingHttpResponse(_events(request, timeline, after), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     # A proxy in front (nginx) must pass each event on at once, not buffer them.
     response["X-Accel-Buffering"] = "no"
     return _cors(request, response)
+
+
+async def user(request: HttpRequest) -> HttpResponseBase:
+    """GET /api/v1/streaming/user: the reader's home feed and notifications as server-sent events."""
+    return await _stream(request, "read:statuses", _home)
+
+
+async def list_stream(request: HttpRequest) -> HttpResponseBase:
+    """GET /api/v1/streaming/list?list=ID: the timeline of the reader's list ``ID`` as server-sent
+    events (``update``, ``delete``); a missing or malformed ``list`` is a 400, another's list a 404."""
+    try:
+        list_id = parse_id(request.GET.get("list"), name="list")
+    except InvalidInput as exc:
+        return _cors(request, error(exc.message, 400))
+    return await _stream(request, "read:lists", lambda reader: _list(reader, list_id))
 
 
 async def health(request: HttpRequest) -> HttpResponse:

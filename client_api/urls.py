@@ -52,6 +52,7 @@ urlpatterns = [
     path("api/v1/markers", views.markers, name="markers"),
     path("api/v1/streaming/health", streams.health, name="streaming_health"),
     path("api/v1/streaming/user", streams.user, name="streaming_user"),
+    path("api/v1/streaming/list", streams.list_stream, name="streaming_list"),
     path("api/v1/timelines/list/<str:raw_id>", views.timeline_list, name="timeline_list"),
     re_path(r"^api/v1/lists/?$", views.lists, name="lists"),
     path("api/v1/lists/<str:raw_id>", views.list_item, name="list"),

@@ -48,11 +48,7 @@ def stream_channel(reader_id: int) -> str:
     return f"{prefix()}stream:{{{reader_id}}}"
 
 
-def list_stream_channel(reader_id: int, list_id: int) -> str:
-    """Pub/sub channel of ``reader_id``'s list ``list_id`` stream, under the reader's hash tag."""
-    return f"{prefix()}stream:list:{list_id}:{{{reader_id}}}"
-
-
 def author_stream_channel(author_id: int) -> str:
-    """Pub/sub channel of a pulled author's notes (``update``, ``delete``), under the author's hash tag."""
+    """Pub/sub channel of an author's notes as they reach its outbox (``update``) and leave
+    (``delete``): list streams, and the user streams of a pulled author's followers, listen on it."""
     return f"{prefix()}stream:author:{{{author_id}}}"

@@ -87,13 +87,13 @@ def note_fan_out(*, note_id: int) -> FanOut:
     note_cache.queue_cache_fill(pipe, [note], replace=True)
     delivery.queue_add(pipe, redis_keys.outbox_key(note.author_id), entry)
     pipe.execute()
+    # The note is in the author's outbox now, where list timelines read it: the list streams
+    # (and, for a pulled author, its followers' user streams) listen on the author's channel.
+    streaming.publish(client, [core_keys.author_stream_channel(note.author_id)], streaming.Event(streaming.UPDATE, note.pk))
     # The author's own stream shows the note as its home feed does (the API's home has its own notes).
     own = [core_keys.stream_channel(note.author_id)]
     if delivery.is_pull_author(client, note.author_id):
-        # No inbox gets it: the streams of its followers listen on the author's channel instead.
-        streaming.publish(
-            client, [*own, core_keys.author_stream_channel(note.author_id)], streaming.Event(streaming.UPDATE, note.pk)
-        )
+        streaming.publish(client, own, streaming.Event(streaming.UPDATE, note.pk))
         result = FanOut(mode="pull")
     elif (parts := delivery.fan_out_parts(follow_counts(user_id=note.author_id).followers)) > 1:
         # One entry (so one task message) per part: any worker takes any part.

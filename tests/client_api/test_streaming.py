@@ -16,7 +16,7 @@ from mastodon import Mastodon, StreamListener
 from core.redis import get_redis
 from feed import redis_keys as feed_keys
 from feed.models import Note
-from feed.services import note_create, note_delete
+from feed.services import list_create, list_members_add, list_members_remove, note_create, note_delete
 from social import redis_keys as social_keys
 from social.controls import mute_create
 from social.services import follow_create, follow_delete
@@ -220,3 +220,48 @@ class TestRedisRestart:
 
         assert live.id == str(before.pk)
         assert replayed.id == str(during.pk)
+
+
+class TestListStream:
+    def test_a_members_note_arrives_on_the_list_stream_and_others_do_not(self, streaming: StreamingServer) -> None:
+        alice, bob, carol = make_user("alice"), make_user("bob"), make_user("carol")
+        follow(alice, bob)
+        follow(alice, carol)
+        # Exclusive: bob's notes leave alice's home feed, but not the list's stream.
+        only_bob = list_create(owner=alice, title="bob only", exclusive=True)
+        list_members_add(list_=only_bob, account_ids=[bob.pk])
+        api = Mastodon(access_token=token_for(alice, "alice"), api_base_url=streaming.url, version_check_mode="none")
+        listener = Listener()
+        handle = api.stream_list(only_bob.pk, listener, run_async=True)
+        try:
+            wait_until(handle.is_receiving, timeout=10, what="the stream open")
+            other = publish(carol, "not a member's")
+            member = publish(bob, "a member's")
+            update = listener.next("update")
+            rest = api.timeline_list(only_bob.pk)[0]
+            note_delete(note=member, actor=bob)
+            deleted = listener.next("delete")
+        finally:
+            handle.close()
+
+        assert str(update.id) == str(member.pk) != str(other.pk)
+        assert update == rest  # as the REST list timeline gives it
+        assert str(deleted) == str(member.pk)
+        assert str(member.pk) not in {str(status.id) for status in api.timeline_home()}
+
+    def test_a_member_removed_from_the_list_sends_no_further_update(self, streaming: StreamingServer) -> None:
+        alice, bob, carol = make_user("alice"), make_user("bob"), make_user("carol")
+        follow(alice, bob)
+        follow(alice, carol)
+        both = list_create(owner=alice, title="both")
+        list_members_add(list_=both, account_ids=[bob.pk, carol.pk])
+        with open_stream(streaming.url, token_for(alice, "alice"), path=f"/api/v1/streaming/list?list={both.pk}") as stream:
+            list_members_remove(list_=both, account_ids=[bob.pk])
+            gone = publish(bob, "after leaving the list")
+            marker = publish(carol, "still a member")
+
+            seen = stream.next_event("update", timeout=DELIVERY_TIMEOUT)
+            rest = stream.drain()
+
+        assert json.loads(seen.data)["id"] == str(marker.pk)
+        assert str(gone.pk) not in {json.loads(frame.data)["id"] for frame in rest if frame.event == "update"}

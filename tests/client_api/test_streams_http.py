@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from feed.services import list_create
 from tests.client_api.conftest import make_app, make_token
 
 # Committed rows: a stream reads the database on the event loop's thread pool, not this thread.
@@ -58,3 +59,42 @@ class TestStreamingEndpoints:
 
         assert response.status_code == 503
         assert response.json() == {"error": "Streaming is served by the streaming process"}
+
+
+class TestListStreamEndpoint:
+    @pytest.mark.parametrize("query", ["", "?list=", "?list=abc", "?list=-2"])
+    def test_a_missing_or_malformed_list_is_a_400(self, alice, query) -> None:
+        make_token(alice, make_app(), token="reader", scope="read")
+
+        response = Client().get(f"/api/v1/streaming/list{query}", headers={"Authorization": "Bearer reader"})
+
+        assert response.status_code == 400
+        assert "list" in response.json()["error"]
+
+    def test_another_readers_list_and_an_unknown_one_are_a_404(self, alice, bob) -> None:
+        bobs = list_create(owner=bob, title="bob's")
+        make_token(alice, make_app(), token="reader", scope="read")
+
+        answers = [
+            Client().get(f"/api/v1/streaming/list?list={list_id}", headers={"Authorization": "Bearer reader"})
+            for list_id in (bobs.pk, bobs.pk + 1000)
+        ]
+
+        assert [answer.status_code for answer in answers] == [404, 404]
+        assert answers[0].json() == {"error": "Record not found"}
+
+    def test_a_token_without_read_lists_is_a_403(self, alice) -> None:
+        own = list_create(owner=alice, title="mine")
+        make_token(alice, make_app(), token="statuses", scope="read:statuses")
+
+        response = Client().get(f"/api/v1/streaming/list?list={own.pk}", headers={"Authorization": "Bearer statuses"})
+
+        assert response.status_code == 403
+
+    def test_the_readers_own_list_asked_of_the_wsgi_server_is_a_503(self, alice) -> None:
+        own = list_create(owner=alice, title="mine")
+        make_token(alice, make_app(), token="reader", scope="read")
+
+        response = Client().get(f"/api/v1/streaming/list?list={own.pk}", headers={"Authorization": "Bearer reader"})
+
+        assert response.status_code == 503

@@ -149,10 +149,10 @@ class EventReader:
 
 
 @contextmanager
-def open_stream(base: str, token: str, **headers: Any) -> Iterator[EventReader]:
-    """Open ``/api/v1/streaming/user`` with ``token`` (and ``headers``) and read it until closed."""
+def open_stream(base: str, token: str, *, path: str = "/api/v1/streaming/user", **headers: Any) -> Iterator[EventReader]:
+    """Open the stream at ``path`` (the user stream) with ``token`` (and ``headers``) and read it until closed."""
     response = requests.get(
-        f"{base}/api/v1/streaming/user", headers={"Authorization": f"Bearer {token}", **headers}, stream=True, timeout=(5, 120)
+        f"{base}{path}", headers={"Authorization": f"Bearer {token}", **headers}, stream=True, timeout=(5, 120)
     )
     assert response.status_code == 200, response.text
     reader = EventReader(response).start()
