@@ -179,3 +179,34 @@ class TestLiveUpdates:
             assert order == [f"note-{live.pk}", "last-read", f"note-{read.pk}"]
         finally:
             streaming.stop()
+
+
+class TestLists:
+    def test_make_a_list_add_two_accounts_and_read_its_timeline(self, stack, open_session, shot):
+        reader = make_user("alice")
+        authors = [make_user(name, display_name=name.title()) for name in ("bob", "carol", "dave")]
+        for author in authors:
+            social_services.follow_create(actor=reader, followee_id=author.pk)
+        notes = {
+            author.username: feed_services.note_create(author=author, body=f"{author.username} writes").pk for author in authors
+        }
+        wait_for_fan_out(list(notes.values()))
+        person = open_session(reader)
+        page = person.page
+
+        page.goto("/lists/")
+        page.get_by_label("Title").fill("Close friends")
+        page.get_by_role("button", name="Create list").click()
+        page.wait_for_selector("h1:has-text('Close friends')")
+        for username in ("bob", "carol"):
+            page.get_by_label("Add an account you follow").fill(username)
+            page.get_by_role("button", name="Add", exact=True).click()
+            page.wait_for_selector(f"section[aria-label=Members] >> text=@{username}")
+        page.reload()
+        shot(person, "list-timeline")
+
+        assert set(note_ids(page)) == {notes["bob"], notes["carol"]}
+        members = page.locator("section[aria-label=Members] .handle").all_inner_texts()
+        assert sorted(members) == ["@bob", "@carol"]
+        page.goto("/lists/")
+        assert page.get_by_role("link", name="Close friends").count() == 1
