@@ -304,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     from django.core.management import call_command
     from django.utils.crypto import get_random_string
 
+    from feed.note_counts import note_counts_load
+
     steps: dict[str, float] = {}
     started = time.perf_counter()
     call_command("migrate", verbosity=0, interactive=False)
@@ -333,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         _timed(steps, "import", started)
     started = time.perf_counter()
     call_command("simulate_activity", notes=args.notes, if_empty=True, no_rebuild=True, no_progress=True, verbosity=0)
+    note_counts_load()  # a database replayed before the note counts were kept
     _timed(steps, "notes", started)
     snapshot_path = Path(args.snapshot) if args.snapshot else None
     fingerprint = database_fingerprint()
