@@ -14,14 +14,17 @@ What it does:
    imports the Slashdot graph into SQLite and serves with the embedded
    Valkey server. The time until ``GET /`` first answers 200 is the first
    run's figure (goal: 60 s); whether the page still says it is warming up
-   is recorded.
+   is recorded. Then the time until its log says the background warm-up is
+   done (notes replayed, the Redis mirror built).
 3. SIGINT to ``make run`` (as Ctrl-C), wait for it to exit, ``make run``
    again: the time to the first 200 is the restart's figure (goal: 5 s).
 4. Stops it and removes the clone.
 
-The machine's load average is recorded at the start and the end; the
-figures are wall clock, on a machine that also runs MariaDB, Redis and
-RabbitMQ.
+The machine's load average is recorded at the start, beside each figure and
+at the end; the figures are wall clock, on a machine that also runs
+MariaDB, Redis and RabbitMQ. ``--cold-cache`` gives uv and pip empty caches
+of their own, as on a machine that never installed these packages (every
+wheel comes from the package index).
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=8199, help="port of the site (default 8199)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for a first page (default 600)")
     parser.add_argument("--out", default=None, help="write the figures as JSON here")
+    parser.add_argument(
+        "--cold-cache", action="store_true", help="empty package caches for uv and pip (a machine that never installed them)"
+    )
     return parser.parse_args(argv)
 
 
@@ -75,10 +81,35 @@ def first_page(url: str, *, started: float, timeout: float, process: subprocess.
     raise RuntimeError(f"no first page within {timeout:.0f} s")
 
 
-def start(clone: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    """``make run`` in ``clone``, in a process group of its own (so SIGINT reaches it as Ctrl-C would)."""
+def warmed_up(log: Path, *, offset: int, started: float, timeout: float, process: subprocess.Popen[bytes]) -> float | None:
+    """Seconds from ``started`` until ``make run``'s ``log`` (read from byte ``offset``) says the
+    background warm-up is done; None when it says no warm-up was needed.
+
+    :raises RuntimeError: ``make run`` exited, the warm-up failed, or ``timeout`` passed.
+    """
+    while time.monotonic() - started < timeout:
+        with log.open("rb") as handle:
+            handle.seek(offset)
+            text = handle.read()
+        if b"Warmed up in" in text:
+            return time.monotonic() - started
+        if b"no warm-up" in text or b"nothing to warm up" in text:
+            return None
+        if b"warm-up interrupted" in text or b"Traceback" in text:
+            raise RuntimeError("the warm-up failed")
+        if process.poll() is not None:
+            raise RuntimeError(f"make run exited with {process.returncode} while warming up")
+        time.sleep(0.2)
+    raise RuntimeError(f"the warm-up was not done within {timeout:.0f} s")
+
+
+def start(clone: Path, port: int, log: Path, *, caches: Path | None = None) -> subprocess.Popen[bytes]:
+    """``make run`` in ``clone``, in a process group of its own (so SIGINT reaches it as Ctrl-C
+    would); ``caches``: a directory for uv's and pip's caches instead of the user's."""
     env = {**os.environ, "PORT": str(port), "FOLLOWFEED_DATA_DIR": data_dir()}
     env.pop("VIRTUAL_ENV", None)
+    if caches is not None:
+        env.update(UV_CACHE_DIR=str(caches / "uv"), PIP_CACHE_DIR=str(caches / "pip"))
     handle = log.open("ab")
     # SIGINT as Ctrl-C delivers it: a shell's background job (make bench run with &) passes
     # SIGINT ignored to its children, and an ignored signal stays ignored across exec.
@@ -120,7 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="followfeed-first-run-"))
     clone = workdir / "followfeed"
     log = workdir / "make-run.log"
-    results: dict[str, Any] = {"port": args.port, "load_average_start": [round(x, 2) for x in load_start]}
+    results: dict[str, Any] = {
+        "port": args.port,
+        "cold_cache": args.cold_cache,
+        "load_average_start": [round(x, 2) for x in load_start],
+    }
+    caches = workdir / "caches" if args.cold_cache else None
     try:
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
         results["commit"] = subprocess.run(
@@ -128,14 +164,23 @@ def main(argv: list[str] | None = None) -> int:
         ).stdout.strip()
         print(f"first run: fresh clone of {results['commit']} in {clone}; make run on port {args.port}", flush=True)
         for name, goal in (("first_run", 60), ("restart", 5)):
+            offset = log.stat().st_size if log.exists() else 0
             started = time.monotonic()
-            process = start(clone, args.port, log)
+            process = start(clone, args.port, log, caches=caches)
             seconds, warming = first_page(url, started=started, timeout=args.timeout, process=process)
             results[f"{name}_seconds"] = round(seconds, 1)
             results[f"{name}_page_says_warming_up"] = warming
+            results[f"{name}_load_average"] = round(os.getloadavg()[0], 2)
             print(
-                f"  {name}: first page after {seconds:.1f} s (goal {goal} s){' while warming up' if warming else ''}", flush=True
+                f"  {name}: first page after {seconds:.1f} s (goal {goal} s){' while warming up' if warming else ''},"
+                f" load {results[f'{name}_load_average']}",
+                flush=True,
             )
+            done = warmed_up(log, offset=offset, started=started, timeout=args.timeout, process=process)
+            results[f"{name}_warm_up_seconds"] = None if done is None else round(done, 1)
+            results[f"{name}_warm_up_load_average"] = round(os.getloadavg()[0], 2)
+            said = "no warm-up needed" if done is None else f"warm-up done after {done:.1f} s"
+            print(f"  {name}: {said}, load {results[f'{name}_warm_up_load_average']}", flush=True)
             results[f"{name}_stop_exit"] = stop(process, clone)
     except (RuntimeError, subprocess.CalledProcessError) as exc:
         results["error"] = str(exc)
