@@ -5,11 +5,13 @@ parameters from a query, a form or a JSON body, Mastodon's paging parameters, an
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import wraps
 from typing import Any
 
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.models import AccessToken
@@ -42,6 +44,9 @@ class ApiError(Exception):
 def error(message: str, status: int) -> JsonResponse:
     """``{"error": message}`` with ``status``."""
     return JsonResponse({"error": message}, status=status)
+
+
+PAGING_ID = re.compile(r"-?[0-9]+")
 
 
 @dataclass
@@ -81,7 +86,8 @@ class Call:
         if raw in (None, ""):
             return None
         text = str(raw).strip()
-        if not text.lstrip("-").isdigit() or len(text) > 20:
+        # ASCII digits only: str.isdigit() takes "²" and "٣", which int() refuses or reads as 3.
+        if not PAGING_ID.fullmatch(text) or len(text) > 20:
             raise ApiError(f"{name} must be an id", 400)
         return int(text)
 
@@ -153,6 +159,10 @@ def endpoint(*methods: str, scope: str | None = None, user: bool = True, token: 
                 response = error("Method not allowed", 405)
                 response["Allow"] = ", ".join(methods)
                 return response
+            if request.method == "HEAD":
+                # A HEAD is its GET, read-only (the server drops the body): views branch on GET,
+                # and would take any other method for a write.
+                request.method = "GET"
             try:
                 raw = bearer(request)
                 found = access_token(raw) if raw else None
@@ -179,6 +189,11 @@ def endpoint(*methods: str, scope: str | None = None, user: bool = True, token: 
                 return response
             except Http404:
                 return error("Record not found", 404)
+            except RequestDataTooBig:
+                return error("The request body is too large", 413)
+            except SuspiciousOperation:
+                # Django's limits on a form or query (too many fields or files): the client's fault.
+                return error("The request has too many parameters", 400)
             except Exception as exc:
                 if is_retryable(exc):
                     return error("The site is busy with other changes to the same accounts; try again.", 503)

@@ -186,3 +186,52 @@ class TestListTimeline:
 
         assert api_alice.get(f"/api/v1/timelines/list/{crew['id']}").json() == []
         assert api_alice.get(f"/api/v1/lists/{crew['id']}/accounts").json() == []
+
+
+class TestInputTheChecksMissed:
+    """Found by trying to break the API: each a 4xx that writes nothing, never a 500."""
+
+    @pytest.mark.parametrize("value", ["--5", "²", "٣", "1-2"])
+    @pytest.mark.parametrize("path", ["/api/v1/timelines/home", "/api/v1/notifications", "/api/v1/timelines/list/{id}"])
+    def test_a_paging_id_of_other_than_ascii_digits_is_a_400(self, api_alice, crew, path, value) -> None:
+        response = api_alice.get(path.format(id=crew["id"]), {"max_id": value})
+
+        assert response.status_code == 400, response.content
+        assert response.json() == {"error": "max_id must be an id"}
+
+    def test_a_head_request_reads_and_writes_nothing(self, api_alice, crew, run_commits) -> None:
+        before = state()
+
+        created = run_commits(lambda: api_alice.client.head("/api/v1/lists?title=by-head", headers=api_alice.headers))
+        renamed = run_commits(
+            lambda: api_alice.client.head(f"/api/v1/lists/{crew['id']}?title=renamed&exclusive=true", headers=api_alice.headers)
+        )
+
+        assert (created.status_code, renamed.status_code) == (200, 200)
+        assert state() == before
+
+    def test_a_head_request_needs_only_the_read_scope(self, alice, oauth_app, crew) -> None:
+        make_token(alice, oauth_app, token="alice-reads-lists", scope="read:lists")
+        reader = Api("alice-reads-lists")
+
+        assert reader.client.head(f"/api/v1/lists/{crew['id']}/accounts", headers=reader.headers).status_code == 200
+
+    def test_too_many_form_fields_is_a_400_and_adds_nobody(self, api_alice, crew, charlie, run_commits) -> None:
+        before = state()
+
+        response = run_commits(
+            lambda: api_alice.post(f"/api/v1/lists/{crew['id']}/accounts", {"account_ids[]": [charlie.pk] * 1001})
+        )
+
+        assert response.status_code == 400, response.content
+        assert response.json() == {"error": "The request has too many parameters"}
+        assert state() == before
+
+    def test_a_body_over_the_limit_is_a_413_and_creates_nothing(self, api_alice, settings) -> None:
+        before = state()
+
+        response = api_alice.post("/api/v1/lists", {"title": "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1)})
+
+        assert response.status_code == 413, response.content
+        assert response.json() == {"error": "The request body is too large"}
+        assert state() == before
