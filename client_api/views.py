@@ -661,10 +661,7 @@ def markers(call: Call) -> JsonResponse:
     if call.request.method == "POST":
         if not services.covers(call.token.scope, "write:statuses"):
             return error("This action is outside the authorized scopes", 403)
-        written = {
-            timeline: user_services.marker_set(user_id=call.me.pk, timeline=timeline, last_read_id=position)
-            for timeline, position in _marker_positions(call).items()
-        }
+        written = user_services.markers_set(user_id=call.me.pk, positions=_marker_positions(call))
         return JsonResponse({timeline: formatting.marker_json(marker) for timeline, marker in written.items()})
     if not services.covers(call.token.scope, "read:statuses"):
         return error("This action is outside the authorized scopes", 403)

@@ -117,6 +117,20 @@ def marker_set(*, user_id: int, timeline: str, last_read_id: int) -> Marker:
     return marker
 
 
+def markers_set(*, user_id: int, positions: dict[str, int]) -> dict[str, Marker]:
+    """Set several of ``user_id``'s markers (``{timeline: last_read_id}``) all or none, as
+    Mastodon's ``POST /api/v1/markers``: a conflict on one leaves every other as it was.
+
+    :returns: ``{timeline: marker as written}``.
+    :raises MarkerConflict: a concurrent write changed one of them (409); nothing is written.
+    """
+    with transaction.atomic():
+        return {
+            timeline: marker_set(user_id=user_id, timeline=timeline, last_read_id=position)
+            for timeline, position in positions.items()
+        }
+
+
 def marker_advance(*, user_id: int, timeline: str, last_read_id: int) -> int:
     """Move ``user_id``'s ``timeline`` marker forwards to ``last_read_id`` (a page showed it); a
     marker already there or further stays as it is.

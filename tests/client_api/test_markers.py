@@ -7,7 +7,7 @@ import json
 from unittest import mock
 
 import pytest
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 
 from tests.client_api.conftest import Api, make_token
 from users.models import HOME, NOTIFICATIONS, Marker
@@ -93,6 +93,24 @@ class TestMarkersApi:
         assert response.status_code == 409
         assert response.json() == {"error": "Conflict during update, please try again"}
         assert marker_position(user_id=alice.pk, timeline=HOME) == 3
+
+    def test_a_conflict_on_one_timeline_writes_neither(self, alice, api_alice) -> None:
+        api_alice.post("/api/v1/markers", {"home[last_read_id]": "3", "notifications[last_read_id]": "5"})
+        real_filter = QuerySet.filter
+
+        def racing_filter(self: QuerySet, *args: object, **kwargs: object) -> QuerySet:
+            # Another write lands on the notifications marker only, after home's was written.
+            if self.model is Marker and "version" in kwargs:
+                Marker.objects.filter(user=alice, timeline=NOTIFICATIONS).update(version=F("version") + 1)
+            return real_filter(self, *args, **kwargs)
+
+        with mock.patch.object(QuerySet, "filter", racing_filter):
+            response = api_alice.post("/api/v1/markers", {"home[last_read_id]": "8", "notifications[last_read_id]": "9"})
+
+        assert response.status_code == 409
+        assert marker_position(user_id=alice.pk, timeline=HOME) == 3
+        assert marker_position(user_id=alice.pk, timeline=NOTIFICATIONS) == 5
+        assert Marker.objects.get(user=alice, timeline=HOME).version == 1
 
 
 class TestMarkerServices:
