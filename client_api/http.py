@@ -11,14 +11,12 @@ from dataclasses import dataclass
 from functools import wraps
 from typing import Any
 
-from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.models import AccessToken
 
-from core.errors import DomainError
+from core.errors import failure_of
 from core.parsing import parse_json_object
-from core.transactions import is_retryable
 from users.models import User
 
 from .scopes import allows
@@ -181,25 +179,18 @@ def endpoint(*methods: str, scope: str | None = None, user: bool = True, token: 
                 return view(call, *args, **kwargs)
             except ApiError as exc:
                 return error(exc.message, exc.status)
-            except DomainError as exc:
-                response = error(exc.message, exc.status)
-                retry_after = getattr(exc, "retry_after", None)
-                if retry_after is not None:
-                    response["Retry-After"] = str(retry_after)
-                return response
             except Http404:
-                return error("Record not found", 404)
-            except RequestDataTooBig:
-                return error("The request body is too large", 413)
-            except SuspiciousOperation:
-                # Django's limits on a form or query (too many fields or files): the client's fault.
-                return error("The request has too many parameters", 400)
+                return error("Record not found", 404)  # Mastodon's sentence
             except Exception as exc:
-                if is_retryable(exc):
-                    return error("The site is busy with other changes to the same accounts; try again.", 503)
-                # Unexpected: logged with its traceback; the client gets Mastodon's shape, never the text.
-                logger.exception("unhandled error in %s %s", request.method, request.path)
-                return error("Something went wrong on our side; try again in a moment.", 500)
+                failure = failure_of(request, exc)
+                if failure is None:
+                    # Unexpected: logged with its traceback; the client gets Mastodon's shape, never the text.
+                    logger.exception("unhandled error in %s %s", request.method, request.path)
+                    return error("Something went wrong on our side; try again in a moment.", 500)
+                response = error(failure.message, failure.status)
+                if failure.retry_after is not None:
+                    response["Retry-After"] = str(failure.retry_after)
+                return response
 
         return wrapper
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -112,30 +113,47 @@ def error_response(
     return response
 
 
-def response_for_exception(request: HttpRequest, exc: BaseException) -> HttpResponse | None:
-    """The response for ``exc`` raised by a view, or None to let Django handle it.
+@dataclass(frozen=True)
+class Failure:
+    """How a failed request is answered: ``status``, a ``message`` for people and, when the client
+    should wait before trying again, ``retry_after`` seconds."""
+
+    status: int
+    message: str
+    retry_after: int | None = None
+
+
+def failure_of(request: HttpRequest, exc: BaseException) -> Failure | None:
+    """The ``Failure`` ``exc`` raised by a view is, or None for an unexpected one (a bug: a 500).
 
     Domain errors, ``Http404``, ``PermissionDenied``: their status; an oversized body 413; other
-    ``SuspiciousOperation`` 400; a deadlock or lock wait past its retries 503 with ``Retry-After``;
-    anything else in the API a logged 500 envelope (pages keep Django's 500).
+    ``SuspiciousOperation`` 400; a deadlock or lock wait past its retries 503 with ``Retry-After``.
     """
     if isinstance(exc, DomainError):
-        return error_response(request, status=exc.status, message=exc.message, retry_after=getattr(exc, "retry_after", None))
+        return Failure(exc.status, exc.message, getattr(exc, "retry_after", None))
     if isinstance(exc, Http404):
-        return error_response(request, status=404, message="Not found.")
+        return Failure(404, "Not found.")
     if isinstance(exc, PermissionDenied):
-        return error_response(request, status=403, message="You are not allowed to do this.")
+        return Failure(403, "You are not allowed to do this.")
     if isinstance(exc, RequestDataTooBig):
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        return error_response(
-            request, status=413, message=f"The request body is larger than the {limit:,} bytes this site takes."
+        return Failure(
+            413, f"The request body is larger than the {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes this site takes."
         )
     if isinstance(exc, SuspiciousOperation):  # a malformed request, as Django itself answers it
-        return error_response(request, status=400, message=STATUS_MESSAGES[400])
+        return Failure(400, STATUS_MESSAGES[400])
     if is_retryable(exc):
         # A write that lost every retry against concurrent ones: nothing was written.
         logger.warning("%s %s: %r after every retry", request.method, request.path, exc)
-        return error_response(request, status=503, message=STATUS_MESSAGES[503], retry_after=1)
+        return Failure(503, STATUS_MESSAGES[503], retry_after=1)
+    return None
+
+
+def response_for_exception(request: HttpRequest, exc: BaseException) -> HttpResponse | None:
+    """The response for ``exc`` raised by a view (``failure_of``), or None to let Django handle it:
+    anything unexpected in the API is a logged 500 envelope (pages keep Django's 500)."""
+    failure = failure_of(request, exc)
+    if failure is not None:
+        return error_response(request, status=failure.status, message=failure.message, retry_after=failure.retry_after)
     if wants_json(request):
         logger.exception("unhandled error in %s %s", request.method, request.path, exc_info=exc)  # noqa: LOG004 - exc_info is given
         return envelope(message=SERVER_ERROR_MESSAGE, status=500)

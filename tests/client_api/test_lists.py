@@ -224,7 +224,7 @@ class TestInputTheChecksMissed:
         )
 
         assert response.status_code == 400, response.content
-        assert response.json() == {"error": "The request has too many parameters"}
+        assert response.json() == {"error": "The request could not be understood."}
         assert state() == before
 
     def test_a_body_over_the_limit_is_a_413_and_creates_nothing(self, api_alice, settings) -> None:
@@ -233,5 +233,7 @@ class TestInputTheChecksMissed:
         response = api_alice.post("/api/v1/lists", {"title": "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1)})
 
         assert response.status_code == 413, response.content
-        assert response.json() == {"error": "The request body is too large"}
+        assert response.json() == {
+            "error": f"The request body is larger than the {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes this site takes."
+        }
         assert state() == before
