@@ -18,7 +18,7 @@ from oauth2_provider.models import AccessToken
 from core.errors import Forbidden, NotFound
 from core.paging import Cursor
 from core.redis import REDIS_ERRORS, get_redis
-from feed.models import FEED_VISIBILITIES, AuthorNoteCount, Note, to_ms
+from feed.models import DIRECT, FEED_VISIBILITIES, AuthorNoteCount, Note, to_ms
 from feed.paging import FeedNote
 from feed.selectors import TimelinePage, home_timeline, note_detail, own_timeline, pull_authors_cached
 from notifications.models import Notification
@@ -413,6 +413,12 @@ def stream_note(*, reader: User, note_id: int) -> Note | None:
     except (Forbidden, NotFound):
         return None
     return note
+
+
+def stream_delete_shown(*, reader: User, note_id: int) -> bool:
+    """Whether a ``delete`` of note ``note_id`` may go to ``reader``'s stream: not when the note is
+    direct and another's (its deletion would tell of it); a note gone from the database may."""
+    return not Note.objects.filter(pk=note_id, visibility=DIRECT).exclude(author_id=reader.pk).exists()
 
 
 def followed_pull_authors(*, user_id: int) -> list[int]:

@@ -36,6 +36,7 @@ from core.errors import InvalidInput
 from core.parsing import parse_id
 from core.streaming import DELETE, NOTIFICATION, UPDATE, Event
 from feed import selectors as feed_selectors
+from feed import services as feed_services
 from users.models import User
 
 from . import formatting, selectors
@@ -262,6 +263,8 @@ def _newest_id(timeline: Timeline) -> int:
 def _render(request: HttpRequest, timeline: Timeline, event: Event) -> str | None:
     """The frame of ``event`` for the timeline's reader, or None when the timeline would not show it now."""
     if event.kind == DELETE:
+        if not selectors.stream_delete_shown(reader=timeline.reader, note_id=event.object_id):
+            return None
         return _frame(DELETE, str(event.object_id))
     if event.kind == UPDATE:
         note = timeline.shown(event.object_id)
@@ -278,7 +281,9 @@ def _render(request: HttpRequest, timeline: Timeline, event: Event) -> str | Non
 
 def _home(reader: User) -> Timeline:
     """The user stream: the home feed (the reader's own channel and those of the pulled authors it
-    follows, read when the stream opens) and notifications."""
+    follows, read when the stream opens) and notifications. Opening it is a visit to the home feed:
+    fan-out delivers to (and so announces on the channel of) a maintained inbox only."""
+    feed_services.feed_visit(user=reader)
     channels = [
         core_keys.stream_channel(reader.pk),
         *(core_keys.author_stream_channel(author_id) for author_id in selectors.followed_pull_authors(user_id=reader.pk)),

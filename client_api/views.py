@@ -618,7 +618,9 @@ def status_item(call: Call, raw_id: str) -> JsonResponse:
 @endpoint("GET", scope="read:statuses")
 def timeline_home(call: Call) -> JsonResponse:
     """GET /api/v1/timelines/home: the home feed (the same inbox read as the home page) with the
-    caller's own notes, as Mastodon's, paged by ``max_id``/``since_id``/``min_id`` and ``limit``."""
+    caller's own notes, as Mastodon's, paged by ``max_id``/``since_id``/``min_id`` and ``limit``;
+    a visit, as the home page's (an account that only uses the API keeps a maintained inbox)."""
+    feed_services.feed_visit(user=call.me)
     return _timeline(call, selectors.home_with_own(user=call.me))
 
 

@@ -86,6 +86,11 @@ class Note(models.Model):
         """Whether the note may be shown in feeds: not hidden, not deleted, author active, not direct."""
         return not self.is_hidden and self.deleted_at is None and bool(self.author.is_active) and self.visibility != DIRECT
 
+    @property
+    def is_direct_and_shown(self) -> bool:
+        """Whether the note is direct and may be shown to its author: not hidden, not deleted, author active."""
+        return self.visibility == DIRECT and not self.is_hidden and self.deleted_at is None and bool(self.author.is_active)
+
 
 class InboxReconcileRun(models.Model):
     """One run of the inbox reconcile and its figures, updated after every batch (``last_user_id`` is

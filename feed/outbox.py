@@ -26,7 +26,7 @@ from social.selectors import follow_counts
 from users.models import User
 
 from . import delivery, note_cache, redis_keys
-from .models import ListMember, Note
+from .models import DIRECT, ListMember, Note
 from .rebuild import (
     inbox_rebuild,
     lists_rebuild,
@@ -78,6 +78,9 @@ def note_fan_out(*, note_id: int) -> FanOut:
     if note is None:
         return FanOut(mode="skipped")
     if not note.is_visible:
+        if note.is_direct_and_shown:
+            # A direct note is its author's alone: its home (the API's has its own notes) and stream.
+            streaming.publish(get_redis(), [core_keys.stream_channel(note.author_id)], streaming.Event(streaming.UPDATE, note.pk))
         Note.objects.filter(pk=note_id, fanned_out_at__isnull=True).update(fanned_out_at=timezone.now())
         return FanOut(mode="skipped")
     client = get_redis()
@@ -149,7 +152,8 @@ def note_fan_out_part(*, note_id: int, part: delivery.Part) -> FanOut:
 def note_retract(*, note_id: int, author_id: int | None = None) -> int:
     """Remove note ``note_id`` from the note cache, its author's outbox and every follower's inbox
     (followers from the Follow rows when the author is deactivated), and publish its ``delete`` to
-    their streams; a note visible again is left alone.
+    the streams its ``update`` went to: none for a note never fanned out, the author's alone for a
+    direct note; a note visible again is left alone.
 
     :param author_id: needed when the row is gone (hard delete).
     :returns: the number of inbox members removed.
@@ -163,24 +167,34 @@ def note_retract(*, note_id: int, author_id: int | None = None) -> int:
     author = note.author_id if note is not None else author_id
     if author is None:
         return 0
+    gone = streaming.Event(streaming.DELETE, note_id)
+    if note is not None and note.visibility == DIRECT:
+        # Never in an outbox or inbox (a note's visibility does not change): only its author saw it.
+        streaming.publish(client, [core_keys.stream_channel(author)], gone)
+        return 0
     client.zrem(redis_keys.outbox_key(author), redis_keys.note_member(note_id))
     source = "auto" if note is not None and note.author.is_active else "database"
+    # A note no fan-out finished reached no stream: telling of its deletion would tell of the note.
+    # (A fan-out under way now retracts it again when it finishes, announcing then.)
+    announce = note is None or note.fanned_out_at is not None
     removed = 0
-    gone = streaming.Event(streaming.DELETE, note_id)
-    streaming.publish(client, [core_keys.stream_channel(author), core_keys.author_stream_channel(author)], gone)
+    if announce:
+        streaming.publish(client, [core_keys.stream_channel(author), core_keys.author_stream_channel(author)], gone)
     for batch in delivery.follower_batches(client, author, source=source):
         removed += delivery.withdraw(client, batch, [note_id])
-        streaming.publish(client, [core_keys.stream_channel(reader) for reader in batch], gone)
+        if announce:
+            streaming.publish(client, [core_keys.stream_channel(reader) for reader in batch], gone)
     return removed
 
 
 def note_apply(*, note_id: int, author_id: int | None = None) -> None:
-    """Make every feed agree with note ``note_id``'s state: fan it out while visible, else retract it.
+    """Make every feed agree with note ``note_id``'s state: fan it out while visible (a direct note:
+    to its author's stream), else retract it.
 
     :raises: ``REDIS_ERRORS``.
     """
     note = Note.objects.select_related("author").filter(pk=note_id).first()
-    if note is not None and note.is_visible:
+    if note is not None and (note.is_visible or note.is_direct_and_shown):
         note_fan_out(note_id=note_id)
     else:
         note_retract(note_id=note_id, author_id=author_id)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import pytest
 
 from client_api.models import NotificationDismissal, StatusIdempotency
+from core.redis import get_redis
+from feed import redis_keys as feed_keys
 from feed.models import Note
 from feed.services import note_create
 from notifications.models import Notification
 from social.controls import block_create, mute_create
 from social.services import follow_create
-from tests.client_api.conftest import Api
+from tests.client_api.conftest import Api, make_token
 
 pytestmark = pytest.mark.django_db
 
@@ -263,6 +265,17 @@ class TestVisibility:
         assert [(s["id"], s["visibility"]) for s in home] == list(
             zip(reversed(posted), ["direct", "private", "unlisted", "public"], strict=True)
         )
+
+    def test_reading_the_home_timeline_is_a_visit_that_keeps_the_inbox(self, user_factory, oauth_app, run_commits) -> None:
+        # An account that only uses the API: never seen, so fan-out skipped its inbox.
+        reader = user_factory.create(last_seen_at=None)
+        make_token(reader, oauth_app, token="reader-token")
+
+        run_commits(lambda: Api("reader-token").get("/api/v1/timelines/home"))
+
+        reader.refresh_from_db()
+        assert reader.last_seen_at is not None
+        assert get_redis().exists(feed_keys.inbox_synced_key(reader.pk)) == 1
 
     def test_a_bad_visibility_is_a_4xx_and_writes_nothing(self, api_alice) -> None:
         response = api_alice.post("/api/v1/statuses", {"status": "hi", "visibility": "everyone"})

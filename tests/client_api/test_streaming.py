@@ -15,7 +15,7 @@ from mastodon import Mastodon, StreamListener
 
 from core.redis import get_redis
 from feed import redis_keys as feed_keys
-from feed.models import Note
+from feed.models import DIRECT, Note
 from feed.services import list_create, list_members_add, list_members_remove, note_create, note_delete
 from social import redis_keys as social_keys
 from social.controls import mute_create
@@ -25,7 +25,7 @@ from tests.client_api.conftest import make_app, make_token
 from tests.support.accounts import make_user
 from tests.support.faults import DELIVERY_TIMEOUT, RedisServer, point_at, wait_until
 from tests.support.feed import fanned_out
-from tests.support.streaming import StreamingServer, open_stream
+from tests.support.streaming import EventReader, Frame, StreamingServer, open_stream
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -59,6 +59,17 @@ def publish(author: Any, body: str) -> Note:
     note = note_create(author=author, body=body)
     wait_until(lambda: fanned_out(note), timeout=DELIVERY_TIMEOUT, what=f"{body!r} fanned out")
     return note
+
+
+def frames_until(stream: EventReader, last: Note) -> list[Frame]:
+    """The events ``stream`` sends up to and with the ``update`` of ``last`` (heartbeats left out)."""
+    heard = []
+    while True:
+        frame = stream.frames.get(timeout=DELIVERY_TIMEOUT)
+        if frame.event:
+            heard.append(frame)
+        if frame.event == "update" and frame.id == str(last.pk):
+            return heard
 
 
 class Listener(StreamListener):
@@ -142,6 +153,38 @@ class TestWhatAReaderSees:
 
         assert json.loads(seen.data)["id"] == str(marker.pk)
         assert all(str(private.pk) not in frame.data for frame in rest)
+
+    def test_a_direct_note_and_its_deletion_reach_its_authors_stream_alone(self, streaming: StreamingServer) -> None:
+        alice, bob, carol = make_user("alice"), make_user("bob"), make_user("carol")
+        follow(alice, bob)
+        follow(alice, carol)
+        with (
+            open_stream(streaming.url, token_for(alice, "alice")) as follower,
+            open_stream(streaming.url, token_for(bob, "bob")) as author,
+        ):
+            direct = note_create(author=bob, body="only me", visibility=DIRECT)
+            own = author.next_event("update", timeout=DELIVERY_TIMEOUT)
+            note_delete(note=direct, actor=bob)
+            own_gone = author.next_event("delete", timeout=DELIVERY_TIMEOUT)
+            marker = publish(carol, "after the direct note")
+            heard = frames_until(follower, marker)
+
+        assert own.id == str(direct.pk)
+        assert own_gone.data == str(direct.pk)
+        assert [(frame.event, frame.id) for frame in heard] == [("update", str(marker.pk))]
+
+    def test_a_reader_of_the_api_alone_gets_updates(self, streaming: StreamingServer) -> None:
+        # Never signed in to the site: no visit made its inbox maintained before the stream opened.
+        alice, bob = make_user("alice", active=False), make_user("bob")
+        follow(alice, bob)
+        with open_stream(streaming.url, token_for(alice, "alice")) as stream:
+            wait_until(
+                lambda: get_redis().exists(feed_keys.inbox_synced_key(alice.pk)), timeout=DELIVERY_TIMEOUT, what="the inbox kept"
+            )
+            note = publish(bob, "to a reader of the API")
+            seen = stream.next_event("update", timeout=DELIVERY_TIMEOUT)
+
+        assert seen.id == str(note.pk)
 
     def test_a_reconnection_with_last_event_id_replays_the_missed_notes(self, streaming: StreamingServer) -> None:
         alice, bob = make_user("alice"), make_user("bob")
