@@ -9,9 +9,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import wraps
+from io import BytesIO
 from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
+from django.http.multipartparser import MultiPartParser, MultiPartParserError
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.models import AccessToken
 
@@ -45,6 +47,9 @@ def error(message: str, status: int) -> JsonResponse:
 
 
 PAGING_ID = re.compile(r"-?[0-9]+")
+# The words of a boolean parameter (Mastodon.py sends "1" and "0").
+TRUE_WORDS = frozenset({"1", "true", "t", "on", "yes"})
+FALSE_WORDS = frozenset({"0", "false", "f", "off", "no"})
 
 
 @dataclass
@@ -101,13 +106,35 @@ class Call:
         return max(1, min(value, maximum))
 
     def flag(self, name: str, default: bool = False) -> bool:
-        """A boolean parameter as Mastodon reads one (``true``/``1``/``on``...)."""
+        """A boolean parameter: JSON ``true``/``false``, or ``1``/``true``/``t``/``on``/``yes`` and
+        ``0``/``false``/``f``/``off``/``no`` in any case (absent or empty: ``default``).
+
+        :raises ApiError: anything else, such as ``maybe`` or an object (422).
+        """
         raw = self.get(name)
         if raw is None or raw == "":
             return default
         if isinstance(raw, bool):
             return raw
-        return str(raw).lower() in ("1", "true", "t", "on", "yes")
+        if isinstance(raw, (str, int)):
+            word = str(raw).lower()
+            if word in TRUE_WORDS:
+                return True
+            if word in FALSE_WORDS:
+                return False
+        raise ApiError(f"Validation failed: {name} must be true or false", 422)
+
+    def text(self, name: str) -> str | None:
+        """A text parameter (a JSON number is taken as its digits); None when absent.
+
+        :raises ApiError: an object, a list or a boolean (422).
+        """
+        raw = self.get(name)
+        if raw is None or isinstance(raw, str):
+            return raw
+        if isinstance(raw, int | float) and not isinstance(raw, bool):
+            return str(raw)
+        raise ApiError(f"Validation failed: {name} must be text", 422)
 
 
 def _flat(query: QueryDict) -> dict[str, Any]:
@@ -126,6 +153,12 @@ def request_params(request: HttpRequest) -> dict[str, Any]:
     elif request.method not in ("GET", "HEAD") and request.content_type == "application/x-www-form-urlencoded":
         # Django parses a form body for POST only: a PUT's or a DELETE's (Mastodon.py sends them) here.
         params.update(_flat(QueryDict(request.body)))
+    elif request.method not in ("GET", "HEAD") and request.content_type == "multipart/form-data":
+        try:
+            form, _ = MultiPartParser(request.META, BytesIO(request.body), request.upload_handlers).parse()
+        except MultiPartParserError as exc:
+            raise ApiError(f"The form body is malformed: {exc}", 400) from None
+        params.update(_flat(form))
     return params
 
 

@@ -29,6 +29,7 @@ from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
+from django.views.decorators.csrf import csrf_exempt
 
 from core import redis_keys as core_keys
 from core.cluster import cluster_nodes
@@ -40,7 +41,7 @@ from feed import services as feed_services
 from users.models import User
 
 from . import formatting, selectors
-from .http import INVALID_TOKEN, OUT_OF_SCOPE, bearer, error
+from .http import DISABLED, INVALID_TOKEN, OUT_OF_SCOPE, bearer, error
 from .scopes import allows
 
 logger = logging.getLogger(__name__)
@@ -190,8 +191,10 @@ def _database(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
 def _token_user(raw: str, scope: str) -> tuple[User | None, str | None, int]:
     """``(user, None, 200)`` for a live token with ``scope``, else ``(None, message, status)``."""
     token = selectors.access_token(raw)
-    if token is None or token.user is None or not token.user.is_active:
+    if token is None or token.user is None:
         return None, INVALID_TOKEN, 401
+    if not token.user.is_active:
+        return None, DISABLED, 403  # as every other endpoint answers a deactivated account's token
     if not allows(token.scope.split(), scope):
         return None, OUT_OF_SCOPE, 403
     return token.user, None, 200
@@ -376,8 +379,9 @@ def _last_event_id(request: HttpRequest) -> int | None:
 
 
 async def _stream(request: HttpRequest, scope: str, timeline_of: Callable[[User], Timeline | None]) -> HttpResponseBase:
-    """The server-sent events of the timeline ``timeline_of(reader)`` (None: 404), for a reader
-    authorised with ``scope`` (or the session), from ``Last-Event-ID`` when given."""
+    """The server-sent events of the timeline ``timeline_of(reader)`` (None: 404; ``InvalidInput``:
+    400), for a reader authorised with ``scope`` (or the session), from ``Last-Event-ID`` when
+    given; the credentials are checked first (no token: 401 whatever else is wrong)."""
     if request.method not in ("GET", "HEAD"):
         return _cors(request, error("Method not allowed", 405))
     reader, failure = await _reader(request, scope)
@@ -385,9 +389,9 @@ async def _stream(request: HttpRequest, scope: str, timeline_of: Callable[[User]
         return _cors(request, failure or error(INVALID_TOKEN, 401))
     try:
         after = _last_event_id(request)
+        timeline = await _database(timeline_of)(reader)
     except InvalidInput as exc:
         return _cors(request, error(exc.message, 400))
-    timeline = await _database(timeline_of)(reader)
     if timeline is None:
         return _cors(request, error("Record not found", 404))
     if not isinstance(request, ASGIRequest):
@@ -401,21 +405,21 @@ async def _stream(request: HttpRequest, scope: str, timeline_of: Callable[[User]
     return _cors(request, response)
 
 
+# No CSRF check: a stream writes nothing, and a POST must get Mastodon's 405, not the site's 403 page.
+@csrf_exempt
 async def user(request: HttpRequest) -> HttpResponseBase:
     """GET /api/v1/streaming/user: the reader's home feed and notifications as server-sent events."""
     return await _stream(request, "read:statuses", _home)
 
 
+@csrf_exempt
 async def list_stream(request: HttpRequest) -> HttpResponseBase:
     """GET /api/v1/streaming/list?list=ID: the timeline of the reader's list ``ID`` as server-sent
     events (``update``, ``delete``); a missing or malformed ``list`` is a 400, another's list a 404."""
-    try:
-        list_id = parse_id(request.GET.get("list"), name="list")
-    except InvalidInput as exc:
-        return _cors(request, error(exc.message, 400))
-    return await _stream(request, "read:lists", lambda reader: _list(reader, list_id))
+    return await _stream(request, "read:lists", lambda reader: _list(reader, parse_id(request.GET.get("list"), name="list")))
 
 
+@csrf_exempt
 async def health(request: HttpRequest) -> HttpResponse:
     """GET /api/v1/streaming/health: ``OK`` (the streaming process answers)."""
     return HttpResponse("OK", content_type="text/plain")

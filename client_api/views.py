@@ -698,10 +698,10 @@ def _list_or_404(call: Call, raw_id: str) -> List:
 def _list_fields(call: Call) -> dict[str, Any]:
     """The ``title``, ``replies_policy`` and ``exclusive`` parameters given (absent: left out)."""
     fields: dict[str, Any] = {}
-    if (title := call.get("title")) is not None:
-        fields["title"] = str(title)
-    if (policy := call.get("replies_policy")) not in (None, ""):
-        fields["replies_policy"] = str(policy)
+    if (title := call.text("title")) is not None:
+        fields["title"] = title
+    if (policy := call.text("replies_policy")) not in (None, ""):
+        fields["replies_policy"] = policy
     if call.get("exclusive") is not None:
         fields["exclusive"] = call.flag("exclusive")
     return fields
@@ -715,9 +715,10 @@ def lists(call: Call) -> JsonResponse:
         return json_list([formatting.list_json(found) for found in feed_selectors.lists_of(owner_id=call.me.pk)])
     _require(call, "write:lists")
     fields = _list_fields(call)
-    if not str(fields.pop("title", "")).strip():
+    title = fields.pop("title", "")
+    if not title.strip():
         raise ApiError("Validation failed: Title can't be blank", 422)
-    created = feed_services.list_create(owner=call.me, title=str(call.get("title")), **fields)
+    created = feed_services.list_create(owner=call.me, title=title, **fields)
     return JsonResponse(formatting.list_json(created))
 
 
@@ -743,6 +744,11 @@ def _account_ids(call: Call) -> list[int]:
     return [parse_id(item, name="account_ids") for item in raw]
 
 
+def _first_given(*values: int | None) -> int | None:
+    """The first of ``values`` that is not None (0 is an id here: ``min_id=0`` is the oldest page)."""
+    return next((value for value in values if value is not None), None)
+
+
 @endpoint("GET", "POST", "DELETE")
 def list_accounts(call: Call, raw_id: str) -> JsonResponse:
     """GET /api/v1/lists/:id/accounts: its members, paged by ``max_id``/``min_id``/``since_id`` and
@@ -762,7 +768,7 @@ def list_accounts(call: Call, raw_id: str) -> JsonResponse:
     page = feed_selectors.list_members_page(
         list_id=found.pk,
         max_id=call.id_param("max_id"),
-        min_id=call.id_param("min_id") or call.id_param("since_id"),
+        min_id=_first_given(call.id_param("min_id"), call.id_param("since_id")),
         limit=None if everyone else limit,
     )
     return _with_list_link(call, json_list(formatting.accounts_json(call.request, page.entries)), page, limit)

@@ -260,13 +260,29 @@ def parse_text(raw: object, *, name: str, max_length: int) -> str:
     return text
 
 
+def parse_label(raw: object, *, name: str, max_length: int) -> str:
+    """A one-line name a person gives something (a list's title): ``parse_text``'s rules, and, as
+    display names, no control, format (bidi overrides, zero-width) or surrogate characters.
+
+    :raises InvalidInput: as ``parse_text``; such a character (a newline too).
+    """
+    text = parse_text(raw, name=name, max_length=max_length)
+    if any(unicodedata.category(char) in _NAME_CATEGORIES_REFUSED for char in text):
+        raise InvalidInput(f"{name} cannot hold control, formatting or direction characters.")
+    return text
+
+
+# Unicode categories a name may not hold: controls, formats (bidi overrides, zero-width), surrogates.
+_NAME_CATEGORIES_REFUSED = ("Cc", "Cf", "Cs")
+
+
 def validate_display_name(value: str) -> None:
     """Validator of display names: no control, format (bidi overrides, zero-width) or surrogate
     characters, which could disguise or reorder the names beside it.
 
     :raises django.core.exceptions.ValidationError: such a character is in ``value``.
     """
-    if any(unicodedata.category(char) in ("Cc", "Cf", "Cs") for char in value):
+    if any(unicodedata.category(char) in _NAME_CATEGORIES_REFUSED for char in value):
         raise ValidationError("A display name cannot hold control, formatting or direction characters.", code="invalid")
 
 

@@ -292,6 +292,14 @@ def list_of(*, owner_id: int, list_id: int) -> List | None:
     return List.objects.filter(owner_id=owner_id, pk=list_id).first()
 
 
+def lists_marked_holding(*, owner_id: int, account_id: int) -> list[tuple[List, bool]]:
+    """``owner_id``'s lists, oldest first, each with whether it holds ``account_id`` (one query)."""
+    rows = List.objects.filter(owner_id=owner_id).annotate(
+        holds=Exists(ListMember.objects.filter(list_id=OuterRef("pk"), account_id=account_id))
+    )
+    return [(row, bool(row.holds)) for row in rows.order_by("id")]
+
+
 def lists_holding(*, owner_id: int, account_id: int) -> list[List]:
     """``owner_id``'s lists that hold ``account_id``, oldest first."""
     return list(List.objects.filter(owner_id=owner_id, members__account_id=account_id).order_by("id"))
@@ -331,7 +339,8 @@ def list_members_page(*, list_id: int, max_id: int | None, min_id: int | None, l
 
     :param limit: accounts per page; None: all of them (no cursors).
     """
-    rows = User.objects.filter(is_active=True, list_memberships__list_id=list_id)
+    members = User.objects.filter(is_active=True, list_memberships__list_id=list_id)
+    rows = members
     if max_id is not None:
         rows = rows.filter(pk__lt=max_id)
     if min_id is not None:
@@ -343,9 +352,11 @@ def list_members_page(*, list_id: int, max_id: int | None, min_id: int | None, l
         found = list(rows.order_by("pk")[: limit + 1])
         users = list(reversed(found[:limit]))
         more_above = len(found) > limit
+        # Older members than this page's last (``min_id``'s own, if still a member): a next page.
+        older = bool(users) and members.filter(pk__lt=users[-1].pk).exists()
         return MemberPage(
             entries=users,
-            next_cursor=users[-1].pk if users else None,
+            next_cursor=users[-1].pk if older else None,
             prev_cursor=users[0].pk if users and more_above else None,
         )
     found = list(rows.order_by("-pk")[: limit + 1])

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from core import limits, outbox
 from core.errors import DomainError, Forbidden, InvalidInput, NotFound
-from core.parsing import parse_text
+from core.parsing import parse_label, parse_text
 from core.redis import REDIS_ERRORS, get_redis, redis_failed
 from social.models import Follow
 from social.selectors import active_follows
@@ -247,7 +247,7 @@ def _list_fields(title: str | None, replies_policy: str | None) -> tuple[str | N
     text = None
     if title is not None:
         try:
-            text = parse_text(title, name="A list's title", max_length=LIST_TITLE_MAX_LENGTH)
+            text = parse_label(title, name="A list's title", max_length=LIST_TITLE_MAX_LENGTH)
         except InvalidInput as exc:
             raise ListInvalidError(f"Validation failed: {exc.message}") from None
     if replies_policy is not None and replies_policy not in dict(REPLIES_POLICIES):

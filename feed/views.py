@@ -70,7 +70,7 @@ def profile(request: HttpRequest, username: str) -> HttpResponse:
         context["requested"] = seen.private and social_selectors.follow_requested(requester_id=viewer.pk, target_id=user.pk)
         context["muting"] = user.pk in visibility.muted_ids(user_id=viewer.pk)
         if context["relationship"].is_following:
-            context["lists"] = selectors.lists_of(owner_id=viewer.pk)
+            context["lists"] = selectors.lists_marked_holding(owner_id=viewer.pk, account_id=user.pk)
     return render(request, "feed/user_profile.html", context)
 
 
@@ -283,9 +283,12 @@ def list_member_add(request: HttpRequest, list_id: int) -> HttpResponse:
 @require_POST
 @login_required
 def list_member_remove(request: HttpRequest, list_id: int) -> HttpResponse:
-    """POST /lists/<id>/members/remove/ (CSRF) ``username``: take the account out of the list."""
+    """POST /lists/<id>/members/remove/ (CSRF) ``username``: take the account out of the list;
+    back to the profile when ``next=profile``."""
     found = _list_or_404(request, list_id)
     account = _member(request)
     services.list_members_remove(list_=found, account_ids=[account.pk])
     messages.success(request, f"@{account.username} removed from “{found.title}”.")
+    if request.POST.get("next") == "profile":
+        return redirect("feed:profile", username=account.username)
     return redirect("feed:list_detail", list_id=found.pk)

@@ -3,7 +3,10 @@ timeline; bad input is a 4xx that writes nothing, another reader's list is not f
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
 
 from feed.models import List, ListMember
 from feed.services import note_create
@@ -237,3 +240,50 @@ class TestInputTheChecksMissed:
             "error": f"The request body is larger than the {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes this site takes."
         }
         assert state() == before
+
+    @pytest.mark.parametrize("title", [{"a": 1}, True, ["a", {"b": 2}], "crew\u202eevil", "two\nlines"])
+    def test_a_title_that_is_not_one_line_of_plain_text_is_a_422_and_creates_nothing(self, api_alice, title) -> None:
+        before = state()
+
+        response = api_alice.post("/api/v1/lists", {"title": title}, content_type="application/json")
+
+        assert response.status_code == 422, response.content
+        assert set(response.json()) == {"error"}
+        assert state() == before
+
+    @pytest.mark.parametrize("value", ["maybe", "2", {"x": 1}])
+    def test_exclusive_other_than_true_or_false_is_a_422_and_changes_nothing(self, api_alice, crew, value) -> None:
+        path = f"/api/v1/lists/{crew['id']}"
+        api_alice.put(path, {"exclusive": "true"})
+        before = state()
+
+        response = api_alice.client.put(
+            path, json.dumps({"exclusive": value}), content_type="application/json", headers=api_alice.headers
+        )
+
+        assert response.status_code == 422, response.content
+        assert response.json() == {"error": "Validation failed: exclusive must be true or false"}
+        assert state() == before and api_alice.get(path).json()["exclusive"] is True
+
+    def test_a_put_with_a_multipart_body_is_read(self, api_alice, crew) -> None:
+        path = f"/api/v1/lists/{crew['id']}"
+        body = encode_multipart(BOUNDARY, {"title": "renamed", "exclusive": "1"})
+
+        response = api_alice.client.put(path, body, content_type=MULTIPART_CONTENT, headers=api_alice.headers)
+
+        assert response.status_code == 200, response.content
+        assert (response.json()["title"], response.json()["exclusive"]) == ("renamed", True)
+
+    def test_a_page_above_the_oldest_member_offers_no_older_page(self, alice, api_alice, crew, run_commits, user_factory) -> None:
+        others = user_factory.create_batch(2)
+        for other in others:
+            run_commits(lambda other=other: follow_create(actor=alice, followee_id=other.pk))
+        path = f"/api/v1/lists/{crew['id']}/accounts"
+        run_commits(lambda: api_alice.post(path, {"account_ids[]": [o.pk for o in others]}))
+        oldest_two = sorted(int(member["id"]) for member in api_alice.get(path, {"limit": 0}).json())[:2]
+
+        bottom = api_alice.get(path, {"limit": 2, "min_id": 0})
+
+        assert [int(a["id"]) for a in bottom.json()] == sorted(oldest_two, reverse=True)
+        assert 'rel="next"' not in bottom.get("Link", "")
+        assert 'rel="prev"' in bottom["Link"]

@@ -47,10 +47,23 @@ class TestStreamingEndpoints:
         assert response.status_code == 400
         assert "Last-Event-ID" in response.json()["error"]
 
-    def test_a_post_is_a_405(self, alice) -> None:
+    @pytest.mark.parametrize("path", ["/api/v1/streaming/user", "/api/v1/streaming/list?list=1"])
+    def test_a_post_is_mastodons_405_not_the_sites_csrf_page(self, alice, path) -> None:
         make_token(alice, make_app(), token="reader")
 
-        assert Client().post("/api/v1/streaming/user", headers={"Authorization": "Bearer reader"}).status_code == 405
+        response = Client(enforce_csrf_checks=True).post(path, headers={"Authorization": "Bearer reader"})
+
+        assert response.status_code == 405
+        assert response.json() == {"error": "Method not allowed"}
+
+    def test_a_deactivated_accounts_token_is_a_403(self, alice) -> None:
+        make_token(alice, make_app(), token="reader")
+        type(alice).objects.filter(pk=alice.pk).update(is_active=False)
+
+        response = Client().get("/api/v1/streaming/user", headers={"Authorization": "Bearer reader"})
+
+        assert response.status_code == 403
+        assert response.json() == {"error": "Your login is currently disabled"}
 
     def test_a_stream_asked_of_the_wsgi_server_is_a_503_not_a_held_worker(self, alice) -> None:
         make_token(alice, make_app(), token="reader")
@@ -70,6 +83,11 @@ class TestListStreamEndpoint:
 
         assert response.status_code == 400
         assert "list" in response.json()["error"]
+
+    def test_no_credentials_is_a_401_before_a_malformed_list_is_looked_at(self) -> None:
+        response = Client().get("/api/v1/streaming/list?list=abc")
+
+        assert response.status_code == 401
 
     def test_another_readers_list_and_an_unknown_one_are_a_404(self, alice, bob) -> None:
         bobs = list_create(owner=bob, title="bob's")

@@ -99,3 +99,17 @@ class TestTheProfilesControl:
         page = signed_in(active_alice).get(f"/u/{active_charlie.username}/").content.decode()
 
         assert "Add to list" not in page
+
+    def test_a_list_that_holds_the_account_offers_removal_not_adding(self, active_alice, active_bob, crew, run_commits):
+        client = signed_in(active_alice)
+
+        page = client.get(f"/u/{active_bob.username}/").content.decode()
+
+        assert "Add to list “crew”" not in page
+        assert "Remove from list “crew”" in page
+        response = run_commits(
+            lambda: client.post(f"/lists/{crew.pk}/members/remove/", {"username": active_bob.username, "next": "profile"})
+        )
+        assert response["Location"] == f"/u/{active_bob.username}/"
+        assert not ListMember.objects.filter(list=crew, account=active_bob).exists()
+        assert "Add to list “crew”" in client.get(f"/u/{active_bob.username}/").content.decode()
