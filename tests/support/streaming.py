@@ -1,5 +1,5 @@
 """The streaming process for tests: uvicorn serving ``config.asgi`` with the production settings
-on a free port, on the test database, this test's Redis and key prefix; and a small reader of
+on a free port, on the test database, this test's Redis, key prefix and Celery queue; and a small reader of
 server-sent events for looks Mastodon.py's listener does not give (ids, heartbeats)."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import requests
 from django.conf import settings
 from django.db import connection
 
+from config.celery_app import app as celery_app
 from datatools.management.commands.run_demo import streaming_command
 from tests.support.faults import BASE_DIR, free_port, log_dir, stop_process, wait_until
 
@@ -48,6 +49,8 @@ class StreamingServer:
             "REDIS_KEY_PREFIX": str(settings.REDIS_KEY_PREFIX),
             "CELERY_BROKER_URL": str(settings.CELERY_BROKER_URL),
             "CELERY_TASK_ALWAYS_EAGER": "false",
+            # The tasks it sends (a catch-up when a stream opens) go where this test's worker listens.
+            "CELERY_TASK_DEFAULT_QUEUE": str(celery_app.conf.task_default_queue),
             "DJANGO_ALLOWED_HOSTS": "localhost,127.0.0.1",
             "DJANGO_SECURE_SSL_REDIRECT": "false",
             "DJANGO_SECURE_COOKIES": "false",
