@@ -14,7 +14,7 @@ from typing import Any
 import redis
 from django.db.models import QuerySet
 
-from core.cluster import Pipe, is_cluster, node_client, pipeline
+from core.cluster import Pipe, is_cluster, lua, node_client, pipeline
 from social import redis_keys as social_keys
 from social.selectors import active_follows
 from social.visibility import hidden_authors, now_ms
@@ -70,6 +70,78 @@ def _parse(reply: Sequence[tuple[Any, float]]) -> list[tuple[int, int]]:
     return [(int(member), int(score)) for member, score in reply]
 
 
+# Fewer sets than this are read by a pipeline: one command per set costs about what one script does.
+BATCH_MIN_KEYS = 3
+
+# One round's reads of many sorted sets in one command (a list's members' outboxes), replying
+# with each set's flat [member, score, ...] as ``queue_key_read``'s command reads it.
+# ARGV: n, then "top" or a score to read from (included).
+READ_WINDOWS_LUA = """
+local n = tonumber(ARGV[1])
+local out = {}
+for i, key in ipairs(KEYS) do
+  if ARGV[2] == 'top' then
+    out[i] = redis.call('ZREVRANGE', key, 0, n - 1, 'WITHSCORES')
+  else
+    out[i] = redis.call('ZREVRANGEBYSCORE', key, ARGV[2], '-inf', 'WITHSCORES', 'LIMIT', 0, n)
+  end
+end
+return out
+"""
+
+# The runs at the cut scores and each set's lowest entry, in one command: ARGV[i] is KEYS[i]'s
+# cut; replies alternate run, tail, each flat [member, score, ...].
+READ_RUNS_LUA = """
+local out = {}
+for i, key in ipairs(KEYS) do
+  out[2 * i - 1] = redis.call('ZRANGEBYSCORE', key, ARGV[i], ARGV[i], 'WITHSCORES')
+  out[2 * i] = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+end
+return out
+"""
+
+
+def _parse_flat(reply: Sequence[Any]) -> list[tuple[int, int]]:
+    # A script's reply: member, score, member, score...; a score of an integer within 2^53 is its digits.
+    return [(int(reply[index]), int(reply[index + 1])) for index in range(0, len(reply), 2)]
+
+
+def _batched(client: redis.Redis, keys: Sequence[str]) -> bool:
+    # A script may read several keys of one server only outside a cluster (keys of one slot within).
+    return len(keys) >= BATCH_MIN_KEYS and not is_cluster(client)
+
+
+def _read_windows(client: redis.Redis, keys: Sequence[str], after: Position | None, n: int) -> list[KeyRead]:
+    """``queue_key_read``'s read of each of ``keys``, in their order: one script outside a cluster
+    (from ``BATCH_MIN_KEYS`` keys), else one pipeline."""
+    if _batched(client, keys):
+        replies = lua(READ_WINDOWS_LUA)(keys=list(keys), args=[n, "top" if after is None else after.score], client=client)
+        return [key_read(_parse_flat(reply), after, n) for reply in replies]
+    pipe = pipeline(client)
+    counts = [queue_key_read(pipe, key, after, n) for key in keys]
+    replies = pipe.execute()
+    reads = []
+    start = 0
+    for count in counts:
+        reads.append(parse_key_read(replies[start : start + count], after, n))
+        start += count
+    return reads
+
+
+def _read_runs(client: redis.Redis, cuts: dict[str, int]) -> list[tuple[list[tuple[int, int]], list[tuple[int, int]]]]:
+    """Each set's whole run at its cut score and its lowest entry, ``[(run, tail)]`` in ``cuts``' order."""
+    keys = list(cuts)
+    if _batched(client, keys):
+        replies = lua(READ_RUNS_LUA)(keys=keys, args=list(cuts.values()), client=client)
+        return [(_parse_flat(run), _parse_flat(tail)) for run, tail in zip(replies[0::2], replies[1::2])]
+    pipe = pipeline(client)
+    for key, cut in cuts.items():
+        pipe.zrangebyscore(key, cut, cut, withscores=True)
+        pipe.zrange(key, 0, 0, withscores=True)
+    replies = pipe.execute()
+    return [(_parse(run), _parse(tail)) for run, tail in zip(replies[0::2], replies[1::2])]
+
+
 def queue_key_read(pipe: Pipe, key: str, after: Position | None, n: int) -> int:
     """Queue a read of up to ``n`` ids of ``key`` from ``after``'s score down (included) on ``pipe``;
     returns how many replies it takes (``parse_key_read``).
@@ -111,20 +183,15 @@ def redis_window(
 ) -> Window:
     """Read up to ``n`` ids per key strictly after ``after`` and merge them, cut where the merge stops being complete.
 
-    One round trip for the keys not in ``reads``. When fewer than ``need`` (default ``n``) ids
+    One round trip for the keys not in ``reads`` (one command for many keys outside a cluster:
+    ``READ_WINDOWS_LUA``). When fewer than ``need`` (default ``n``) ids
     are left, the runs at the cut scores are re-read whole and kept (a second round trip:
     Redis orders a run by member bytes, the feed by id).
     """
     found = dict(reads or {})
     todo = [key for key in keys if key not in found]
     if todo:
-        pipe = pipeline(client)
-        counts = [queue_key_read(pipe, key, after, n) for key in todo]
-        replies = pipe.execute()
-        start = 0
-        for key, count in zip(todo, counts):
-            found[key] = parse_key_read(replies[start : start + count], after, n)
-            start += count
+        found.update(zip(todo, _read_windows(client, todo, after, n)))
     per_key = {key: found[key].items for key in keys}
     cuts = {key: cut for key in keys if (cut := found[key].cut) is not None}
     tails = [tail for key in keys if (tail := found[key].tail) is not None]
@@ -137,15 +204,10 @@ def redis_window(
             # The runs at the cuts are kept whole: their sets' tails are needed now (a run at a
             # set's tail may have been trimmed in part).
             whole_runs = True
-            pipe = pipeline(client)
-            for key, cut in cuts.items():
-                pipe.zrangebyscore(key, cut, cut, withscores=True)
-                pipe.zrange(key, 0, 0, withscores=True)
-            replies = pipe.execute()
-            for (key, cut), run, tail in zip(cuts.items(), replies[0::2], replies[1::2]):
-                whole = [(m, s) for m, s in _parse(run) if after is None or after.precedes(s, m)]
+            for (key, cut), (run, tail) in zip(cuts.items(), _read_runs(client, cuts)):
+                whole = [(m, s) for m, s in run if after is None or after.precedes(s, m)]
                 per_key[key] = [(m, s) for m, s in per_key[key] if s != cut] + whole
-                tails += [score for _, score in _parse(tail)]
+                tails += [score for _, score in tail]
             horizon = max(tails) if tails else None
     # Left to the next round: below the floor, or the floor's own run when it was not re-read.
     left = None if floor is None else floor - 1 if whole_runs else floor
