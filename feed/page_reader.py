@@ -204,10 +204,10 @@ def redis_window(
             # The runs at the cuts are kept whole: their sets' tails are needed now (a run at a
             # set's tail may have been trimmed in part).
             whole_runs = True
-            for (key, cut), (run, tail) in zip(cuts.items(), _read_runs(client, cuts)):
+            for (key, cut), (run, lowest) in zip(cuts.items(), _read_runs(client, cuts)):
                 whole = [(m, s) for m, s in run if after is None or after.precedes(s, m)]
                 per_key[key] = [(m, s) for m, s in per_key[key] if s != cut] + whole
-                tails += [score for _, score in tail]
+                tails += [score for _, score in lowest]
             horizon = max(tails) if tails else None
     # Left to the next round: below the floor, or the floor's own run when it was not re-read.
     left = None if floor is None else floor - 1 if whole_runs else floor
