@@ -12,7 +12,9 @@ from functools import wraps
 from io import BytesIO
 from typing import Any
 
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
+import orjson
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.http.multipartparser import MultiPartParser, MultiPartParserError
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.models import AccessToken
@@ -39,6 +41,20 @@ class ApiError(Exception):
         super().__init__(message)
         self.message = message
         self.status = status
+
+
+class JsonResponse(HttpResponse):
+    """A JSON answer, ``data`` of any JSON type, encoded by orjson (a page of 40 Statuses is about
+    60 KB, which the standard library takes about ten times as long to encode); what orjson does
+    not encode itself (dates, decimals, lazy text) as Django's ``JsonResponse`` encodes it."""
+
+    def __init__(self, data: Any, status: int = 200, **kwargs: Any) -> None:
+        kwargs.setdefault("content_type", "application/json")
+        content = orjson.dumps(data, default=_ENCODER.default, option=orjson.OPT_PASSTHROUGH_DATETIME)
+        super().__init__(content=content, status=status, **kwargs)
+
+
+_ENCODER = DjangoJSONEncoder()
 
 
 def error(message: str, status: int) -> JsonResponse:
@@ -239,4 +255,4 @@ def with_link(response: JsonResponse, link: str) -> JsonResponse:
 
 def json_list(data: list[Any]) -> JsonResponse:
     """A JSON array answer."""
-    return JsonResponse(data, safe=False)
+    return JsonResponse(data)

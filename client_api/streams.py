@@ -27,7 +27,7 @@ import redis.asyncio as aioredis
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
@@ -41,7 +41,7 @@ from feed import services as feed_services
 from users.models import User
 
 from . import formatting, selectors
-from .http import DISABLED, INVALID_TOKEN, OUT_OF_SCOPE, bearer, error
+from .http import DISABLED, INVALID_TOKEN, OUT_OF_SCOPE, JsonResponse, bearer, error
 from .scopes import allows
 
 logger = logging.getLogger(__name__)

@@ -199,19 +199,22 @@ def inbox_keep_synced(*, user_id: int, last_seen_at: datetime | None) -> bool:
     return synced
 
 
-def feed_visit(*, user: User) -> None:
+def feed_visit(*, user: User, synced: bool | None = None) -> None:
     """A reader opens the home feed: record the visit, keep the synced marker in step, queue a
     catch-up if the inbox is not synced. Never raises for Redis.
+
+    :param synced: whether a page read just now found the inbox synced (None: not known, asked of Redis).
     """
     touched = user_touch_seen(user=user)
     if touched:
         inbox_keep_synced(user_id=user.pk, last_seen_at=user.last_seen_at)
         return
-    try:
-        synced = bool(get_redis().exists(redis_keys.inbox_synced_key(user.pk)))
-    except REDIS_ERRORS as exc:
-        redis_failed(exc)
-        return
+    if synced is None:
+        try:
+            synced = bool(get_redis().exists(redis_keys.inbox_synced_key(user.pk)))
+        except REDIS_ERRORS as exc:
+            redis_failed(exc)
+            return
     if not synced:
         inbox_catch_up_request(user_id=user.pk)
 
