@@ -141,14 +141,15 @@ class Call:
         raise ApiError(f"Validation failed: {name} must be true or false", 422)
 
     def text(self, name: str) -> str | None:
-        """A text parameter (a JSON number is taken as its digits); None when absent.
+        """A text parameter (a JSON integer is taken as its digits); None when absent.
 
-        :raises ApiError: an object, a list or a boolean (422).
+        :raises ApiError: an object, a list (a repeated or ``name[]`` form key too), a boolean
+            or a fraction (422).
         """
-        raw = self.get(name)
+        raw = self.params.get(name, self.params.get(f"{name}[]"))
         if raw is None or isinstance(raw, str):
             return raw
-        if isinstance(raw, int | float) and not isinstance(raw, bool):
+        if isinstance(raw, int) and not isinstance(raw, bool):
             return str(raw)
         raise ApiError(f"Validation failed: {name} must be text", 422)
 

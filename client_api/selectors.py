@@ -19,7 +19,7 @@ from core.errors import Forbidden, NotFound
 from core.paging import Cursor
 from core.redis import REDIS_ERRORS, get_redis
 from feed.models import DIRECT, FEED_VISIBILITIES, AuthorNoteCount, Note, to_ms
-from feed.paging import FeedNote
+from feed.paging import FeedNote, Position
 from feed.selectors import TimelinePage, home_timeline, note_detail, own_timeline, pull_authors_cached
 from notifications.models import Notification
 from social import visibility
@@ -212,17 +212,33 @@ SCAN_BATCH = 100
 SCAN_ROUNDS = 10
 
 
+def _position_of(note_id: int) -> Position | None:
+    """Where the id ``note_id`` stands in the feed order: its note's position, or, for an id no
+    note has (deleted, or never used), just above the newest note of a smaller id (None: none)."""
+    exact = Note.objects.filter(pk=note_id).values_list("created_at", flat=True).first()
+    if exact is not None:
+        return Position(to_ms(exact), note_id)
+    older = Note.objects.filter(pk__lt=note_id).order_by("-pk").values_list("pk", "created_at").first()
+    if older is None:
+        return None
+    return Position(to_ms(older[1]), older[0] - 1)
+
+
 def _start(max_id: int | None) -> tuple[Cursor | None, bool]:
-    """The timeline position just above ``max_id`` (exclusive), and whether any note lies below."""
+    """The timeline position of ``max_id`` (a page holds what comes after it), and whether any note lies below."""
     if max_id is None:
         return None, True
-    exact = Note.objects.filter(pk=max_id).values_list("created_at", flat=True).first()
-    if exact is not None:
-        return Cursor(score=to_ms(exact), member=max_id), True
-    older = Note.objects.filter(pk__lt=max_id).order_by("-pk").values_list("pk", "created_at").first()
-    if older is None:
+    position = _position_of(max_id)
+    if position is None:
         return None, False
-    return Cursor(score=to_ms(older[1]), member=older[0] - 1), True
+    return Cursor(score=position.score, member=position.note_id), True
+
+
+def _newer(note: Note | FeedNote, bound: Position | None) -> bool:
+    """Whether ``note`` comes before ``bound`` in the feed order (None: the bottom, below every note)."""
+    if bound is None:
+        return True
+    return note.published_ms > bound.score or (note.published_ms == bound.score and note.pk < bound.note_id)
 
 
 def home_with_own(*, user: User) -> Reader:
@@ -249,33 +265,38 @@ def home_with_own(*, user: User) -> Reader:
 def timeline_window(
     read: Reader, *, max_id: int | None, since_id: int | None, min_id: int | None, limit: int
 ) -> tuple[list[Note | FeedNote], bool]:
-    """A page of a timeline read by ``read(cursor, limit)`` as Mastodon pages by id: older than
-    ``max_id``; newer than ``since_id`` (the newest ``limit``) or ``min_id`` (the ``limit`` just
-    above). At most ``SCAN_ROUNDS`` x ``SCAN_BATCH`` notes deep.
+    """A page of a timeline read by ``read(cursor, limit)`` as Mastodon pages by id, an id standing
+    for its note's place in the timeline's order (newest first, one millisecond's notes by id
+    ascending): after ``max_id``; before ``since_id`` (the newest ``limit``) or ``min_id`` (the
+    ``limit`` just before it). So every note is on one page once, even notes of one millisecond,
+    or published with an older time than notes of smaller ids. At most ``SCAN_ROUNDS`` x
+    ``SCAN_BATCH`` notes deep.
 
     :returns: the notes newest first, and whether older ones may follow.
     """
     cursor, any_below = _start(max_id)
     if not any_below:
         return [], False
-    lower = max(since_id or 0, min_id or 0)
+    bounded = bool(since_id or min_id)
+    # Both given: the nearer (newer) one bounds; either is exclusive.
+    # (None: no note below the id, so no bound.)
+    bounds = [position for bound in (since_id, min_id) if bound and (position := _position_of(bound)) is not None]
+    lower = max(bounds, key=lambda bound: (bound.score, -bound.note_id), default=None)
     found: list[Note | FeedNote] = []
     more = False
     for _ in range(SCAN_ROUNDS):
-        batch = limit + 1 if not lower and not found else SCAN_BATCH
+        batch = limit + 1 if not bounded and not found else SCAN_BATCH
         page = read(cursor, batch)
         reached_bottom = False
         for note in page.notes:
-            if max_id is not None and note.pk >= max_id:
-                continue
-            if note.pk <= lower:
+            if not _newer(note, lower):
                 reached_bottom = True
-                continue
+                break
             found.append(note)
         if min_id is None and len(found) > limit:
             return found[:limit], True
         if page.next_cursor is None or reached_bottom:
-            more = page.next_cursor is not None and not lower
+            more = page.next_cursor is not None and not bounded
             break
         cursor = page.next_cursor
     if min_id is not None:
@@ -416,9 +437,17 @@ def stream_note(*, reader: User, note_id: int) -> Note | None:
 
 
 def stream_delete_shown(*, reader: User, note_id: int) -> bool:
-    """Whether a ``delete`` of note ``note_id`` may go to ``reader``'s stream: not when the note is
-    direct and another's (its deletion would tell of it); a note gone from the database may."""
-    return not Note.objects.filter(pk=note_id, visibility=DIRECT).exclude(author_id=reader.pk).exists()
+    """Whether a ``delete`` of note ``note_id`` may go to ``reader``'s stream: the reader's own
+    note, or another's that is not direct whose author the reader follows now (a former follower
+    of a private account, or a stream opened before an unfollow, learns nothing of it); a note
+    gone from the database may."""
+    row = Note.objects.filter(pk=note_id).values_list("author_id", "visibility").first()
+    if row is None:
+        return True
+    author_id, shown_as = row
+    if author_id == reader.pk:
+        return True
+    return shown_as != DIRECT and Follow.objects.filter(follower_id=reader.pk, followee_id=author_id).exists()
 
 
 def followed_pull_authors(*, user_id: int) -> list[int]:

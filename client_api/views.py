@@ -761,11 +761,6 @@ def _account_ids(call: Call) -> list[int]:
     return [parse_id(item, name="account_ids") for item in raw]
 
 
-def _first_given(*values: int | None) -> int | None:
-    """The first of ``values`` that is not None (0 is an id here: ``min_id=0`` is the oldest page)."""
-    return next((value for value in values if value is not None), None)
-
-
 @endpoint("GET", "POST", "DELETE")
 def list_accounts(call: Call, raw_id: str) -> JsonResponse:
     """GET /api/v1/lists/:id/accounts: its members, paged by ``max_id``/``min_id``/``since_id`` and
@@ -785,7 +780,8 @@ def list_accounts(call: Call, raw_id: str) -> JsonResponse:
     page = feed_selectors.list_members_page(
         list_id=found.pk,
         max_id=call.id_param("max_id"),
-        min_id=_first_given(call.id_param("min_id"), call.id_param("since_id")),
+        min_id=call.id_param("min_id"),
+        since_id=call.id_param("since_id"),
         limit=None if everyone else limit,
     )
     return _with_list_link(call, json_list(formatting.accounts_json(call.request, page.entries)), page, limit)

@@ -264,16 +264,18 @@ def parse_label(raw: object, *, name: str, max_length: int) -> str:
     """A one-line name a person gives something (a list's title): ``parse_text``'s rules, and, as
     display names, no control, format (bidi overrides, zero-width) or surrogate characters.
 
-    :raises InvalidInput: as ``parse_text``; such a character (a newline too).
+    :raises InvalidInput: as ``parse_text``; such a character, or a line break (newline, U+2028, U+2029).
     """
     text = parse_text(raw, name=name, max_length=max_length)
-    if any(unicodedata.category(char) in _NAME_CATEGORIES_REFUSED for char in text):
-        raise InvalidInput(f"{name} cannot hold control, formatting or direction characters.")
+    if any(unicodedata.category(char) in _LABEL_CATEGORIES_REFUSED for char in text):
+        raise InvalidInput(f"{name} cannot hold line breaks, control, formatting or direction characters.")
     return text
 
 
 # Unicode categories a name may not hold: controls, formats (bidi overrides, zero-width), surrogates.
 _NAME_CATEGORIES_REFUSED = ("Cc", "Cf", "Cs")
+# A label is one line: nor the line and paragraph separators (U+2028, U+2029).
+_LABEL_CATEGORIES_REFUSED = (*_NAME_CATEGORIES_REFUSED, "Zl", "Zp")
 
 
 def validate_display_name(value: str) -> None:

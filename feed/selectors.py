@@ -334,8 +334,11 @@ class MemberPage:
     prev_cursor: int | None
 
 
-def list_members_page(*, list_id: int, max_id: int | None, min_id: int | None, limit: int | None) -> MemberPage:
-    """Active members of list ``list_id`` as Mastodon pages them (by account id, newest first).
+def list_members_page(
+    *, list_id: int, max_id: int | None, min_id: int | None, limit: int | None, since_id: int | None = None
+) -> MemberPage:
+    """Active members of list ``list_id`` as Mastodon pages them (by account id, newest first):
+    below ``max_id``; the ``limit`` just above ``min_id``, or the newest ``limit`` above ``since_id``.
 
     :param limit: accounts per page; None: all of them (no cursors).
     """
@@ -343,6 +346,8 @@ def list_members_page(*, list_id: int, max_id: int | None, min_id: int | None, l
     rows = members
     if max_id is not None:
         rows = rows.filter(pk__lt=max_id)
+    if since_id is not None:
+        rows = rows.filter(pk__gt=since_id)
     if min_id is not None:
         rows = rows.filter(pk__gt=min_id)
     if limit is None:

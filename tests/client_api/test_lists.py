@@ -241,7 +241,9 @@ class TestInputTheChecksMissed:
         }
         assert state() == before
 
-    @pytest.mark.parametrize("title", [{"a": 1}, True, ["a", {"b": 2}], "crew\u202eevil", "two\nlines"])
+    @pytest.mark.parametrize(
+        "title", [{"a": 1}, True, ["a", {"b": 2}], ["a", "b"], 1.5, "crew\u202eevil", "two\nlines", "two\u2028lines"]
+    )
     def test_a_title_that_is_not_one_line_of_plain_text_is_a_422_and_creates_nothing(self, api_alice, title) -> None:
         before = state()
 
@@ -287,3 +289,25 @@ class TestInputTheChecksMissed:
         assert [int(a["id"]) for a in bottom.json()] == sorted(oldest_two, reverse=True)
         assert 'rel="next"' not in bottom.get("Link", "")
         assert 'rel="prev"' in bottom["Link"]
+
+    def test_a_repeated_title_in_a_form_is_a_422(self, api_alice) -> None:
+        before = state()
+
+        response = api_alice.post("/api/v1/lists", {"title[]": ["a", "b"]})
+
+        assert response.status_code == 422, response.content
+        assert state() == before
+
+    def test_since_id_gives_the_newest_members_above_it(self, alice, api_alice, crew, run_commits, user_factory) -> None:
+        others = user_factory.create_batch(4)
+        for other in others:
+            run_commits(lambda other=other: follow_create(actor=alice, followee_id=other.pk))
+        path = f"/api/v1/lists/{crew['id']}/accounts"
+        run_commits(lambda: api_alice.post(path, {"account_ids[]": [o.pk for o in others]}))
+        everyone = sorted((int(member["id"]) for member in api_alice.get(path, {"limit": 0}).json()), reverse=True)
+
+        newest = api_alice.get(path, {"limit": 2, "since_id": everyone[-1]}).json()
+        above = api_alice.get(path, {"limit": 2, "min_id": everyone[-1]}).json()
+
+        assert [int(member["id"]) for member in newest] == everyone[:2]
+        assert [int(member["id"]) for member in above] == everyone[-3:-1]
