@@ -152,8 +152,8 @@ def note_fan_out_part(*, note_id: int, part: delivery.Part) -> FanOut:
 def note_retract(*, note_id: int, author_id: int | None = None) -> int:
     """Remove note ``note_id`` from the note cache, its author's outbox and every follower's inbox
     (followers from the Follow rows when the author is deactivated), and publish its ``delete`` to
-    the streams its ``update`` went to: none for a note never fanned out, the author's alone for a
-    direct note; a note visible again is left alone.
+    the streams its ``update`` could have reached: none for a note no fan-out started announcing
+    (``fanned_out_at`` unset), the author's alone for a direct note; a note visible again is left alone.
 
     :param author_id: needed when the row is gone (hard delete).
     :returns: the number of inbox members removed.
