@@ -16,9 +16,11 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
@@ -200,6 +202,15 @@ def _token_user(raw: str, scope: str) -> tuple[User | None, str | None, int]:
     return token.user, None, 200
 
 
+def _still_allowed(raw: str | None, scope: str, reader_id: int) -> bool:
+    """Whether a stream opened with the token ``raw`` (None: the site's session) for ``scope`` may go
+    on: the token is live with the scope and its account active (the session's account active)."""
+    if raw:
+        user, message, _ = _token_user(raw, scope)
+        return message is None and user is not None and user.pk == reader_id
+    return User.objects.filter(pk=reader_id, is_active=True).exists()
+
+
 async def _reader(request: HttpRequest, scope: str = "read:statuses") -> tuple[User | None, JsonResponse | None]:
     """The stream's reader from its token (header or ``access_token``, needing ``scope``) or the site's session."""
     raw = bearer(request)
@@ -235,13 +246,15 @@ def _frame(event: str, data: str, event_id: int | None = None) -> str:
 class Timeline:
     """What one stream sends: ``read``, the timeline's pages (the replay's read); ``channels``,
     where its live events come from; ``shown(note_id)``, the note of a live ``update`` when the
-    timeline shows it now (else None); ``notifications``, whether notifications are sent too."""
+    timeline shows it now (else None); ``notifications``, whether notifications are sent too;
+    ``allowed()``, whether its credentials still hold (set by ``_stream``)."""
 
     reader: User
     read: selectors.Reader
     channels: list[str]
     shown: Callable[[int], Any]
     notifications: bool
+    allowed: Callable[[], bool] = lambda: True
 
 
 def _replay(request: HttpRequest, timeline: Timeline, after: int) -> list[tuple[int, str]]:
@@ -340,10 +353,18 @@ async def _events(request: HttpRequest, timeline: Timeline, after: int | None) -
                 last = max(last, note_id)
                 yield frame
         heartbeat = float(settings.STREAMING_HEARTBEAT_SECONDS)
+        check_every = float(settings.STREAMING_CREDENTIALS_CHECK_SECONDS)
+        checked = time.monotonic()
         while True:
             try:
-                item = await asyncio.wait_for(queue.get(), timeout=heartbeat)
+                item = await asyncio.wait_for(queue.get(), timeout=min(heartbeat, check_every))
             except TimeoutError:
+                item = None
+            if time.monotonic() - checked >= check_every:
+                if not await _database(timeline.allowed)():
+                    return  # a revoked token or a deactivated account: the stream ends, as Mastodon's does
+                checked = time.monotonic()
+            if item is None:
                 yield ":thump\n\n"
                 continue
             if item == RESYNC:
@@ -394,6 +415,7 @@ async def _stream(request: HttpRequest, scope: str, timeline_of: Callable[[User]
         return _cors(request, error(exc.message, 400))
     if timeline is None:
         return _cors(request, error("Record not found", 404))
+    timeline = replace(timeline, allowed=partial(_still_allowed, bearer(request), scope, reader.pk))
     if not isinstance(request, ASGIRequest):
         # Under gunicorn (WSGI) an endless stream would hold a worker for good: streams are the
         # streaming process's (STREAMING_API_URL, or a proxy routing /api/v1/streaming to it).

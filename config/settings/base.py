@@ -384,6 +384,9 @@ STREAMING_API_URL = env("STREAMING_API_URL", default="")
 STREAMING_HEARTBEAT_SECONDS = env.float("STREAMING_HEARTBEAT_SECONDS", default=15.0)
 # Notes replayed at most on a (re)connection with Last-Event-ID, and per Redis reconnection.
 STREAMING_REPLAY_LIMIT = env.int("STREAMING_REPLAY_LIMIT", default=40)
+# How often an open stream checks its credentials again (a revoked token, a deactivated account
+# or an ended session closes it): one query per stream this often.
+STREAMING_CREDENTIALS_CHECK_SECONDS = env.float("STREAMING_CREDENTIALS_CHECK_SECONDS", default=60.0)
 
 # --- Content-Security-Policy (django-csp) --------------------------------------
 # The pages load only their own stylesheet and script: no inline script or

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from mastodon import Mastodon, StreamListener
+from oauth2_provider.models import AccessToken
 
 from core.redis import get_redis
 from feed import redis_keys as feed_keys
@@ -232,6 +233,29 @@ class TestPulledAuthors:
         assert seen.id == str(pulled.pk)
         assert muter_seen.id == str(marker.pk)
         assert all(frame.id != str(pulled.pk) for frame in muter_rest)
+
+
+class TestCredentials:
+    def test_a_revoked_tokens_stream_ends_and_another_goes_on(self, worker: Any) -> None:
+        worker()
+        alice, bob = make_user("alice"), make_user("bob")
+        follow(alice, bob)
+        fast = {"STREAMING_HEARTBEAT_SECONDS": "0.5", "STREAMING_CREDENTIALS_CHECK_SECONDS": "0.5"}
+        streaming = StreamingServer(extra_env=fast)
+        streaming.start()
+        try:
+            with (
+                open_stream(streaming.url, token_for(alice, "alice")) as revoked,
+                open_stream(streaming.url, token_for(bob, "bob")) as kept,
+            ):
+                AccessToken.objects.filter(token="alice-stream-token").delete()
+                wait_until(revoked.ended.is_set, timeout=DELIVERY_TIMEOUT, what="the revoked token's stream ended")
+                wait_until(lambda: any(frame.comment == "thump" for frame in kept.drain()), timeout=10, what="a heartbeat")
+                still_open = not kept.ended.is_set()
+        finally:
+            streaming.stop()
+
+        assert still_open
 
 
 class TestRedisRestart:

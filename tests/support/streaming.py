@@ -99,6 +99,8 @@ class EventReader:
 
     response: requests.Response
     frames: queue.Queue[Frame] = field(default_factory=queue.Queue)
+    # Set when the server ended the stream (or the connection broke).
+    ended: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> EventReader:
         threading.Thread(target=self._read, daemon=True).start()
@@ -120,7 +122,8 @@ class EventReader:
                     key, _, value = line.partition(": ")
                     setattr(current, key if key in ("event", "data", "id") else "comment", value)
         except (requests.RequestException, AttributeError, ValueError):
-            return
+            pass
+        self.ended.set()
 
     def next_event(self, kind: str, *, timeout: float) -> Frame:
         """The next frame of event ``kind`` (others are skipped).
