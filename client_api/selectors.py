@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from oauth2_provider.models import AccessToken
 
-from core.errors import Forbidden, NotFound
+from core.errors import Forbidden, InvalidInput, NotFound
 from core.paging import Cursor
 from core.redis import REDIS_ERRORS, get_redis
 from feed.models import DIRECT, FEED_VISIBILITIES, AuthorNoteCount, Note, to_ms
@@ -210,27 +210,40 @@ def now_iso() -> str:
 Reader = Callable[[Cursor | None, int], TimelinePage]
 SCAN_BATCH = 100
 SCAN_ROUNDS = 10
+# How deep a ``min_id`` page is looked for (it is the page just above the bound, read from the top).
+DEEP_SCAN_ROUNDS = 100
+
+
+# The place of an id above every note's: before the whole timeline (a score past any unix ms).
+TOP = Position(2**62, 0)
 
 
 def _position_of(note_id: int) -> Position | None:
-    """Where the id ``note_id`` stands in the feed order: its note's position, or, for an id no
-    note has (deleted, or never used), just above the newest note of a smaller id (None: none)."""
+    """Where the id ``note_id`` stands in the feed order: its note's position; for an id no note
+    has (deleted with its account, or never used), ``TOP`` when no note has a greater id, None (the
+    bottom) when none has a smaller one, else the start of the millisecond after the note of the
+    next smaller id (ids rise with time; a place between notes, so none is on neither side)."""
     exact = Note.objects.filter(pk=note_id).values_list("created_at", flat=True).first()
     if exact is not None:
         return Position(to_ms(exact), note_id)
-    older = Note.objects.filter(pk__lt=note_id).order_by("-pk").values_list("pk", "created_at").first()
+    if not Note.objects.filter(pk__gt=note_id).exists():
+        return TOP
+    older = Note.objects.filter(pk__lt=note_id).order_by("-pk").values_list("created_at", flat=True).first()
     if older is None:
         return None
-    return Position(to_ms(older[1]), older[0] - 1)
+    return Position(to_ms(older) + 1, 0)
 
 
 def _start(max_id: int | None) -> tuple[Cursor | None, bool]:
-    """The timeline position of ``max_id`` (a page holds what comes after it), and whether any note lies below."""
+    """The timeline position of ``max_id`` (a page holds what comes after it; None: the top), and
+    whether any note lies below."""
     if max_id is None:
         return None, True
     position = _position_of(max_id)
     if position is None:
         return None, False
+    if position == TOP:
+        return None, True
     return Cursor(score=position.score, member=position.note_id), True
 
 
@@ -270,9 +283,10 @@ def timeline_window(
     ascending): after ``max_id``; before ``since_id`` (the newest ``limit``) or ``min_id`` (the
     ``limit`` just before it). So every note is on one page once, even notes of one millisecond,
     or published with an older time than notes of smaller ids. At most ``SCAN_ROUNDS`` x
-    ``SCAN_BATCH`` notes deep.
+    ``SCAN_BATCH`` notes deep, ``DEEP_SCAN_ROUNDS`` x ``SCAN_BATCH`` for ``min_id``.
 
     :returns: the notes newest first, and whether older ones may follow.
+    :raises InvalidInput: the ``min_id`` page lies deeper than that (400).
     """
     cursor, any_below = _start(max_id)
     if not any_below:
@@ -284,7 +298,9 @@ def timeline_window(
     lower = max(bounds, key=lambda bound: (bound.score, -bound.note_id), default=None)
     found: list[Note | FeedNote] = []
     more = False
-    for _ in range(SCAN_ROUNDS):
+    ended = False
+    deep = min_id is not None
+    for _ in range(DEEP_SCAN_ROUNDS if deep else SCAN_ROUNDS):
         batch = limit + 1 if not bounded and not found else SCAN_BATCH
         page = read(cursor, batch)
         reached_bottom = False
@@ -293,13 +309,20 @@ def timeline_window(
                 reached_bottom = True
                 break
             found.append(note)
-        if min_id is None and len(found) > limit:
+        if not deep and len(found) > limit:
             return found[:limit], True
+        if deep:
+            del found[:-limit]  # only the ``limit`` nearest the bound can be the page
         if page.next_cursor is None or reached_bottom:
+            ended = True
             more = page.next_cursor is not None and not bounded
             break
         cursor = page.next_cursor
-    if min_id is not None:
+    if deep:
+        if not ended:
+            raise InvalidInput(
+                f"min_id lies more than {DEEP_SCAN_ROUNDS * SCAN_BATCH:,} notes down this timeline; page down with max_id instead."
+            )
         return found[-limit:], False
     return found[:limit], more or len(found) > limit
 

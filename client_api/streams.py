@@ -260,9 +260,12 @@ class Timeline:
 def _replay(request: HttpRequest, timeline: Timeline, after: int) -> list[tuple[int, str]]:
     """The timeline's notes newer than note id ``after`` (the read its REST timeline makes),
     oldest first, as ``(note id, frame)``."""
-    notes, _ = selectors.timeline_window(
-        timeline.read, max_id=None, since_id=None, min_id=after, limit=int(settings.STREAMING_REPLAY_LIMIT)
-    )
+    limit = int(settings.STREAMING_REPLAY_LIMIT)
+    try:
+        notes, _ = selectors.timeline_window(timeline.read, max_id=None, since_id=None, min_id=after, limit=limit)
+    except InvalidInput:
+        # Too far behind to find the notes just after ``after``: the newest ones instead.
+        notes, _ = selectors.timeline_window(timeline.read, max_id=None, since_id=after, min_id=None, limit=limit)
     ordered = sorted(notes, key=lambda note: note.pk)
     return [
         (note.pk, _frame(UPDATE, json.dumps(shape), note.pk))

@@ -8,6 +8,7 @@ that the account is active, and answers failures as ``{"error": ...}``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -336,17 +337,20 @@ def account_statuses(call: Call, raw_id: str) -> JsonResponse:
     if not _may_see_content(call, user) or call.flag("pinned") or call.flag("only_media"):
         return json_list([])
     limit = call.limit(STATUS_LIMIT, STATUS_LIMIT_MAX)
-    notes, more = selectors.timeline_window(
-        lambda cursor, n: feed_selectors.user_timeline(
+    exclude_direct = call.flag("exclude_direct")
+
+    def read(cursor: Cursor | None, n: int) -> feed_selectors.TimelinePage:
+        page = feed_selectors.user_timeline(
             author_id=user.pk, cursor=cursor, limit=n, viewer_id=call.user.pk if call.user else None
-        ),
-        max_id=call.id_param("max_id"),
-        since_id=call.id_param("since_id"),
-        min_id=call.id_param("min_id"),
-        limit=limit,
+        )
+        if exclude_direct:
+            # Left out as the timeline is read, so a page is filled from further down (and has its links).
+            return replace(page, notes=[note for note in page.notes if getattr(note, "visibility", "public") != "direct"])
+        return page
+
+    notes, more = selectors.timeline_window(
+        read, max_id=call.id_param("max_id"), since_id=call.id_param("since_id"), min_id=call.id_param("min_id"), limit=limit
     )
-    if call.flag("exclude_direct"):
-        notes = [note for note in notes if getattr(note, "visibility", "public") != "direct"]
     return _statuses_response(call, notes, more)
 
 

@@ -10,12 +10,14 @@ from urllib.parse import parse_qsl, urlparse
 
 import pytest
 
-from feed.models import now_whole_ms
+from client_api import selectors
+from feed.models import DIRECT, now_whole_ms
 from feed.selectors import home_timeline, list_timeline
 from feed.services import list_create, list_members_add, note_create
 from social.services import follow_create
 from tests.client_api.conftest import Api, make_token
 from tests.support.accounts import make_user
+from users.models import User
 
 pytestmark = pytest.mark.django_db
 
@@ -94,3 +96,95 @@ def test_since_id_gives_the_newest_notes_before_it(ties) -> None:
 
     assert [status["id"] for status in newest] == expected[:5]
     assert [status["id"] for status in above] == expected[5:10]
+
+
+def partition(api: Api, bound: int, everything: list[str]) -> tuple[list[str], list[str]]:
+    """The notes ``since_id=bound`` and ``max_id=bound`` give (the whole timeline fits a page)."""
+    newer = [s["id"] for s in api.get("/api/v1/timelines/home", {"limit": "40", "since_id": bound}).json()]
+    older = [s["id"] for s in api.get("/api/v1/timelines/home", {"limit": "40", "max_id": bound}).json()]
+    assert len(everything) <= 40
+    return newer, older
+
+
+class TestIdsWithoutANote:
+    """Found by a second break-it pass: an id no note has was placed inside a millisecond,
+    where one note fell on neither side, or at a backdated note far down the timeline."""
+
+    def test_every_id_splits_the_timeline_in_two_with_each_note_on_one_side(self, ties, run_commits) -> None:
+        api = Api("reader-token")
+        ids = sorted(int(s["id"]) for s in api.get("/api/v1/timelines/home", {"limit": "40"}).json())
+        # A deleted account's notes go with it: their ids name no note.
+        run_commits(lambda: User.objects.get(username="author5").delete())
+        everything = [s["id"] for s in api.get("/api/v1/timelines/home", {"limit": "40"}).json()]
+
+        assert len(everything) == 20
+        for bound in range(ids[0] - 1, ids[-1] + 2):
+            newer, older = partition(api, bound, everything)
+            assert newer + older == [note_id for note_id in everything if note_id != str(bound)], bound
+
+    def test_an_id_above_every_note_is_the_top_even_when_the_newest_id_is_backdated(self, ties, run_commits) -> None:
+        author = User.objects.get(username="author0")
+        backdated = run_commits(
+            lambda: note_create(author=author, body="imported", created_at=now_whole_ms() - timedelta(days=1))
+        )
+        api = Api("reader-token")
+        everything = [s["id"] for s in api.get("/api/v1/timelines/home", {"limit": "40"}).json()]
+
+        newer, older = partition(api, backdated.pk + 5, everything)
+
+        assert everything[-1] == str(backdated.pk)
+        assert (newer, older) == ([], everything)
+
+
+class TestMinIdDeepDown:
+    def test_min_id_pages_from_the_bottom_of_a_timeline_deeper_than_one_scan(self, ties, monkeypatch) -> None:
+        reader, _ = ties
+        expected = [str(note.pk) for note in home_timeline(user_id=reader.pk, cursor=None, limit=100).notes]
+        # One scan reads 4 notes (of 24): the oldest page lies five scans down.
+        monkeypatch.setattr(selectors, "SCAN_BATCH", 2)
+        monkeypatch.setattr(selectors, "SCAN_ROUNDS", 2)
+
+        bottom = Api("reader-token").get("/api/v1/timelines/home", {"limit": "3", "min_id": "0"}).json()
+        above = Api("reader-token").get("/api/v1/timelines/home", {"limit": "3", "min_id": expected[-1]}).json()
+
+        assert [status["id"] for status in bottom] == expected[-3:]
+        assert [status["id"] for status in above] == expected[-4:-1]
+
+    def test_min_id_deeper_than_the_deep_scan_is_a_400_not_a_wrong_page(self, ties, monkeypatch) -> None:
+        monkeypatch.setattr(selectors, "SCAN_BATCH", 2)
+        monkeypatch.setattr(selectors, "DEEP_SCAN_ROUNDS", 3)
+
+        response = Api("reader-token").get("/api/v1/timelines/home", {"limit": "3", "min_id": "0"})
+
+        assert response.status_code == 400
+        assert "max_id" in response.json()["error"]
+
+
+def test_exclude_direct_fills_the_page_from_further_down(oauth_app, run_commits) -> None:
+    author = make_user("author")
+    make_token(author, oauth_app, token="author-token")
+    public = [run_commits(lambda index=index: note_create(author=author, body=f"public {index}")).pk for index in range(6)]
+    for index in range(4):
+        run_commits(lambda index=index: note_create(author=author, body=f"direct {index}", visibility=DIRECT))
+
+    pages = walk(Api("author-token"), f"/api/v1/accounts/{author.pk}/statuses", {"limit": "2", "exclude_direct": "true"}, "next")
+
+    assert [status for page in pages for status in page] == [str(note_id) for note_id in reversed(public)]
+
+
+def test_the_id_of_a_deleted_note_inside_a_millisecond_leaves_no_note_out(oauth_app, run_commits) -> None:
+    reader, kept, gone = make_user("reader"), make_user("kept"), make_user("gone")
+    for author in (kept, gone):
+        run_commits(lambda author=author: follow_create(actor=reader, followee_id=author.pk))
+    moment = now_whole_ms() - timedelta(seconds=5)
+    notes = [
+        run_commits(lambda author=author: note_create(author=author, body="same ms", created_at=moment))
+        for author in (kept, kept, gone, kept)
+    ]
+    run_commits(gone.delete)
+    make_token(reader, oauth_app, token="reader-token")
+    everything = [str(note.pk) for note in (notes[0], notes[1], notes[3])]
+
+    newer, older = partition(Api("reader-token"), notes[2].pk, everything)
+
+    assert sorted(newer + older) == sorted(everything)
