@@ -249,9 +249,7 @@ def _start(max_id: int | None) -> tuple[Cursor | None, bool]:
 
 def _newer(note: Note | FeedNote, bound: Position | None) -> bool:
     """Whether ``note`` comes before ``bound`` in the feed order (None: the bottom, below every note)."""
-    if bound is None:
-        return True
-    return note.published_ms > bound.score or (note.published_ms == bound.score and note.pk < bound.note_id)
+    return bound is None or Position(note.published_ms, note.pk).precedes(bound.score, bound.note_id)
 
 
 def home_with_own(*, user: User) -> Reader:

@@ -82,14 +82,19 @@ class Note(models.Model):
         return to_ms(self.created_at)
 
     @property
+    def is_live(self) -> bool:
+        """Whether the note may be shown at all (to its author at least): not hidden, not deleted, author active."""
+        return not self.is_hidden and self.deleted_at is None and bool(self.author.is_active)
+
+    @property
     def is_visible(self) -> bool:
-        """Whether the note may be shown in feeds: not hidden, not deleted, author active, not direct."""
-        return not self.is_hidden and self.deleted_at is None and bool(self.author.is_active) and self.visibility != DIRECT
+        """Whether the note may be shown in feeds: live and not direct."""
+        return self.is_live and self.visibility != DIRECT
 
     @property
     def is_direct_and_shown(self) -> bool:
-        """Whether the note is direct and may be shown to its author: not hidden, not deleted, author active."""
-        return self.visibility == DIRECT and not self.is_hidden and self.deleted_at is None and bool(self.author.is_active)
+        """Whether the note is direct and live (shown to its author alone)."""
+        return self.is_live and self.visibility == DIRECT
 
 
 class InboxReconcileRun(models.Model):

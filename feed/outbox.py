@@ -194,7 +194,7 @@ def note_apply(*, note_id: int, author_id: int | None = None) -> None:
     :raises: ``REDIS_ERRORS``.
     """
     note = Note.objects.select_related("author").filter(pk=note_id).first()
-    if note is not None and (note.is_visible or note.is_direct_and_shown):
+    if note is not None and note.is_live:
         note_fan_out(note_id=note_id)
     else:
         note_retract(note_id=note_id, author_id=author_id)

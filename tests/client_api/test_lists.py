@@ -28,6 +28,15 @@ def crew(alice, bob, charlie, api_alice, run_commits) -> dict:
     return created
 
 
+def add_followed(alice, api_alice, crew, accounts, run_commits) -> str:
+    """alice follows ``accounts`` and adds them to ``crew`` through the API; the list's accounts path."""
+    for account in accounts:
+        run_commits(lambda account=account: follow_create(actor=alice, followee_id=account.pk))
+    path = f"/api/v1/lists/{crew['id']}/accounts"
+    run_commits(lambda: api_alice.post(path, {"account_ids[]": [account.pk for account in accounts]}))
+    return path
+
+
 def state() -> tuple[list, list]:
     """Every list and membership row (what bad input must leave as it was)."""
     return (
@@ -118,10 +127,7 @@ class TestListAccounts:
         self, alice, bob, api_alice, crew, run_commits, user_factory
     ) -> None:
         others = user_factory.create_batch(3)
-        for other in others:
-            run_commits(lambda other=other: follow_create(actor=alice, followee_id=other.pk))
-        path = f"/api/v1/lists/{crew['id']}/accounts"
-        run_commits(lambda: api_alice.post(path, {"account_ids[]": [o.pk for o in others]}))
+        path = add_followed(alice, api_alice, crew, others, run_commits)
         everyone = sorted([o.pk for o in others] + [bob.pk], reverse=True)
 
         first = api_alice.get(path, {"limit": 2})
@@ -277,11 +283,7 @@ class TestInputTheChecksMissed:
         assert (response.json()["title"], response.json()["exclusive"]) == ("renamed", True)
 
     def test_a_page_above_the_oldest_member_offers_no_older_page(self, alice, api_alice, crew, run_commits, user_factory) -> None:
-        others = user_factory.create_batch(2)
-        for other in others:
-            run_commits(lambda other=other: follow_create(actor=alice, followee_id=other.pk))
-        path = f"/api/v1/lists/{crew['id']}/accounts"
-        run_commits(lambda: api_alice.post(path, {"account_ids[]": [o.pk for o in others]}))
+        path = add_followed(alice, api_alice, crew, user_factory.create_batch(2), run_commits)
         oldest_two = sorted(int(member["id"]) for member in api_alice.get(path, {"limit": 0}).json())[:2]
 
         bottom = api_alice.get(path, {"limit": 2, "min_id": 0})
@@ -299,11 +301,7 @@ class TestInputTheChecksMissed:
         assert state() == before
 
     def test_since_id_gives_the_newest_members_above_it(self, alice, api_alice, crew, run_commits, user_factory) -> None:
-        others = user_factory.create_batch(4)
-        for other in others:
-            run_commits(lambda other=other: follow_create(actor=alice, followee_id=other.pk))
-        path = f"/api/v1/lists/{crew['id']}/accounts"
-        run_commits(lambda: api_alice.post(path, {"account_ids[]": [o.pk for o in others]}))
+        path = add_followed(alice, api_alice, crew, user_factory.create_batch(4), run_commits)
         everyone = sorted((int(member["id"]) for member in api_alice.get(path, {"limit": 0}).json()), reverse=True)
 
         newest = api_alice.get(path, {"limit": 2, "since_id": everyone[-1]}).json()
