@@ -31,6 +31,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 ROOT = Path(__file__).resolve().parents[1]
 STATE = Path(os.environ.get("FOOTPRINT_STATE", ROOT / "artifacts" / "test-footprint.json"))
@@ -98,7 +99,7 @@ def compare(before: dict[str, object], after: dict[str, object]) -> tuple[list[s
             failures.append(f"{name} could not be checked: {before.get(f'{name}_error') or after.get(f'{name}_error')}")
 
     if before.get("databases") is not None and after.get("databases") is not None:
-        new = sorted(set(after["databases"]) - set(before["databases"]))  # type: ignore[arg-type]
+        new = sorted(set(cast(list[str], after["databases"])) - set(cast(list[str], before["databases"])))
         kept = [name for name in new if not name.startswith("test_")]
         if kept:
             failures.append(f"databases that are not test ones were created and left: {listed(kept)}")
@@ -124,12 +125,12 @@ def compare(before: dict[str, object], after: dict[str, object]) -> tuple[list[s
             notes.append(f"new empty queues: {listed(empty)}")
 
     if before.get("exchanges") and after.get("exchanges"):
-        made = sorted(set(after["exchanges"]) - set(before["exchanges"]))  # type: ignore[arg-type]
+        made = sorted(set(cast(list[str], after["exchanges"])) - set(cast(list[str], before["exchanges"])))
         if made:
             notes.append(f"new exchanges (hold nothing; a test that deletes its queue deletes its exchange too): {listed(made)}")
 
     if before.get("redis_db0") is not None and after.get("redis_db0") is not None:
-        added = sorted(set(after["redis_db0"]) - set(before["redis_db0"]))  # type: ignore[arg-type]
+        added = sorted(set(cast(list[str], after["redis_db0"])) - set(cast(list[str], before["redis_db0"])))
         if added:
             failures.append(f"keys added to Redis db 0 (127.0.0.1:6379): {len(added)}: {listed(added)}")
     return failures, notes
@@ -145,7 +146,7 @@ def main(argv: list[str]) -> int:
         STATE.parent.mkdir(parents=True, exist_ok=True)
         STATE.write_text(json.dumps(state))
         counts = {
-            name: (len(value) if value is not None else "unreadable")
+            name: (len(cast(list[str], value)) if value is not None else "unreadable")
             for name, value in state.items()
             if not name.endswith("_error")
         }
