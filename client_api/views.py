@@ -804,9 +804,14 @@ def account_lists(call: Call, raw_id: str) -> JsonResponse:
 def timeline_list(call: Call, raw_id: str) -> JsonResponse:
     """GET /api/v1/timelines/list/:id: the list's timeline, paged as ``timeline_home``."""
     found = _list_or_404(call, raw_id)
-    return _timeline(
-        call, lambda cursor, n: feed_selectors.list_timeline(reader_id=call.me.pk, list_id=found.pk, cursor=cursor, limit=n)
-    )
+
+    def read(cursor: Cursor | None, n: int) -> feed_selectors.TimelinePage:
+        page = feed_selectors.list_timeline(reader_id=call.me.pk, list_id=found.pk, cursor=cursor, limit=n)
+        if page.kept is False:
+            feed_services.list_timeline_keep(user=call.me, list_id=found.pk)
+        return page
+
+    return _timeline(call, read)
 
 
 # --- notifications ------------------------------------------------------------------

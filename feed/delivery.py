@@ -41,16 +41,19 @@ SSCAN_COUNT = 1000
 # ARGV: author id, cap, now (unix ms), m, then m score, member pairs, then
 # the (head, tail) templates of a reader's keys (``core.cluster.tag_template``,
 # in the order of ``READER_KEYS``: following set, inbox, synced marker,
-# build lock, build copy, removed-during-build set, floor, mutes, excluded),
-# then the reader ids. The script builds each reader's keys itself: one argument per
+# build lock, build copy, removed-during-build set, floor, mutes, excluded,
+# then the list index and the heads of the per-list keys), then the reader
+# ids. The script builds each reader's keys itself: one argument per
 # reader instead of eight keys. On a cluster every reader of one call
 # hashes to one slot and KEYS holds one of their inboxes (the call's
 # route); on one server KEYS is empty. Returns the ids of the readers who
-# got the notes (their streams are told). A reader who mutes the author (a mute expiring after now) gets
+# got the notes in their inbox (their streams are told). A reader who mutes the author (a mute expiring after now) gets
 # nothing, nor does one whose exclusive list holds the author (the excluded
 # set). A note older than the floor (the highest score trimmed at the
 # cap) is not added: above its lowest score an inbox must hold every note,
-# and reads take what lies at or below that from the database.
+# and reads take what lies at or below that from the database. Each kept
+# list timeline of the reader that holds the author gets the notes the
+# same way (mutes are skipped by its reads, not here).
 DELIVER_LUA = """
 local author, cap, now, m = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local first = 5
@@ -62,8 +65,40 @@ local fh, ft, ih, it, sh, st = ARGV[t], ARGV[t + 1], ARGV[t + 2], ARGV[t + 3], A
 local bh, bt, ch, ct, rh, rt = ARGV[t + 6], ARGV[t + 7], ARGV[t + 8], ARGV[t + 9], ARGV[t + 10], ARGV[t + 11]
 local lh, lt, mh, mt = ARGV[t + 12], ARGV[t + 13], ARGV[t + 14], ARGV[t + 15]
 local xh, xt = ARGV[t + 16], ARGV[t + 17]
+local list_heads = {}
+for j = t + 18, t + 33 do list_heads[#list_heads + 1] = ARGV[j] end
+-- Add the notes to a sorted set kept complete above its lowest score: none below the floor; the
+-- cap trims the oldest and raises the floor. Returns whether any was added.
+local function add_capped(inbox, floor_key)
+  local floor = tonumber(redis.call('GET', floor_key) or '-1')
+  local added = false
+  if lowest >= floor then
+    redis.call('ZADD', inbox, unpack(ARGV, first, last))
+    added = true
+  else
+    local add = {}
+    for j = first, last, 2 do
+      if tonumber(ARGV[j]) >= floor then add[#add + 1] = ARGV[j]; add[#add + 1] = ARGV[j + 1] end
+    end
+    if #add > 0 then redis.call('ZADD', inbox, unpack(add)); added = true end
+  end
+  if added then
+    local over = redis.call('ZCARD', inbox) - cap
+    if over > 0 then
+      local trimmed = redis.call('ZRANGE', inbox, over - 1, over - 1, 'WITHSCORES')
+      redis.call('ZREMRANGEBYRANK', inbox, 0, over - 1)
+      if tonumber(trimmed[2]) > floor then redis.call('SET', floor_key, trimmed[2]) end
+    end
+  end
+  return added
+end
+-- Into the copy of a build under way; a note withdrawn during the build comes back with it.
+local function add_to_copy(copy, removed)
+  redis.call('ZADD', copy, unpack(ARGV, first, last))
+  for j = first + 1, last, 2 do redis.call('SREM', removed, ARGV[j]) end
+end
 local delivered = {}
-for r = t + 18, #ARGV do
+for r = t + 34, #ARGV do
   local tag = '{' .. ARGV[r] .. '}'
   local build = bh .. tag .. bt
   -- EXISTS counts a key named twice twice: 2 x build lock + synced marker.
@@ -75,58 +110,69 @@ for r = t + 18, #ARGV do
     muted = until_ms and tonumber(until_ms) > now
     if not muted then muted = redis.call('SISMEMBER', xh .. tag .. xt, author) == 1 end
   end
-  if state > 0 and not muted and redis.call('SISMEMBER', fh .. tag .. ft, author) == 1 then
-    local inbox, floor_key = ih .. tag .. it, lh .. tag .. lt
-    local floor = tonumber(redis.call('GET', floor_key) or '-1')
-    local added = false
-    if lowest >= floor then
-      redis.call('ZADD', inbox, unpack(ARGV, first, last))
-      added = true
-    else
-      local add = {}
-      for j = first, last, 2 do
-        if tonumber(ARGV[j]) >= floor then add[#add + 1] = ARGV[j]; add[#add + 1] = ARGV[j + 1] end
+  local follows = nil
+  if state > 0 and not muted then
+    follows = redis.call('SISMEMBER', fh .. tag .. ft, author) == 1
+    if follows then
+      add_capped(ih .. tag .. it, lh .. tag .. lt)
+      if building then add_to_copy(ch .. tag .. ct, rh .. tag .. rt) end
+      delivered[#delivered + 1] = ARGV[r]
+    end
+  end
+  local lists = redis.call('SMEMBERS', list_heads[1] .. tag .. list_heads[2])
+  if #lists > 0 and follows == nil then follows = redis.call('SISMEMBER', fh .. tag .. ft, author) == 1 end
+  if #lists > 0 and follows then
+    local h = list_heads
+    for _, list_id in ipairs(lists) do
+      local s = ':' .. list_id
+      if redis.call('SISMEMBER', h[3] .. tag .. h[4] .. s, author) == 1 then
+        local lbuild = h[11] .. tag .. h[12] .. s
+        local lstate = redis.call('EXISTS', lbuild, lbuild, h[5] .. tag .. h[6] .. s)
+        if lstate == 1 or lstate == 3 then add_capped(h[7] .. tag .. h[8] .. s, h[9] .. tag .. h[10] .. s) end
+        if lstate >= 2 then add_to_copy(h[13] .. tag .. h[14] .. s, h[15] .. tag .. h[16] .. s) end
       end
-      if #add > 0 then redis.call('ZADD', inbox, unpack(add)); added = true end
     end
-    if added then
-      local over = redis.call('ZCARD', inbox) - cap
-      if over > 0 then
-        local trimmed = redis.call('ZRANGE', inbox, over - 1, over - 1, 'WITHSCORES')
-        redis.call('ZREMRANGEBYRANK', inbox, 0, over - 1)
-        if tonumber(trimmed[2]) > floor then redis.call('SET', floor_key, trimmed[2]) end
-      end
-    end
-    if building then
-      local copy, removed = ch .. tag .. ct, rh .. tag .. rt
-      redis.call('ZADD', copy, unpack(ARGV, first, last))
-      for j = first + 1, last, 2 do redis.call('SREM', removed, ARGV[j]) end
-    end
-    delivered[#delivered + 1] = ARGV[r]
   end
 end
 return delivered
 """
-# ARGV: mode ("any" or "unfollowed"), author id, the removed set's
-# lifetime (seconds), m, then m members, then the (head, tail) templates of
-# a reader's keys (as for ``DELIVER_LUA``), then the reader ids; KEYS as for
-# ``DELIVER_LUA``. Returns how many members left the inboxes.
+# ARGV: mode ("gone": from the inbox and every kept list timeline, the notes
+# are gone; "any": from the inbox only, a mute or an exclusive list;
+# "unfollowed": from the inbox while the reader does not follow the author),
+# author id, the removed set's lifetime (seconds), m, then m members, then
+# the (head, tail) templates of a reader's keys (as for ``DELIVER_LUA``),
+# then the reader ids; KEYS as for ``DELIVER_LUA``. Returns how many members
+# left the inboxes (list timelines not counted). A list timeline keeps a
+# muted or excluded member's notes (its reads skip muted ones), and one whose
+# member is unfollowed is dropped whole (``feed.rebuild.REPLACE_LISTS_LUA``).
 WITHDRAW_LUA = """
 local mode, author, ttl, m = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local first, last = 5, 4 + m
 local t = last + 1
 local fh, ft, ih, it = ARGV[t], ARGV[t + 1], ARGV[t + 2], ARGV[t + 3]
 local bh, bt, ch, ct, rh, rt = ARGV[t + 6], ARGV[t + 7], ARGV[t + 8], ARGV[t + 9], ARGV[t + 10], ARGV[t + 11]
+local h = {}
+for j = t + 18, t + 33 do h[#h + 1] = ARGV[j] end
+-- Out of a timeline, and out of the copy of its build under way (not brought back by the build).
+local function take_out(inbox, lock, copy, gone)
+  local n = redis.call('ZREM', inbox, unpack(ARGV, first, last))
+  if redis.call('EXISTS', lock) == 1 then
+    redis.call('ZREM', copy, unpack(ARGV, first, last))
+    redis.call('SADD', gone, unpack(ARGV, first, last))
+    redis.call('EXPIRE', gone, ttl)
+  end
+  return n
+end
 local removed = 0
-for r = t + 18, #ARGV do
+for r = t + 34, #ARGV do
   local tag = '{' .. ARGV[r] .. '}'
-  if mode == 'any' or redis.call('SISMEMBER', fh .. tag .. ft, author) == 0 then
-    removed = removed + redis.call('ZREM', ih .. tag .. it, unpack(ARGV, first, last))
-    if redis.call('EXISTS', bh .. tag .. bt) == 1 then
-      local gone = rh .. tag .. rt
-      redis.call('ZREM', ch .. tag .. ct, unpack(ARGV, first, last))
-      redis.call('SADD', gone, unpack(ARGV, first, last))
-      redis.call('EXPIRE', gone, ttl)
+  if mode ~= 'unfollowed' or redis.call('SISMEMBER', fh .. tag .. ft, author) == 0 then
+    removed = removed + take_out(ih .. tag .. it, bh .. tag .. bt, ch .. tag .. ct, rh .. tag .. rt)
+  end
+  if mode == 'gone' then
+    for _, list_id in ipairs(redis.call('SMEMBERS', h[1] .. tag .. h[2])) do
+      local s = ':' .. list_id
+      take_out(h[7] .. tag .. h[8] .. s, h[11] .. tag .. h[12] .. s, h[13] .. tag .. h[14] .. s, h[15] .. tag .. h[16] .. s)
     end
   end
 end
@@ -253,6 +299,15 @@ READER_KEYS: tuple[Callable[[int], str], ...] = (
     redis_keys.inbox_floor_key,
     social_keys.mutes_key,
     redis_keys.excluded_key,
+    # The list index, then the heads of the per-list keys (each key is head + ":" + list id).
+    redis_keys.list_index_key,
+    redis_keys.list_members_base,
+    redis_keys.list_synced_base,
+    redis_keys.list_inbox_base,
+    redis_keys.list_floor_base,
+    redis_keys.list_build_base,
+    redis_keys.list_copy_base,
+    redis_keys.list_removed_base,
 )
 
 
@@ -299,16 +354,23 @@ def deliver(
 
 
 def withdraw(
-    client: redis.Redis, reader_ids: Sequence[int], note_ids: Sequence[int], *, unless_following: int | None = None
+    client: redis.Redis,
+    reader_ids: Sequence[int],
+    note_ids: Sequence[int],
+    *,
+    unless_following: int | None = None,
+    inbox_only: bool = False,
 ) -> int:
-    """Remove ``note_ids`` from each reader's inbox (and a build under way) with ``WITHDRAW_LUA``.
+    """Remove ``note_ids`` from each reader's inbox (and a build under way) with ``WITHDRAW_LUA``,
+    and from its kept list timelines unless ``inbox_only`` or ``unless_following``.
 
     :param unless_following: an author id whose re-followers keep the notes; None removes them always.
-    :returns: the number of members removed.
+    :param inbox_only: the notes stay shown elsewhere (a mute, an exclusive list): lists keep them.
+    :returns: the number of members removed from the inboxes.
     """
     if not reader_ids or not note_ids:
         return 0
-    mode = "any" if unless_following is None else "unfollowed"
+    mode = "unfollowed" if unless_following is not None else "any" if inbox_only else "gone"
     members = [redis_keys.note_member(note_id) for note_id in note_ids]
     args: list[int | str] = [mode, unless_following or 0, redis_keys.REBUILDING_TTL_SECONDS, len(members), *members]
     return sum(int(reply) for reply in _per_reader(client, WITHDRAW_LUA, args, reader_ids))

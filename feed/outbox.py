@@ -1,5 +1,5 @@
 """The feed's outbox kinds (``feed.note``, ``.note_part``, ``.pair``, ``.author``, ``.inbox``,
-``.purge``, ``.author_cache``, ``.lists``) and their handlers: each re-reads the database and makes Redis
+``.purge``, ``.author_cache``, ``.lists``, ``.list_timeline``) and their handlers: each re-reads the database and makes Redis
 agree, so a repeated, late or out-of-order job is harmless. A fan-out writes the note cache
 entry before any inbox gets the id. Kinds: docs/architecture.md#the-outbox-and-its-kinds;
 delivery: #notes-and-the-home-feed.
@@ -29,6 +29,7 @@ from . import delivery, note_cache, redis_keys
 from .models import DIRECT, ListMember, Note
 from .rebuild import (
     inbox_rebuild,
+    list_timeline_rebuild,
     lists_rebuild,
     outbox_rebuild,
     pull_authors_rebuild,
@@ -49,6 +50,7 @@ INBOX_KIND = "feed.inbox"
 PURGE_KIND = "feed.purge"
 AUTHOR_CACHE_KIND = "feed.author_cache"
 LISTS_KIND = "feed.lists"
+LIST_TIMELINE_KIND = "feed.list_timeline"
 
 
 # --- notes ------------------------------------------------------------------
@@ -246,7 +248,9 @@ def inbox_remove_followee(*, follower_id: int, followee_id: int, muted: bool = F
     rows = dict(Note.objects.filter(pk__in=members).values_list("pk", "author_id"))
     theirs = [member for member in members if member not in rows or rows[member] == followee_id]
     # Muted: removed whether or not the reader follows (it does); else only while it does not.
-    return delivery.withdraw(client, [follower_id], theirs, unless_following=None if muted else followee_id)
+    if muted:
+        return delivery.withdraw(client, [follower_id], theirs, inbox_only=True)
+    return delivery.withdraw(client, [follower_id], theirs, unless_following=followee_id)
 
 
 def _excludes(reader_id: int, account_id: int) -> bool:
@@ -436,6 +440,12 @@ INBOX = outbox.register(INBOX_KIND, apply=_each(_apply_inbox), stage=2)
 PURGE = outbox.register(PURGE_KIND, apply=_each(lambda e: account_purge(user_id=e.subject_id)), stage=2)
 # Stage 0: a reader's excluded set is written before the feed jobs of the same batch.
 LISTS = outbox.register(LISTS_KIND, apply=_apply_lists, stage=0)
+# A list's kept timeline built from the database (object: the list id); a read asked for it.
+LIST_TIMELINE = outbox.register(
+    LIST_TIMELINE_KIND,
+    apply=_each(lambda e: list_timeline_rebuild(reader_id=e.subject_id, list_id=int(e.object_id or 0))),
+    stage=2,
+)
 # Inline: the at-once half of "a deactivated author's notes are never shown".
 AUTHOR_CACHE = outbox.register(AUTHOR_CACHE_KIND, apply=_apply_author_cache, inline=True)
 

@@ -243,9 +243,9 @@ class InboxRound:
     muted: frozenset[int] = frozenset()
 
 
-def _scored(reply: Sequence[Any]) -> list[tuple[int, int]]:
-    # A raw WITHSCORES reply: [[member, score], ...] on RESP3, flat
-    # [member, score, ...] on RESP2.
+def scored(reply: Sequence[Any]) -> list[tuple[int, int]]:
+    """``[(member, score)]`` of a raw WITHSCORES reply: ``[[member, score], ...]`` on RESP3, flat
+    ``[member, score, ...]`` on RESP2 (members and scores integers)."""
     if reply and isinstance(reply[0], (list, tuple)):
         return [(int(member), int(score)) for member, score in reply]
     members = iter(reply)
@@ -279,7 +279,7 @@ def inbox_round(client: redis.Redis, *, reader_id: int, pull: Sequence[int], aft
     synced, rebuilding = replies[0]
     muted = frozenset(int(member) for member in replies[1]).union(int(member) for member in replies[2])
     pulled = [author for author, member in zip(pull, replies[3]) if member and author not in muted] if pull else []
-    read = key_read(_scored(replies[-1]), after, n) if n else None
+    read = key_read(scored(replies[-1]), after, n) if n else None
     return InboxRound(synced=synced is not None, rebuilding=rebuilding is not None, pulled=pulled, read=read, muted=muted)
 
 

@@ -88,9 +88,10 @@ return redis.call('ZCARD', KEYS[1])
 """
 # KEYS: inbox, build copy, build lock, removed set, synced marker, floor.
 # ARGV: the build's token, the synced marker's expiry (unix seconds; 0: not
-# synced), the cap. Swaps the copy in only while the lock is still this
-# build's; a copy filled to the cap may have left older notes out, so its
-# lowest score becomes the floor (``DELIVER_LUA``).
+# synced), the cap, and for a list timeline the synced marker's value and
+# "expire" (the set and its floor expire with the marker). Swaps the copy in
+# only while the lock is still this build's; a copy filled to the cap may
+# have left older notes out, so its lowest score becomes the floor (``DELIVER_LUA``).
 SWAP_INBOX_LUA = """
 if redis.call('GET', KEYS[3]) ~= ARGV[1] then return 0 end
 if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('RENAME', KEYS[2], KEYS[1]) else redis.call('UNLINK', KEYS[1]) end
@@ -99,7 +100,15 @@ if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then
   redis.call('SET', KEYS[6], redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2])
 end
 local expiry = tonumber(ARGV[2])
-if expiry > 0 then redis.call('SET', KEYS[5], '1', 'EXAT', expiry) else redis.call('DEL', KEYS[5]) end
+if expiry > 0 then
+  redis.call('SET', KEYS[5], ARGV[4] or '1', 'EXAT', expiry)
+  if ARGV[5] == 'expire' then
+    redis.call('EXPIREAT', KEYS[1], expiry)
+    redis.call('EXPIREAT', KEYS[6], expiry)
+  end
+else
+  redis.call('DEL', KEYS[5])
+end
 return 1
 """
 
@@ -286,6 +295,8 @@ def pull_authors_rebuild() -> set[int]:
         pipe.rename(tmp, key)
     else:
         pipe.unlink(key)
+    # Kept list timelines left out the authors pulled until now: they are built again.
+    pipe.incr(redis_keys.pull_generation_key())
     pipe.execute()
     forget_pull_authors()
     return authors
@@ -404,23 +415,45 @@ def rebuild_all_inboxes(
 
 # --- lists ----------------------------------------------------------------------------
 
-# KEYS: the reader's list index, its excluded set, then every list key to drop or write.
-# ARGV: e (excluded count), e account ids, then per list written: its position in KEYS,
-# its id, m, m member ids. One script per reader: its keys change at once, so a delivery
-# (``DELIVER_LUA`` reads the excluded set) sees the old or the new state, never half.
+# KEYS: the reader's list index, its excluded set, then per list (every list to drop or write)
+# its members set and its kept timeline's keys (``LIST_KEYS_PER_LIST`` in all). ARGV: e
+# (excluded count), e account ids, then per list in KEYS' order: 1 (written) or 0 (gone), its
+# id, m, m member ids. One script per reader: its keys change at once, so a delivery
+# (``DELIVER_LUA`` reads the excluded set and the lists) sees the old or the new state, never
+# half. A list gone, or whose members change, loses its kept timeline (and a build under way):
+# the next read builds it again from the database.
 REPLACE_LISTS_LUA = """
-redis.call('DEL', unpack(KEYS))
+local per = 7
+local function same_members(key, from, count)
+  if redis.call('SCARD', key) ~= count then return false end
+  for j = from, from + count - 1 do
+    if redis.call('SISMEMBER', key, ARGV[j]) == 0 then return false end
+  end
+  return true
+end
 local e = tonumber(ARGV[1])
-if e > 0 then redis.call('SADD', KEYS[2], unpack(ARGV, 2, 1 + e)) end
-local i = 2 + e
+local lists = {}
+local i, k = 2 + e, 3
 while i <= #ARGV do
-  local key, list_id, m = KEYS[tonumber(ARGV[i])], ARGV[i + 1], tonumber(ARGV[i + 2])
-  redis.call('SADD', KEYS[1], list_id)
-  if m > 0 then redis.call('SADD', key, unpack(ARGV, i + 3, i + 2 + m)) end
-  i = i + 3 + m
+  local written, list_id, m = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  if written == '0' or not same_members(KEYS[k], i + 3, m) then redis.call('DEL', unpack(KEYS, k + 1, k + per - 1)) end
+  lists[#lists + 1] = {k, written, list_id, i + 3, m}
+  i, k = i + 3 + m, k + per
+end
+redis.call('DEL', KEYS[1], KEYS[2])
+if e > 0 then redis.call('SADD', KEYS[2], unpack(ARGV, 2, 1 + e)) end
+for _, list in ipairs(lists) do
+  local key, written, list_id, from, m = KEYS[list[1]], list[2], list[3], list[4], list[5]
+  redis.call('DEL', key)
+  if written == '1' then
+    redis.call('SADD', KEYS[1], list_id)
+    if m > 0 then redis.call('SADD', key, unpack(ARGV, from, from + m - 1)) end
+  end
 end
 return 1
 """
+# Keys per list in ``REPLACE_LISTS_LUA``: the members set and ``redis_keys.list_timeline_keys``.
+LIST_KEYS_PER_LIST = 7
 
 
 @dataclass(frozen=True)
@@ -490,12 +523,11 @@ def lists_rebuild(reader_ids: Sequence[int]) -> dict[int, ListsTruth]:
         wanted = truth[reader_id]
         list_ids = sorted(set(wanted.lists) | {int(member) for member in held[reader_id]})
         keys = [redis_keys.list_index_key(reader_id), redis_keys.excluded_key(reader_id)]
-        keys += [redis_keys.list_members_key(reader_id, list_id) for list_id in list_ids]
         args: list[int | str] = [len(wanted.excluded), *sorted(wanted.excluded)]
-        for position, list_id in enumerate(list_ids, start=3):
-            if list_id in wanted.lists:
-                members = sorted(wanted.lists[list_id])
-                args += [position, list_id, len(members), *members]
+        for list_id in list_ids:
+            keys += [redis_keys.list_members_key(reader_id, list_id), *redis_keys.list_timeline_keys(reader_id, list_id)]
+            members = sorted(wanted.lists.get(list_id, ()))
+            args += [1 if list_id in wanted.lists else 0, list_id, len(members), *members]
         queue_script(pipe, lua(REPLACE_LISTS_LUA), keys, args)
     pipe.execute()
     return truth
@@ -518,3 +550,71 @@ def rebuild_all_lists(*, batch_users: int = 2000, on_progress: Callable[[int], N
         low = batch[-1]
         if on_progress is not None:
             on_progress(len(batch))
+
+
+@dataclass(frozen=True)
+class ListTimelineBuild:
+    """Outcome of a list timeline build: ``entries`` written, ``kept`` (its synced marker set);
+    ``lost`` when the list's members changed during it (their change dropped the build)."""
+
+    entries: int
+    kept: bool
+    lost: bool = False
+
+
+def list_timeline_truth(list_id: int, pulled: Collection[int]) -> list[Entry]:
+    """What list ``list_id``'s kept timeline must hold: the newest ``INBOX_MAX_LEN`` visible notes
+    of its shown members less ``pulled`` authors (reads pull those), ``[(note_id, score_ms)]``."""
+    members = set(shown_members().filter(list_id=list_id).values_list("account_id", flat=True)) - set(pulled)
+    return recent_entries(members, redis_keys.inbox_max_len())
+
+
+@primary_reads()
+def list_timeline_rebuild(*, reader_id: int, list_id: int) -> ListTimelineBuild:
+    """Build list ``list_id``'s kept timeline (``redis_keys.list_inbox_key``) from the database: the
+    truth (``list_timeline_truth``), built aside under its build lock
+    (deliveries meanwhile write the copy), then swapped in with a synced marker holding the pull
+    set's generation (``pull_generation_key``) and expiring as an inbox's would (``synced_until``).
+    A list gone, or a reader inactive, leaves no timeline kept.
+
+    :raises: ``REDIS_ERRORS`` and database errors; the lock expires if the worker dies.
+    """
+    client = get_redis()
+    ttl = redis_keys.REBUILDING_TTL_SECONDS
+    inbox = redis_keys.list_inbox_key(reader_id, list_id)
+    copy, removed = redis_keys.list_copy_key(reader_id, list_id), redis_keys.list_removed_key(reader_id, list_id)
+    lock = RedisLock(client=client, key=redis_keys.list_build_key(reader_id, list_id), milliseconds=ttl * 1000)
+    generation = int(client.get(redis_keys.pull_generation_key()) or 0)
+    # The lock is taken over from a queued request ("queued") or an earlier build: a member change
+    # deletes it, which makes this build's swap fail.
+    pipe = node_client(client, inbox).pipeline(transaction=True)
+    pipe.set(lock.key, lock.token, px=ttl * 1000)
+    pipe.delete(copy, removed)
+    pipe.execute()
+    last_seen = User.objects.filter(pk=reader_id, is_active=True, lists__pk=list_id).values_list("last_seen_at", flat=True)
+    found = list(last_seen[:1])
+    until = synced_until(found[0]) if found else None
+    entries: list[Entry] = []
+    if until is not None:
+        entries = list_timeline_truth(list_id, pull_authors(client))
+    pipe = pipeline(client)
+    for start in range(0, len(entries), BUILD_CHUNK):
+        args: list[int | str] = [redis_keys.inbox_max_len()]
+        for note_id, score in entries[start : start + BUILD_CHUNK]:
+            args += (score, redis_keys.note_member(note_id))
+        queue_script(pipe, lua(BUILD_ADD_LUA), [copy, removed], args)
+    keys = [
+        inbox,
+        copy,
+        lock.key,
+        removed,
+        redis_keys.list_synced_key(reader_id, list_id),
+        redis_keys.list_floor_key(reader_id, list_id),
+    ]
+    expiry = int(until.timestamp()) if until is not None else 0
+    queue_script(pipe, lua(SWAP_INBOX_LUA), keys, [lock.token, expiry, redis_keys.inbox_max_len(), generation, "expire"])
+    swapped = bool(pipe.execute()[-1])
+    if not swapped:
+        lock.release()
+        return ListTimelineBuild(entries=0, kept=False, lost=True)
+    return ListTimelineBuild(entries=len(entries), kept=until is not None)

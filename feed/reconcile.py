@@ -27,7 +27,15 @@ from . import redis_keys
 from .delivery import active_cutoff
 from .models import FEED_VISIBILITIES, AuthorNoteCount, InboxReconcileRun, List, Note
 from .note_counts import count_recount
-from .rebuild import database_inboxes, database_lists, inboxes_rebuild, lists_rebuild, pull_authors, redis_lists
+from .rebuild import (
+    database_inboxes,
+    database_lists,
+    inboxes_rebuild,
+    list_timeline_truth,
+    lists_rebuild,
+    pull_authors,
+    redis_lists,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -243,9 +251,10 @@ def note_counts_drift(*, repair: bool, batch: int = 1000) -> int:
 
 def lists_compare(client: redis.Redis, reader_ids: Sequence[int], *, repair: bool) -> int:
     """Compare the list keys of ``reader_ids`` (members of each list, the excluded set) with the
-    database, and rewrite those that differ unless ``repair`` is False.
+    database, and rewrite those that differ unless ``repair`` is False; then their lists' kept
+    timelines (``kept_lists_compare``).
 
-    :returns: the number of readers whose keys differed.
+    :returns: the number of readers whose keys or kept timelines differed.
     """
     if not reader_ids:
         return 0
@@ -254,7 +263,46 @@ def lists_compare(client: redis.Redis, reader_ids: Sequence[int], *, repair: boo
     drifted = [reader_id for reader_id in truth if truth[reader_id] != held[reader_id]]
     if repair and drifted:
         lists_rebuild(drifted)
-    return len(drifted)
+    agreed = {reader_id: sorted(truth[reader_id].lists) for reader_id in truth if reader_id not in drifted}
+    timelines = kept_lists_compare(client, agreed, repair=repair)
+    return len(set(drifted) | timelines)
+
+
+def kept_lists_compare(client: redis.Redis, lists: dict[int, list[int]], *, repair: bool) -> set[int]:
+    """Compare the kept timelines among ``lists`` (``{reader_id: [list_id]}``; not those being
+    built) with ``feed.rebuild.list_timeline_truth``; one that differs is dropped unless ``repair``
+    is False (the next read builds it again).
+
+    :returns: the readers with a kept timeline that differed.
+    """
+    pairs = [(reader_id, list_id) for reader_id, list_ids in lists.items() for list_id in list_ids]
+    if not pairs:
+        return set()
+    pipe = pipeline(client)
+    for reader_id, list_id in pairs:
+        pipe.exists(redis_keys.list_synced_key(reader_id, list_id))
+        pipe.exists(redis_keys.list_build_key(reader_id, list_id))
+        pipe.zrange(redis_keys.list_inbox_key(reader_id, list_id), 0, -1, withscores=True)
+    replies = pipe.execute()
+    pulled = pull_authors(client)
+    drifted: list[tuple[int, int]] = []
+    for index, (reader_id, list_id) in enumerate(pairs):
+        synced, building, rows = replies[3 * index : 3 * index + 3]
+        if not synced or building:
+            continue
+        held = {id_or_none(member): int(score) for member, score in rows}
+        if held != dict(list_timeline_truth(list_id, pulled)):
+            drifted.append((reader_id, list_id))
+    if repair and drifted:
+        pipe = pipeline(client)
+        for reader_id, list_id in drifted:
+            # One key per command: on a cluster they share the reader's slot, but a pipeline routes by key.
+            for key in redis_keys.list_timeline_keys(reader_id, list_id):
+                pipe.delete(key)
+        pipe.execute()
+    if drifted:
+        logger.warning("list timelines: %d kept timelines drifted", len(drifted))
+    return {reader_id for reader_id, _ in drifted}
 
 
 @primary_reads()

@@ -52,6 +52,12 @@ def pull_authors_key() -> str:
     return f"{prefix()}feed:{{pull_authors}}"
 
 
+def pull_generation_key() -> str:
+    """STRING: a counter raised each time the pull set is derived again (authors may have left it);
+    a list timeline kept under an older generation is built again (``list_synced_key``)."""
+    return f"{prefix()}feed:{{pull_authors}}:generation"
+
+
 def inbox_floor_key(user_id: int) -> str:
     """STRING: the highest score (ms) trimmed from ``user_id``'s inbox at the cap. Older notes are
     not added afterwards: above its lowest score an inbox must hold every note, and the
@@ -87,13 +93,98 @@ def rebuild_tmp_key(key: str) -> str:
 def list_members_key(user_id: int, list_id: int) -> str:
     """SET of the account ids of list ``list_id`` of reader ``user_id`` that its timeline shows
     (members the reader follows, active); valid while ``list_id`` is in ``list_index_key``."""
-    return f"{prefix()}feed:list:{{{int(user_id)}}}:{int(list_id)}"
+    return f"{list_members_base(user_id)}:{int(list_id)}"
 
 
 def list_index_key(user_id: int) -> str:
     """SET of the ids of ``user_id``'s lists whose ``list_members_key`` is written (an empty list
     has no SET, so its id here says "built, empty")."""
     return f"{prefix()}feed:lists:{{{int(user_id)}}}"
+
+
+# A list's timeline is kept like an inbox while its synced marker lives: a ZSET of its members'
+# notes (less pulled authors) that fan-out adds to, with a floor, a build lock, a build copy and
+# a removed-during-build set. Each key is ``<base>(reader) + ":" + list id``: scripts build them
+# from the base's template (``core.cluster.tag_template``) and the list ids in the list index.
+
+
+def list_inbox_base(user_id: int) -> str:
+    """The head of ``user_id``'s list inbox keys (``list_inbox_key``)."""
+    return f"{prefix()}feed:list:inbox:{{{int(user_id)}}}"
+
+
+def list_inbox_key(user_id: int, list_id: int) -> str:
+    """ZSET of note ids of list ``list_id``'s timeline (its members' notes, less pulled authors),
+    scored by publish time (ms); complete above its lowest score while ``list_synced_key`` lives."""
+    return f"{list_inbox_base(user_id)}:{int(list_id)}"
+
+
+def list_synced_base(user_id: int) -> str:
+    """The head of ``user_id``'s ``list_synced_key``s."""
+    return f"{prefix()}feed:list:synced:{{{int(user_id)}}}"
+
+
+def list_synced_key(user_id: int, list_id: int) -> str:
+    """STRING present while ``list_inbox_key`` is complete, holding the pull set's generation it was
+    built under (``pull_generation_key``); expires as the reader's inbox marker would."""
+    return f"{list_synced_base(user_id)}:{int(list_id)}"
+
+
+def list_floor_base(user_id: int) -> str:
+    """The head of ``user_id``'s ``list_floor_key``s."""
+    return f"{prefix()}feed:list:floor:{{{int(user_id)}}}"
+
+
+def list_floor_key(user_id: int, list_id: int) -> str:
+    """STRING: the highest score (ms) trimmed from ``list_inbox_key`` at the cap (as ``inbox_floor_key``)."""
+    return f"{list_floor_base(user_id)}:{int(list_id)}"
+
+
+def list_build_base(user_id: int) -> str:
+    """The head of ``user_id``'s ``list_build_key``s."""
+    return f"{prefix()}feed:list:build:{{{int(user_id)}}}"
+
+
+def list_build_key(user_id: int, list_id: int) -> str:
+    """STRING holding the token of the build of ``list_inbox_key`` under way (a queued build's too)."""
+    return f"{list_build_base(user_id)}:{int(list_id)}"
+
+
+def list_copy_base(user_id: int) -> str:
+    """The head of ``user_id``'s ``list_copy_key``s."""
+    return f"{prefix()}feed:list:copy:{{{int(user_id)}}}"
+
+
+def list_copy_key(user_id: int, list_id: int) -> str:
+    """ZSET: where a build fills ``list_inbox_key`` aside (deliveries write it too)."""
+    return f"{list_copy_base(user_id)}:{int(list_id)}"
+
+
+def list_removed_base(user_id: int) -> str:
+    """The head of ``user_id``'s ``list_removed_key``s."""
+    return f"{prefix()}feed:list:removed:{{{int(user_id)}}}"
+
+
+def list_removed_key(user_id: int, list_id: int) -> str:
+    """SET of note members withdrawn from list ``list_id``'s timeline while its build ran."""
+    return f"{list_removed_base(user_id)}:{int(list_id)}"
+
+
+def list_timeline_keys(user_id: int, list_id: int) -> list[str]:
+    """Every key of list ``list_id``'s kept timeline (what dropping it deletes)."""
+    return [
+        list_inbox_key(user_id, list_id),
+        list_synced_key(user_id, list_id),
+        list_floor_key(user_id, list_id),
+        list_build_key(user_id, list_id),
+        list_copy_key(user_id, list_id),
+        list_removed_key(user_id, list_id),
+    ]
+
+
+def list_members_base(user_id: int) -> str:
+    """The head of ``user_id``'s ``list_members_key``s."""
+    return f"{prefix()}feed:list:{{{int(user_id)}}}"
 
 
 def excluded_key(user_id: int) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import redis
 from django.db.models import Exists, OuterRef
 
-from core.cluster import pipeline, refresh
+from core.cluster import Pipe, is_cluster, node_client, pipeline, refresh
 from core.paging import Cursor
 from core.redis import (
     REDIS_ERRORS,
@@ -36,7 +36,17 @@ from users.models import User
 from . import redis_keys
 from .fallback import after_filter
 from .models import DIRECT, FEED_VISIBILITIES, PRIVATE, PUBLIC, UNLISTED, List, ListMember, Note, to_ms
-from .page_reader import Feed, Prefetch, first_window, inbox_round, position_from_scroll, read_page, shared_window
+from .page_reader import (
+    Feed,
+    Prefetch,
+    first_window,
+    inbox_round,
+    key_read,
+    position_from_scroll,
+    read_page,
+    scored,
+    shared_window,
+)
 from .paging import FeedAuthor, FeedNote, Page, Position, scroll_state
 
 
@@ -52,13 +62,15 @@ class InboxState:
 class TimelinePage:
     """A timeline page, newest first: ``notes`` (``FeedNote``s, or ``Note``s with authors for an author's
     timeline); ``next_cursor`` (None at the end); ``catching_up`` (inbox being rebuilt, notes from
-    the database); ``source`` (``"redis"`` or ``"database"``).
+    the database); ``source`` (``"redis"`` or ``"database"``); ``kept`` (a list timeline read from
+    Redis: whether from its kept timeline; False asks for its build, ``feed.services.list_timeline_keep``).
     """
 
     notes: Sequence[Note | FeedNote]
     next_cursor: Cursor | None
     catching_up: bool = False
     source: str = "redis"
+    kept: bool | None = None
 
 
 @dataclass
@@ -77,7 +89,23 @@ class ScrollPage:
 # all the traffic on one node. A newly pulled author's notes can thus reach
 # a reader's page this much later.
 PULL_AUTHORS_TTL_SECONDS = 5.0
-_pull_authors_seen: dict[str, tuple[float, tuple[int, ...]]] = {}
+_pull_authors_seen: dict[str, tuple[float, tuple[int, ...], bytes]] = {}
+
+
+def _pull_state_cached(client: redis.Redis) -> tuple[tuple[int, ...], bytes]:
+    key = redis_keys.pull_authors_key()
+    now = time.monotonic()
+    seen = _pull_authors_seen.get(key)
+    if seen is not None and seen[0] > now:
+        return seen[1], seen[2]
+    # One slot ({pull_authors}): one round trip on a cluster too.
+    pipe = node_client(client, key).pipeline(transaction=False) if is_cluster(client) else client.pipeline(transaction=False)
+    pipe.smembers(key)
+    pipe.get(redis_keys.pull_generation_key())
+    members, generation = pipe.execute()
+    authors = tuple(sorted(int(member) for member in members))
+    _pull_authors_seen[key] = (now + PULL_AUTHORS_TTL_SECONDS, authors, generation or b"0")
+    return authors, generation or b"0"
 
 
 def pull_authors_cached(client: redis.Redis) -> tuple[int, ...]:
@@ -85,14 +113,12 @@ def pull_authors_cached(client: redis.Redis) -> tuple[int, ...]:
 
     :raises: Redis errors (REDIS_ERRORS) when it has to be read and cannot be.
     """
-    key = redis_keys.pull_authors_key()
-    now = time.monotonic()
-    seen = _pull_authors_seen.get(key)
-    if seen is not None and seen[0] > now:
-        return seen[1]
-    authors = tuple(sorted(int(member) for member in client.smembers(key)))
-    _pull_authors_seen[key] = (now + PULL_AUTHORS_TTL_SECONDS, authors)
-    return authors
+    return _pull_state_cached(client)[0]
+
+
+def pull_generation_cached(client: redis.Redis) -> bytes:
+    """The pull set's generation (``redis_keys.pull_generation_key``, ``b"0"`` before any), cached with it."""
+    return _pull_state_cached(client)[1]
 
 
 def forget_pull_authors() -> None:
@@ -378,30 +404,63 @@ def _list_database_feed(reader_id: int, list_id: int) -> Feed:
     return Feed(reader_id=reader_id, keys=[], muted=muted, followees=list_member_ids_database(list_id=list_id) - muted)
 
 
-def _list_redis_feed(client: redis.Redis, reader_id: int, list_id: int, limit: int) -> Feed | None:
-    """The Redis feed of list ``list_id``: its members' outboxes (every member is pulled), or None
-    when its membership is not mirrored (one round trip to the reader's slot)."""
+@dataclass(slots=True)
+class ListFeed:
+    """A list's Redis feed and whether it reads the list's kept timeline (else every member's outbox)."""
+
+    feed: Feed
+    kept: bool
+
+
+def _list_redis_feed(client: redis.Redis, reader_id: int, list_id: int, after: Position | None, limit: int) -> ListFeed | None:
+    """The Redis feed of list ``list_id``: its kept timeline and the outboxes of its pulled members
+    while the timeline is kept under the current pull set, else every member's outbox; None when
+    its membership is not mirrored. One round trip to the reader's slot (the kept timeline's first
+    window read with the markers)."""
     index = redis_keys.list_index_key(reader_id)
     if not mirror_ready(client, [index]):
         return None
-    pipe = pipeline(client)
-    pipe.sismember(index, str(list_id))
-    pipe.smembers(redis_keys.list_members_key(reader_id, list_id))
-    pipe.zrangebyscore(social_keys.mutes_key(reader_id), f"({now_ms()}", "+inf")
-    built, members, muted_reply = pipe.execute()
+    inbox = redis_keys.list_inbox_key(reader_id, list_id)
+    n = first_window(limit)
+    pipe: Pipe = (node_client(client, index) if is_cluster(client) else client).pipeline(transaction=False)
+    pipe.execute_command("SISMEMBER", index, str(list_id))
+    pipe.execute_command("SMEMBERS", redis_keys.list_members_key(reader_id, list_id))
+    pipe.execute_command("ZRANGEBYSCORE", social_keys.mutes_key(reader_id), f"({now_ms()}", "+inf")
+    pipe.execute_command("GET", redis_keys.list_synced_key(reader_id, list_id))
+    if after is None:
+        pipe.execute_command("ZREVRANGE", inbox, 0, n - 1, "WITHSCORES")
+    else:
+        pipe.execute_command("ZREVRANGEBYSCORE", inbox, after.score, "-inf", "WITHSCORES", "LIMIT", 0, n)
+    built, members, muted_reply, synced, first = pipe.execute()
     if not built:
         return None
     muted = frozenset(int(member) for member in muted_reply)
     shown = sorted({int(member) for member in members} - muted)
-    return Feed(
+    following_key = social_keys.following_set_key(reader_id)
+    if synced is not None and synced == pull_generation_cached(client):
+        pull = set(pull_authors_cached(client))
+        keys = [inbox] + [redis_keys.outbox_key(member) for member in shown if member in pull]
+        prefetch = Prefetch(after=after, n=n, reads={inbox: key_read(scored(first), after, n)})
+        feed = Feed(
+            reader_id=reader_id,
+            keys=keys,
+            client=client,
+            following_key=following_key,
+            first=prefetch,
+            followees=shown,
+            muted=muted,
+        )
+        return ListFeed(feed=feed, kept=True)
+    feed = Feed(
         reader_id=reader_id,
         keys=[redis_keys.outbox_key(member) for member in shown],
         client=client,
-        following_key=social_keys.following_set_key(reader_id),
+        following_key=following_key,
         followees=shown,
         muted=muted,
         window=shared_window(limit, len(shown)),
     )
+    return ListFeed(feed=feed, kept=False)
 
 
 def list_timeline(
@@ -418,14 +477,16 @@ def list_timeline(
     node = breaker_node(redis_keys.list_index_key(reader_id))
     page: Page | None = None
     source = "database"
+    kept: bool | None = None
     if not database_only and redis_available(node):
         client: redis.Redis | None = None
         try:
             client = get_redis()
-            feed = _list_redis_feed(client, reader_id, list_id, limit)
-            if feed is not None:
-                page = read_page(feed, after, limit)
+            found = _list_redis_feed(client, reader_id, list_id, after, limit)
+            if found is not None:
+                page = read_page(found.feed, after, limit)
                 source = "redis"
+                kept = found.kept
             redis_succeeded(node)
         except REDIS_ERRORS as exc:
             refresh(client)
@@ -434,4 +495,4 @@ def list_timeline(
         page = read_page(_list_database_feed(reader_id, list_id), after, limit)
     last = page.last
     next_cursor = Cursor(score=last.score, member=last.note_id) if page.has_more and last is not None else None
-    return TimelinePage(notes=page.notes, next_cursor=next_cursor, source=source)
+    return TimelinePage(notes=page.notes, next_cursor=next_cursor, source=source, kept=kept)

@@ -230,6 +230,28 @@ def inbox_sign_in(*, user_id: int) -> bool:
 
 # --- lists ----------------------------------------------------------------------------
 
+
+def list_timeline_keep(*, user: User, list_id: int) -> bool:
+    """After ``user``'s read of its list ``list_id`` found the list's timeline not kept: count the
+    read as a visit (``feed_visit``: a kept timeline lives while its reader is active) and queue
+    the build (``feed.rebuild.list_timeline_rebuild``) unless one is queued or running. Never
+    raises for Redis.
+
+    :returns: True when a build was queued.
+    """
+    feed_visit(user=user)
+    try:
+        # The queued build's lock: deliveries write the build copy from now on.
+        key = redis_keys.list_build_key(user.pk, list_id)
+        if not get_redis().set(key, "queued", nx=True, ex=redis_keys.REBUILDING_TTL_SECONDS):
+            return False
+    except REDIS_ERRORS as exc:
+        redis_failed(exc)
+        return False
+    outbox.record(feed_outbox.LIST_TIMELINE, subject_id=user.pk, object_id=list_id)
+    return True
+
+
 # Accounts one list holds at most: a list timeline reads every member's outbox.
 LIST_MAX_MEMBERS = 500
 # Lists one reader has at most (Mastodon's default is 50 too).

@@ -225,6 +225,8 @@ def list_detail(request: HttpRequest, list_id: int) -> HttpResponse:
         cursor=feed_cursor(request.GET.get("cursor")),
         limit=settings.FEED_PAGE_SIZE,
     )
+    if page.kept is False:
+        services.list_timeline_keep(user=_reader(request), list_id=found.pk)
     members = selectors.list_members_page(list_id=found.pk, max_id=None, min_id=None, limit=None).entries
     form = ListForm(initial={"title": found.title, "replies_policy": found.replies_policy, "exclusive": found.exclusive})
     context = {"list": found, "page": page, "members": members, "form": form, "is_first_page": not request.GET.get("cursor")}

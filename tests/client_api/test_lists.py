@@ -9,6 +9,7 @@ import pytest
 from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
 
 from feed.models import List, ListMember
+from feed.selectors import list_timeline
 from feed.services import note_create
 from social.controls import block_create
 from social.services import follow_create
@@ -187,6 +188,19 @@ class TestListTimeline:
         assert read({"min_id": ids[3], "limit": 2}) == ids[1:3]
         assert 'rel="next"' in api_alice.get(path, {"limit": 2})["Link"]
         assert api_alice.get(path, {"max_id": "abc"}).status_code == 400
+
+    def test_a_read_asks_for_the_kept_timeline_and_the_next_read_uses_it(self, alice, bob, api_alice, crew, run_commits) -> None:
+        note = run_commits(lambda: note_create(author=bob, body="kept"))
+        path = f"/api/v1/timelines/list/{crew['id']}"
+
+        def kept() -> bool | None:
+            return list_timeline(reader_id=alice.pk, list_id=int(crew["id"]), cursor=None, limit=5).kept
+
+        assert kept() is False
+        assert [s["id"] for s in run_commits(lambda: api_alice.get(path)).json()] == [str(note.pk)]
+        assert kept() is True
+        later = run_commits(lambda: note_create(author=bob, body="delivered to it"))
+        assert [s["id"] for s in api_alice.get(path).json()] == [str(later.pk), str(note.pk)]
 
     def test_a_member_who_blocks_the_reader_is_gone_from_it(self, alice, bob, api_alice, crew, run_commits) -> None:
         run_commits(lambda: note_create(author=bob, body="hello"))
