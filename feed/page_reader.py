@@ -291,7 +291,8 @@ class Feed:
     """Where one reader's feed comes from.
 
     ``keys``: the inbox and pulled outboxes (empty on the database path); ``client``: redis-py
-    or None; ``following_key``: the reader's following set; ``first``: prefetched first-round
+    or None; ``following_key``: the reader's following set; ``followees_key``: the set the
+    database part's authors come from when not ``following_key`` (a list's members); ``first``: prefetched first-round
     reads; ``followees``: author ids the database reads are limited to (None: the following set
     or follow rows); ``window``: ids read per key in the first round (None: ``first_window``);
     ``checked``/``hidden``: authors ``visible`` asked about / found hidden.
@@ -301,6 +302,7 @@ class Feed:
     keys: list[str]
     client: redis.Redis | None = None
     following_key: str = ""
+    followees_key: str = ""
     first: Prefetch | None = None
     followees: Collection[int] | None = None
     muted: Collection[int] = frozenset()
@@ -337,8 +339,9 @@ class Feed:
 
         :raises: ``REDIS_ERRORS`` on the Redis path.
         """
-        if self.followees is None and self.client is not None and self.following_key:
-            self.followees = {int(member) for member in self.client.smembers(self.following_key)} - set(self.muted)
+        source = self.followees_key or self.following_key
+        if self.followees is None and self.client is not None and source:
+            self.followees = {int(member) for member in self.client.smembers(source)} - set(self.muted)
         if self.followees is not None:
             return self.followees if not self.hidden else set(self.followees) - self.hidden
         rows = active_follows().filter(follower_id=self.reader_id)

@@ -414,43 +414,47 @@ class ListFeed:
 
 def _list_redis_feed(client: redis.Redis, reader_id: int, list_id: int, after: Position | None, limit: int) -> ListFeed | None:
     """The Redis feed of list ``list_id``: its kept timeline and the outboxes of its pulled members
-    while the timeline is kept under the current pull set, else every member's outbox; None when
-    its membership is not mirrored. One round trip to the reader's slot (the kept timeline's first
-    window read with the markers)."""
+    while the timeline is kept under the current pull set (one round trip to the reader's slot,
+    the kept timeline's first window read with the markers), else every member's outbox (a
+    second one, for the members); None when its membership is not mirrored."""
     index = redis_keys.list_index_key(reader_id)
     if not mirror_ready(client, [index]):
         return None
     inbox = redis_keys.list_inbox_key(reader_id, list_id)
+    members_key = redis_keys.list_members_key(reader_id, list_id)
+    pull = pull_authors_cached(client)
     n = first_window(limit)
     pipe: Pipe = (node_client(client, index) if is_cluster(client) else client).pipeline(transaction=False)
     pipe.execute_command("SISMEMBER", index, str(list_id))
-    pipe.execute_command("SMEMBERS", redis_keys.list_members_key(reader_id, list_id))
     pipe.execute_command("ZRANGEBYSCORE", social_keys.mutes_key(reader_id), f"({now_ms()}", "+inf")
     pipe.execute_command("GET", redis_keys.list_synced_key(reader_id, list_id))
     if after is None:
         pipe.execute_command("ZREVRANGE", inbox, 0, n - 1, "WITHSCORES")
     else:
         pipe.execute_command("ZREVRANGEBYSCORE", inbox, after.score, "-inf", "WITHSCORES", "LIMIT", 0, n)
-    built, members, muted_reply, synced, first = pipe.execute()
+    if pull:
+        # Which pulled authors are members: their notes reach no kept timeline.
+        pipe.execute_command("SMISMEMBER", members_key, *pull)
+    built, muted_reply, synced, first, *pulled_reply = pipe.execute()
     if not built:
         return None
     muted = frozenset(int(member) for member in muted_reply)
-    shown = sorted({int(member) for member in members} - muted)
     following_key = social_keys.following_set_key(reader_id)
     if synced is not None and synced == pull_generation_cached(client):
-        pull = set(pull_authors_cached(client))
-        keys = [inbox] + [redis_keys.outbox_key(member) for member in shown if member in pull]
+        pulled = [author for author, member in zip(pull, pulled_reply[0]) if member and author not in muted] if pull else []
+        keys = [inbox] + [redis_keys.outbox_key(author) for author in pulled]
         prefetch = Prefetch(after=after, n=n, reads={inbox: key_read(scored(first), after, n)})
         feed = Feed(
             reader_id=reader_id,
             keys=keys,
             client=client,
             following_key=following_key,
+            followees_key=members_key,
             first=prefetch,
-            followees=shown,
             muted=muted,
         )
         return ListFeed(feed=feed, kept=True)
+    shown = sorted({int(member) for member in client.smembers(members_key)} - muted)
     feed = Feed(
         reader_id=reader_id,
         keys=[redis_keys.outbox_key(member) for member in shown],
