@@ -324,7 +324,9 @@ def account_purge(*, user_id: int) -> int:
     client.srem(redis_keys.pull_authors_key(), str(user_id))
     forget_pull_authors()
     lists = [
-        redis_keys.list_members_key(user_id, int(list_id)) for list_id in client.smembers(redis_keys.list_index_key(user_id))
+        key
+        for list_id in client.smembers(redis_keys.list_index_key(user_id))
+        for key in (redis_keys.list_members_key(user_id, int(list_id)), *redis_keys.list_timeline_keys(user_id, int(list_id)))
     ]
     return int(client.unlink(*redis_keys.all_user_keys(user_id), *lists, redis_keys.author_cache_key(user_id)))
 

@@ -224,6 +224,27 @@ class TestDropped:
         assert is_kept(alice, crew) is False
         assert list_ids(alice, crew) == [c1.pk]
 
+    def test_a_deleted_list_leaves_no_kept_keys(self, cast, run_commits, redis_client):
+        alice, bob, _ = cast
+        crew = make_list(run_commits, alice, [bob])
+        build(alice, crew)
+
+        run_commits(lambda: services.list_delete(list_=crew))
+
+        assert redis_client.exists(*redis_keys.list_timeline_keys(alice.pk, crew.pk)) == 0
+
+    def test_the_readers_deleted_account_leaves_no_kept_keys(self, cast, publish, run_commits, redis_client):
+        alice, bob, _ = cast
+        crew = make_list(run_commits, alice, [bob])
+        publish(bob)
+        build(alice, crew)
+        keys = redis_keys.list_timeline_keys(alice.pk, crew.pk)
+        assert redis_client.exists(*keys) == 2  # the set and its marker
+
+        run_commits(alice.delete)
+
+        assert redis_client.exists(*keys) == 0
+
     def test_the_pull_set_derived_again_drops_it(self, cast, run_commits):
         alice, bob, _ = cast
         crew = make_list(run_commits, alice, [bob])
