@@ -128,7 +128,17 @@ for r = t + 34, #ARGV do
       if redis.call('SISMEMBER', h[3] .. tag .. h[4] .. s, author) == 1 then
         local lbuild = h[11] .. tag .. h[12] .. s
         local lstate = redis.call('EXISTS', lbuild, lbuild, h[5] .. tag .. h[6] .. s)
-        if lstate == 1 or lstate == 3 then add_capped(h[7] .. tag .. h[8] .. s, h[9] .. tag .. h[10] .. s) end
+        if lstate == 1 or lstate == 3 then
+          local linbox, lfloor = h[7] .. tag .. h[8] .. s, h[9] .. tag .. h[10] .. s
+          if add_capped(linbox, lfloor) then
+            -- The set and a floor the cap raised expire with the marker (a set built empty is made here).
+            local left = redis.call('PTTL', h[5] .. tag .. h[6] .. s)
+            if left > 0 then
+              redis.call('PEXPIRE', linbox, left)
+              redis.call('PEXPIRE', lfloor, left)
+            end
+          end
+        end
         if lstate >= 2 then add_to_copy(h[13] .. tag .. h[14] .. s, h[15] .. tag .. h[16] .. s) end
       end
     end

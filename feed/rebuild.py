@@ -75,12 +75,15 @@ class InboxRebuild:
     busy: bool = False
 
 
-# KEYS: the build copy, the removed-during-build set. ARGV: the cap, then
-# score, member pairs read from the database. A member removed since the
-# build started (an unfollow, a deleted note) is not brought back.
+# KEYS: the build copy, the removed-during-build set, the build lock. ARGV:
+# the build's token, the cap, then score, member pairs read from the
+# database. A member removed since the build started (an unfollow, a
+# deleted note) is not brought back; a build whose lock is no longer its
+# own (dropped, taken over) writes nothing: the copy may be the next build's.
 BUILD_ADD_LUA = """
-local cap = tonumber(ARGV[1])
-for i = 2, #ARGV, 2 do
+if redis.call('GET', KEYS[3]) ~= ARGV[1] then return -1 end
+local cap = tonumber(ARGV[2])
+for i = 3, #ARGV, 2 do
   if redis.call('SISMEMBER', KEYS[2], ARGV[i + 1]) == 0 then redis.call('ZADD', KEYS[1], ARGV[i], ARGV[i + 1]) end
 end
 if redis.call('ZCARD', KEYS[1]) > cap then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -(cap + 1)) end
@@ -111,6 +114,15 @@ else
 end
 return 1
 """
+
+
+def _queue_build_add(pipe: Pipe, copy: str, removed: str, lock: RedisLock, entries: Sequence[Entry]) -> None:
+    """Queue ``BUILD_ADD_LUA`` calls adding ``entries`` to a build's ``copy``, ``BUILD_CHUNK`` a call."""
+    for start in range(0, len(entries), BUILD_CHUNK):
+        args: list[int | str] = [lock.token.decode(), redis_keys.inbox_max_len()]
+        for note_id, score in entries[start : start + BUILD_CHUNK]:
+            args += (score, redis_keys.note_member(note_id))
+        queue_script(pipe, lua(BUILD_ADD_LUA), [copy, removed, lock.key], args)
 
 
 def database_inboxes(reader_ids: Sequence[int], pulled: Collection[int]) -> dict[int, list[Entry]]:
@@ -205,11 +217,7 @@ def inboxes_rebuild(reader_ids: Sequence[int]) -> dict[int, InboxRebuild]:
             copy = redis_keys.rebuild_tmp_key(inbox)
             removed = redis_keys.inbox_build_removed_key(reader_id)
             entries = truth.get(reader_id, [])
-            for start in range(0, len(entries), BUILD_CHUNK):
-                args: list[int | str] = [redis_keys.inbox_max_len()]
-                for note_id, score in entries[start : start + BUILD_CHUNK]:
-                    args += (score, redis_keys.note_member(note_id))
-                queue_script(pipe, lua(BUILD_ADD_LUA), [copy, removed], args)
+            _queue_build_add(pipe, copy, removed, locks[reader_id], entries)
             # A deactivated or deleted reader: the copy stays empty and no synced marker is set.
             until = synced_until(seen[reader_id]) if reader_id in seen else None
             expiry = int(until.timestamp()) if until is not None else 0
@@ -562,20 +570,21 @@ class ListTimelineBuild:
     lost: bool = False
 
 
-def list_timeline_truth(list_id: int, pulled: Collection[int]) -> list[Entry]:
-    """What list ``list_id``'s kept timeline must hold: the newest ``INBOX_MAX_LEN`` visible notes
-    of its shown members less ``pulled`` authors (reads pull those), ``[(note_id, score_ms)]``."""
-    members = set(shown_members().filter(list_id=list_id).values_list("account_id", flat=True)) - set(pulled)
-    return recent_entries(members, redis_keys.inbox_max_len())
+def list_timeline_truth(member_ids: Collection[int], pulled: Collection[int]) -> list[Entry]:
+    """What a list's kept timeline with members ``member_ids`` must hold: the newest
+    ``INBOX_MAX_LEN`` visible notes of active members less ``pulled`` authors (reads pull those),
+    ``[(note_id, score_ms)]``."""
+    return recent_entries(set(member_ids) - set(pulled), redis_keys.inbox_max_len())
 
 
 @primary_reads()
 def list_timeline_rebuild(*, reader_id: int, list_id: int) -> ListTimelineBuild:
     """Build list ``list_id``'s kept timeline (``redis_keys.list_inbox_key``) from the database: the
-    truth (``list_timeline_truth``), built aside under its build lock
-    (deliveries meanwhile write the copy), then swapped in with a synced marker holding the pull
-    set's generation (``pull_generation_key``) and expiring as an inbox's would (``synced_until``).
-    A list gone, or a reader inactive, leaves no timeline kept.
+    truth (``list_timeline_truth``) of the member set Redis holds when the build takes its lock
+    (a later change of that set drops the lock, so the swap fails), built aside (deliveries
+    meanwhile write the copy), then swapped in with a synced marker holding the pull set's
+    generation (``pull_generation_key``) and expiring as an inbox's would (``synced_until``).
+    A list gone or not mirrored, or a reader inactive, leaves no timeline kept.
 
     :raises: ``REDIS_ERRORS`` and database errors; the lock expires if the worker dies.
     """
@@ -585,24 +594,22 @@ def list_timeline_rebuild(*, reader_id: int, list_id: int) -> ListTimelineBuild:
     copy, removed = redis_keys.list_copy_key(reader_id, list_id), redis_keys.list_removed_key(reader_id, list_id)
     lock = RedisLock(client=client, key=redis_keys.list_build_key(reader_id, list_id), milliseconds=ttl * 1000)
     generation = int(client.get(redis_keys.pull_generation_key()) or 0)
-    # The lock is taken over from a queued request ("queued") or an earlier build: a member change
-    # deletes it, which makes this build's swap fail.
+    # The lock is taken over from a queued request ("queued") or an earlier build, in one
+    # transaction with the read of the member set the truth is made of.
     pipe = node_client(client, inbox).pipeline(transaction=True)
     pipe.set(lock.key, lock.token, px=ttl * 1000)
     pipe.delete(copy, removed)
-    pipe.execute()
+    pipe.sismember(redis_keys.list_index_key(reader_id), str(list_id))
+    pipe.smembers(redis_keys.list_members_key(reader_id, list_id))
+    _, _, mirrored, members = pipe.execute()
     last_seen = User.objects.filter(pk=reader_id, is_active=True, lists__pk=list_id).values_list("last_seen_at", flat=True)
     found = list(last_seen[:1])
-    until = synced_until(found[0]) if found else None
+    until = synced_until(found[0]) if found and mirrored else None
     entries: list[Entry] = []
     if until is not None:
-        entries = list_timeline_truth(list_id, pull_authors(client))
+        entries = list_timeline_truth({int(member) for member in members}, pull_authors(client))
     pipe = pipeline(client)
-    for start in range(0, len(entries), BUILD_CHUNK):
-        args: list[int | str] = [redis_keys.inbox_max_len()]
-        for note_id, score in entries[start : start + BUILD_CHUNK]:
-            args += (score, redis_keys.note_member(note_id))
-        queue_script(pipe, lua(BUILD_ADD_LUA), [copy, removed], args)
+    _queue_build_add(pipe, copy, removed, lock, entries)
     keys = [
         inbox,
         copy,

@@ -263,19 +263,31 @@ def lists_compare(client: redis.Redis, reader_ids: Sequence[int], *, repair: boo
     drifted = [reader_id for reader_id in truth if truth[reader_id] != held[reader_id]]
     if repair and drifted:
         lists_rebuild(drifted)
-    agreed = {reader_id: sorted(truth[reader_id].lists) for reader_id in truth if reader_id not in drifted}
+    agreed = {reader_id: truth[reader_id].lists for reader_id in truth if reader_id not in drifted}
     timelines = kept_lists_compare(client, agreed, repair=repair)
     return len(set(drifted) | timelines)
 
 
-def kept_lists_compare(client: redis.Redis, lists: dict[int, list[int]], *, repair: bool) -> set[int]:
-    """Compare the kept timelines among ``lists`` (``{reader_id: [list_id]}``; not those being
-    built) with ``feed.rebuild.list_timeline_truth``; one that differs is dropped unless ``repair``
-    is False (the next read builds it again).
+def _kept_differs(held: dict[int | None, int], truth: dict[int, int], pulled_notes: set[int]) -> bool:
+    # Above the kept timeline's lowest score only: reads take that score and below from the
+    # database, and the cap's cut among equal times or a note deleted from a full timeline
+    # leaves the two different there. A pulled author's notes delivered before it was pulled
+    # stay until the next build, harmless: reads merge its outbox.
+    if not held:
+        return False
+    lowest = min(held.values())
+    above = {note_id: score for note_id, score in held.items() if score > lowest and note_id not in pulled_notes}
+    return above != {note_id: score for note_id, score in truth.items() if score > lowest}
+
+
+def kept_lists_compare(client: redis.Redis, lists: dict[int, dict[int, set[int]]], *, repair: bool) -> set[int]:
+    """Compare the kept timelines among ``lists`` (``{reader_id: {list_id: member ids}}``, the member
+    sets Redis holds; not those being built) with ``feed.rebuild.list_timeline_truth`` above their
+    lowest score; one that differs is dropped unless ``repair`` is False (the next read builds it again).
 
     :returns: the readers with a kept timeline that differed.
     """
-    pairs = [(reader_id, list_id) for reader_id, list_ids in lists.items() for list_id in list_ids]
+    pairs = [(reader_id, list_id) for reader_id, held_lists in lists.items() for list_id in sorted(held_lists)]
     if not pairs:
         return set()
     pipe = pipeline(client)
@@ -291,7 +303,14 @@ def kept_lists_compare(client: redis.Redis, lists: dict[int, list[int]], *, repa
         if not synced or building:
             continue
         held = {id_or_none(member): int(score) for member, score in rows}
-        if held != dict(list_timeline_truth(list_id, pulled)):
+        truth = dict(list_timeline_truth(lists[reader_id][list_id], pulled))
+        extra = [note_id for note_id in held if note_id is not None and note_id not in truth]
+        pulled_notes = (
+            set(Note.objects.filter(pk__in=extra, author_id__in=pulled).values_list("pk", flat=True))
+            if extra and pulled
+            else set()
+        )
+        if _kept_differs(held, truth, pulled_notes):
             drifted.append((reader_id, list_id))
     if repair and drifted:
         pipe = pipeline(client)
