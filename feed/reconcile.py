@@ -69,7 +69,16 @@ class InboxReport:
         return self.notes_missing + self.notes_extra + self.scores_wrong
 
 
-def redis_inboxes(client: redis.Redis, reader_ids: Sequence[int]) -> dict[int, dict[bytes, float] | None]:
+@dataclass(frozen=True)
+class HeldTimeline:
+    """A kept sorted set as Redis holds it: ``entries`` ``{member: score}`` and its ``floor`` (the
+    highest score trimmed at the cap, -1: none)."""
+
+    entries: dict[bytes, float]
+    floor: int
+
+
+def redis_inboxes(client: redis.Redis, reader_ids: Sequence[int]) -> dict[int, HeldTimeline | None]:
     """Each reader's inbox as Redis holds it, or None when it is not maintained (not synced, or
     being rebuilt right now): one pipeline for the batch."""
     pipe = pipeline(client)
@@ -77,26 +86,53 @@ def redis_inboxes(client: redis.Redis, reader_ids: Sequence[int]) -> dict[int, d
         pipe.exists(redis_keys.inbox_synced_key(reader_id))
         pipe.exists(redis_keys.inbox_build_key(reader_id))
         pipe.zrange(redis_keys.inbox_key(reader_id), 0, -1, withscores=True)
+        pipe.get(redis_keys.inbox_floor_key(reader_id))
     replies = pipe.execute()
-    found: dict[int, dict[bytes, float] | None] = {}
+    found: dict[int, HeldTimeline | None] = {}
     for index, reader_id in enumerate(reader_ids):
-        synced, building, rows = replies[3 * index : 3 * index + 3]
-        found[reader_id] = dict(rows) if synced and not building else None
+        synced, building, rows, floor = replies[4 * index : 4 * index + 4]
+        found[reader_id] = HeldTimeline(dict(rows), int(floor or -1)) if synced and not building else None
     return found
 
 
-def _compare(inbox: dict[bytes, float], truth: dict[int, int], report: InboxReport) -> bool:
-    """Add the differences of one reader to ``report``; returns whether it differs."""
+def _pulled_notes(held: Sequence[HeldTimeline], truths: Sequence[dict[int, int]], pulled: set[int]) -> set[int]:
+    """The ids among what ``held`` has beyond its truth whose author is in ``pulled`` (one query, none
+    when nothing is extra): a pulled author's notes delivered before it was pulled stay until the
+    next rebuild, harmless (reads merge its outbox)."""
+    extra = {
+        note_id
+        for timeline, truth in zip(held, truths)
+        for member in timeline.entries
+        if (note_id := id_or_none(member)) is not None and note_id not in truth
+    }
+    if not extra or not pulled:
+        return set()
+    return set(Note.objects.filter(pk__in=sorted(extra), author_id__in=sorted(pulled)).values_list("pk", flat=True))
+
+
+def _compare(timeline: HeldTimeline, truth: dict[int, int], report: InboxReport, pulled_notes: set[int]) -> bool:
+    """Add the differences of one kept sorted set from its ``truth`` to ``report``, above its floor;
+    returns whether it differs.
+
+    At and below the floor the two may differ with nothing wrong (reads take that part from the
+    database): the cap trims the lower member of equal times where the truth keeps the lower id,
+    and a note deleted from a full set leaves the truth one note below the floor.
+    """
     before = report.drift
+    floor = timeline.floor
     held: dict[int | None, float] = {}
-    for member, score in inbox.items():
-        held[id_or_none(member)] = score
+    for member, score in timeline.entries.items():
+        note_id = id_or_none(member)
+        if score > floor and note_id not in pulled_notes:
+            held[note_id] = score
     for note_id, score in truth.items():
+        if score <= floor:
+            continue
         if note_id not in held:
             report.notes_missing += 1
         elif held[note_id] != score:
             report.scores_wrong += 1
-    report.notes_extra += sum(1 for note_id in held if note_id is None or note_id not in truth)
+    report.notes_extra += sum(1 for note_id, score in held.items() if note_id is None or note_id not in truth)
     return report.drift > before
 
 
@@ -141,8 +177,10 @@ def reconcile_inboxes(
         chosen = [reader_id for reader_id in ids if sample >= 1 or rng.random() < sample]
         inboxes = redis_inboxes(client, chosen)
         checked = {reader_id: inbox for reader_id, inbox in inboxes.items() if inbox is not None}
-        truth = database_inboxes(list(checked), pulled)
-        drifted = [reader_id for reader_id, inbox in checked.items() if _compare(inbox, dict(truth[reader_id]), report)]
+        found = database_inboxes(list(checked), pulled)
+        truths = {reader_id: dict(found[reader_id]) for reader_id in checked}
+        pulled_notes = _pulled_notes(list(checked.values()), list(truths.values()), pulled)
+        drifted = [reader_id for reader_id, inbox in checked.items() if _compare(inbox, truths[reader_id], report, pulled_notes)]
         report.readers_checked += len(checked)
         report.readers_drifted += len(drifted)
         if repair and drifted:
@@ -268,22 +306,11 @@ def lists_compare(client: redis.Redis, reader_ids: Sequence[int], *, repair: boo
     return len(set(drifted) | timelines)
 
 
-def _kept_differs(held: dict[int | None, int], truth: dict[int, int], pulled_notes: set[int]) -> bool:
-    # Above the kept timeline's lowest score only: reads take that score and below from the
-    # database, and the cap's cut among equal times or a note deleted from a full timeline
-    # leaves the two different there. A pulled author's notes delivered before it was pulled
-    # stay until the next build, harmless: reads merge its outbox.
-    if not held:
-        return False
-    lowest = min(held.values())
-    above = {note_id: score for note_id, score in held.items() if score > lowest and note_id not in pulled_notes}
-    return above != {note_id: score for note_id, score in truth.items() if score > lowest}
-
-
 def kept_lists_compare(client: redis.Redis, lists: dict[int, dict[int, set[int]]], *, repair: bool) -> set[int]:
     """Compare the kept timelines among ``lists`` (``{reader_id: {list_id: member ids}}``, the member
     sets Redis holds; not those being built) with ``feed.rebuild.list_timeline_truth`` above their
-    lowest score; one that differs is dropped unless ``repair`` is False (the next read builds it again).
+    floors, as ``_compare`` does an inbox; one that differs is dropped unless ``repair`` is False
+    (the next read builds it again).
 
     :returns: the readers with a kept timeline that differed.
     """
@@ -295,23 +322,19 @@ def kept_lists_compare(client: redis.Redis, lists: dict[int, dict[int, set[int]]
         pipe.exists(redis_keys.list_synced_key(reader_id, list_id))
         pipe.exists(redis_keys.list_build_key(reader_id, list_id))
         pipe.zrange(redis_keys.list_inbox_key(reader_id, list_id), 0, -1, withscores=True)
+        pipe.get(redis_keys.list_floor_key(reader_id, list_id))
     replies = pipe.execute()
     pulled = pull_authors(client)
-    drifted: list[tuple[int, int]] = []
-    for index, (reader_id, list_id) in enumerate(pairs):
-        synced, building, rows = replies[3 * index : 3 * index + 3]
-        if not synced or building:
-            continue
-        held = {id_or_none(member): int(score) for member, score in rows}
-        truth = dict(list_timeline_truth(lists[reader_id][list_id], pulled))
-        extra = [note_id for note_id in held if note_id is not None and note_id not in truth]
-        pulled_notes = (
-            set(Note.objects.filter(pk__in=extra, author_id__in=pulled).values_list("pk", flat=True))
-            if extra and pulled
-            else set()
-        )
-        if _kept_differs(held, truth, pulled_notes):
-            drifted.append((reader_id, list_id))
+    kept: dict[tuple[int, int], HeldTimeline] = {}
+    for index, pair in enumerate(pairs):
+        synced, building, rows, floor = replies[4 * index : 4 * index + 4]
+        if synced and not building:
+            kept[pair] = HeldTimeline(dict(rows), int(floor or -1))
+    truths = {(reader_id, list_id): dict(list_timeline_truth(lists[reader_id][list_id], pulled)) for reader_id, list_id in kept}
+    pulled_notes = _pulled_notes(list(kept.values()), list(truths.values()), pulled)
+    # Counted apart: the figures of the inbox reconcile are the inboxes'.
+    scratch = InboxReport()
+    drifted = [pair for pair, timeline in kept.items() if _compare(timeline, truths[pair], scratch, pulled_notes)]
     if repair and drifted:
         pipe = pipeline(client)
         for reader_id, list_id in drifted:

@@ -343,13 +343,13 @@ class TestReconcile:
         assert kept_ids(redis_client, alice, crew) == expected
         assert lists_drift(repair=False) == 0
 
-    def test_an_empty_kept_timeline_is_no_drift(self, cast, publish, run_commits, redis_client):
+    def test_an_emptied_kept_timeline_is_drift_though_pages_stay_right(self, cast, publish, run_commits, redis_client):
         alice, bob, _ = cast
         crew = make_list(run_commits, alice, [bob])
         b1 = publish(bob, at_ms=BASE_MS + 1)
         build(alice, crew)
         redis_client.zrem(redis_keys.list_inbox_key(alice.pk, crew.pk), str(b1.pk))
 
-        # A page reads what no kept id covers from the database.
+        # A page reads what no kept id covers from the database, at the database's cost.
         assert list_ids(alice, crew) == [b1.pk]
-        assert lists_drift(repair=False) == 0
+        assert lists_drift(repair=False) == 1

@@ -19,6 +19,8 @@ from tests.support.feed import inbox, inbox_ids
 
 pytestmark = pytest.mark.django_db
 
+BASE_MS = 1_700_000_000_000
+
 
 @pytest.fixture
 def readers(follow: Any, publish: Any) -> dict[str, Any]:
@@ -107,6 +109,63 @@ class TestReconcileInboxes:
 
         assert (report.notes_extra, report.readers_drifted, report.readers_repaired) == (3, 3, 3)
         assert all(note.pk not in inbox_ids(redis_client, readers[name]) for name in "abc")
+
+
+class TestNoFalseDrift:
+    """What an inbox holds at and below its floor may differ from the truth with nothing wrong
+    (pages read that part from the database); a pulled author's notes delivered before it was
+    pulled stay until the next rebuild (pages merge its outbox anyway)."""
+
+    @pytest.fixture
+    def full(self, follow: Any, publish: Any, settings: Any) -> dict[str, Any]:
+        """A reader of one author whose inbox is at a cap of 4, its floor set by the trim."""
+        settings.INBOX_MAX_LEN = 4
+        reader, author = make_user("r"), make_user("w")
+        follow(reader, author)
+        notes = [publish(author, at_ms=BASE_MS + i) for i in range(6)]
+        return {"reader": reader, "author": author, "notes": notes}
+
+    def test_a_note_deleted_from_a_full_inbox(self, full: dict[str, Any], run_commits: Any, redis_client: Any) -> None:
+        from feed.services import note_delete
+
+        newest = full["notes"][-1]
+        run_commits(lambda: note_delete(note=newest, actor=full["author"]))
+
+        assert len(inbox_ids(redis_client, full["reader"])) == 3  # the truth is 4 notes, one below the floor
+        assert reconcile_inboxes(repair=False).drift == 0
+
+    def test_equal_times_cut_at_the_cap(self, follow: Any, publish: Any, settings: Any, redis_client: Any) -> None:
+        settings.INBOX_MAX_LEN = 3
+        reader, author = make_user("r"), make_user("w")
+        follow(reader, author)
+        publish(author, at_ms=BASE_MS)
+        while len(str(publish(author, at_ms=BASE_MS).pk)) < 2:  # ids of one length: bytes order = id order
+            pass
+        tied = [publish(author, at_ms=BASE_MS + 1), publish(author, at_ms=BASE_MS + 1)]
+        newer = [publish(author, at_ms=BASE_MS + 2), publish(author, at_ms=BASE_MS + 3)]
+
+        held = inbox_ids(redis_client, reader)
+        assert held[:2] == [newer[1].pk, newer[0].pk] and len(held) == 3 and held[2] in {n.pk for n in tied}
+        assert reconcile_inboxes(repair=False).drift == 0
+
+    def test_a_followee_pulled_since_its_notes_arrived(self, follow: Any, publish: Any, settings: Any, redis_client: Any) -> None:
+        reader, author, other = make_user("r"), make_user("w"), make_user("o")
+        follow(reader, author)
+        early = publish(author, at_ms=BASE_MS)
+        settings.FANOUT_PULL_THRESHOLD = 2
+        follow(other, author)
+        publish(author, at_ms=BASE_MS + 1)  # its fan-out finds 2 followers: pulled from now on
+
+        assert redis_client.sismember(redis_keys.pull_authors_key(), str(author.pk))
+        assert early.pk in inbox_ids(redis_client, reader)
+        assert reconcile_inboxes(repair=False).drift == 0
+
+    def test_an_emptied_inbox_is_still_drift(self, readers: dict[str, Any], redis_client: Any) -> None:
+        redis_client.delete(redis_keys.inbox_key(readers["a"].pk))
+
+        report = reconcile_inboxes(repair=False)
+
+        assert (report.readers_drifted, report.notes_missing) == (1, 6)
 
 
 class TestCommand:
