@@ -139,7 +139,13 @@ for r = t + 34, #ARGV do
             end
           end
         end
-        if lstate >= 2 then add_to_copy(h[13] .. tag .. h[14] .. s, h[15] .. tag .. h[16] .. s) end
+        if lstate >= 2 then
+          local lcopy = h[13] .. tag .. h[14] .. s
+          add_to_copy(lcopy, h[15] .. tag .. h[16] .. s)
+          -- Gone with the lock if its build never runs (a queued build's worker died).
+          local held = redis.call('PTTL', lbuild)
+          if held > 0 then redis.call('PEXPIRE', lcopy, held) end
+        end
       end
     end
   end

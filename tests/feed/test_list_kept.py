@@ -256,6 +256,19 @@ class TestDropped:
         assert is_kept(alice, crew) is False
 
 
+class TestQueuedBuild:
+    def test_a_copy_written_under_a_queued_build_goes_with_its_lock(self, cast, publish, run_commits, redis_client):
+        alice, bob, _ = cast
+        crew = make_list(run_commits, alice, [bob])
+        redis_client.set(redis_keys.list_build_key(alice.pk, crew.pk), "queued", ex=120)  # its build never runs
+
+        b1 = publish(bob, at_ms=BASE_MS + 1)
+
+        copy = redis_keys.list_copy_key(alice.pk, crew.pk)
+        assert [int(member) for member in redis_client.zrange(copy, 0, -1)] == [b1.pk]
+        assert 0 < redis_client.ttl(copy) <= 120
+
+
 class TestRacesWithTheBuild:
     def test_a_note_delivered_after_the_database_read_is_kept(self, cast, publish, run_commits, redis_client, monkeypatch):
         alice, bob, _ = cast
