@@ -91,21 +91,26 @@ return redis.call('ZCARD', KEYS[1])
 """
 # KEYS: inbox, build copy, build lock, removed set, synced marker, floor.
 # ARGV: the build's token, the synced marker's expiry (unix seconds; 0: not
-# synced), the cap, and for a list timeline the synced marker's value and
+# synced), the cap, the lowest score of a database read that filled the cap
+# (-1: it did not), and for a list timeline the synced marker's value and
 # "expire" (the set and its floor expire with the marker). Swaps the copy in
-# only while the lock is still this build's; a copy filled to the cap may
-# have left older notes out, so its lowest score becomes the floor (``DELIVER_LUA``).
+# only while the lock is still this build's. Older notes were left out when
+# the read filled the cap, or when the copy did (deliveries meanwhile), even
+# if withdrawals during the build left it short: that lowest score becomes
+# the floor (``DELIVER_LUA``).
 SWAP_INBOX_LUA = """
 if redis.call('GET', KEYS[3]) ~= ARGV[1] then return 0 end
 if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('RENAME', KEYS[2], KEYS[1]) else redis.call('UNLINK', KEYS[1]) end
 redis.call('DEL', KEYS[3], KEYS[4], KEYS[6])
+local floor = tonumber(ARGV[4])
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then
-  redis.call('SET', KEYS[6], redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2])
+  floor = math.max(floor, tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]))
 end
+if floor >= 0 then redis.call('SET', KEYS[6], floor) end
 local expiry = tonumber(ARGV[2])
 if expiry > 0 then
-  redis.call('SET', KEYS[5], ARGV[4] or '1', 'EXAT', expiry)
-  if ARGV[5] == 'expire' then
+  redis.call('SET', KEYS[5], ARGV[5] or '1', 'EXAT', expiry)
+  if ARGV[6] == 'expire' then
     redis.call('EXPIREAT', KEYS[1], expiry)
     redis.call('EXPIREAT', KEYS[6], expiry)
   end
@@ -114,6 +119,12 @@ else
 end
 return 1
 """
+
+
+def read_floor(entries: Sequence[Entry]) -> int:
+    """The floor a build's database read sets: its lowest score when it filled the cap (older
+    notes were left out), else -1. ``entries`` newest first."""
+    return int(entries[-1][1]) if len(entries) >= redis_keys.inbox_max_len() else -1
 
 
 def _queue_build_add(pipe: Pipe, copy: str, removed: str, lock: RedisLock, entries: Sequence[Entry]) -> None:
@@ -229,7 +240,8 @@ def inboxes_rebuild(reader_ids: Sequence[int]) -> dict[int, InboxRebuild]:
                 redis_keys.inbox_synced_key(reader_id),
                 redis_keys.inbox_floor_key(reader_id),
             ]
-            queue_script(pipe, lua(SWAP_INBOX_LUA), keys, [locks[reader_id].token, expiry, redis_keys.inbox_max_len()])
+            swap_args = [locks[reader_id].token, expiry, redis_keys.inbox_max_len(), read_floor(entries)]
+            queue_script(pipe, lua(SWAP_INBOX_LUA), keys, swap_args)
             order.append(reader_id)
             results[reader_id] = InboxRebuild(entries=len(entries), synced=until is not None)
         swapped = pipe.execute()[-len(order) :] if order else []
@@ -619,7 +631,8 @@ def list_timeline_rebuild(*, reader_id: int, list_id: int) -> ListTimelineBuild:
         redis_keys.list_floor_key(reader_id, list_id),
     ]
     expiry = int(until.timestamp()) if until is not None else 0
-    queue_script(pipe, lua(SWAP_INBOX_LUA), keys, [lock.token, expiry, redis_keys.inbox_max_len(), generation, "expire"])
+    swap_args = [lock.token, expiry, redis_keys.inbox_max_len(), read_floor(entries), generation, "expire"]
+    queue_script(pipe, lua(SWAP_INBOX_LUA), keys, swap_args)
     swapped = bool(pipe.execute()[-1])
     if not swapped:
         lock.release()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass
 
 import redis
@@ -25,7 +25,7 @@ from users.models import User
 
 from . import redis_keys
 from .delivery import active_cutoff
-from .models import FEED_VISIBILITIES, AuthorNoteCount, InboxReconcileRun, List, Note
+from .models import FEED_VISIBILITIES, AuthorNoteCount, InboxReconcileRun, List, Note, to_ms
 from .note_counts import count_recount
 from .rebuild import (
     database_inboxes,
@@ -95,35 +95,46 @@ def redis_inboxes(client: redis.Redis, reader_ids: Sequence[int]) -> dict[int, H
     return found
 
 
-def _pulled_notes(held: Sequence[HeldTimeline], truths: Sequence[dict[int, int]], pulled: set[int]) -> set[int]:
-    """The ids among what ``held`` has beyond its truth whose author is in ``pulled`` (one query, none
-    when nothing is extra): a pulled author's notes delivered before it was pulled stay until the
-    next rebuild, harmless (reads merge its outbox)."""
-    extra = {
-        note_id
-        for timeline, truth in zip(held, truths)
-        for member in timeline.entries
-        if (note_id := id_or_none(member)) is not None and note_id not in truth
-    }
+def _pulled_notes(
+    held: Sequence[HeldTimeline], truths: Sequence[dict[int, int]], pulled: set[int], authors: Sequence[Collection[int] | None]
+) -> set[int]:
+    """The ids among what each of ``held`` has beyond its truth that a pulled author published at that
+    very score and, for a list (``authors`` not None), a member of it: a pulled author's notes
+    delivered before it was pulled stay until the next rebuild, harmless (reads merge its outbox).
+    One query, none when nothing is extra."""
+    extra: dict[int, list[tuple[float, Collection[int] | None]]] = {}
+    for timeline, truth, shown in zip(held, truths, authors):
+        for member, score in timeline.entries.items():
+            note_id = id_or_none(member)
+            if note_id is not None and note_id not in truth:
+                extra.setdefault(note_id, []).append((score, shown))
     if not extra or not pulled:
         return set()
-    return set(Note.objects.filter(pk__in=sorted(extra), author_id__in=sorted(pulled)).values_list("pk", flat=True))
+    rows = Note.objects.filter(pk__in=sorted(extra), author_id__in=sorted(pulled)).values_list("pk", "author_id", "created_at")
+    return {
+        note_id
+        for note_id, author_id, created_at in rows
+        if all(score == to_ms(created_at) and (shown is None or author_id in shown) for score, shown in extra[note_id])
+    }
 
 
 def _compare(timeline: HeldTimeline, truth: dict[int, int], report: InboxReport, pulled_notes: set[int]) -> bool:
-    """Add the differences of one kept sorted set from its ``truth`` to ``report``, above its floor;
-    returns whether it differs.
+    """Add the differences of one kept sorted set from its ``truth`` to ``report``, above its floor
+    (or its lowest score, if lower: reads trust the set down to that); returns whether it differs.
 
     At and below the floor the two may differ with nothing wrong (reads take that part from the
     database): the cap trims the lower member of equal times where the truth keeps the lower id,
-    and a note deleted from a full set leaves the truth one note below the floor.
+    and a note deleted from a full set leaves the truth one note below the floor. A member that
+    is no note id is extra wherever it is.
     """
     before = report.drift
-    floor = timeline.floor
+    floor = min([timeline.floor, *timeline.entries.values()])
     held: dict[int | None, float] = {}
     for member, score in timeline.entries.items():
         note_id = id_or_none(member)
-        if score > floor and note_id not in pulled_notes:
+        if note_id is None:
+            report.notes_extra += 1
+        elif score > floor and note_id not in pulled_notes:
             held[note_id] = score
     for note_id, score in truth.items():
         if score <= floor:
@@ -132,7 +143,7 @@ def _compare(timeline: HeldTimeline, truth: dict[int, int], report: InboxReport,
             report.notes_missing += 1
         elif held[note_id] != score:
             report.scores_wrong += 1
-    report.notes_extra += sum(1 for note_id, score in held.items() if note_id is None or note_id not in truth)
+    report.notes_extra += sum(1 for note_id in held if note_id not in truth)
     return report.drift > before
 
 
@@ -179,7 +190,7 @@ def reconcile_inboxes(
         checked = {reader_id: inbox for reader_id, inbox in inboxes.items() if inbox is not None}
         found = database_inboxes(list(checked), pulled)
         truths = {reader_id: dict(found[reader_id]) for reader_id in checked}
-        pulled_notes = _pulled_notes(list(checked.values()), list(truths.values()), pulled)
+        pulled_notes = _pulled_notes(list(checked.values()), list(truths.values()), pulled, [None] * len(checked))
         drifted = [reader_id for reader_id, inbox in checked.items() if _compare(inbox, truths[reader_id], report, pulled_notes)]
         report.readers_checked += len(checked)
         report.readers_drifted += len(drifted)
@@ -331,7 +342,8 @@ def kept_lists_compare(client: redis.Redis, lists: dict[int, dict[int, set[int]]
         if synced and not building:
             kept[pair] = HeldTimeline(dict(rows), int(floor or -1))
     truths = {(reader_id, list_id): dict(list_timeline_truth(lists[reader_id][list_id], pulled)) for reader_id, list_id in kept}
-    pulled_notes = _pulled_notes(list(kept.values()), list(truths.values()), pulled)
+    members = [lists[reader_id][list_id] for reader_id, list_id in kept]
+    pulled_notes = _pulled_notes(list(kept.values()), list(truths.values()), pulled, members)
     # Counted apart: the figures of the inbox reconcile are the inboxes'.
     scratch = InboxReport()
     drifted = [pair for pair, timeline in kept.items() if _compare(timeline, truths[pair], scratch, pulled_notes)]
