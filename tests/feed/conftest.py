@@ -36,6 +36,15 @@ def publish() -> Publisher:
 
 
 @pytest.fixture
+def cast(active_alice: Any, active_bob: Any, active_charlie: Any, follow: Any, synced: Any) -> tuple[Any, Any, Any]:
+    """alice follows bob and charlie, her inbox synced: ``(alice, bob, charlie)``."""
+    follow(active_alice, active_bob)
+    follow(active_alice, active_charlie)
+    synced(active_alice)
+    return active_alice, active_bob, active_charlie
+
+
+@pytest.fixture
 def synced(db: Any) -> Callable[[Any], None]:
     """``synced(user)``: rebuild the user's inbox so reads use Redis."""
 

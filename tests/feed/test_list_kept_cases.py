@@ -16,25 +16,11 @@ from core import outbox as core_outbox
 from feed import rebuild, redis_keys, selectors, services
 from feed.reconcile import lists_drift
 from tests.feed.test_lists import list_ids, make_list
+from tests.support.feed import build_kept, is_kept, kept_ids
 
 pytestmark = pytest.mark.django_db
 
 BASE_MS = int((timezone.now() - timedelta(hours=1)).timestamp() * 1000)
-
-
-def kept_ids(client, reader, list_):
-    """The note ids of the list's kept timeline, newest first."""
-    return [int(member) for member in client.zrevrange(redis_keys.list_inbox_key(reader.pk, list_.pk), 0, -1)]
-
-
-def is_kept(reader, list_):
-    return selectors.list_timeline(reader_id=reader.pk, list_id=list_.pk, cursor=None, limit=5).kept
-
-
-def build(reader, list_):
-    result = rebuild.list_timeline_rebuild(reader_id=reader.pk, list_id=list_.pk)
-    assert result.kept and not result.lost
-    return result
 
 
 def drain():
@@ -50,15 +36,6 @@ def many_with_one_between(publish, many, one, count=12):
     return notes
 
 
-@pytest.fixture
-def cast(active_alice, active_bob, active_charlie, follow, synced):
-    """alice follows bob and charlie, her inbox synced."""
-    follow(active_alice, active_bob)
-    follow(active_alice, active_charlie)
-    synced(active_alice)
-    return active_alice, active_bob, active_charlie
-
-
 class TestBuildFromADatabaseAheadOfTheMemberSet:
     """The drop on a member change compares the database with the Redis member set, so a build
     reads the Redis set (with its lock taken), not the database: when the Redis set lags (the
@@ -72,7 +49,7 @@ class TestBuildFromADatabaseAheadOfTheMemberSet:
         b1, c1 = publish(bob, at_ms=BASE_MS + 1), publish(charlie, at_ms=BASE_MS + 2)
 
         services.list_members_add(list_=crew, account_ids=[charlie.pk])  # feed.lists pending
-        build(alice, crew)  # a read asked for it: the truth has charlie
+        build_kept(alice, crew)  # a read asked for it: the truth has charlie
         services.list_members_remove(list_=crew, account_ids=[charlie.pk])  # feed.lists pending
         drain()  # the member set was {bob} and is {bob}: nothing dropped
 
@@ -87,7 +64,7 @@ class TestBuildFromADatabaseAheadOfTheMemberSet:
         notes = many_with_one_between(publish, bob, charlie)
 
         services.list_members_remove(list_=crew, account_ids=[charlie.pk])  # feed.lists pending
-        build(alice, crew)  # the truth has no charlie
+        build_kept(alice, crew)  # the truth has no charlie
         services.list_members_add(list_=crew, account_ids=[charlie.pk])  # feed.lists pending
         drain()  # the member set was {bob, charlie} and is: nothing dropped
 
@@ -108,7 +85,7 @@ class TestReconcileFalsePositives:
         settings.FANOUT_PULL_THRESHOLD = 2
         crew = make_list(run_commits, alice, [bob, charlie])
         b1, c1 = publish(bob, at_ms=BASE_MS + 1), publish(charlie, at_ms=BASE_MS + 2)
-        build(alice, crew)
+        build_kept(alice, crew)
         follow(people(1)[0], bob)
         b2 = publish(bob, at_ms=BASE_MS + 3)  # bob is pulled from now on
         selectors.forget_pull_authors()
@@ -194,7 +171,7 @@ class TestReconcileFalsePositivesAtTheCap:
         tied = [publish(bob, at_ms=BASE_MS + 1), publish(bob, at_ms=BASE_MS + 1)]
         newer = publish(bob, at_ms=BASE_MS + 2)
         assert len({len(str(n.pk)) for n in tied}) == 1
-        build(alice, crew)
+        build_kept(alice, crew)
         newest = publish(bob, at_ms=BASE_MS + 3)  # the cap trims one of the tied two
 
         assert list_ids(alice, crew, limit=2) == list_ids(alice, crew, limit=2, database_only=True)
@@ -208,7 +185,7 @@ class TestReconcileFalsePositivesAtTheCap:
         settings.INBOX_MAX_LEN = 3
         crew = make_list(run_commits, alice, [bob])
         notes = [publish(bob, at_ms=BASE_MS + i) for i in range(5)]
-        build(alice, crew)
+        build_kept(alice, crew)
 
         run_commits(lambda: services.note_delete(note=notes[-1], actor=bob))
 
@@ -217,16 +194,22 @@ class TestReconcileFalsePositivesAtTheCap:
 
 
 class TestLeftBehind:
-    def test_a_deleted_readers_kept_timelines_are_purged(self, cast, publish, run_commits, redis_client, settings):
-        """``account_purge`` unlinked ``all_user_keys`` and the lists' member sets, not the kept
-        timelines' keys."""
+    @pytest.fixture
+    def trimmed(self, cast, publish, run_commits, settings):
+        """alice's list of bob, kept at a cap of 2, then trimmed by fan-out (its floor SET again)."""
         alice, bob, _ = cast
         settings.INBOX_MAX_LEN = 2
         crew = make_list(run_commits, alice, [bob])
         publish(bob, at_ms=BASE_MS + 1)
-        build(alice, crew)
+        build_kept(alice, crew)
         publish(bob, at_ms=BASE_MS + 2)
-        publish(bob, at_ms=BASE_MS + 3)  # the cap trims: the floor is SET again
+        publish(bob, at_ms=BASE_MS + 3)
+        return alice, crew
+
+    def test_a_deleted_readers_kept_timelines_are_purged(self, trimmed, run_commits, redis_client):
+        """``account_purge`` unlinked ``all_user_keys`` and the lists' member sets, not the kept
+        timelines' keys."""
+        alice, crew = trimmed
         keys = redis_keys.list_timeline_keys(alice.pk, crew.pk)
 
         run_commits(alice.delete)
@@ -234,16 +217,10 @@ class TestLeftBehind:
 
         assert [key for key in keys if redis_client.exists(key)] == []
 
-    def test_a_floor_raised_by_the_fan_out_expires_with_the_timeline(self, cast, publish, run_commits, redis_client, settings):
+    def test_a_floor_raised_by_the_fan_out_expires_with_the_timeline(self, trimmed, redis_client):
         """``SWAP_INBOX_LUA`` gives a list's inbox and floor the synced marker's expiry; a floor the
         fan-out raises (a plain SET drops an expiry) gets it again, or it would stay for ever."""
-        alice, bob, _ = cast
-        settings.INBOX_MAX_LEN = 2
-        crew = make_list(run_commits, alice, [bob])
-        publish(bob, at_ms=BASE_MS + 1)
-        build(alice, crew)
-        publish(bob, at_ms=BASE_MS + 2)
-        publish(bob, at_ms=BASE_MS + 3)
+        alice, crew = trimmed
 
         assert redis_client.ttl(redis_keys.list_floor_key(alice.pk, crew.pk)) > 0
 
@@ -252,7 +229,7 @@ class TestLeftBehind:
         delivery creates the inbox and gives it the synced marker's expiry."""
         alice, bob, _ = cast
         crew = make_list(run_commits, alice, [bob])
-        build(alice, crew)
+        build_kept(alice, crew)
         publish(bob, at_ms=BASE_MS + 1)
 
         assert redis_client.ttl(redis_keys.list_synced_key(alice.pk, crew.pk)) > 0

@@ -52,15 +52,6 @@ def members_in_redis(client, reader, list_):
     return {int(member) for member in client.smembers(redis_keys.list_members_key(reader.pk, list_.pk))}
 
 
-@pytest.fixture
-def cast(active_alice, active_bob, active_charlie, follow, synced):
-    """alice follows bob and charlie, her inbox synced."""
-    follow(active_alice, active_bob)
-    follow(active_alice, active_charlie)
-    synced(active_alice)
-    return active_alice, active_bob, active_charlie
-
-
 class TestListTimeline:
     def test_shows_the_members_notes_newest_first_from_redis(self, cast, publish, run_commits):
         alice, bob, charlie = cast

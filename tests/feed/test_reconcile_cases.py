@@ -13,29 +13,11 @@ from django.utils import timezone
 from feed import rebuild, redis_keys, selectors, services
 from feed.reconcile import lists_drift, reconcile_inboxes
 from tests.feed.test_lists import home_ids, list_ids, make_list
+from tests.support.feed import build_kept, kept_ids
 
 pytestmark = pytest.mark.django_db
 
 BASE_MS = int((timezone.now() - timedelta(hours=1)).timestamp() * 1000)
-
-
-def kept_ids(client, reader, list_):
-    return [int(member) for member in client.zrevrange(redis_keys.list_inbox_key(reader.pk, list_.pk), 0, -1)]
-
-
-def build(reader, list_):
-    result = rebuild.list_timeline_rebuild(reader_id=reader.pk, list_id=list_.pk)
-    assert result.kept and not result.lost
-    return result
-
-
-@pytest.fixture
-def cast(active_alice, active_bob, active_charlie, follow, synced):
-    """alice follows bob and charlie, her inbox synced."""
-    follow(active_alice, active_bob)
-    follow(active_alice, active_charlie)
-    synced(active_alice)
-    return active_alice, active_bob, active_charlie
 
 
 def pull(author, people, follow, settings):
@@ -59,7 +41,7 @@ class TestPulledNotesExempted:
         b1 = publish(bob, at_ms=BASE_MS + 1)
         c1 = publish(charlie, at_ms=BASE_MS + 2)
         pull(charlie, people, follow, settings)
-        build(alice, crew)
+        build_kept(alice, crew)
         # A stray: charlie is no member of crew.
         redis_client.zadd(redis_keys.list_inbox_key(alice.pk, crew.pk), {str(c1.pk): c1.published_ms})
 
@@ -145,7 +127,7 @@ class TestBuildShortOfTheCap:
             return entries
 
         monkeypatch.setattr(rebuild, "list_timeline_truth", read_then_delete)
-        build(alice, crew)
+        build_kept(alice, crew)
         monkeypatch.setattr(rebuild, "list_timeline_truth", truth)
         assert kept_ids(redis_client, alice, crew) == [notes[3].pk, notes[2].pk]
         return {"alice": alice, "bob": bob, "crew": crew, "old": old, "notes": notes}

@@ -1,4 +1,4 @@
-"""Feed helpers of the tests: publishing with fan-out run, reading inboxes, paging to the end."""
+"""Feed helpers of the tests: publishing with fan-out run, reading inboxes and kept list timelines, paging to the end."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from core.paging import Cursor
-from feed import redis_keys, selectors, services
+from feed import rebuild, redis_keys, selectors, services
 from feed.models import Note, from_ms
 from tests.support.commits import run_on_commit
 
@@ -77,3 +77,20 @@ def cursor_all(user, limit, *, between_pages=None, max_pages=50):
         if between_pages:
             between_pages(pages)
     raise AssertionError("the feed never ended")
+
+
+def kept_ids(client: Any, reader: Any, list_: Any) -> list[int]:
+    """Note ids of the kept timeline of ``reader``'s list ``list_``, newest first."""
+    return [int(member) for member in client.zrevrange(redis_keys.list_inbox_key(reader.pk, list_.pk), 0, -1)]
+
+
+def is_kept(reader: Any, list_: Any) -> bool | None:
+    """Whether a page of ``list_`` read now comes from its kept timeline (``TimelinePage.kept``)."""
+    return selectors.list_timeline(reader_id=reader.pk, list_id=list_.pk, cursor=None, limit=5).kept
+
+
+def build_kept(reader: Any, list_: Any) -> rebuild.ListTimelineBuild:
+    """Build the kept timeline of ``reader``'s list ``list_`` now; it must be kept and not lost."""
+    result = rebuild.list_timeline_rebuild(reader_id=reader.pk, list_id=list_.pk)
+    assert result.kept and not result.lost
+    return result
