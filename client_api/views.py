@@ -805,9 +805,14 @@ def timeline_list(call: Call, raw_id: str) -> JsonResponse:
     """GET /api/v1/timelines/list/:id: the list's timeline, paged as ``timeline_home``."""
     found = _list_or_404(call, raw_id)
 
+    asked = False
+
     def read(cursor: Cursor | None, n: int) -> feed_selectors.TimelinePage:
+        nonlocal asked
         page = feed_selectors.list_timeline(reader_id=call.me.pk, list_id=found.pk, cursor=cursor, limit=n)
-        if page.kept is False:
+        # Once a request: a paging scan reads several pages.
+        if page.kept is False and not asked:
+            asked = True
             feed_services.list_timeline_keep(user=call.me, list_id=found.pk)
         return page
 
