@@ -184,8 +184,10 @@ def snapshot_save(path: Path, fingerprint: dict[str, int], readers: list[int]) -
 
 def account(user_id: int, *, session: bool = False) -> dict[str, Any]:
     """``Account`` of the module docstring for ``user_id``; ``session``: open a signed-in session."""
+    from importlib import import_module
+
+    from django.conf import settings
     from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-    from django.contrib.sessions.backends.db import SessionStore
 
     from social.models import Follow
     from users.models import User
@@ -194,7 +196,7 @@ def account(user_id: int, *, session: bool = False) -> dict[str, Any]:
     key: str | None = None
     if session:
         # What django.contrib.auth.login stores, without a password check.
-        store = SessionStore()
+        store = import_module(settings.SESSION_ENGINE).SessionStore()
         store[SESSION_KEY] = str(user.pk)
         store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
         store[HASH_SESSION_KEY] = user.get_session_auth_hash()

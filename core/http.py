@@ -42,6 +42,20 @@ def path_of(route: str, value: Any) -> str:
     return f"{found[0]}{quote(str(value), safe=_PATH_SAFE)}{found[1]}"
 
 
+_route_paths: dict[str, str] = {}
+
+
+def route_path(route: str) -> str:
+    """The path of ``route`` (a URL name taking no argument), reversed once per process.
+
+    :raises django.urls.NoReverseMatch: ``route`` needs an argument or is unknown.
+    """
+    found = _route_paths.get(route)
+    if found is None:
+        found = _route_paths[route] = reverse(route)
+    return found
+
+
 def api_ok(data: Any = None, *, status: int = 200) -> JsonResponse:
     """Success envelope around ``data`` (any JSON-serialisable value)."""
     return envelope(data, status=status)

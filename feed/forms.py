@@ -6,12 +6,18 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
+from django.forms.renderers import Jinja2
 
 from .models import LIST_TITLE_MAX_LENGTH, REPLIES_POLICIES, SPOILER_MAX_LENGTH, VISIBILITIES
 
 
 class NoteForm(forms.Form):
     """The publish form: one body of 1..NOTE_MAX_LENGTH characters (read when the form is made)."""
+
+    # Django's own widget templates in Jinja2: the home page prints this form on every load, and
+    # the Django template language renders its three widgets for about twice the cost. One
+    # instance: a class here would build the renderer's engine again for every form.
+    default_renderer = Jinja2()
 
     body = forms.CharField()
     # Optional: a form without them (the seed's clients, older pages) publishes a public note.

@@ -93,6 +93,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "simulate",
             "datasets",
             "cache",
+            "sessions",
             "runs",
             "control_mirror",
             "sender",

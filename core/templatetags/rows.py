@@ -3,7 +3,8 @@
 ``{% note_rows notes %}``, ``{% note_row note %}``, ``{% user_rows users %}`` and
 ``{% follow_rows entries kind=... is_self=... %}`` print the ``<li>`` rows (safe HTML) that
 ``feed/_note.html``, ``social/_user_row.html`` and the follow list printed row by row in the Django
-template language. Presentation only: no queries.
+template language; ``{% site_header %}`` prints the layout's header (``base.html``). Presentation
+only: no queries (the header's unread count is the context processor's one Redis GET).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from django import template
 from django.template.loader import get_template
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
@@ -23,7 +25,9 @@ ENGINE = "jinja2"
 
 
 def render_rows(name: str, context: dict[str, Any]) -> SafeString:
-    """The Jinja2 row partial ``name`` rendered with ``context`` (autoescaped, so safe to print)."""
+    """The Jinja2 row partial ``name`` rendered with ``context`` and the current ``time_zone``
+    (autoescaped, so safe to print)."""
+    context["time_zone"] = timezone.get_current_timezone()
     return mark_safe(get_template(name, using=ENGINE).render(context))  # noqa: S308 - Jinja2 escaped every value
 
 
@@ -53,13 +57,41 @@ def follow_rows(context: template.Context, entries: Iterable[Any], *, kind: str,
     on the viewer's own followers, remove)."""
     viewer = context.get("user")
     viewer_id = viewer.pk if viewer is not None and viewer.is_authenticated else None
-    token = context.get("csrf_token")
-    # Rendered once for every form of the page, as Django's {% csrf_token %} renders it.
-    csrf_input = format_html('<input type="hidden" name="csrfmiddlewaretoken" value="{}">', token) if token else ""
     return render_rows(
         "social/_follow_rows.html",
-        {"entries": entries, "kind": kind, "is_self": is_self, "viewer_id": viewer_id, "csrf_input": csrf_input},
+        {"entries": entries, "kind": kind, "is_self": is_self, "viewer_id": viewer_id, "csrf_input": _csrf_input(context)},
     )
+
+
+@register.simple_tag(takes_context=True)
+def site_header(context: template.Context) -> SafeString:
+    """The layout's header: the brand, the main navigation (the current page marked), and for a
+    signed-in reader Home, Lists, Notifications with the unread count, the profile link and sign-out."""
+    user = context.get("user")
+    reader_id = user.pk if user is not None and user.is_authenticated else None
+    username = user.username if user is not None and reader_id is not None else ""
+    request = context.get("request")
+    match = getattr(request, "resolver_match", None)
+    url_name = match.view_name if match is not None else ""
+    profile_user = context.get("profile_user")
+    return render_rows(
+        "layout/_header.html",
+        {
+            "username": username,
+            "url_name": url_name,
+            "unread_count": context.get("unread_count") if username else 0,
+            "is_own_profile": reader_id is not None
+            and url_name == "feed:profile"
+            and getattr(profile_user, "pk", None) == reader_id,
+            "csrf_input": _csrf_input(context) if username else "",
+        },
+    )
+
+
+def _csrf_input(context: template.Context) -> str:
+    token = context.get("csrf_token")
+    # Rendered once for every form of the page, as Django's {% csrf_token %} renders it.
+    return format_html('<input type="hidden" name="csrfmiddlewaretoken" value="{}">', token) if token else ""
 
 
 @register.simple_tag

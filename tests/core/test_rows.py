@@ -112,3 +112,60 @@ class TestFollowRows:
         assert response.status_code == 302
         assert Mute.objects.filter(muter=bob, muted=charlie).exists()
         assert "More for @bob" not in html  # no actions on the viewer's own row
+
+
+class TestLineEnds:
+    def test_every_kind_of_line_end_is_a_break_as_django_prints_it(self):
+        note = a_note(body="one\r\ntwo\rthree\nfour 'q'")
+
+        html = render("{% note_rows notes %}", notes=[note])
+
+        assert '<p class="note-body">one<br>two<br>three<br>four &#x27;q&#x27;</p>' in html
+        assert html.strip() == render('{% include "feed/_note.html" %}', note=note).strip()
+
+
+def header(html: str) -> str:
+    return html.split('<header class="topbar">')[1].split("</header>")[0]
+
+
+class TestSiteHeader:
+    def test_signed_out_it_offers_sign_in_and_sign_up_and_marks_the_page(self):
+        html = header(Client().get("/signup/").content.decode())
+
+        assert '<a href="/login/">Sign in</a>' in html
+        assert '<a href="/signup/" class="button button-small" aria-current="page">Sign up</a>' in html
+        assert "Home" not in html and "<form" not in html
+
+    def test_signed_in_it_links_the_reader_marks_home_and_signs_out_with_a_token(self, alice):
+        client = signed_in(alice, enforce_csrf_checks=True)
+        html = header(client.get("/home").content.decode())
+
+        assert '<a href="/home" aria-current="page">Home</a>' in html
+        assert '<a href="/lists/">Lists</a>' in html
+        assert '<a href="/u/alice/" class="nav-me" title="Your profile, @alice">@alice</a>' in html
+        token = re.search(
+            r'<form method="post" action="/logout/" class="inline"><input type="hidden" '
+            r'name="csrfmiddlewaretoken" value="([^"]+)">',
+            html,
+        )
+        assert token is not None
+        assert client.post("/logout/", {"csrfmiddlewaretoken": token.group(1)}).status_code == 302
+        assert client.get("/home").status_code == 302
+
+    def test_only_the_readers_own_profile_marks_the_profile_link(self, alice, bob):
+        client = signed_in(alice)
+
+        assert 'class="nav-me" title="Your profile, @alice" aria-current="page"' in header(
+            client.get("/u/alice/").content.decode()
+        )
+        assert 'aria-current="page"' not in header(client.get("/u/bob/").content.decode())
+
+    def test_the_unread_badge_shows_the_count_of_the_next_request(self, alice, bob, django_capture_on_commit_callbacks):
+        client = signed_in(alice)
+        assert "badge-unread" not in header(client.get("/home").content.decode())
+        with django_capture_on_commit_callbacks(execute=True):
+            services.follow_create(actor=bob, followee_id=alice.pk)
+
+        html = header(client.get("/home").content.decode())
+
+        assert '<span class="badge badge-unread" id="unread-count">1</span>' in html

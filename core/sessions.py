@@ -1,0 +1,96 @@
+"""Sessions kept in the database and read from Redis: Django's ``cached_db`` backend, made to ride
+out a Redis outage (``SESSION_ENGINE = "core.sessions"``).
+
+The database stays the sessions' source of truth: every save and delete goes there first, so an
+ended session is gone for the streams' checks and for the next read that misses the cache. A
+request reads its session from the ``default`` cache (one Redis GET) instead of the
+``django_session`` table, and a miss reads the table and fills the cache.
+
+While the breaker is open (``core.redis``), sessions are read and written in the database only;
+a Redis error on the way opens the breaker and the call goes on in the database. A cache delete
+lost to an outage would leave an ended session readable once Redis is back, so a cached copy
+lives at most ``SESSION_CACHE_SECONDS``. docs/architecture.md#sessions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.sessions.backends.cached_db import SessionStore as CachedDatabaseStore
+from django.contrib.sessions.backends.db import SessionStore as DatabaseStore
+from django.core.cache.backends.base import BaseCache
+
+from .redis import REDIS_ERRORS, breaker_node, redis_available, redis_failed, redis_succeeded
+
+T = TypeVar("T")
+
+
+class SessionStore(CachedDatabaseStore):
+    """Django's ``cached_db`` store whose cache calls never fail a request (see the module)."""
+
+    _cache: BaseCache  # cached_db's own, made in its __init__ (django-stubs leave it out)
+
+    def load(self) -> dict[str, Any]:
+        """The session's data: the cached copy, else the database's row (cached for next time), else {}."""
+        data = self._cache_call(lambda: self._cache.get(self.cache_key))
+        if data is not None:
+            return dict(data)
+        row = self._get_session_from_db()  # type: ignore[attr-defined]
+        if row is None:
+            return {}
+        data = self.decode(row.session_data)
+        self._cache_write(data, self.get_expiry_age(expiry=row.expire_date))
+        return dict(data)
+
+    def exists(self, session_key: str) -> bool:
+        # Asked only when a new key is made: the database alone knows every key.
+        return bool(DatabaseStore.exists(self, session_key))
+
+    def save(self, must_create: bool = False) -> None:
+        """Write the session to the database, then its copy to the cache."""
+        DatabaseStore.save(self, must_create)
+        self._cache_write(self._session, self.get_expiry_age())  # type: ignore[attr-defined]
+
+    def delete(self, session_key: str | None = None) -> None:
+        """Delete the session (this store's, or ``session_key``) from the database, then from the cache."""
+        DatabaseStore.delete(self, session_key)
+        key = session_key if session_key is not None else self.session_key
+        if key is not None:
+            self._cache_call(lambda: self._cache.delete(self.cache_key_prefix + key), key)
+
+    def _cache_write(self, data: dict[str, Any], expiry_seconds: int) -> None:
+        seconds = min(expiry_seconds, settings.SESSION_CACHE_SECONDS)
+        self._cache_call(lambda: self._cache.set(self.cache_key, data, seconds))
+
+    def _cache_call(self, call: Callable[[], T], session_key: str | None = None) -> T | None:
+        """``call()``'s answer, or None without calling it while the breaker of the key's master
+        is open or when it fails (which opens that breaker)."""
+        key = session_key if session_key is not None else self.session_key
+        if key is None:
+            return None
+        node = breaker_node(self._cache.make_key(self.cache_key_prefix + key))
+        if not redis_available(node):
+            return None
+        try:
+            answer = call()
+        except REDIS_ERRORS as exc:
+            redis_failed(exc, node)
+            return None
+        redis_succeeded(node)
+        return answer
+
+    # The streams (ASGI) read sessions too: the same calls, in a thread.
+    async def aload(self) -> dict[str, Any]:
+        return await sync_to_async(self.load)()
+
+    async def aexists(self, session_key: str) -> bool:
+        return await sync_to_async(self.exists)(session_key)
+
+    async def asave(self, must_create: bool = False) -> None:
+        await sync_to_async(self.save)(must_create)
+
+    async def adelete(self, session_key: str | None = None) -> None:
+        await sync_to_async(self.delete)(session_key)

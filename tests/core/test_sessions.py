@@ -1,0 +1,116 @@
+"""Sessions read from Redis, kept in the database (core.sessions), with Redis up, killed and back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.conf import settings as django_settings
+from django.contrib.sessions.models import Session
+from django.core.cache import cache
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from core import redis_keys as core_keys
+from core.outbox import now_ms
+from core.redis import redis_reset_breaker
+from core.sessions import SessionStore
+from tests.support.accounts import signed_in
+from tests.support.faults import RedisServer, point_at
+
+pytestmark = pytest.mark.django_db
+
+
+def cached_copy(client: Client) -> Any:
+    return cache.get(SessionStore.cache_key_prefix + client.cookies[django_settings.SESSION_COOKIE_NAME].value)
+
+
+def session_queries(client: Client, path: str) -> tuple[int, list[str]]:
+    """(the answer's status, the SQL of its queries that read or write ``django_session``)."""
+    with CaptureQueriesContext(connection) as queries:
+        status = client.get(path).status_code
+    return status, [q["sql"] for q in queries.captured_queries if "django_session" in q["sql"]]
+
+
+class TestRedisUp:
+    def test_a_signed_in_page_reads_its_session_from_redis_not_the_database(self, alice):
+        client = signed_in(alice)
+        assert cached_copy(client)["_auth_user_id"] == str(alice.pk)
+        status, queries = session_queries(client, "/home")
+        assert (status, queries) == (200, [])
+
+    def test_a_copy_missing_from_redis_is_read_from_the_database_once_and_cached_again(self, alice):
+        client = signed_in(alice)
+        cache.delete(SessionStore.cache_key_prefix + client.session.session_key)
+        assert session_queries(client, "/home")[0] == 200
+        assert len(session_queries(client, "/home")[1]) == 0
+        assert cached_copy(client)["_auth_user_id"] == str(alice.pk)
+
+    def test_the_cached_copy_lives_at_most_session_cache_seconds(self, alice, settings):
+        settings.SESSION_CACHE_SECONDS = 40
+        client = signed_in(alice)
+        key = cache.make_key(SessionStore.cache_key_prefix + client.session.session_key)
+        assert 0 < cache.client.get_client().ttl(key) <= 40  # type: ignore[attr-defined]
+
+    def test_signing_out_ends_the_session_in_both_stores(self, alice):
+        client = signed_in(alice)
+        key = str(client.session.session_key)
+        assert client.post("/logout/").status_code == 302
+        assert not Session.objects.filter(session_key=key).exists()
+        assert cache.get(SessionStore.cache_key_prefix + key) is None
+        stolen = Client()
+        stolen.cookies[django_settings.SESSION_COOKIE_NAME] = key
+        assert stolen.get("/home").status_code == 302  # to the sign-in page
+
+    def test_a_deactivated_account_is_signed_out_on_its_next_request_despite_the_cached_session(self, alice):
+        client = signed_in(alice)
+        assert client.get("/home").status_code == 200
+        type(alice).objects.filter(pk=alice.pk).update(is_active=False)
+        assert client.get("/home").status_code == 302
+
+    def test_a_password_change_ends_the_other_sessions_despite_their_cached_copies(self, alice):
+        other = signed_in(alice)
+        assert other.get("/home").status_code == 200
+        alice.set_password("a-new-long-passphrase")
+        alice.save()
+        assert other.get("/home").status_code == 302
+
+
+@pytest.fixture
+def private_redis(settings, redis_isolated):
+    server = RedisServer()
+    server.start()
+    point_at(settings, server)
+    server.client().set(core_keys.sentinel_key(), now_ms())
+    settings.REDIS_CIRCUIT_OPEN_SECONDS = 30.0
+    redis_reset_breaker()
+    yield server
+    server.stop()
+    redis_reset_breaker()
+
+
+class TestRedisDown:
+    def test_pages_sign_in_and_sign_out_work_from_the_database_while_redis_is_killed(self, private_redis, alice, bob):
+        before = signed_in(alice, raise_request_exception=False)
+        private_redis.kill()
+        assert before.get("/home").status_code == 200  # the database's row, read after the cache failed
+        newcomer = Client(raise_request_exception=False)
+        newcomer.force_login(bob)
+        assert newcomer.get("/home").status_code == 200
+        key = str(newcomer.session.session_key)
+        assert newcomer.post("/logout/").status_code == 302
+        assert not Session.objects.filter(session_key=key).exists()
+        stolen = Client(raise_request_exception=False)
+        stolen.cookies[django_settings.SESSION_COOKIE_NAME] = key
+        assert stolen.get("/home").status_code == 302
+
+    def test_a_session_made_during_the_outage_is_cached_once_redis_is_back(self, private_redis, settings, alice):
+        settings.REDIS_CIRCUIT_OPEN_SECONDS = 0.0
+        private_redis.kill()
+        client = signed_in(alice, raise_request_exception=False)
+        assert client.get("/home").status_code == 200
+        private_redis.start()
+        private_redis.client().set(core_keys.sentinel_key(), now_ms())
+        assert client.get("/home").status_code == 200
+        assert cached_copy(client)["_auth_user_id"] == str(alice.pk)
