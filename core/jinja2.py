@@ -18,7 +18,7 @@ from jinja2.runtime import Context
 from markupsafe import Markup
 
 from .http import route_path
-from .templatetags.formatting import avatar_hue_class_filter, path_of_filter, time_ago_filter, utc_title_filter
+from .templatetags.formatting import avatar_hue_class_filter, path_of_filter, relative_time, utc_title_filter
 
 
 @pass_context
@@ -34,6 +34,13 @@ def iso_datetime(context: Context, value: datetime | None) -> str:
         return value.isoformat()
     zone = context.get("time_zone") or timezone.get_current_timezone()
     return value.astimezone(zone).isoformat()
+
+
+@pass_context
+def time_ago(context: Context, value: datetime | None) -> str:
+    """``relative_time`` against the context's ``now`` (read once a render: ``timezone.now`` reads a
+    setting through its lazy wrapper), else the current time."""
+    return relative_time(value, now=context.get("now") or timezone.now())
 
 
 def linebreaksbr(value: Any) -> Markup:
@@ -53,7 +60,7 @@ def environment(**options: Any) -> Environment:
             "path_of": path_of_filter,
             "route_path": route_path,
             "avatar_hue_class": avatar_hue_class_filter,
-            "time_ago": time_ago_filter,
+            "time_ago": time_ago,
             "utc_title": utc_title_filter,
             "iso_datetime": iso_datetime,
             "linebreaksbr": linebreaksbr,

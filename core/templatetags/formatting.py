@@ -96,7 +96,9 @@ def utc_title_filter(value: datetime | None) -> str:
     """``{{ dt|utc_title }}``: the exact moment for a ``title``: ``"2024-03-04 12:05:09 UTC"``."""
     if value is None:
         return ""
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    moment = value.astimezone(UTC)
+    # By hand: strftime was a fifth of a page's note rows.
+    return f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d} {moment.hour:02d}:{moment.minute:02d}:{moment.second:02d} UTC"
 
 
 @register.filter(name="avatar_hue")

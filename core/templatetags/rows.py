@@ -25,9 +25,10 @@ ENGINE = "jinja2"
 
 
 def render_rows(name: str, context: dict[str, Any]) -> SafeString:
-    """The Jinja2 row partial ``name`` rendered with ``context`` and the current ``time_zone``
-    (autoescaped, so safe to print)."""
+    """The Jinja2 row partial ``name`` rendered with ``context``, the current ``time_zone`` and
+    ``now`` (autoescaped, so safe to print)."""
     context["time_zone"] = timezone.get_current_timezone()
+    context["now"] = timezone.now()
     return mark_safe(get_template(name, using=ENGINE).render(context))  # noqa: S308 - Jinja2 escaped every value
 
 

@@ -125,7 +125,7 @@ class TestLineEnds:
 
 
 def header(html: str) -> str:
-    return html.split('<header class="topbar">')[1].split("</header>")[0]
+    return html.split('<header class="topbar">')[1].split("</header>", maxsplit=1)[0]
 
 
 class TestSiteHeader:

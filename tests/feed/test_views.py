@@ -70,18 +70,18 @@ class TestHomePage:
     ):
         client = signed_in(active_alice)
         client.get("/home")  # warm: last_seen_at just written
-        # session + user + the database tail past the horizon (the notes come from the note cache)
-        # + the visibility check of the page's authors + the home marker's read
-        with django_assert_num_queries(5):
+        # user + the database tail past the horizon (the notes come from the note cache) + the
+        # visibility check of the page's authors + the home marker's read (the session is Redis's)
+        with django_assert_num_queries(4):
             small = client.get("/home")
         for author in people(5):
             follow(active_alice, author)
             for i in range(6):
                 publish(author, at_ms=BASE_MS + 100 + i)
 
-        # A full page from Redis and the note cache: session, user, the visibility check, the home
-        # marker's read and its move to the newer note on top.
-        with django_assert_num_queries(5):
+        # A full page from Redis and the note cache: user, the visibility check, the home marker's
+        # read and its move to the newer note on top.
+        with django_assert_num_queries(4):
             big = client.get("/home")
 
         assert small.status_code == big.status_code == 200

@@ -48,10 +48,10 @@ class TestProfile:
         client = signed_in(charlie)
         client.get("/u/alice/")
 
-        # session, user, the account, the viewer's standing (whether it follows the account too), the
-        # notes, and one query for the accounts of friends, "you both follow" and "followed by people
-        # you follow" (three before)
-        with django_assert_num_queries(6):
+        # user, the account, the viewer's standing (whether it follows the account too), the notes,
+        # and one query for the accounts of friends, "you both follow" and "followed by people you
+        # follow" (three before); the session is read from Redis
+        with django_assert_num_queries(5):
             html = client.get("/u/alice/").content.decode()
 
         assert "You both follow (2)" in html and "Followed by 1 person you follow" in html
