@@ -7,7 +7,7 @@ failures carry their 4xx/5xx status as well (``core.errors``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import wraps
+from functools import lru_cache, wraps
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -39,7 +39,13 @@ def path_of(route: str, value: Any) -> str:
         if not placeholder or _PLACEHOLDER in tail:
             raise NoReverseMatch(f"{route} does not place its one argument once in its path")
         found = _route_templates[route] = (head, tail)
-    return f"{found[0]}{quote(str(value), safe=_PATH_SAFE)}{found[1]}"
+    return f"{found[0]}{_quoted(str(value))}{found[1]}"
+
+
+@lru_cache(maxsize=8192)
+def _quoted(text: str) -> str:
+    # A page links each account several times (its profile, mute, block): quoted once.
+    return quote(text, safe=_PATH_SAFE)
 
 
 _route_paths: dict[str, str] = {}
