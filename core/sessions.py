@@ -7,9 +7,10 @@ request reads its session from the ``default`` cache (one Redis GET) instead of 
 ``django_session`` table, and a miss reads the table and fills the cache.
 
 While the breaker is open (``core.redis``), sessions are read and written in the database only;
-a Redis error on the way opens the breaker and the call goes on in the database. A cache delete
-lost to an outage would leave an ended session readable once Redis is back, so a cached copy
-lives at most ``SESSION_CACHE_SECONDS``. docs/architecture.md#sessions.
+a Redis error on the way opens the breaker and the call goes on in the database. A key whose
+cached copy could not be written or deleted is deleted from the cache by the next call of this
+process that reaches Redis; a copy lives at most ``SESSION_CACHE_SECONDS`` whatever happens.
+docs/architecture.md#sessions.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.contrib.sessions.backends.base import VALID_KEY_CHARS
 from django.contrib.sessions.backends.cached_db import SessionStore as CachedDatabaseStore
 from django.contrib.sessions.backends.db import SessionStore as DatabaseStore
 from django.core.cache.backends.base import BaseCache
@@ -26,6 +28,13 @@ from django.core.cache.backends.base import BaseCache
 from .redis import REDIS_ERRORS, breaker_node, redis_available, redis_failed, redis_succeeded
 
 T = TypeVar("T")
+
+# Keys whose cached copy this process failed to write or delete, or skipped while the breaker was
+# open: the copy Redis holds, if any, may be older than the row (a write that timed out may even
+# land later). Deleted at the next cache call that reaches Redis. Bounded: past it, a copy's
+# lifetime bounds how stale it can be.
+_unsure_keys: set[str] = set()
+UNSURE_KEYS_MAX = 10_000
 
 
 class SessionStore(CachedDatabaseStore):
@@ -39,48 +48,72 @@ class SessionStore(CachedDatabaseStore):
         if data is not None:
             return dict(data)
         row = self._get_session_from_db()  # type: ignore[attr-defined]
-        if row is None:
+        # The column's collation matches a key in any letter case: only the key itself is the session.
+        if row is None or row.session_key != self.session_key:
             return {}
         data = self.decode(row.session_data)
         self._cache_write(data, self.get_expiry_age(expiry=row.expire_date))
+        if not DatabaseStore.exists(self, row.session_key):
+            # Signed out between the read and the write above: that sign-out's delete may have run
+            # before the write, so the copy just written is taken back.
+            self._cache_call(lambda: self._cache.delete(self.cache_key), writes=True)
+            return {}
         return dict(data)
+
+    def _validate_session_key(self, key: str | None) -> bool:
+        # Only keys of the alphabet Django makes them from (lower case and digits): another
+        # spelling of a key would reach its row through the collation but be cached apart.
+        return bool(key) and len(key or "") >= 8 and set(key or "") <= _KEY_CHARACTERS
 
     def exists(self, session_key: str) -> bool:
         # Asked only when a new key is made: the database alone knows every key.
         return bool(DatabaseStore.exists(self, session_key))
 
     def save(self, must_create: bool = False) -> None:
-        """Write the session to the database, then its copy to the cache."""
+        """Write the session to the database, then its copy to the cache (not for a new key: its
+        first data, as a sign-in's change of key copies it, is replaced before the answer goes)."""
         DatabaseStore.save(self, must_create)
-        self._cache_write(self._session, self.get_expiry_age())  # type: ignore[attr-defined]
+        if not must_create:
+            self._cache_write(self._session, self.get_expiry_age())  # type: ignore[attr-defined]
 
     def delete(self, session_key: str | None = None) -> None:
         """Delete the session (this store's, or ``session_key``) from the database, then from the cache."""
         DatabaseStore.delete(self, session_key)
         key = session_key if session_key is not None else self.session_key
         if key is not None:
-            self._cache_call(lambda: self._cache.delete(self.cache_key_prefix + key), key)
+            self._cache_call(lambda: self._cache.delete(self.cache_key_prefix + key), key, writes=True)
 
     def _cache_write(self, data: dict[str, Any], expiry_seconds: int) -> None:
         seconds = min(expiry_seconds, settings.SESSION_CACHE_SECONDS)
-        self._cache_call(lambda: self._cache.set(self.cache_key, data, seconds))
+        self._cache_call(lambda: self._cache.set(self.cache_key, data, seconds), writes=True)
 
-    def _cache_call(self, call: Callable[[], T], session_key: str | None = None) -> T | None:
+    def _cache_call(self, call: Callable[[], T], session_key: str | None = None, *, writes: bool = False) -> T | None:
         """``call()``'s answer, or None without calling it while the breaker of the key's master
-        is open or when it fails (which opens that breaker)."""
+        is open or when it fails (which opens that breaker); ``writes``: the key is then unsure."""
         key = session_key if session_key is not None else self.session_key
         if key is None:
             return None
         node = breaker_node(self._cache.make_key(self.cache_key_prefix + key))
         if not redis_available(node):
+            if writes:
+                _remember_unsure(key)
             return None
         try:
+            self._delete_unsure_keys()
             answer = call()
         except REDIS_ERRORS as exc:
             redis_failed(exc, node)
+            if writes:
+                _remember_unsure(key)
             return None
         redis_succeeded(node)
         return answer
+
+    def _delete_unsure_keys(self) -> None:
+        """Delete the cached copies of the unsure keys (see ``_unsure_keys``). :raises: ``REDIS_ERRORS``."""
+        for key in list(_unsure_keys):
+            self._cache.delete(self.cache_key_prefix + key)
+            _unsure_keys.discard(key)
 
     # The streams (ASGI) read sessions too: the same calls, in a thread.
     async def aload(self) -> dict[str, Any]:
@@ -94,3 +127,11 @@ class SessionStore(CachedDatabaseStore):
 
     async def adelete(self, session_key: str | None = None) -> None:
         await sync_to_async(self.delete)(session_key)
+
+
+_KEY_CHARACTERS = frozenset(VALID_KEY_CHARS)
+
+
+def _remember_unsure(key: str) -> None:
+    if len(_unsure_keys) < UNSURE_KEYS_MAX:
+        _unsure_keys.add(key)

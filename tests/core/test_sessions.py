@@ -1,15 +1,19 @@
-"""Sessions read from Redis, kept in the database (core.sessions), with Redis up, killed and back."""
+"""Sessions read from Redis, kept in the database (core.sessions), with Redis up, killed, hung,
+refusing commands and back; the break-it cases: a cookie in another letter case, a cache fill
+racing a sign-out, a write that timed out landing later, a delete lost while Redis refused it."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
+from django.contrib.auth import login
 from django.contrib.sessions.models import Session
 from django.core.cache import cache
 from django.db import connection
-from django.test import Client
+from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
 
 from core import redis_keys as core_keys
@@ -17,7 +21,7 @@ from core.outbox import now_ms
 from core.redis import redis_reset_breaker
 from core.sessions import SessionStore
 from tests.support.accounts import signed_in
-from tests.support.faults import RedisServer, point_at
+from tests.support.faults import RedisServer, accept_commands_again, point_at, refuse_every_command
 
 pytestmark = pytest.mark.django_db
 
@@ -76,6 +80,35 @@ class TestRedisUp:
         alice.save()
         assert other.get("/home").status_code == 302
 
+    def test_a_cookie_in_another_letter_case_is_no_session_and_caches_nothing(self, alice):
+        client = signed_in(alice)
+        key = client.cookies[django_settings.SESSION_COOKIE_NAME].value
+        variant = Client()
+        variant.cookies[django_settings.SESSION_COOKIE_NAME] = key.upper()  # the column's collation matches it
+
+        assert variant.get("/home").status_code == 302
+        assert cache.get(SessionStore.cache_key_prefix + key.upper()) is None
+        assert client.post("/logout/").status_code == 302
+        assert variant.get("/home").status_code == 302
+
+    def test_a_cache_fill_racing_a_sign_out_does_not_bring_the_session_back(self, alice, monkeypatch):
+        client = signed_in(alice)
+        key = client.cookies[django_settings.SESSION_COOKIE_NAME].value
+        cache.delete(SessionStore.cache_key_prefix + key)  # the copy expired
+        read_row = SessionStore._get_session_from_db  # type: ignore[attr-defined]
+
+        def row_then_sign_out(store: SessionStore) -> object:
+            row = read_row(store)
+            SessionStore(key).flush()  # another request of the same reader signs out right now
+            return row
+
+        monkeypatch.setattr(SessionStore, "_get_session_from_db", row_then_sign_out)
+        assert SessionStore(key).load() == {}
+        monkeypatch.undo()
+
+        assert cache.get(SessionStore.cache_key_prefix + key) is None
+        assert client.get("/home").status_code == 302
+
 
 @pytest.fixture
 def private_redis(settings, redis_isolated):
@@ -114,3 +147,40 @@ class TestRedisDown:
         private_redis.client().set(core_keys.sentinel_key(), now_ms())
         assert client.get("/home").status_code == 200
         assert cached_copy(client)["_auth_user_id"] == str(alice.pk)
+
+
+class TestRedisHungOrRefusing:
+    def test_a_sign_in_while_redis_hangs_is_not_undone_when_redis_resumes(self, private_redis, alice):
+        cache.get("warm-up")  # an open pooled connection, as in a running process
+        request = RequestFactory().post("/login/")
+        request.session = SessionStore()
+        private_redis.pause()
+        login(request, alice, backend="django.contrib.auth.backends.ModelBackend")
+        request.session.save()  # a write that times out, then the breaker is open: the database only
+        key = str(request.session.session_key)
+        private_redis.resume()
+        private_redis.client().ping()
+        time.sleep(0.1)  # the server runs what it read while stopped
+        redis_reset_breaker()  # REDIS_CIRCUIT_OPEN_SECONDS later
+
+        client = Client()
+        client.cookies[django_settings.SESSION_COOKIE_NAME] = key
+        assert client.get("/home").status_code == 200
+        assert cache.get(SessionStore.cache_key_prefix + key)["_auth_user_id"] == str(alice.pk)
+
+    def test_a_sign_out_redis_refused_takes_the_cached_copy_once_redis_answers(self, private_redis, alice):
+        client = signed_in(alice, raise_request_exception=False)
+        assert client.get("/home").status_code == 200
+        key = str(client.session.session_key)
+        assert cache.get(SessionStore.cache_key_prefix + key) is not None
+        refuse_every_command(private_redis)
+
+        assert client.post("/logout/").status_code == 302  # the row goes; the copy's delete fails
+        accept_commands_again(private_redis)
+        assert private_redis.client().exists(cache.make_key(SessionStore.cache_key_prefix + key)) == 1
+        redis_reset_breaker()
+
+        stolen = Client()
+        stolen.cookies[django_settings.SESSION_COOKIE_NAME] = key
+        assert stolen.get("/home").status_code == 302
+        assert private_redis.client().exists(cache.make_key(SessionStore.cache_key_prefix + key)) == 0

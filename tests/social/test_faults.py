@@ -16,7 +16,7 @@ from core.tasks import outbox_drain as social_outbox_drain
 from social import redis_keys, selectors, services
 from social.models import OUTBOX_PAIR
 from tests.support.accounts import signed_in
-from tests.support.faults import RedisServer, point_at
+from tests.support.faults import RedisServer, accept_commands_again, point_at, refuse_every_command
 from tests.support.graph import assert_mirror_equals_database
 
 pytestmark = pytest.mark.django_db
@@ -33,16 +33,6 @@ def private_redis(settings, redis_isolated):
     yield server
     server.stop()
     redis_reset_breaker()
-
-
-def refuse_every_command(server: RedisServer) -> None:
-    """The server answers every command of every client with NOAUTH (a password was set and clients dropped)."""
-    server.client().config_set("requirepass", "rotated-secret")
-    server.client(password="rotated-secret").execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
-
-
-def accept_commands_again(server: RedisServer) -> None:
-    server.client(password="rotated-secret").config_set("requirepass", "")
 
 
 def reject_writes(server: RedisServer) -> None:

@@ -142,6 +142,17 @@ class RedisServer:
         self.kill()
 
 
+def refuse_every_command(server: RedisServer) -> None:
+    """The server answers every command of every client with NOAUTH (a password was set and clients dropped)."""
+    server.client().config_set("requirepass", "rotated-secret")
+    server.client(password="rotated-secret").execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+
+
+def accept_commands_again(server: RedisServer) -> None:
+    """Undo ``refuse_every_command``."""
+    server.client(password="rotated-secret").config_set("requirepass", "")
+
+
 def _pings(client: redis.Redis) -> bool:
     try:
         return bool(client.ping())
