@@ -52,8 +52,8 @@ class SessionStore(CachedDatabaseStore):
         if row is None or row.session_key != self.session_key:
             return {}
         data = self.decode(row.session_data)
-        self._cache_write(data, self.get_expiry_age(expiry=row.expire_date))
-        if not DatabaseStore.exists(self, row.session_key):
+        written = self._cache_write(data, self.get_expiry_age(expiry=row.expire_date))
+        if written and not DatabaseStore.exists(self, row.session_key):
             # Signed out between the read and the write above: that sign-out's delete may have run
             # before the write, so the copy just written is taken back.
             self._cache_call(lambda: self._cache.delete(self.cache_key), writes=True)
@@ -63,7 +63,7 @@ class SessionStore(CachedDatabaseStore):
     def _validate_session_key(self, key: str | None) -> bool:
         # Only keys of the alphabet Django makes them from (lower case and digits): another
         # spelling of a key would reach its row through the collation but be cached apart.
-        return bool(key) and len(key or "") >= 8 and set(key or "") <= _KEY_CHARACTERS
+        return key is not None and len(key) >= 8 and set(key) <= _KEY_CHARACTERS
 
     def exists(self, session_key: str) -> bool:
         # Asked only when a new key is made: the database alone knows every key.
@@ -83,9 +83,15 @@ class SessionStore(CachedDatabaseStore):
         if key is not None:
             self._cache_call(lambda: self._cache.delete(self.cache_key_prefix + key), key, writes=True)
 
-    def _cache_write(self, data: dict[str, Any], expiry_seconds: int) -> None:
+    def _cache_write(self, data: dict[str, Any], expiry_seconds: int) -> bool:
+        """Whether the copy was sent to Redis (not skipped for the breaker, not failed)."""
         seconds = min(expiry_seconds, settings.SESSION_CACHE_SECONDS)
-        self._cache_call(lambda: self._cache.set(self.cache_key, data, seconds), writes=True)
+
+        def write() -> bool:
+            self._cache.set(self.cache_key, data, seconds)
+            return True
+
+        return bool(self._cache_call(write, writes=True))
 
     def _cache_call(self, call: Callable[[], T], session_key: str | None = None, *, writes: bool = False) -> T | None:
         """``call()``'s answer, or None without calling it while the breaker of the key's master
@@ -110,10 +116,12 @@ class SessionStore(CachedDatabaseStore):
         return answer
 
     def _delete_unsure_keys(self) -> None:
-        """Delete the cached copies of the unsure keys (see ``_unsure_keys``). :raises: ``REDIS_ERRORS``."""
-        for key in list(_unsure_keys):
-            self._cache.delete(self.cache_key_prefix + key)
-            _unsure_keys.discard(key)
+        """Delete the cached copies of the unsure keys (see ``_unsure_keys``), in one call. :raises: ``REDIS_ERRORS``."""
+        if not _unsure_keys:
+            return
+        keys = list(_unsure_keys)
+        self._cache.delete_many([self.cache_key_prefix + key for key in keys])
+        _unsure_keys.difference_update(keys)
 
     # The streams (ASGI) read sessions too: the same calls, in a thread.
     async def aload(self) -> dict[str, Any]:
