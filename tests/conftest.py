@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 from django.test import Client, override_settings
 
+from core import redis_keys as core_keys
 from core.cluster import cluster_nodes
 from core.outbox import now_ms
 from core.redis import forget_sentinel, get_redis, redis_reset_breaker, write_sentinels
@@ -38,7 +39,7 @@ from tests.cluster import RedisClusterNodes
 from tests.support import graph
 from tests.support.accounts import UserFactory, make_user, signed_in
 from tests.support.celery import celery_conf
-from tests.support.faults import CeleryWorker, purge_queue
+from tests.support.faults import CeleryWorker, RedisServer, point_at, purge_queue
 from tests.support.redis import unlink_prefix
 from users.models import User
 
@@ -137,6 +138,20 @@ def redis_isolated(request: Any) -> Iterator[str | None]:
     forget_sentinel()
     # The client from set-up: a test may have pointed settings at a dead Redis.
     unlink_prefix(client, prefix)
+
+
+@pytest.fixture
+def private_redis(settings: Any, redis_isolated: str | None) -> Iterator[RedisServer]:
+    """A redis-server of this test's own, which the application uses, with the sentinel set: a
+    test may kill, pause or restart it (``tests.support.faults``)."""
+    server = RedisServer()
+    server.start()
+    point_at(settings, server)
+    server.client().set(core_keys.sentinel_key(), now_ms())
+    redis_reset_breaker()
+    yield server
+    server.stop()
+    redis_reset_breaker()
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from core.outbox import now_ms
 from core.redis import redis_reset_breaker
 from core.sessions import SessionStore
 from tests.support.accounts import signed_in
-from tests.support.faults import RedisServer, accept_commands_again, point_at, refuse_every_command
+from tests.support.faults import accept_commands_again, refuse_every_command
 
 pytestmark = pytest.mark.django_db
 
@@ -111,16 +111,11 @@ class TestRedisUp:
 
 
 @pytest.fixture
-def private_redis(settings, redis_isolated):
-    server = RedisServer()
-    server.start()
-    point_at(settings, server)
-    server.client().set(core_keys.sentinel_key(), now_ms())
+def private_redis(private_redis, settings):
+    """The shared private redis-server (tests/conftest.py), with a breaker that an outage opens
+    for the rest of the test (the tests that close it say so)."""
     settings.REDIS_CIRCUIT_OPEN_SECONDS = 30.0
-    redis_reset_breaker()
-    yield server
-    server.stop()
-    redis_reset_breaker()
+    return private_redis
 
 
 class TestRedisDown:
@@ -137,6 +132,16 @@ class TestRedisDown:
         stolen = Client(raise_request_exception=False)
         stolen.cookies[django_settings.SESSION_COOKIE_NAME] = key
         assert stolen.get("/home").status_code == 302
+
+    def test_while_the_breaker_is_open_a_page_reads_the_session_row_once(self, private_redis, alice):
+        client = signed_in(alice, raise_request_exception=False)
+        private_redis.kill()
+        assert client.get("/home").status_code == 200  # the failure opens the breaker
+
+        status, queries = session_queries(client, "/home")
+
+        assert status == 200
+        assert len(queries) == 1  # the row; no check of it after a copy that was never written
 
     def test_a_session_made_during_the_outage_is_cached_once_redis_is_back(self, private_redis, settings, alice):
         settings.REDIS_CIRCUIT_OPEN_SECONDS = 0.0

@@ -22,19 +22,6 @@ from tests.support.graph import assert_mirror_equals_database
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def private_redis(settings, redis_isolated):
-    """A redis-server of this test's own, which the application uses, with the sentinel set."""
-    server = RedisServer()
-    server.start()
-    point_at(settings, server)
-    server.client().set(core_keys.sentinel_key(), now_ms())
-    redis_reset_breaker()
-    yield server
-    server.stop()
-    redis_reset_breaker()
-
-
 def reject_writes(server: RedisServer) -> None:
     """The server turns into a replica of a master that does not exist: reads answer, writes raise READONLY."""
     server.client().execute_command("REPLICAOF", "127.0.0.1", "1")
