@@ -25,8 +25,8 @@ from .templatetags.formatting import avatar_hue_class_filter, path_of_filter, re
 def iso_datetime(context: Context, value: datetime | None) -> str:
     """``value`` in ISO 8601 in the current time zone, as Django's ``date:'c'`` prints it ("" for None).
 
-    The zone is the context's ``time_zone`` (``core.templatetags.rows`` reads it once a render;
-    reading it is a thread-local lookup, about a third of a row's cost when done per value).
+    The zone is the context's ``time_zone`` (``core.templatetags.rows`` reads it once a render:
+    reading it is a thread-local lookup, a large part of a row's cost when done per value).
     """
     if value is None:
         return ""

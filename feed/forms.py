@@ -15,7 +15,7 @@ class NoteForm(forms.Form):
     """The publish form: one body of 1..NOTE_MAX_LENGTH characters (read when the form is made)."""
 
     # Django's own widget templates in Jinja2: the home page prints this form on every load, and
-    # the Django template language renders its three widgets for about twice the cost. One
+    # the Django template language renders its three widgets at a higher cost. One
     # instance: a class here would build the renderer's engine again for every form.
     default_renderer = Jinja2()
 

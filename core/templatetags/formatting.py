@@ -97,7 +97,7 @@ def utc_title_filter(value: datetime | None) -> str:
     if value is None:
         return ""
     moment = value.astimezone(UTC)
-    # By hand: strftime was a fifth of a page's note rows.
+    # By hand: strftime costs more than the rest of a row's dates.
     return f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d} {moment.hour:02d}:{moment.minute:02d}:{moment.second:02d} UTC"
 
 
