@@ -78,21 +78,35 @@ class HeldTimeline:
     floor: int
 
 
-def redis_inboxes(client: redis.Redis, reader_ids: Sequence[int]) -> dict[int, HeldTimeline | None]:
-    """Each reader's inbox as Redis holds it, or None when it is not maintained (not synced, or
-    being rebuilt right now): one pipeline for the batch."""
+def held_timelines(client: redis.Redis, key_sets: Sequence[tuple[str, str, str, str]]) -> list[HeldTimeline | None]:
+    """Each kept sorted set as Redis holds it, from its ``(synced marker, build lock, set, floor)``
+    keys, or None when it is not maintained (not synced, or being built right now): one pipeline."""
     pipe = pipeline(client)
-    for reader_id in reader_ids:
-        pipe.exists(redis_keys.inbox_synced_key(reader_id))
-        pipe.exists(redis_keys.inbox_build_key(reader_id))
-        pipe.zrange(redis_keys.inbox_key(reader_id), 0, -1, withscores=True)
-        pipe.get(redis_keys.inbox_floor_key(reader_id))
+    for synced_key, build_key, set_key, floor_key in key_sets:
+        pipe.exists(synced_key)
+        pipe.exists(build_key)
+        pipe.zrange(set_key, 0, -1, withscores=True)
+        pipe.get(floor_key)
     replies = pipe.execute()
-    found: dict[int, HeldTimeline | None] = {}
-    for index, reader_id in enumerate(reader_ids):
+    found: list[HeldTimeline | None] = []
+    for index in range(len(key_sets)):
         synced, building, rows, floor = replies[4 * index : 4 * index + 4]
-        found[reader_id] = HeldTimeline(dict(rows), int(floor or -1)) if synced and not building else None
+        found.append(HeldTimeline(dict(rows), int(floor or -1)) if synced and not building else None)
     return found
+
+
+def redis_inboxes(client: redis.Redis, reader_ids: Sequence[int]) -> dict[int, HeldTimeline | None]:
+    """Each reader's inbox as Redis holds it, or None when it is not maintained (``held_timelines``)."""
+    key_sets = [
+        (
+            redis_keys.inbox_synced_key(reader_id),
+            redis_keys.inbox_build_key(reader_id),
+            redis_keys.inbox_key(reader_id),
+            redis_keys.inbox_floor_key(reader_id),
+        )
+        for reader_id in reader_ids
+    ]
+    return dict(zip(reader_ids, held_timelines(client, key_sets)))
 
 
 def _pulled_notes(
@@ -328,19 +342,18 @@ def kept_lists_compare(client: redis.Redis, lists: dict[int, dict[int, set[int]]
     pairs = [(reader_id, list_id) for reader_id, held_lists in lists.items() for list_id in sorted(held_lists)]
     if not pairs:
         return set()
-    pipe = pipeline(client)
-    for reader_id, list_id in pairs:
-        pipe.exists(redis_keys.list_synced_key(reader_id, list_id))
-        pipe.exists(redis_keys.list_build_key(reader_id, list_id))
-        pipe.zrange(redis_keys.list_inbox_key(reader_id, list_id), 0, -1, withscores=True)
-        pipe.get(redis_keys.list_floor_key(reader_id, list_id))
-    replies = pipe.execute()
+    key_sets = [
+        (
+            redis_keys.list_synced_key(reader_id, list_id),
+            redis_keys.list_build_key(reader_id, list_id),
+            redis_keys.list_inbox_key(reader_id, list_id),
+            redis_keys.list_floor_key(reader_id, list_id),
+        )
+        for reader_id, list_id in pairs
+    ]
+    held = held_timelines(client, key_sets)
     pulled = pull_authors(client)
-    kept: dict[tuple[int, int], HeldTimeline] = {}
-    for index, pair in enumerate(pairs):
-        synced, building, rows, floor = replies[4 * index : 4 * index + 4]
-        if synced and not building:
-            kept[pair] = HeldTimeline(dict(rows), int(floor or -1))
+    kept = {pair: timeline for pair, timeline in zip(pairs, held) if timeline is not None}
     truths = {(reader_id, list_id): dict(list_timeline_truth(lists[reader_id][list_id], pulled)) for reader_id, list_id in kept}
     members = [lists[reader_id][list_id] for reader_id, list_id in kept]
     pulled_notes = _pulled_notes(list(kept.values()), list(truths.values()), pulled, members)
