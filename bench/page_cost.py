@@ -10,7 +10,9 @@ benchmark (``bench.http_settings``: production's)::
 
 CPU time (``time.process_time``) is this process's alone, so it moves less than wall time when
 other work shares the cores: run the code before and after a change in turn and compare the CPU
-columns. Prints one line per path; ``--profile DIR`` also writes a cProfile summary per path.
+columns. Prints one line per path, with its SQL queries and Redis round trips (commands sent,
+a pipeline or script counting once) per request; ``--profile DIR`` also writes a cProfile summary
+per path.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import io
 import pstats
 import time
 from pathlib import Path
+from typing import Any
 
 import django
 
@@ -58,7 +61,12 @@ def main() -> None:
             client.get(path, secure=True)
         wall_ms = (time.perf_counter() - started) / args.requests * 1000
         cpu_ms = (time.process_time() - cpu_started) / args.requests * 1000
-        print(f"{path}: {wall_ms:.2f} ms wall, {cpu_ms:.2f} ms CPU per request ({args.requests} requests)", flush=True)
+        queries, sent = round_trips(client, path)
+        print(
+            f"{path}: {wall_ms:.2f} ms wall, {cpu_ms:.2f} ms CPU per request ({args.requests} requests); "
+            f"{queries} queries, {sent} Redis round trips",
+            flush=True,
+        )
         if args.profile:
             profiler = cProfile.Profile()
             profiler.enable()
@@ -68,6 +76,29 @@ def main() -> None:
             out = io.StringIO()
             pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(60)
             Path(args.profile, path.strip("/").replace("/", "_") + ".txt").write_text(out.getvalue())
+
+
+def round_trips(client: Any, path: str) -> tuple[int, int]:
+    """SQL queries and Redis round trips (commands sent; a pipeline or a script is one) of one GET of ``path``."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from redis.connection import AbstractConnection
+
+    sent = 0
+    send = AbstractConnection.send_packed_command
+
+    def counted(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
+        nonlocal sent
+        sent += 1
+        send(self, command, check_health)
+
+    AbstractConnection.send_packed_command = counted  # type: ignore[method-assign]
+    try:
+        with CaptureQueriesContext(connection) as queries:
+            client.get(path, secure=True)
+    finally:
+        AbstractConnection.send_packed_command = send  # type: ignore[method-assign]
+    return len(queries), sent
 
 
 if __name__ == "__main__":
