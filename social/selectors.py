@@ -479,6 +479,11 @@ def _samples(wanted: Sequence[tuple[set[int], int, Collection[int]]]) -> list[Us
     for ids, limit, exclude in wanted:
         kept = ids - set(exclude)
         chosen.append((len(kept), sorted(kept)[:limit]))
+    return _samples_chosen(chosen)
+
+
+def _samples_chosen(chosen: Sequence[tuple[int, Sequence[int]]]) -> list[UserSample]:
+    """A ``UserSample`` of each ``(count, ids shown)``, the accounts of all of them read in one query."""
     users = users_by_id([user_id for _, shown in chosen for user_id in shown])
     return [UserSample(count=count, users=[users[i] for i in shown if i in users]) for count, shown in chosen]
 
@@ -607,6 +612,89 @@ def profile_samples(
     if len(samples) == 1:
         return ProfileSamples(mutual=samples[0])
     return ProfileSamples(mutual=samples[0], common=samples[1], familiar=samples[2])
+
+
+# KEYS: the account's followers layout marker, its followers set, its following set, and for a
+# viewer other than the account the viewer's following set. ARGV: the layouts whose readers read
+# follower shards (two), the sample sizes (mutual and common; familiar), the viewer's id ("" for
+# none: left out of common and familiar) and the ids left out of every sample (the account's, the
+# hidden ones). Replies {marker} alone when the followers are in shards; else the marker (nil when
+# none), the followers and following counts, then per intersection (mutual; with a viewer common,
+# familiar) the count of its members not left out and the lowest of those ids, ascending.
+PROFILE_GRAPH_LUA = """
+local marker = redis.call('GET', KEYS[1])
+if marker and (marker == ARGV[1] or marker == ARGV[2]) then return {marker} end
+local replies = {marker or false, redis.call('SCARD', KEYS[2]), redis.call('SCARD', KEYS[3])}
+local left_out = {}
+for index = 6, #ARGV do left_out[ARGV[index]] = true end
+local viewer = ARGV[5]
+local function sample(members, limit, skip)
+    local count, lowest = 0, {}
+    for _, member in ipairs(members) do
+        if not left_out[member] and member ~= skip then
+            count = count + 1
+            local id = tonumber(member)
+            if limit > 0 and (#lowest < limit or id < lowest[#lowest]) then
+                local position = #lowest + 1
+                while position > 1 and lowest[position - 1] > id do
+                    lowest[position] = lowest[position - 1]
+                    position = position - 1
+                end
+                lowest[position] = id
+                if #lowest > limit then lowest[#lowest] = nil end
+            end
+        end
+    end
+    replies[#replies + 1] = count
+    replies[#replies + 1] = lowest
+end
+sample(redis.call('SINTER', KEYS[2], KEYS[3]), tonumber(ARGV[3]), false)
+if KEYS[4] then
+    sample(redis.call('SINTER', KEYS[4], KEYS[3]), tonumber(ARGV[3]), viewer)
+    sample(redis.call('SINTER', KEYS[2], KEYS[4]), tonumber(ARGV[4]), viewer)
+end
+return replies
+"""
+
+
+def profile_graph(
+    *, user_id: int, viewer_id: int | None, hidden: Collection[int] = (), limit: int = 8, familiar_limit: int = 3
+) -> tuple[Counts, ProfileSamples]:
+    """``follow_counts`` and ``profile_samples`` of a profile together. On one Redis server, for an
+    account whose followers are in one key, one script: the counts and the three intersections,
+    sampled in Redis, so no intersection crosses the wire. Otherwise (shards, a cluster, the
+    database) the same as those two calls.
+    """
+    viewer = viewer_id if viewer_id is not None and viewer_id != user_id else None
+
+    def from_redis(client: redis.Redis) -> tuple[Counts, list[tuple[int, list[int]]]] | None:
+        if is_cluster(client):
+            return None  # the viewer's keys are on another slot
+        keys = [
+            redis_keys.followers_layout_key(user_id),
+            redis_keys.followers_set_key(user_id),
+            redis_keys.following_set_key(user_id),
+        ]
+        if viewer is not None:
+            keys.append(redis_keys.following_set_key(viewer))
+        args = [*layout.SHARD_READING_LAYOUTS, limit, familiar_limit, "" if viewer is None else viewer, user_id, *hidden]
+        reply = lua(PROFILE_GRAPH_LUA)(keys=keys, args=args, client=client)
+        if len(reply) == 1:
+            return None  # the followers are in shards
+        counts = Counts(followers=int(reply[1]), following=int(reply[2]))
+        chosen = [(int(reply[index]), [int(i) for i in reply[index + 1]]) for index in range(3, len(reply), 2)]
+        return counts, chosen
+
+    found = redis_or_database(from_redis, lambda: None, keys=[redis_keys.followers_set_key(user_id)])
+    if found is None:
+        counts = follow_counts(user_id=user_id)
+        samples = profile_samples(user_id=user_id, viewer_id=viewer_id, hidden=hidden, limit=limit, familiar_limit=familiar_limit)
+        return counts, samples
+    counts, chosen = found
+    shown = _samples_chosen(chosen)
+    if len(shown) == 1:
+        return counts, ProfileSamples(mutual=shown[0])
+    return counts, ProfileSamples(mutual=shown[0], common=shown[1], familiar=shown[2])
 
 
 # --- directory ------------------------------------------------------------

@@ -30,6 +30,7 @@ def answers(alice, bob, charlie, dave):
         "common": {u.pk for u in selectors.common_following(user_id=alice.pk, other_id=charlie.pk).users},
         "familiar": {u.pk for u in selectors.familiar_followers(viewer_id=alice.pk, user_id=charlie.pk).users},
         "mutual": {u.pk for u in selectors.mutual_follows(user_id=alice.pk).users},
+        "profile_graph": selectors.profile_graph(user_id=alice.pk, viewer_id=charlie.pk),
     }
 
 
@@ -46,6 +47,10 @@ class TestReadsWithRedisDown:
         assert from_database == from_redis
         assert from_database["common"] == {bob.pk, dave.pk}
         assert from_database["mutual"] == {bob.pk, dave.pk}
+        counts, samples = from_database["profile_graph"]
+        assert counts == selectors.Counts(followers=2, following=2)
+        assert [u.pk for u in samples.mutual.users] == sorted([bob.pk, dave.pk])
+        assert samples.common is not None and [u.pk for u in samples.common.users] == sorted([bob.pk, dave.pk])
         assert from_database["counts"] == selectors.Counts(followers=2, following=1)
         assert from_database["counts_many"] == {
             alice.pk: selectors.Counts(followers=2, following=2),

@@ -1,0 +1,144 @@
+"""A profile's counts and samples in one read (``social.selectors.profile_graph``, issue 26): the
+same answers as ``follow_counts`` and ``profile_samples``, whatever the layout, the viewer, the
+hidden accounts and the sample sizes."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from core.cluster import is_cluster
+from social import layout, redis_keys, selectors
+from social.models import Follow
+from tests.support.graph import follow, unfollow
+
+pytestmark = pytest.mark.django_db
+
+
+def separate(user_id: int, viewer_id: int | None, hidden: set[int], limit: int, familiar_limit: int) -> Any:
+    """What the profile read before: the counts, then the samples, each with its own reads."""
+    samples = selectors.profile_samples(
+        user_id=user_id, viewer_id=viewer_id, hidden=hidden, limit=limit, familiar_limit=familiar_limit
+    )
+    return selectors.follow_counts(user_id=user_id), shape(samples)
+
+
+def together(user_id: int, viewer_id: int | None, hidden: set[int], limit: int, familiar_limit: int) -> Any:
+    counts, samples = selectors.profile_graph(
+        user_id=user_id, viewer_id=viewer_id, hidden=hidden, limit=limit, familiar_limit=familiar_limit
+    )
+    return counts, shape(samples)
+
+
+def shape(samples: selectors.ProfileSamples) -> Any:
+    return [
+        None if sample is None else (sample.count, [user.pk for user in sample.users])
+        for sample in (samples.mutual, samples.common, samples.familiar)
+    ]
+
+
+@pytest.fixture
+def crowd(user_factory: Any) -> list[Any]:
+    """Sixteen accounts, about a third of the ordered pairs following (a fixed seed)."""
+    people = [user_factory() for _ in range(16)]
+    pick = random.Random(26)
+    for follower in people:
+        for followee in people:
+            if follower is not followee and pick.random() < 0.35:
+                follow(follower, followee)
+    return people
+
+
+class TestProfileGraph:
+    def test_equals_the_separate_reads_for_every_viewer_and_sample_size(self, crowd: list[Any], redis_client: Any) -> None:
+        hidden = {crowd[3].pk, crowd[9].pk}
+        compared = 0
+        for user in crowd[:6]:
+            for viewer in [None, user, *crowd[6:12]]:
+                viewer_id = viewer.pk if viewer is not None else None
+                for limit, familiar_limit in [(8, 3), (2, 1), (0, 0)]:
+                    for left_out in (set(), hidden):
+                        expected = separate(user.pk, viewer_id, left_out, limit, familiar_limit)
+                        assert together(user.pk, viewer_id, left_out, limit, familiar_limit) == expected
+                        compared += 1
+        assert compared == 6 * 8 * 3 * 2
+
+    def test_samples_are_the_lowest_ids_and_counts_leave_out_the_hidden(self, user_factory: Any) -> None:
+        star, viewer = user_factory(), user_factory()
+        friends = [user_factory() for _ in range(5)]
+        for friend in friends:
+            follow(friend, star)
+            follow(star, friend)
+            follow(viewer, friend)
+        follow(viewer, star)
+        follow(star, viewer)
+        hidden = {friends[0].pk}
+
+        counts, samples = selectors.profile_graph(user_id=star.pk, viewer_id=viewer.pk, hidden=hidden, limit=3, familiar_limit=2)
+
+        ids = sorted(friend.pk for friend in friends[1:])
+        assert counts == selectors.Counts(followers=6, following=6)
+        # The viewer is a mutual follow of the star; "you both follow" and "followed by people
+        # you follow" leave the viewer out.
+        assert samples.mutual.count == 5
+        assert [u.pk for u in samples.mutual.users] == sorted([*ids, viewer.pk])[:3]
+        assert samples.common is not None and samples.common.count == 4
+        assert [u.pk for u in samples.common.users] == ids[:3]
+        assert samples.familiar is not None and samples.familiar.count == 4
+        assert [u.pk for u in samples.familiar.users] == ids[:2]
+
+    def test_a_follow_and_an_unfollow_show_on_the_next_read(self, user_factory: Any) -> None:
+        user, viewer, newcomer = user_factory(), user_factory(), user_factory()
+        follow(user, newcomer)
+        follow(viewer, newcomer)
+
+        follow(newcomer, user)
+        counts, samples = selectors.profile_graph(user_id=user.pk, viewer_id=viewer.pk)
+        assert counts.followers == 1
+        assert [u.pk for u in samples.mutual.users] == [newcomer.pk]
+        assert samples.familiar is not None and [u.pk for u in samples.familiar.users] == [newcomer.pk]
+
+        unfollow(newcomer, user)
+        counts, samples = selectors.profile_graph(user_id=user.pk, viewer_id=viewer.pk)
+        assert counts.followers == 0
+        assert samples.mutual.count == 0 and samples.mutual.users == []
+        assert samples.familiar is not None and samples.familiar.count == 0
+
+    def test_one_script_on_one_server(self, crowd: list[Any], redis_client: Any, monkeypatch: Any) -> None:
+        if is_cluster(redis_client):
+            pytest.skip("on a cluster the viewer's keys are on other slots: the separate reads serve")
+
+        def refuse(**_: Any) -> Any:
+            raise AssertionError("the separate reads ran")
+
+        monkeypatch.setattr(selectors, "follow_counts", refuse)
+        monkeypatch.setattr(selectors, "profile_samples", refuse)
+        counts, samples = selectors.profile_graph(user_id=crowd[0].pk, viewer_id=crowd[1].pk)
+        assert counts.followers == Follow.objects.filter(followee=crowd[0]).count()
+        assert samples.common is not None
+        assert samples.common.count == len(selectors.common_following_ids(user_id=crowd[1].pk, other_id=crowd[0].pk))
+
+
+class TestShardedAccount:
+    def test_a_sharded_account_is_read_as_before(self, settings: Any, user_factory: Any, redis_client: Any) -> None:
+        settings.FOLLOWERS_SHARD_THRESHOLD = 10
+        settings.FOLLOWERS_SHARDS = 4
+        settings.FOLLOWERS_UNSHARD_RATIO = 0.8
+        star, viewer = user_factory(), user_factory()
+        fans = [user_factory() for _ in range(12)]
+        for fan in fans:
+            follow(fan, star)
+        for fan in fans[:5]:
+            follow(viewer, fan)
+        for fan in fans[3:7]:
+            follow(star, fan)
+        assert redis_client.get(redis_keys.followers_layout_key(star.pk)) == layout.LAYOUT_SHARDED
+
+        counts, samples = selectors.profile_graph(user_id=star.pk, viewer_id=viewer.pk, limit=20, familiar_limit=20)
+
+        assert counts == selectors.Counts(followers=12, following=4)
+        assert {u.pk for u in samples.mutual.users} == {fan.pk for fan in fans[3:7]}
+        assert samples.familiar is not None
+        assert {u.pk for u in samples.familiar.users} == {fan.pk for fan in fans[:5]}
