@@ -340,9 +340,7 @@ def account_statuses(call: Call, raw_id: str) -> JsonResponse:
     exclude_direct = call.flag("exclude_direct")
 
     def read(cursor: Cursor | None, n: int) -> feed_selectors.TimelinePage:
-        page = feed_selectors.user_timeline(
-            author_id=user.pk, cursor=cursor, limit=n, viewer_id=call.user.pk if call.user else None
-        )
+        page = feed_selectors.user_timeline(author=user, cursor=cursor, limit=n, viewer_id=call.user.pk if call.user else None)
         if exclude_direct:
             # Left out as the timeline is read, so a page is filled from further down (and has its links).
             return replace(page, notes=[note for note in page.notes if getattr(note, "visibility", "public") != "direct"])
@@ -640,9 +638,10 @@ def timeline_home(call: Call) -> JsonResponse:
 
 def _inbox_synced(pages: list[feed_selectors.TimelinePage]) -> bool | None:
     """Whether the home timeline's reads found the inbox synced (None: Redis answered none of them)."""
-    if any(page.catching_up for page in pages):
+    seen = {page.inbox_synced for page in pages}
+    if False in seen:
         return False
-    return True if any(page.source == "redis" for page in pages) else None
+    return True if True in seen else None
 
 
 def _timeline(call: Call, read: selectors.Reader) -> JsonResponse:

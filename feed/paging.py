@@ -13,7 +13,9 @@ from typing import ClassVar
 
 from users.models import User
 
-from .models import Note
+from .models import VISIBILITIES, Note
+
+VISIBILITY_LABELS = dict(VISIBILITIES)
 
 # The largest note id a position can name: "after every note at this score".
 MAX_NOTE_ID = 2**63 - 1
@@ -74,9 +76,10 @@ class FeedAuthor:
 
 @dataclass(slots=True, eq=False)
 class FeedNote:
-    """A note as the home timeline shows it: ``id`` (also ``pk``), ``author_id``, ``author``
-    (``FeedAuthor``), ``body``, ``created_at``, ``published_ms`` (its score). Not a model
-    (descriptors cost more than the cache read); holds all that rendering reads, so no query.
+    """A note as a timeline shows it: ``id`` (also ``pk``), ``author_id``, ``author``
+    (``FeedAuthor``), ``body``, ``created_at``, ``published_ms`` (its score), ``spoiler_text``,
+    and ``visibility`` ("" where the page does not show it: the home timeline's notes). Not a
+    model (descriptors cost more than the cache read); holds all that rendering reads, so no query.
     """
 
     id: int
@@ -86,6 +89,11 @@ class FeedNote:
     created_at: datetime
     published_ms: int
     spoiler_text: str = ""  # the content warning (empty: none)
+    visibility: str = ""
+
+    def get_visibility_display(self) -> str:
+        """The visibility's label, as ``Note.get_visibility_display`` gives it."""
+        return VISIBILITY_LABELS.get(self.visibility, self.visibility)
 
     @property
     def pk(self) -> int:

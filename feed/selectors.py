@@ -72,6 +72,13 @@ class TimelinePage:
     source: str = "redis"
     kept: bool | None = None
 
+    @property
+    def inbox_synced(self) -> bool | None:
+        """Whether this home timeline read found the reader's inbox synced (None: Redis answered no read of it)."""
+        if self.catching_up:
+            return False
+        return True if self.source == "redis" else None
+
 
 @dataclass
 class ScrollPage:
@@ -238,21 +245,26 @@ def shown_visibilities(*, viewer_id: int | None, author_id: int, viewer_follows:
 
 
 def user_timeline(
-    *, author_id: int, cursor: Cursor | None, limit: int, viewer_id: int | None = None, viewer_follows: bool | None = None
+    *, author: User, cursor: Cursor | None, limit: int, viewer_id: int | None = None, viewer_follows: bool | None = None
 ) -> TimelinePage:
-    """``author_id``'s own visible notes that ``viewer_id`` may see (None: signed out), newest first,
-    from the database (``(author, created_at, id)`` index); ``viewer_follows`` as ``shown_visibilities``.
+    """``author``'s own visible notes that ``viewer_id`` may see (None: signed out), newest first,
+    as ``FeedNote``s with their visibility (one query on the ``(author, created_at, id)`` index, no
+    join: ``author`` is the active account the caller loaded); ``viewer_follows`` as ``shown_visibilities``.
     """
-    visibilities = shown_visibilities(viewer_id=viewer_id, author_id=author_id, viewer_follows=viewer_follows)
-    rows = Note.objects.filter(
-        is_hidden=False, deleted_at__isnull=True, author__is_active=True, author_id=author_id, visibility__in=visibilities
-    )
+    visibilities = shown_visibilities(viewer_id=viewer_id, author_id=author.pk, viewer_follows=viewer_follows)
+    rows = Note.objects.filter(is_hidden=False, deleted_at__isnull=True, author_id=author.pk, visibility__in=visibilities)
     if cursor is not None:
         rows = rows.filter(after_filter(Position(cursor.score, cursor.member)))
-    notes = list(rows.select_related("author").order_by("-created_at", "id")[: limit + 1])
-    shown = notes[:limit]
-    next_cursor = Cursor(score=shown[-1].published_ms, member=shown[-1].pk) if len(notes) > limit else None
-    return TimelinePage(notes=shown, next_cursor=next_cursor, source="database")
+    found = list(
+        rows.order_by("-created_at", "id").values_list("id", "created_at", "body", "spoiler_text", "visibility")[: limit + 1]
+    )
+    shown_author = FeedAuthor.of(author)
+    notes = [
+        FeedNote(pk, author.pk, shown_author, body, created_at, to_ms(created_at), spoiler, shown)
+        for pk, created_at, body, spoiler, shown in found[:limit]
+    ]
+    next_cursor = Cursor(score=notes[-1].published_ms, member=notes[-1].pk) if len(found) > limit else None
+    return TimelinePage(notes=notes, next_cursor=next_cursor, source="database")
 
 
 def own_timeline(*, author: User, cursor: Cursor | None, limit: int) -> TimelinePage:

@@ -46,24 +46,21 @@ def profile(request: HttpRequest, username: str) -> HttpResponse:
     if seen.hidden:
         raise NotFound("No such account.")
     hidden = visibility.hidden_ids(viewer_id=viewer.pk) if viewer is not None else set()
-    context: dict[str, Any] = {
-        "profile_user": user,
-        "access": seen,
-        "counts": social_selectors.follow_counts(user_id=user.pk),
-        "is_self": viewer is not None and viewer.pk == user.pk,
-    }
+    context: dict[str, Any] = {"profile_user": user, "access": seen, "is_self": viewer is not None and viewer.pk == user.pk}
     if seen.content:
-        samples = social_selectors.profile_samples(
+        counts, samples = social_selectors.profile_graph(
             user_id=user.pk, viewer_id=viewer.pk if viewer is not None else None, hidden=hidden
         )
-        context.update(mutual=samples.mutual, common=samples.common, familiar=samples.familiar)
+        context.update(counts=counts, mutual=samples.mutual, common=samples.common, familiar=samples.familiar)
         context["notes"] = selectors.user_timeline(
-            author_id=user.pk,
+            author=user,
             cursor=None,
             limit=10,
             viewer_id=viewer.pk if viewer is not None else None,
             viewer_follows=seen.follows if viewer is not None else None,
         )
+    else:
+        context["counts"] = social_selectors.follow_counts(user_id=user.pk)
     if viewer is not None and viewer.pk != user.pk:
         context["relationship"] = social_selectors.relationship(viewer_id=viewer.pk, user_id=user.pk)
         # Only a private account has requests (turning it public approves them all).
@@ -79,13 +76,16 @@ def _viewer(request: HttpRequest) -> User | None:
 
 
 def _home(request: HttpRequest, form: NoteForm, *, status: int = 200, read: bool = False) -> HttpResponse:
-    """The home page; ``read``: its first page moves the home marker to the newest note shown, and
-    a divider marks where the notes newer than the marker's old place end."""
+    """The home page; ``read``: a visit (``feed_visit``), and its first page moves the home marker
+    to the newest note shown, and a divider marks where the notes newer than the marker's old place end."""
     reader = _reader(request)
     is_first_page = not request.GET.get("cursor")
     page = selectors.home_timeline(
         user_id=reader.pk, cursor=feed_cursor(request.GET.get("cursor")), limit=settings.FEED_PAGE_SIZE
     )
+    if read:
+        # What the read learnt of the inbox spares the visit asking Redis again.
+        services.feed_visit(user=reader, synced=page.inbox_synced)
     new_count = 0
     if read and is_first_page and page.notes:
         read_before = user_services.marker_advance(user_id=reader.pk, timeline=HOME, last_read_id=page.notes[0].pk)
@@ -111,7 +111,6 @@ def _home(request: HttpRequest, form: NoteForm, *, status: int = 200, read: bool
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """/home: the signed-in user's home timeline, newest first, with the publish form."""
-    services.feed_visit(user=_reader(request))
     return _home(request, NoteForm(), read=True)
 
 
@@ -171,7 +170,7 @@ def user_notes(request: HttpRequest, username: str) -> HttpResponse:
     viewer = _viewer(request)
     visibility.require_content(viewer=viewer, user=author)
     page = selectors.user_timeline(
-        author_id=author.pk,
+        author=author,
         cursor=feed_cursor(request.GET.get("cursor")),
         limit=settings.FEED_PAGE_SIZE,
         viewer_id=viewer.pk if viewer is not None else None,

@@ -216,6 +216,23 @@ class TestNotePages:
         assert "bob says 0" in older
         assert all(f"bob says {i}" in profile for i in range(3)) and "charlie says" not in profile
 
+    def test_profile_shows_each_viewer_the_notes_it_may_see_with_their_visibility(
+        self, active_alice, active_bob, active_charlie, follow
+    ):
+        follow(active_alice, active_bob)
+        for body, shown in [("for everyone", "public"), ("for followers", "private"), ("for me", "direct")]:
+            Note.objects.create(author=active_bob, body=body, visibility=shown)
+
+        def notes_seen(client):
+            html = client.get("/u/bob/").content.decode()
+            found = [body for body in ("for everyone", "for followers", "for me") if body in html]
+            return found, html.count('class="muted note-visibility"'), "Followers only" in html, "Only me" in html
+
+        assert notes_seen(Client()) == (["for everyone"], 0, False, False)
+        assert notes_seen(signed_in(active_charlie)) == (["for everyone"], 0, False, False)
+        assert notes_seen(signed_in(active_alice)) == (["for everyone", "for followers"], 1, True, False)
+        assert notes_seen(signed_in(active_bob)) == (["for everyone", "for followers", "for me"], 2, True, True)
+
     def test_user_notes_bad_cursor_and_unknown_user(self, active_bob):
         assert Client().get("/u/bob/notes/?cursor=zzz").status_code == 400
         assert Client().get("/u/nobody/notes/").status_code == 404
