@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from collections.abc import Sequence
+
+from django.db import connections, router
 
 from core.errors import NotFound
 from core.parsing import id_or_none, username_problem
@@ -49,10 +52,28 @@ def active_user_named(username: str) -> User:
     """
     if username_problem(username) is not None:
         raise NotFound("No such account.")
-    user = User.objects.filter(username__iexact=username, is_active=True).first()
-    if user is None:
+    alias = router.db_for_read(User)
+    ops = connections[alias].ops
+    # The ORM's own iexact comparison on this database (MariaDB's LIKE, the value's wildcards
+    # escaped), the lowest id first as ``.first()`` orders.
+    column = ops.lookup_cast("iexact", "CharField") % ops.quote_name("username")
+    comparison = connections[alias].operators["iexact"]  # type: ignore[attr-defined]  # every backend's wrapper has it
+    found = _raw_users(
+        alias,
+        f"{column} {comparison} AND is_active = %s ORDER BY id LIMIT 1",
+        [ops.prep_for_iexact_query(username), True],
+    )
+    if not found:
         raise NotFound("No such account.")
-    return user
+    return found[0]
+
+
+def account_by_id(user_id: int) -> User | None:
+    """The account ``user_id`` with every field, active or not (None: no such account); the read
+    a signed-in request makes first (``users.backends.AccountBackend``)."""
+    alias = router.db_for_read(User)
+    found = _raw_users(alias, "id = %s", [user_id])
+    return found[0] if found else None
 
 
 def users_by_id(ids: Sequence[int]) -> dict[int, User]:
@@ -60,7 +81,26 @@ def users_by_id(ids: Sequence[int]) -> dict[int, User]:
     wanted = sorted({int(i) for i in ids})
     if not wanted:
         return {}
-    return {user.pk: user for user in User.objects.filter(pk__in=wanted, is_active=True).only(*LIST_FIELDS)}
+    found = _raw_users(
+        router.db_for_read(User), f"id IN ({', '.join(['%s'] * len(wanted))}) AND is_active = %s", [*wanted, True], LIST_FIELDS
+    )
+    return {user.pk: user for user in found}
+
+
+def _raw_users(alias: str, where: str, params: Sequence[object], fields: tuple[str, ...] | None = None) -> list[User]:
+    """The accounts matching the SQL condition ``where`` (``%s`` placeholders for ``params``), with
+    ``fields`` loaded (None: every field; the others load on access). Django's ``raw``: the ORM
+    builds and compiles a queryset on every call, which costs more than running a query this small.
+    """
+    return list(User.objects.raw(f"{_select(alias, fields)} WHERE {where}", params).using(alias))
+
+
+@functools.cache
+def _select(alias: str, fields: tuple[str, ...] | None) -> str:
+    """``SELECT <the columns of fields> FROM <the accounts' table>`` for the database ``alias``."""
+    quote = connections[alias].ops.quote_name
+    columns = [str(field.column) for field in User._meta.concrete_fields if fields is None or field.attname in fields]
+    return f"SELECT {', '.join(quote(column) for column in columns)} FROM {quote(User._meta.db_table)}"
 
 
 def user_ids_matching(term: str, *, limit: int = SEARCH_MATCH_LIMIT) -> list[int]:

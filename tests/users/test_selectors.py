@@ -1,0 +1,63 @@
+"""The account reads pages make on every request (``users.selectors``), written as raw SQL: the
+same answers as the ORM's queries they replaced."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from core.errors import NotFound
+from users.models import User
+from users.selectors import LIST_FIELDS, active_user_named, users_by_id
+
+pytestmark = pytest.mark.django_db
+
+
+class TestActiveUserNamed:
+    def test_any_case_finds_the_account_with_every_field(self, user_factory: Any) -> None:
+        user = user_factory(username="Mixed_Case", display_name="Shown", bio="about me")
+
+        for spelling in ("Mixed_Case", "mixed_case", "MIXED_CASE"):
+            found = active_user_named(spelling)
+            assert found.pk == user.pk
+            assert (found.username, found.display_name, found.bio) == ("Mixed_Case", "Shown", "about me")
+            assert found.date_joined == User.objects.get(pk=user.pk).date_joined
+            assert found.get_deferred_fields() == set()
+
+    def test_like_wildcards_in_a_name_match_only_themselves(self, user_factory: Any) -> None:
+        user_factory(username="axb")
+        user_factory(username="a.b")
+        underscore = user_factory(username="a_b")
+
+        assert active_user_named("a_b").pk == underscore.pk
+        for absent in ("a%b", "a__b", "a_"):
+            with pytest.raises(NotFound):
+                active_user_named(absent)
+
+    def test_deactivated_unknown_and_impossible_names_are_not_found(self, user_factory: Any) -> None:
+        user_factory(username="gone", is_active=False)
+
+        for name in ("gone", "nobody", "", "bad name", "x" * 200):
+            with pytest.raises(NotFound):
+                active_user_named(name)
+
+
+class TestUsersById:
+    def test_active_accounts_with_their_list_fields_loaded(self, user_factory: Any) -> None:
+        shown = [user_factory(display_name=f"name {i}") for i in range(3)]
+        hidden = user_factory(is_active=False)
+
+        found = users_by_id([shown[2].pk, shown[0].pk, hidden.pk, shown[0].pk, 10**9, shown[1].pk])
+
+        assert sorted(found) == sorted(user.pk for user in shown)
+        for user in shown:
+            assert (found[user.pk].username, found[user.pk].display_name) == (user.username, user.display_name)
+            assert found[user.pk].is_active is True
+            assert set(found[user.pk].get_deferred_fields()) == {
+                field.attname for field in User._meta.concrete_fields if field.attname not in LIST_FIELDS
+            }
+
+    def test_no_ids_no_query(self, django_assert_num_queries: Any) -> None:
+        with django_assert_num_queries(0):
+            assert users_by_id([]) == {}
