@@ -8,7 +8,7 @@
 # Needs the data bench/http_load.py made (the database followfeed_http and its Redis snapshot in
 # var/bench-http/). Checks BEFORE_COMMIT out in a temporary worktree, starts a private redis-server
 # from the snapshot and one gunicorn (3 sync workers, production settings) per version, signs the
-# benchmark's reader in once (the session row serves both), then runs wrk (32 connections, 2
+# benchmark's reader in once per version, then runs wrk (32 connections, 2
 # threads) against each path, before and after in turn, ROUNDS times (default 3) for SECONDS
 # each (default 6). Prints one line per run: round, version, path, requests/s, load average.
 set -euo pipefail
@@ -39,7 +39,10 @@ export DJANGO_SETTINGS_MODULE=bench.http_settings DJANGO_ALLOWED_HOSTS=127.0.0.1
     CELERY_BROKER_URL=amqp://guest:guest@127.0.0.1:5672/http_bench CELERY_TASK_DEFAULT_QUEUE=http_bench_ab \
     BENCH_STATIC_ROOT="$WORK/static" LOG_LEVEL=WARNING
 (cd "$ROOT" && PYTHONPATH="$ROOT" "$PY" manage.py collectstatic --noinput -v0)
-SESSION=$(cd "$ROOT" && PYTHONPATH="$ROOT" "$PY" -c '
+# One session per version, written by that version's code: it names that version's first
+# authentication backend (a version without it would see the other's session as signed out).
+sign_in() {
+    (cd "$1" && PYTHONPATH="$1" "$PY" -c '
 import django
 django.setup()
 from importlib import import_module
@@ -49,10 +52,12 @@ from users.models import User
 reader = User.objects.get(username="u2494")
 store = import_module(settings.SESSION_ENGINE).SessionStore()
 store[SESSION_KEY] = str(reader.pk)
-store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+store[BACKEND_SESSION_KEY] = settings.AUTHENTICATION_BACKENDS[0]
 store[HASH_SESSION_KEY] = reader.get_session_auth_hash()
 store.create()
 print(store.session_key)')
+}
+declare -A SESSION=([before]="$(sign_in "$WORK/before")" [after]="$(sign_in "$ROOT")")
 declare -A PORT=([before]=0 [after]=0)
 for version in before after; do
     dir=$([ "$version" = before ] && echo "$WORK/before" || echo "$ROOT")
@@ -60,9 +65,10 @@ for version in before after; do
     (cd "$dir" && PYTHONPATH="$dir" "$ROOT/.venv/bin/gunicorn" config.wsgi --bind "127.0.0.1:${PORT[$version]}" --workers 3 \
         --error-logfile "$WORK/$version.err" --daemon --pid "$WORK/$version.pid")
 done
-HEADERS=(-H "X-Forwarded-Proto: https" -H "Cookie: sessionid=$SESSION" -H "Accept: text/html")
+headers() { echo "-H|X-Forwarded-Proto: https|-H|Cookie: sessionid=${SESSION[$1]}|-H|Accept: text/html"; }
 PATHS=(/bench/floor /home /u/u398/ /u/u398/followers/ /api/feed /api/users/399/followers)
 for version in before after; do
+    IFS='|' read -r -a HEADERS <<< "$(headers "$version")"
     until curl -sf -o /dev/null "${HEADERS[@]}" "http://127.0.0.1:${PORT[$version]}/bench/floor"; do sleep 0.5; done
     for path in "${PATHS[@]}"; do  # warm, and every answer a 200
         status=$(curl -s -o /dev/null -w '%{http_code}' "${HEADERS[@]}" "http://127.0.0.1:${PORT[$version]}$path")
@@ -73,6 +79,7 @@ done
 for round in $(seq "$ROUNDS"); do
     for path in "${PATHS[@]}"; do
         for version in before after; do
+            IFS='|' read -r -a HEADERS <<< "$(headers "$version")"
             rate=$(wrk -c32 -t2 -d"${SECONDS_EACH}s" "${HEADERS[@]}" "http://127.0.0.1:${PORT[$version]}$path" | awk '/Requests\/sec/ {print $2}')
             echo "round $round $version $path $rate requests/s, load $(cut -d' ' -f1 /proc/loadavg)"
         done

@@ -198,7 +198,7 @@ def account(user_id: int, *, session: bool = False) -> dict[str, Any]:
         # What django.contrib.auth.login stores, without a password check.
         store = import_module(settings.SESSION_ENGINE).SessionStore()
         store[SESSION_KEY] = str(user.pk)
-        store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+        store[BACKEND_SESSION_KEY] = settings.AUTHENTICATION_BACKENDS[0]
         store[HASH_SESSION_KEY] = user.get_session_auth_hash()
         store.create()
         key = store.session_key

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
@@ -47,7 +48,7 @@ def signup(request: HttpRequest) -> HttpResponse:
         except services.UsernameTaken as exc:  # another sign-up took the name since the form checked
             form.add_error("username", exc.message)
             return render(request, "users/user_signup.html", {"form": form}, status=exc.status)
-        login(request, user)
+        login(request, user, backend=settings.AUTHENTICATION_BACKENDS[0])
         return redirect("feed:home")
     return render(request, "users/user_signup.html", {"form": form}, status=400 if request.method == "POST" else 200)
 

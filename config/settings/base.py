@@ -68,6 +68,12 @@ MIDDLEWARE = [
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
 AUTH_USER_MODEL = "users.User"
+AUTHENTICATION_BACKENDS = [
+    # ModelBackend with the per-request read of the account in raw SQL (users.backends).
+    "users.backends.AccountBackend",
+    # Only for the sessions signed in before AccountBackend: they name this one.
+    "django.contrib.auth.backends.ModelBackend",
+]
 LOGIN_URL = "users:login"
 LOGIN_REDIRECT_URL = "feed:home"
 LOGOUT_REDIRECT_URL = "social:directory"
