@@ -20,7 +20,7 @@ from users.serializers import user_json
 
 from . import selectors, services
 from .models import Note
-from .paging import FeedAuthor, FeedNote
+from .paging import FeedNote
 
 MAX_LIMIT = 100
 
@@ -28,10 +28,9 @@ MAX_LIMIT = 100
 def note_json(note: Note | FeedNote) -> dict[str, Any]:
     """The public fields of a note (a model instance, or a home timeline's ``FeedNote``):
     ``{"id", "author": user_json, "body", "createdAt": unix ms (its feed score), "url"}``."""
-    author = note.author
     return {
         "id": note.pk,
-        "author": user_json(author.as_user() if isinstance(author, FeedAuthor) else author),
+        "author": user_json(note.author),
         "body": note.body,
         "createdAt": note.published_ms,
         "url": path_of("feed:note_detail", note.pk),

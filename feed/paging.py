@@ -66,13 +66,6 @@ class FeedAuthor:
         """The ``FeedAuthor`` of ``user``."""
         return cls(user.pk, user.username, user.display_name)
 
-    def as_user(self) -> User:
-        """A ``User`` with these fields loaded, the others deferred (for code that takes a model, e.g. ``users.serializers``)."""
-        known = {"id": self.id, "username": self.username, "display_name": self.display_name, "is_active": True}
-        # from_db takes the values in the model's field order, whatever order the names are in.
-        names = [field.attname for field in User._meta.concrete_fields if field.attname in known]
-        return User.from_db(None, names, [known[name] for name in names])
-
 
 @dataclass(slots=True, eq=False)
 class FeedNote:
