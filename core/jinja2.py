@@ -7,6 +7,7 @@ are rendered through ``core.templatetags.rows``; docs/performance.md#issue-26-ch
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 from datetime import datetime
@@ -52,9 +53,30 @@ def linebreaksbr(value: Any) -> Markup:
 _LINE_ENDS = re.compile(r"\r\n|\r")
 
 
+# How many accounts' fragments (``person``, ``byline``) one process keeps: a page's rows render each
+# account's part once, then reuse it. Keyed by every value the fragment prints, so a rename or a
+# new display name is a new key, never a stale fragment.
+ACCOUNT_FRAGMENTS = 20_000
+
+
 def environment(**options: Any) -> Environment:
     """The environment Django's Jinja2 backend builds (``TEMPLATES``' ``environment`` option)."""
     env = Environment(**options)  # noqa: S701 - the backend passes autoescape=True
+
+    @functools.lru_cache(maxsize=ACCOUNT_FRAGMENTS)
+    def fragment(name: str, pk: int, username: str, display_name: str) -> Markup:
+        shown = {"pk": pk, "username": username, "shown_name": display_name or username}
+        return Markup(env.get_template(name).render(shown))  # noqa: S704 - Jinja2 escaped every value
+
+    def person(user: Any) -> Markup:
+        """An account's avatar, shown name linked to its profile, and handle (``social/_person.html``)."""
+        return fragment("social/_person.html", user.pk, user.username, user.display_name or "")
+
+    def byline(user: Any) -> Markup:
+        """A note's author: shown name linked to its profile, and handle (``feed/_byline.html``)."""
+        return fragment("feed/_byline.html", user.pk, user.username, user.display_name or "")
+
+    env.globals.update({"person": person, "byline": byline})
     env.filters.update(
         {
             "path_of": path_of_filter,

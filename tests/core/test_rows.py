@@ -114,6 +114,48 @@ class TestFollowRows:
         assert "More for @bob" not in html  # no actions on the viewer's own row
 
 
+class TestAccountFragments:
+    """An account's part of a row is rendered once per process and reused, keyed by every value it
+    prints: a rename shows on the next render, in each page that prints it."""
+
+    def test_a_rename_shows_in_the_next_user_rows_and_note_rows(self, user_factory):
+        user = user_factory(username="erin", display_name="Erin")
+        first = render("{% user_rows users %}", users=[user])
+        note = a_note()
+
+        user.username, user.display_name = "erin2", "Erin <Two>"
+        user.save()
+        renamed = FeedNote(42, 7, FeedAuthor(id=7, username="bob2", display_name=""), "hello", AT, 1709553909000)
+
+        assert '<a href="/u/erin/">Erin</a> <span class="muted">@erin</span>' in first
+        again = render("{% user_rows users %}", users=[user])
+        assert '<a href="/u/erin2/">Erin &lt;Two&gt;</a> <span class="muted">@erin2</span>' in again
+        assert ">E</span>" in again  # the avatar's letter
+        assert '<a href="/u/bob/"><strong>Bob</strong></a>' in render("{% note_rows notes %}", notes=[note])
+        shown = render("{% note_rows notes %}", notes=[renamed])
+        assert '<a href="/u/bob2/"><strong>bob2</strong></a>\n    <span class="muted">@bob2</span>' in shown
+
+    def test_a_rename_shows_on_the_next_followers_profile_and_home_page(self, alice, bob, django_capture_on_commit_callbacks):
+        from tests.support.feed import Publisher
+
+        with django_capture_on_commit_callbacks(execute=True):
+            services.follow_create(actor=bob, followee_id=alice.pk)
+            services.follow_create(actor=alice, followee_id=bob.pk)
+        Publisher()(bob, "from bob")
+        client = signed_in(alice)
+        pages = ["/u/alice/followers/", "/u/alice/", "/home"]
+        before = [client.get(path).content.decode() for path in pages]
+
+        bob.username, bob.display_name = "robert", "Robert"
+        bob.save()
+        after = [client.get(path).content.decode() for path in pages]
+
+        assert all("@bob<" in html for html in before)
+        for path, html in zip(pages, after, strict=True):
+            assert "@robert<" in html and "@bob<" not in html, path
+            assert ">Robert</" in html, path
+
+
 class TestLineEnds:
     def test_every_kind_of_line_end_is_a_break_as_django_prints_it(self):
         note = a_note(body="one\r\ntwo\rthree\nfour 'q'")
