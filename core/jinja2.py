@@ -1,8 +1,8 @@
-"""The Jinja2 environment of the row partials (``templates/jinja2/``): the rows a page repeats
-(notes, accounts, follow-list rows), rendered by Django's Jinja2 backend, which costs a fraction
-of the Django template language per row. The site's display filters are the same functions
-(``core.templatetags.formatting``), so both languages print counts, times and paths alike. Rows
-are rendered through ``core.templatetags.rows``; docs/performance.md#issue-26-cheaper-pages.
+"""The Jinja2 environment (``templates/jinja2/``) of the pages people load most (home, profile,
+followers and following), of the rows every page repeats (notes, accounts, follow-list rows) and
+of the layout's parts, rendered by Django's Jinja2 backend, which costs a fraction of the Django
+template language. The site's display filters are the same functions (``core.templatetags``), so
+both languages print counts, times, rows and paths alike; docs/performance.md#issue-26-cheaper-pages.
 """
 
 from __future__ import annotations
@@ -13,13 +13,23 @@ import re
 from datetime import datetime
 from typing import Any
 
+from django.contrib.humanize.templatetags.humanize import intcomma
+from django.template.defaultfilters import capfirst, pluralize, urlencode
+from django.templatetags.static import static
 from django.utils import timezone
-from jinja2 import Environment, pass_context
+from jinja2 import ChainableUndefined, Environment, pass_context
 from jinja2.runtime import Context
 from markupsafe import Markup
 
 from .http import route_path
-from .templatetags.formatting import avatar_hue_class_filter, path_of_filter, relative_time, utc_title_filter
+from .templatetags.formatting import (
+    avatar_hue_class_filter,
+    compact_count_filter,
+    path_of_filter,
+    relative_time,
+    utc_title_filter,
+)
+from .templatetags.rows import follow_rows_html, note_rows_html, site_header_html, user_rows_html
 
 
 @pass_context
@@ -59,8 +69,33 @@ _LINE_ENDS = re.compile(r"\r\n|\r")
 ACCOUNT_FRAGMENTS = 20_000
 
 
+def url(route: str, *arguments: Any) -> str:
+    """``{{ url("app:route") }}``, ``{{ url("app:route", value) }}``: the path, as Django's ``{% url %}`` gives it."""
+    if not arguments:
+        return route_path(route)
+    (argument,) = arguments
+    return path_of_filter(argument, route)
+
+
+@pass_context
+def site_header(context: Context) -> Markup:
+    """The layout's header (``core.templatetags.rows.site_header_html``)."""
+    return Markup(site_header_html(context))  # noqa: S704 - Jinja2 escaped every value
+
+
+@pass_context
+def follow_rows(context: Context, entries: Any, *, kind: str, is_self: bool) -> Markup:
+    """A follow list's rows (``core.templatetags.rows.follow_rows_html``)."""
+    return Markup(follow_rows_html(context, entries, kind=kind, is_self=is_self))  # noqa: S704 - Jinja2 escaped every value
+
+
 def environment(**options: Any) -> Environment:
-    """The environment Django's Jinja2 backend builds (``TEMPLATES``' ``environment`` option)."""
+    """The environment Django's Jinja2 backend builds (``TEMPLATES``' ``environment`` option).
+
+    An undefined name or attribute prints nothing and tests false, whatever ``DEBUG`` says, as in
+    the Django template language (a signed-out page has no ``relationship``).
+    """
+    options["undefined"] = ChainableUndefined
     env = Environment(**options)  # noqa: S701 - the backend passes autoescape=True
 
     @functools.lru_cache(maxsize=ACCOUNT_FRAGMENTS)
@@ -76,9 +111,25 @@ def environment(**options: Any) -> Environment:
         """A note's author: shown name linked to its profile, and handle (``feed/_byline.html``)."""
         return fragment("feed/_byline.html", user.pk, user.username, user.display_name or "")
 
-    env.globals.update({"person": person, "byline": byline})
+    env.globals.update(
+        {
+            "person": person,
+            "byline": byline,
+            "url": url,
+            "static": static,
+            "site_header": site_header,
+            "note_rows": lambda notes, new_count=0: Markup(note_rows_html(notes, new_count)),  # noqa: S704 - escaped there
+            "user_rows": lambda users: Markup(user_rows_html(users)),  # noqa: S704 - escaped there
+            "follow_rows": follow_rows,
+        }
+    )
     env.filters.update(
         {
+            "intcomma": intcomma,
+            "pluralize": pluralize,
+            "capfirst": capfirst,
+            "urlencode": urlencode,
+            "compact_count": compact_count_filter,
             "path_of": path_of_filter,
             "route_path": route_path,
             "avatar_hue_class": avatar_hue_class_filter,

@@ -93,13 +93,23 @@ TEMPLATES = [
         },
     },
     {
-        # The row partials a page repeats (core.templatetags.rows): Jinja2 renders a row for a
-        # fraction of the Django template language's cost. Pages stay Django templates.
+        # The most loaded pages (home, profile, followers and following), the rows every page
+        # repeats and the layout's parts (core.jinja2): Jinja2 renders them for a fraction of the
+        # Django template language's cost. A page name the first engine does not have is looked
+        # up here; the other pages stay Django templates.
         "NAME": "jinja2",
         "BACKEND": "django.template.backends.jinja2.Jinja2",
         "DIRS": [BASE_DIR / "templates" / "jinja2"],
         "APP_DIRS": False,
-        "OPTIONS": {"environment": "core.jinja2.environment"},
+        "OPTIONS": {
+            "environment": "core.jinja2.environment",
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "notifications.context_processors.unread",
+            ],
+        },
     },
 ]
 
