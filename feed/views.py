@@ -45,13 +45,19 @@ def profile(request: HttpRequest, username: str) -> HttpResponse:
     seen = visibility.access(viewer=viewer, user=user)
     if seen.hidden:
         raise NotFound("No such account.")
-    hidden = visibility.hidden_ids(viewer_id=viewer.pk) if viewer is not None else set()
+    hidden: set[int] = set()
+    muted: set[int] = set()
+    if viewer is not None:
+        hidden, muted = visibility.hidden_and_muted_ids(viewer_id=viewer.pk)
     context: dict[str, Any] = {"profile_user": user, "access": seen, "is_self": viewer is not None and viewer.pk == user.pk}
+    relationship: social_selectors.Relationship | None = None
     if seen.content:
-        counts, samples = social_selectors.profile_graph(
+        graph = social_selectors.profile_graph(
             user_id=user.pk, viewer_id=viewer.pk if viewer is not None else None, hidden=hidden
         )
-        context.update(counts=counts, mutual=samples.mutual, common=samples.common, familiar=samples.familiar)
+        samples = graph.samples
+        context.update(counts=graph.counts, mutual=samples.mutual, common=samples.common, familiar=samples.familiar)
+        relationship = graph.relationship
         context["notes"] = selectors.user_timeline(
             author=user,
             cursor=None,
@@ -62,10 +68,12 @@ def profile(request: HttpRequest, username: str) -> HttpResponse:
     else:
         context["counts"] = social_selectors.follow_counts(user_id=user.pk)
     if viewer is not None and viewer.pk != user.pk:
-        context["relationship"] = social_selectors.relationship(viewer_id=viewer.pk, user_id=user.pk)
+        if relationship is None:
+            relationship = social_selectors.relationship(viewer_id=viewer.pk, user_id=user.pk)
+        context["relationship"] = relationship
         # Only a private account has requests (turning it public approves them all).
         context["requested"] = seen.private and social_selectors.follow_requested(requester_id=viewer.pk, target_id=user.pk)
-        context["muting"] = user.pk in visibility.muted_ids(user_id=viewer.pk)
+        context["muting"] = user.pk in muted
         if context["relationship"].is_following:
             context["lists"] = selectors.lists_marked_holding(owner_id=viewer.pk, account_id=user.pk)
     return render(request, "feed/user_profile.html", context)

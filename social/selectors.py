@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import redis
 from django.core.cache import cache
@@ -620,7 +620,8 @@ def profile_samples(
 # none: left out of common and familiar) and the ids left out of every sample (the account's, the
 # hidden ones). Replies {marker} alone when the followers are in shards; else the marker (nil when
 # none), the followers and following counts, then per intersection (mutual; with a viewer common,
-# familiar) the count of its members not left out and the lowest of those ids, ascending.
+# familiar) the count of its members not left out and the lowest of those ids, ascending; with a
+# viewer last whether the viewer follows the account and whether the account follows the viewer.
 PROFILE_GRAPH_LUA = """
 local marker = redis.call('GET', KEYS[1])
 if marker and (marker == ARGV[1] or marker == ARGV[2]) then return {marker} end
@@ -652,22 +653,35 @@ sample(redis.call('SINTER', KEYS[2], KEYS[3]), tonumber(ARGV[3]), false)
 if KEYS[4] then
     sample(redis.call('SINTER', KEYS[4], KEYS[3]), tonumber(ARGV[3]), viewer)
     sample(redis.call('SINTER', KEYS[2], KEYS[4]), tonumber(ARGV[4]), viewer)
+    replies[#replies + 1] = redis.call('SISMEMBER', KEYS[4], ARGV[6])
+    replies[#replies + 1] = redis.call('SISMEMBER', KEYS[3], viewer)
 end
 return replies
 """
 
 
+@dataclass(frozen=True)
+class ProfileGraph:
+    """What a profile shows of the graph: its ``counts``, its ``samples``, and for a viewer other
+    than the account the ``relationship`` between them (None otherwise)."""
+
+    counts: Counts
+    samples: ProfileSamples
+    relationship: Relationship | None = None
+
+
 def profile_graph(
     *, user_id: int, viewer_id: int | None, hidden: Collection[int] = (), limit: int = 8, familiar_limit: int = 3
-) -> tuple[Counts, ProfileSamples]:
-    """``follow_counts`` and ``profile_samples`` of a profile together. On one Redis server, for an
-    account whose followers are in one key, one script: the counts and the three intersections,
-    sampled in Redis, so no intersection crosses the wire. Otherwise (shards, a cluster, the
-    database) the same as those two calls.
+) -> ProfileGraph:
+    """``follow_counts``, ``profile_samples`` and (for a viewer other than the account)
+    ``relationship`` of a profile together. On one Redis server, for an account whose followers
+    are in one key, one script: the counts, the three intersections sampled in Redis (no
+    intersection crosses the wire) and both directions of the pair. Otherwise (shards, a cluster,
+    the database) the same as those calls.
     """
     viewer = viewer_id if viewer_id is not None and viewer_id != user_id else None
 
-    def from_redis(client: redis.Redis) -> tuple[Counts, list[tuple[int, list[int]]]] | None:
+    def from_redis(client: redis.Redis) -> list[Any] | None:
         if is_cluster(client):
             return None  # the viewer's keys are on another slot
         keys = [
@@ -679,22 +693,27 @@ def profile_graph(
             keys.append(redis_keys.following_set_key(viewer))
         args = [*layout.SHARD_READING_LAYOUTS, limit, familiar_limit, "" if viewer is None else viewer, user_id, *hidden]
         reply = lua(PROFILE_GRAPH_LUA)(keys=keys, args=args, client=client)
-        if len(reply) == 1:
-            return None  # the followers are in shards
-        counts = Counts(followers=int(reply[1]), following=int(reply[2]))
-        chosen = [(int(reply[index]), [int(i) for i in reply[index + 1]]) for index in range(3, len(reply), 2)]
-        return counts, chosen
+        return None if len(reply) == 1 else list(reply)  # one reply: the followers are in shards
 
-    found = redis_or_database(from_redis, lambda: None, keys=[redis_keys.followers_set_key(user_id)])
-    if found is None:
-        counts = follow_counts(user_id=user_id)
-        samples = profile_samples(user_id=user_id, viewer_id=viewer_id, hidden=hidden, limit=limit, familiar_limit=familiar_limit)
-        return counts, samples
-    counts, chosen = found
-    shown = _samples_chosen(chosen)
-    if len(shown) == 1:
-        return counts, ProfileSamples(mutual=shown[0])
-    return counts, ProfileSamples(mutual=shown[0], common=shown[1], familiar=shown[2])
+    reply = redis_or_database(from_redis, lambda: None, keys=[redis_keys.followers_set_key(user_id)])
+    if reply is None:
+        return ProfileGraph(
+            counts=follow_counts(user_id=user_id),
+            samples=profile_samples(
+                user_id=user_id, viewer_id=viewer_id, hidden=hidden, limit=limit, familiar_limit=familiar_limit
+            ),
+            relationship=None if viewer is None else relationship(viewer_id=viewer, user_id=user_id),
+        )
+    counts = Counts(followers=int(reply[1]), following=int(reply[2]))
+    sampled = reply[3:] if viewer is None else reply[3:-2]
+    shown = _samples_chosen([(int(sampled[i]), [int(m) for m in sampled[i + 1]]) for i in range(0, len(sampled), 2)])
+    if viewer is None:
+        return ProfileGraph(counts=counts, samples=ProfileSamples(mutual=shown[0]))
+    return ProfileGraph(
+        counts=counts,
+        samples=ProfileSamples(mutual=shown[0], common=shown[1], familiar=shown[2]),
+        relationship=Relationship(is_following=bool(reply[-2]), follows_you=bool(reply[-1])),
+    )
 
 
 # --- directory ------------------------------------------------------------

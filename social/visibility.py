@@ -17,6 +17,7 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
+from core.cluster import pipeline
 from core.errors import Forbidden, NotFound
 from core.redis import redis_or_database
 from users.models import User
@@ -29,15 +30,37 @@ def hidden_ids(*, viewer_id: int) -> set[int]:
     """The accounts hidden from ``viewer_id`` by a block either way (SMEMBERS: O(blocks))."""
     return redis_or_database(
         lambda client: {int(member) for member in client.smembers(redis_keys.blocks_key(viewer_id))},
-        lambda: {
-            other
-            for blocker, blocked in Block.objects.filter(Q(blocker_id=viewer_id) | Q(blocked_id=viewer_id)).values_list(
-                "blocker_id", "blocked_id"
-            )
-            for other in (blocker, blocked)
-            if other != viewer_id
-        },
+        lambda: hidden_ids_database(viewer_id=viewer_id),
         keys=[redis_keys.blocks_key(viewer_id)],
+    )
+
+
+def hidden_ids_database(*, viewer_id: int) -> set[int]:
+    """``hidden_ids`` from the database."""
+    return {
+        other
+        for blocker, blocked in Block.objects.filter(Q(blocker_id=viewer_id) | Q(blocked_id=viewer_id)).values_list(
+            "blocker_id", "blocked_id"
+        )
+        for other in (blocker, blocked)
+        if other != viewer_id
+    }
+
+
+def hidden_and_muted_ids(*, viewer_id: int) -> tuple[set[int], set[int]]:
+    """``hidden_ids`` and ``muted_ids`` of ``viewer_id`` in one round trip (both keys carry its hash tag)."""
+
+    def from_redis(client: redis.Redis) -> tuple[set[int], set[int]]:
+        pipe = pipeline(client)
+        pipe.smembers(redis_keys.blocks_key(viewer_id))
+        pipe.zrangebyscore(redis_keys.mutes_key(viewer_id), f"({now_ms()}", "+inf")
+        blocked, muted = pipe.execute()
+        return {int(member) for member in blocked}, {int(member) for member in muted}
+
+    return redis_or_database(
+        from_redis,
+        lambda: (hidden_ids_database(viewer_id=viewer_id), muted_ids_database(user_id=viewer_id)),
+        keys=[redis_keys.blocks_key(viewer_id), redis_keys.mutes_key(viewer_id)],
     )
 
 

@@ -108,6 +108,26 @@ def redis_backend(request: Any) -> Iterator[RedisClusterNodes | None]:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def jinja2_rendering_signals() -> Iterator[None]:
+    """The test client's ``response.context`` for Jinja2 pages too: Django's test set-up instruments
+    only its own template language. A page's context is sent before its rows' (rendered inside it),
+    so a name the page and a row both use finds the page's."""
+    from django.template.backends import jinja2 as backend
+    from django.test.signals import template_rendered
+
+    render = backend.Template.render
+
+    def instrumented(self: Any, context: dict[str, Any] | None = None, request: Any = None) -> str:
+        context = {} if context is None else context
+        template_rendered.send(sender=self, template=self, context=context)
+        return render(self, context, request)
+
+    backend.Template.render = instrumented  # type: ignore[method-assign]
+    yield
+    backend.Template.render = render  # type: ignore[method-assign]
+
+
+@pytest.fixture(scope="session", autouse=True)
 def process_logs(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The logs of the workers and servers tests start go to this session's temporary directory."""
     from tests.support import faults

@@ -579,6 +579,7 @@ class TestControlsMirror:
             visibility.hidden_ids(viewer_id=bob.pk),
             visibility.hidden_ids(viewer_id=alice.pk),
             visibility.muted_ids(user_id=bob.pk),
+            visibility.hidden_and_muted_ids(viewer_id=bob.pk),
         )
 
         settings.CACHES = {**settings.CACHES, "default": {**settings.CACHES["default"], "LOCATION": "redis://127.0.0.1:1/0"}}
@@ -587,10 +588,25 @@ class TestControlsMirror:
             visibility.hidden_ids(viewer_id=bob.pk),
             visibility.hidden_ids(viewer_id=alice.pk),
             visibility.muted_ids(user_id=bob.pk),
+            visibility.hidden_and_muted_ids(viewer_id=bob.pk),
         )
 
         assert not redis_available()
-        assert from_database == from_redis == ({alice.pk}, {bob.pk}, {alice.pk})
+        assert from_database == from_redis == ({alice.pk}, {bob.pk}, {alice.pk}, ({alice.pk}, {alice.pk}))
+
+    def test_hidden_and_muted_read_together_equal_each_read_alone(self, alice, bob, charlie, user_factory, run_commits):
+        dave = user_factory(username="dave")
+        run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
+        run_commits(lambda: controls.block_create(actor=charlie, target_id=alice.pk))
+        run_commits(lambda: controls.mute_create(actor=alice, target_id=dave.pk, duration=None))
+        run_commits(lambda: controls.mute_create(actor=alice, target_id=charlie.pk, duration=timedelta(days=1)))
+        Mute.objects.filter(muted=charlie).update(expires_at=timezone.now() - timedelta(seconds=1))
+        run_commits(lambda: mirror_apply_controls([(alice.pk, charlie.pk)]))
+
+        for person in (alice, bob, charlie, dave):
+            together = visibility.hidden_and_muted_ids(viewer_id=person.pk)
+            assert together == (visibility.hidden_ids(viewer_id=person.pk), visibility.muted_ids(user_id=person.pk))
+        assert visibility.hidden_and_muted_ids(viewer_id=alice.pk) == ({bob.pk, charlie.pk}, {dave.pk})
 
 
 class TestControlsReconcile:

@@ -47,10 +47,11 @@ class TestReadsWithRedisDown:
         assert from_database == from_redis
         assert from_database["common"] == {bob.pk, dave.pk}
         assert from_database["mutual"] == {bob.pk, dave.pk}
-        counts, samples = from_database["profile_graph"]
+        counts, samples = from_database["profile_graph"].counts, from_database["profile_graph"].samples
         assert counts == selectors.Counts(followers=2, following=2)
         assert [u.pk for u in samples.mutual.users] == sorted([bob.pk, dave.pk])
         assert samples.common is not None and [u.pk for u in samples.common.users] == sorted([bob.pk, dave.pk])
+        assert from_database["profile_graph"].relationship == selectors.Relationship(is_following=False, follows_you=False)
         assert from_database["counts"] == selectors.Counts(followers=2, following=1)
         assert from_database["counts_many"] == {
             alice.pk: selectors.Counts(followers=2, following=2),

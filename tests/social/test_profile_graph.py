@@ -1,6 +1,6 @@
-"""A profile's counts and samples in one read (``social.selectors.profile_graph``, issue 26): the
-same answers as ``follow_counts`` and ``profile_samples``, whatever the layout, the viewer, the
-hidden accounts and the sample sizes."""
+"""A profile's counts, samples and relationship in one read (``social.selectors.profile_graph``,
+issue 26): the same answers as ``follow_counts``, ``profile_samples`` and ``relationship``, whatever
+the layout, the viewer, the hidden accounts and the sample sizes."""
 
 from __future__ import annotations
 
@@ -18,18 +18,21 @@ pytestmark = pytest.mark.django_db
 
 
 def separate(user_id: int, viewer_id: int | None, hidden: set[int], limit: int, familiar_limit: int) -> Any:
-    """What the profile read before: the counts, then the samples, each with its own reads."""
+    """What the profile read before: the counts, the samples and the relationship, each with its own reads."""
     samples = selectors.profile_samples(
         user_id=user_id, viewer_id=viewer_id, hidden=hidden, limit=limit, familiar_limit=familiar_limit
     )
-    return selectors.follow_counts(user_id=user_id), shape(samples)
+    pair = None
+    if viewer_id is not None and viewer_id != user_id:
+        pair = selectors.relationship(viewer_id=viewer_id, user_id=user_id)
+    return selectors.follow_counts(user_id=user_id), shape(samples), pair
 
 
 def together(user_id: int, viewer_id: int | None, hidden: set[int], limit: int, familiar_limit: int) -> Any:
-    counts, samples = selectors.profile_graph(
+    graph = selectors.profile_graph(
         user_id=user_id, viewer_id=viewer_id, hidden=hidden, limit=limit, familiar_limit=familiar_limit
     )
-    return counts, shape(samples)
+    return graph.counts, shape(graph.samples), graph.relationship
 
 
 def shape(samples: selectors.ProfileSamples) -> Any:
@@ -76,7 +79,8 @@ class TestProfileGraph:
         follow(star, viewer)
         hidden = {friends[0].pk}
 
-        counts, samples = selectors.profile_graph(user_id=star.pk, viewer_id=viewer.pk, hidden=hidden, limit=3, familiar_limit=2)
+        graph = selectors.profile_graph(user_id=star.pk, viewer_id=viewer.pk, hidden=hidden, limit=3, familiar_limit=2)
+        counts, samples = graph.counts, graph.samples
 
         ids = sorted(friend.pk for friend in friends[1:])
         assert counts == selectors.Counts(followers=6, following=6)
@@ -88,6 +92,7 @@ class TestProfileGraph:
         assert [u.pk for u in samples.common.users] == ids[:3]
         assert samples.familiar is not None and samples.familiar.count == 4
         assert [u.pk for u in samples.familiar.users] == ids[:2]
+        assert graph.relationship == selectors.Relationship(is_following=True, follows_you=True)
 
     def test_a_follow_and_an_unfollow_show_on_the_next_read(self, user_factory: Any) -> None:
         user, viewer, newcomer = user_factory(), user_factory(), user_factory()
@@ -95,13 +100,15 @@ class TestProfileGraph:
         follow(viewer, newcomer)
 
         follow(newcomer, user)
-        counts, samples = selectors.profile_graph(user_id=user.pk, viewer_id=viewer.pk)
+        graph = selectors.profile_graph(user_id=user.pk, viewer_id=viewer.pk)
+        counts, samples = graph.counts, graph.samples
         assert counts.followers == 1
         assert [u.pk for u in samples.mutual.users] == [newcomer.pk]
         assert samples.familiar is not None and [u.pk for u in samples.familiar.users] == [newcomer.pk]
 
         unfollow(newcomer, user)
-        counts, samples = selectors.profile_graph(user_id=user.pk, viewer_id=viewer.pk)
+        graph = selectors.profile_graph(user_id=user.pk, viewer_id=viewer.pk)
+        counts, samples = graph.counts, graph.samples
         assert counts.followers == 0
         assert samples.mutual.count == 0 and samples.mutual.users == []
         assert samples.familiar is not None and samples.familiar.count == 0
@@ -115,7 +122,9 @@ class TestProfileGraph:
 
         monkeypatch.setattr(selectors, "follow_counts", refuse)
         monkeypatch.setattr(selectors, "profile_samples", refuse)
-        counts, samples = selectors.profile_graph(user_id=crowd[0].pk, viewer_id=crowd[1].pk)
+        monkeypatch.setattr(selectors, "relationship", refuse)
+        graph = selectors.profile_graph(user_id=crowd[0].pk, viewer_id=crowd[1].pk)
+        counts, samples = graph.counts, graph.samples
         assert counts.followers == Follow.objects.filter(followee=crowd[0]).count()
         assert samples.common is not None
         assert samples.common.count == len(selectors.common_following_ids(user_id=crowd[1].pk, other_id=crowd[0].pk))
@@ -136,9 +145,11 @@ class TestShardedAccount:
             follow(star, fan)
         assert redis_client.get(redis_keys.followers_layout_key(star.pk)) == layout.LAYOUT_SHARDED
 
-        counts, samples = selectors.profile_graph(user_id=star.pk, viewer_id=viewer.pk, limit=20, familiar_limit=20)
+        graph = selectors.profile_graph(user_id=star.pk, viewer_id=viewer.pk, limit=20, familiar_limit=20)
+        counts, samples = graph.counts, graph.samples
 
         assert counts == selectors.Counts(followers=12, following=4)
         assert {u.pk for u in samples.mutual.users} == {fan.pk for fan in fans[3:7]}
         assert samples.familiar is not None
         assert {u.pk for u in samples.familiar.users} == {fan.pk for fan in fans[:5]}
+        assert graph.relationship == selectors.Relationship(is_following=False, follows_you=False)
