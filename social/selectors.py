@@ -34,6 +34,7 @@ from users.selectors import users_by_id
 
 from . import layout, redis_keys
 from .models import Block, Follow, FollowImport, FollowRequest, Mute, live_mutes
+from .visibility import hidden_ids
 
 
 def followers_layouts(client: redis.Redis, user_ids: Iterable[int]) -> dict[int, bytes]:
@@ -433,6 +434,85 @@ def following_page(*, user_id: int, cursor: Cursor | None, limit: int) -> Follow
         return db_page(rows, member_field="followee_id", cursor=cursor, limit=limit + 1)
 
     return _page(redis_or_database(from_redis, from_database, keys=[redis_keys.following_zset_key(user_id)]), limit)
+
+
+# One server: a follow list's page, both counts of its account and the viewer's block set in one
+# script. KEYS: the followers layout marker, the account's followers sorted set and set, its
+# following sorted set and set, the viewer's block set (signed out: any key, not read), then each
+# follower shard's sorted set, then each one's set. ARGV: PAGE_LUA's limit, score and member;
+# "followers" or "following"; "1" to read the block set; the layouts whose readers read the
+# shards (two). Replies {marker ("" for none), the page, followers, following, blocked ids}.
+FOLLOW_LIST_LUA = (
+    PAGE_LUA
+    + """
+local marker = redis.call('GET', KEYS[1]) or ''
+local zsets, sets = {KEYS[2]}, {KEYS[3]}
+if marker == ARGV[6] or marker == ARGV[7] then
+  local shards = (#KEYS - 6) / 2
+  zsets, sets = {}, {}
+  for i = 1, shards do
+    zsets[i], sets[i] = KEYS[6 + i], KEYS[6 + shards + i]
+  end
+end
+if ARGV[4] ~= 'followers' then zsets = {KEYS[4]} end
+local page = merged_page(zsets, tonumber(ARGV[1]), ARGV[2], ARGV[3])
+local followers = 0
+for _, key in ipairs(sets) do followers = followers + redis.call('SCARD', key) end
+local blocked = {}
+if ARGV[5] == '1' then blocked = redis.call('SMEMBERS', KEYS[6]) end
+return {marker, page, followers, redis.call('SCARD', KEYS[5]), blocked}
+"""
+)
+
+
+@dataclass(frozen=True)
+class FollowList:
+    """What a followers or following page shows: its ``page``, its account's ``counts``, and the
+    accounts ``hidden`` from the viewer by a block either way (none signed out)."""
+
+    page: FollowPage
+    counts: Counts
+    hidden: set[int]
+
+
+def follow_list(*, kind: str, user_id: int, cursor: Cursor | None, limit: int, viewer_id: int | None) -> FollowList:
+    """``followers_page`` (``kind`` "followers") or ``following_page``, with ``follow_counts`` and
+    the viewer's ``hidden_ids``: on one Redis server one script; otherwise (a cluster, the
+    database) those three reads."""
+
+    def from_redis(client: redis.Redis) -> FollowList | None:
+        if is_cluster(client):
+            return None  # the viewer's and the shards' keys are on other slots
+        shards = layout.all_shard_keys(user_id)
+        following_set = redis_keys.following_set_key(user_id)
+        keys = [
+            redis_keys.followers_layout_key(user_id),
+            redis_keys.followers_zset_key(user_id),
+            redis_keys.followers_set_key(user_id),
+            redis_keys.following_zset_key(user_id),
+            following_set,
+            following_set if viewer_id is None else redis_keys.blocks_key(viewer_id),
+            *(zset_key for _, zset_key in shards),
+            *(set_key for set_key, _ in shards),
+        ]
+        arguments = [*page_arguments(cursor, limit + 1), kind, 0 if viewer_id is None else 1, *layout.SHARD_READING_LAYOUTS]
+        marker, rows, followers, following, blocked = lua(FOLLOW_LIST_LUA)(keys=keys, args=arguments, client=client)
+        layout_remember(user_id, layout.marker_layout(marker or None))
+        return FollowList(
+            page=_page(decode_page(rows), limit),
+            counts=Counts(followers=int(followers), following=int(following)),
+            hidden={int(member) for member in blocked},
+        )
+
+    found = redis_or_database(from_redis, lambda: None, keys=[redis_keys.followers_zset_key(user_id)])
+    if found is not None:
+        return found
+    read = followers_page if kind == "followers" else following_page
+    return FollowList(
+        page=read(user_id=user_id, cursor=cursor, limit=limit),
+        counts=follow_counts(user_id=user_id),
+        hidden=set() if viewer_id is None else hidden_ids(viewer_id=viewer_id),
+    )
 
 
 def followers_page_above(*, user_id: int, above: Cursor, limit: int) -> FollowPage:

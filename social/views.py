@@ -56,18 +56,20 @@ def _list_page(request: HttpRequest, username: str, *, kind: str) -> HttpRespons
         visibility.require_shown(viewer=viewer, user=user)
         return redirect_to_canonical(request, f"social:{kind}", username=user.username)
     visibility.require_content(viewer=viewer, user=user)
-    reader = selectors.followers_page if kind == "followers" else selectors.following_page
-    page = reader(user_id=user.pk, cursor=follow_cursor(request.GET.get("cursor")), limit=settings.FOLLOW_PAGE_SIZE)
-    entries = visibility.without_hidden(
-        page.entries, viewer_id=viewer.pk if viewer else None, user_id_of=[e.user.pk for e in page.entries]
+    found = selectors.follow_list(
+        kind=kind,
+        user_id=user.pk,
+        cursor=follow_cursor(request.GET.get("cursor")),
+        limit=settings.FOLLOW_PAGE_SIZE,
+        viewer_id=viewer.pk if viewer else None,
     )
     context = {
         "profile_user": user,
         "kind": kind,
-        "page": page,
-        "entries": entries,
+        "page": found.page,
+        "entries": [entry for entry in found.page.entries if entry.user.pk not in found.hidden],
         "is_self": viewer is not None and viewer.pk == user.pk,
-        "counts": selectors.follow_counts(user_id=user.pk),
+        "counts": found.counts,
         "is_first_page": not request.GET.get("cursor"),
     }
     return render(request, "social/follow_list.html", context)
