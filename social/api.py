@@ -193,13 +193,18 @@ def follow_common(request: HttpRequest, target: User) -> JsonResponse:
     return api_ok([user_json(u) for u in sample.users])
 
 
-def _list(request: HttpRequest, target: User, reader: Callable[..., selectors.FollowPage]) -> JsonResponse:
+def _list(request: HttpRequest, target: User, kind: str) -> JsonResponse:
     viewer = _viewer(request)
     visibility.require_content(viewer=viewer, user=target)
-    page = reader(user_id=target.pk, cursor=follow_cursor(request.GET.get("cursor")), limit=_limit(request))
-    entries = visibility.without_hidden(
-        page.entries, viewer_id=viewer.pk if viewer else None, user_id_of=[e.user.pk for e in page.entries]
+    found = selectors.follow_list(
+        kind=kind,
+        user_id=target.pk,
+        cursor=follow_cursor(request.GET.get("cursor")),
+        limit=_limit(request),
+        viewer_id=viewer.pk if viewer else None,
     )
+    page = found.page
+    entries = [entry for entry in page.entries if entry.user.pk not in found.hidden]
     data = {
         "list": [dict(user_json(e.user), followedAt=int(e.followed_at.timestamp())) for e in entries],
         "next_cursor": str(page.next_cursor) if page.next_cursor else None,
@@ -213,14 +218,14 @@ def followers_list(request: HttpRequest, target: User) -> JsonResponse:
     """GET /api/users/<id>/followers?cursor=&limit=: followers newest first (as the page: 404 when
     ``id`` blocks you, 403 for a private account you do not follow; accounts hidden from you by
     a block are left out)."""
-    return _list(request, target, selectors.followers_page)
+    return _list(request, target, "followers")
 
 
 @require_safe
 @with_target
 def following_list(request: HttpRequest, target: User) -> JsonResponse:
     """GET /api/users/<id>/following?cursor=&limit=: followees newest first (as ``followers_list``)."""
-    return _list(request, target, selectors.following_page)
+    return _list(request, target, "following")
 
 
 @require_safe
