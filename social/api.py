@@ -202,6 +202,7 @@ def _list(request: HttpRequest, target: User, kind: str) -> JsonResponse:
         cursor=follow_cursor(request.GET.get("cursor")),
         limit=_limit(request),
         viewer_id=viewer.pk if viewer else None,
+        counts=False,
     )
     page = found.page
     entries = [entry for entry in page.entries if entry.user.pk not in found.hidden]

@@ -471,14 +471,16 @@ class FollowList:
     accounts ``hidden`` from the viewer by a block either way (none signed out)."""
 
     page: FollowPage
-    counts: Counts
+    counts: Counts | None
     hidden: set[int]
 
 
-def follow_list(*, kind: str, user_id: int, cursor: Cursor | None, limit: int, viewer_id: int | None) -> FollowList:
-    """``followers_page`` (``kind`` "followers") or ``following_page``, with ``follow_counts`` and
-    the viewer's ``hidden_ids``: on one Redis server one script; otherwise (a cluster, the
-    database) those three reads."""
+def follow_list(
+    *, kind: str, user_id: int, cursor: Cursor | None, limit: int, viewer_id: int | None, counts: bool = True
+) -> FollowList:
+    """``followers_page`` (``kind`` "followers") or ``following_page``, with the viewer's
+    ``hidden_ids`` and (``counts``) ``follow_counts``: on one Redis server one script; otherwise
+    (a cluster, the database) those reads. Without ``counts`` its ``counts`` is None."""
 
     def from_redis(client: redis.Redis) -> FollowList | None:
         if is_cluster(client):
@@ -500,7 +502,8 @@ def follow_list(*, kind: str, user_id: int, cursor: Cursor | None, limit: int, v
         layout_remember(user_id, layout.marker_layout(marker or None))
         return FollowList(
             page=_page(decode_page(rows), limit),
-            counts=Counts(followers=int(followers), following=int(following)),
+            # Two SCARDs or so in the script either way; only the database's counts cost.
+            counts=Counts(followers=int(followers), following=int(following)) if counts else None,
             hidden={int(member) for member in blocked},
         )
 
@@ -510,7 +513,7 @@ def follow_list(*, kind: str, user_id: int, cursor: Cursor | None, limit: int, v
     read = followers_page if kind == "followers" else following_page
     return FollowList(
         page=read(user_id=user_id, cursor=cursor, limit=limit),
-        counts=follow_counts(user_id=user_id),
+        counts=follow_counts(user_id=user_id) if counts else None,
         hidden=set() if viewer_id is None else hidden_ids(viewer_id=viewer_id),
     )
 

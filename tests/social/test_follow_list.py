@@ -86,7 +86,8 @@ class TestFollowList:
 
         for limit in (3, 50):
             assert together(kind, star.pk, viewer.pk, limit) == separate(kind, star.pk, viewer.pk, limit)
-        assert selectors.follow_list(kind=kind, user_id=star.pk, cursor=None, limit=5, viewer_id=None).counts.followers == 13
+        counts = selectors.follow_list(kind=kind, user_id=star.pk, cursor=None, limit=5, viewer_id=None).counts
+        assert counts is not None and counts.followers == 13
 
     def test_one_script_on_one_server(self, star_and_fans: Any, redis_client: Any, monkeypatch: Any) -> None:
         if is_cluster(redis_client):
@@ -109,3 +110,23 @@ class TestFollowList:
         settings.REDIS_CIRCUIT_OPEN_SECONDS = 30.0
 
         assert together("followers", star.pk, viewer.pk, 4) == from_redis
+
+    def test_a_list_without_counts_does_not_count_in_the_database(
+        self, star_and_fans: Any, settings: Any, django_assert_num_queries: Any
+    ) -> None:
+        star, viewer, _ = star_and_fans
+        settings.CACHES = {**settings.CACHES, "default": {**settings.CACHES["default"], "LOCATION": "redis://127.0.0.1:1/0"}}
+        settings.REDIS_CIRCUIT_OPEN_SECONDS = 30.0
+        selectors.follow_list(kind="followers", user_id=star.pk, cursor=None, limit=5, viewer_id=viewer.pk)  # opens the breaker
+
+        # The page (two reads: the run of equal seconds at its end), its accounts and the viewer's
+        # blocks; with counts, two counts more.
+        with django_assert_num_queries(4):
+            found = selectors.follow_list(
+                kind="followers", user_id=star.pk, cursor=None, limit=5, viewer_id=viewer.pk, counts=False
+            )
+        with django_assert_num_queries(6):
+            counted = selectors.follow_list(kind="followers", user_id=star.pk, cursor=None, limit=5, viewer_id=viewer.pk)
+        assert found.counts is None
+        assert counted.counts == selectors.Counts(followers=12, following=5)
+        assert found.page == counted.page
