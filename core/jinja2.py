@@ -2,7 +2,7 @@
 followers and following), of the rows every page repeats (notes, accounts, follow-list rows) and
 of the layout's parts, rendered by Django's Jinja2 backend, which costs a fraction of the Django
 template language. The site's display filters are the same functions (``core.templatetags``), so
-both languages print counts, times, rows and paths alike; docs/performance.md#issue-26-cheaper-pages.
+both languages print counts, times, rows and paths alike; docs/architecture.md#templates.
 """
 
 from __future__ import annotations
