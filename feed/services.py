@@ -18,7 +18,7 @@ from django.utils import timezone
 from core import limits, outbox
 from core.errors import DomainError, Forbidden, InvalidInput, NotFound
 from core.parsing import parse_label, parse_text
-from core.redis import REDIS_ERRORS, get_redis, redis_failed
+from core.redis import REDIS_ERRORS, breaker_node, get_redis, redis_available, redis_failed, redis_succeeded
 from social.models import Follow
 from social.selectors import active_follows
 from users.models import User
@@ -186,16 +186,29 @@ def inbox_keep_synced(*, user_id: int, last_seen_at: datetime | None) -> bool:
 
     :returns: True when the inbox is synced now; never raises for Redis.
     """
-    until = synced_until(last_seen_at)
-    try:
-        client = get_redis()
-        key = redis_keys.inbox_synced_key(user_id)
-        synced = bool(client.expireat(key, int(until.timestamp()))) if until else bool(client.exists(key))
-    except REDIS_ERRORS as exc:
-        redis_failed(exc)
+    synced = _synced_now(user_id=user_id, until=synced_until(last_seen_at))
+    if synced is None:
         return False
     if not synced:
         inbox_catch_up_request(user_id=user_id)
+    return synced
+
+
+def _synced_now(*, user_id: int, until: datetime | None) -> bool | None:
+    """Whether ``user_id``'s inbox is synced, its marker extended to ``until`` when given; None when
+    Redis was not asked (the breaker of the marker's master is open: a page with Redis down must
+    not wait for it) or failed."""
+    key = redis_keys.inbox_synced_key(user_id)
+    node = breaker_node(key)
+    if not redis_available(node):
+        return None
+    try:
+        client = get_redis()
+        synced = bool(client.expireat(key, int(until.timestamp()))) if until else bool(client.exists(key))
+    except REDIS_ERRORS as exc:
+        redis_failed(exc, node)
+        return None
+    redis_succeeded(node)
     return synced
 
 
@@ -210,10 +223,8 @@ def feed_visit(*, user: User, synced: bool | None = None) -> None:
         inbox_keep_synced(user_id=user.pk, last_seen_at=user.last_seen_at)
         return
     if synced is None:
-        try:
-            synced = bool(get_redis().exists(redis_keys.inbox_synced_key(user.pk)))
-        except REDIS_ERRORS as exc:
-            redis_failed(exc)
+        synced = _synced_now(user_id=user.pk, until=None)
+        if synced is None:
             return
     if not synced:
         inbox_catch_up_request(user_id=user.pk)

@@ -80,3 +80,34 @@ class TestNotePublishedWhileRedisIsDown:
 
         assert [n.pk for n in followed.notes] == [note.pk]
         assert unfollowed.notes == []
+
+
+class TestBreakerOpen:
+    def test_home_sends_redis_nothing_while_the_breaker_is_open(
+        self, active_alice, active_bob, follow, publish, synced, private_redis, settings, monkeypatch
+    ):
+        import redis as redis_py
+
+        settings.REDIS_CIRCUIT_OPEN_SECONDS = 30.0
+        follow(active_alice, active_bob)
+        synced(active_alice)
+        publish(active_bob, "while up", at_ms=BASE_MS)
+        client = signed_in(active_alice)
+        assert "while up" in client.get("/home").content.decode()
+        private_redis.kill()
+        client.get("/home")  # fails over: the breaker opens
+        sent: list[object] = []
+        send = redis_py.Redis.execute_command
+
+        def spy(self, *args, **options):
+            sent.append(args[0])
+            return send(self, *args, **options)
+
+        monkeypatch.setattr(redis_py.Redis, "execute_command", spy)
+
+        page = client.get("/home")
+
+        assert page.status_code == 200 and "while up" in page.content.decode()
+        # The visit asked Redis whether the inbox is synced, past the open breaker: a hung Redis
+        # then cost every home page a socket timeout.
+        assert sent == []
