@@ -130,3 +130,23 @@ class TestFollowList:
         assert found.counts is None
         assert counted.counts == selectors.Counts(followers=12, following=5)
         assert found.page == counted.page
+
+
+class TestEveryLayoutMarker:
+    @pytest.mark.parametrize("marker", ["migrating", "unsharding", "sharded"])
+    def test_the_scripts_read_the_keys_each_marker_names(self, star_and_fans: Any, redis_client: Any, marker: str) -> None:
+        """A marker mid-migration (or one the keys do not match) is read as the separate reads
+        read it: the single key while migrating, the shards while unsharding or sharded."""
+        star, viewer, _ = star_and_fans
+        redis_client.set(redis_keys.followers_layout_key(star.pk), marker)
+        try:
+            for kind in ("followers", "following"):
+                assert together(kind, star.pk, viewer.pk, 5) == separate(kind, star.pk, viewer.pk, 5)
+            graph = selectors.profile_graph(user_id=star.pk, viewer_id=viewer.pk)
+            assert graph.counts == selectors.follow_counts(user_id=star.pk)
+            assert graph.samples.familiar is not None
+            expected = selectors.profile_samples(user_id=star.pk, viewer_id=viewer.pk)
+            assert [u.pk for u in graph.samples.mutual.users] == [u.pk for u in expected.mutual.users]
+            assert graph.counts.followers == (12 if marker == "migrating" else 0)
+        finally:
+            redis_client.delete(redis_keys.followers_layout_key(star.pk))
