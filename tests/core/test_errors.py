@@ -44,7 +44,7 @@ class TestPages:
         def crash(**kwargs: Any) -> Any:
             raise RuntimeError("secret internal detail")
 
-        monkeypatch.setattr("social.selectors.follow_counts", crash)
+        monkeypatch.setattr("social.selectors.follow_list", crash)
 
         response = Client(raise_request_exception=False).get("/u/bob/followers/")
 
