@@ -222,9 +222,10 @@ def accounts_json(request: HttpRequest, users: Sequence[User]) -> list[dict[str,
 
 
 def statuses_json_of(request: HttpRequest, notes: Sequence[Note | FeedNote]) -> list[dict[str, Any]]:
-    """Statuses for ``notes`` as every timeline answers them (their ``status_facts`` read here)."""
+    """Statuses for ``notes`` as every timeline answers them (their ``status_facts`` read here:
+    the settings only of the notes that do not carry them, the home timeline's cached ones)."""
     facts = status_facts(
-        author_ids=[note.author_id for note in notes], note_ids=[note.pk for note in notes if not isinstance(note, Note)]
+        author_ids=[note.author_id for note in notes], note_ids=[note.pk for note in notes if not note.visibility]
     )
     return statuses_json(request, notes, facts)
 

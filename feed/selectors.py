@@ -268,20 +268,10 @@ def user_timeline(
 
 
 def own_timeline(*, author: User, cursor: Cursor | None, limit: int) -> TimelinePage:
-    """``author``'s own visible notes of every visibility, as the author sees them, newest first:
-    ``FeedNote``s (no join, no model per row: the home timeline of the Mastodon API merges them
+    """``author``'s own visible notes of every visibility, as the author sees them, newest first
+    (``user_timeline`` viewed by the author: the home timeline of the Mastodon API merges them
     into every page). ``author`` is active (its caller is signed in as it)."""
-    rows = Note.objects.filter(is_hidden=False, deleted_at__isnull=True, author_id=author.pk)
-    if cursor is not None:
-        rows = rows.filter(after_filter(Position(cursor.score, cursor.member)))
-    found = list(rows.order_by("-created_at", "id").values_list("id", "created_at", "body", "spoiler_text")[: limit + 1])
-    shown_author = FeedAuthor.of(author)
-    notes = [
-        FeedNote(pk, author.pk, shown_author, body, created_at, to_ms(created_at), spoiler)
-        for pk, created_at, body, spoiler in found[:limit]
-    ]
-    next_cursor = Cursor(score=notes[-1].published_ms, member=notes[-1].pk) if len(found) > limit else None
-    return TimelinePage(notes=notes, next_cursor=next_cursor, source="database")
+    return user_timeline(author=author, cursor=cursor, limit=limit, viewer_id=author.pk)
 
 
 def shown_note_count(*, author_id: int) -> int:

@@ -204,11 +204,9 @@ def _list(request: HttpRequest, target: User, kind: str) -> JsonResponse:
         viewer_id=viewer.pk if viewer else None,
         counts=False,
     )
-    page = found.page
-    entries = [entry for entry in page.entries if entry.user.pk not in found.hidden]
     data = {
-        "list": [dict(user_json(e.user), followedAt=int(e.followed_at.timestamp())) for e in entries],
-        "next_cursor": str(page.next_cursor) if page.next_cursor else None,
+        "list": [dict(user_json(e.user), followedAt=int(e.followed_at.timestamp())) for e in found.shown],
+        "next_cursor": str(found.page.next_cursor) if found.page.next_cursor else None,
     }
     return api_ok(data)
 

@@ -474,6 +474,11 @@ class FollowList:
     counts: Counts | None
     hidden: set[int]
 
+    @property
+    def shown(self) -> list[FollowEntry]:
+        """The page's entries without the accounts hidden from the viewer."""
+        return [entry for entry in self.page.entries if entry.user.pk not in self.hidden]
+
 
 def follow_list(
     *, kind: str, user_id: int, cursor: Cursor | None, limit: int, viewer_id: int | None, counts: bool = True

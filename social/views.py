@@ -67,7 +67,7 @@ def _list_page(request: HttpRequest, username: str, *, kind: str) -> HttpRespons
         "profile_user": user,
         "kind": kind,
         "page": found.page,
-        "entries": [entry for entry in found.page.entries if entry.user.pk not in found.hidden],
+        "entries": found.shown,
         "is_self": viewer is not None and viewer.pk == user.pk,
         "counts": found.counts,
         "is_first_page": not request.GET.get("cursor"),
