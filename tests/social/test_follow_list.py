@@ -76,11 +76,10 @@ class TestFollowList:
         assert signed_out.hidden == set()
 
     @pytest.mark.parametrize("kind", ["followers", "following"])
-    def test_a_sharded_account(self, settings: Any, star_and_fans: Any, redis_client: Any, user_factory: Any, kind: str) -> None:
+    def test_a_sharded_account(
+        self, star_and_fans: Any, low_threshold: Any, redis_client: Any, user_factory: Any, kind: str
+    ) -> None:
         star, viewer, _ = star_and_fans
-        settings.FOLLOWERS_SHARD_THRESHOLD = 10
-        settings.FOLLOWERS_SHARDS = 4
-        settings.FOLLOWERS_UNSHARD_RATIO = 0.8
         follow(user_factory(), star)  # crosses the threshold again, under these settings
         assert redis_client.get(redis_keys.followers_layout_key(star.pk)) == layout.LAYOUT_SHARDED
 

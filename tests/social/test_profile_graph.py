@@ -12,7 +12,7 @@ import pytest
 from core.cluster import is_cluster
 from social import layout, redis_keys, selectors
 from social.models import Follow
-from tests.support.graph import follow, unfollow
+from tests.support.graph import follow, star_with_fans, unfollow
 
 pytestmark = pytest.mark.django_db
 
@@ -131,18 +131,8 @@ class TestProfileGraph:
 
 
 class TestShardedAccount:
-    def test_a_sharded_account_is_read_as_before(self, settings: Any, user_factory: Any, redis_client: Any) -> None:
-        settings.FOLLOWERS_SHARD_THRESHOLD = 10
-        settings.FOLLOWERS_SHARDS = 4
-        settings.FOLLOWERS_UNSHARD_RATIO = 0.8
-        star, viewer = user_factory(), user_factory()
-        fans = [user_factory() for _ in range(12)]
-        for fan in fans:
-            follow(fan, star)
-        for fan in fans[:5]:
-            follow(viewer, fan)
-        for fan in fans[3:7]:
-            follow(star, fan)
+    def test_a_sharded_account_is_read_as_before(self, low_threshold: Any, user_factory: Any, redis_client: Any) -> None:
+        star, viewer, fans = star_with_fans(user_factory)
         assert redis_client.get(redis_keys.followers_layout_key(star.pk)) == layout.LAYOUT_SHARDED
 
         graph = selectors.profile_graph(user_id=star.pk, viewer_id=viewer.pk, limit=20, familiar_limit=20)

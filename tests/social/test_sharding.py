@@ -34,21 +34,12 @@ from social.models import Follow
 from social.outbox import layout_migrations_enqueue
 from social.rebuild import ADD_CHUNK, rebuild_user
 from tests.support.faults import RedisServer, point_at
-from tests.support.graph import assert_mirror_equals_database, db_edges, follow, unfollow
+from tests.support.graph import assert_mirror_equals_database, db_edges, follow, star_with_fans, unfollow
 from users.models import User
 
 pytestmark = pytest.mark.django_db
 
 SINGLE, SHARDED = layout.LAYOUT_SINGLE, layout.LAYOUT_SHARDED
-
-
-@pytest.fixture
-def low_threshold(settings: Any) -> Any:
-    """Shard at 10 followers into 4 shards; back to one key below 8."""
-    settings.FOLLOWERS_SHARD_THRESHOLD = 10
-    settings.FOLLOWERS_SHARDS = 4
-    settings.FOLLOWERS_UNSHARD_RATIO = 0.8
-    return settings
 
 
 def layout_of(client: Any, user_id: int) -> bytes:
@@ -150,14 +141,7 @@ class TestGrowAndShrink:
             assert {int(m) for m in redis_client.zrange(zset_key, 0, -1)} == expected
 
     def test_membership_reads_of_a_sharded_account_agree_with_the_database(self, low_threshold, user_factory, redis_client):
-        star, viewer = user_factory(), user_factory()
-        fans = [user_factory() for _ in range(12)]
-        for fan in fans:
-            follow(fan, star)
-        for fan in fans[:5]:
-            follow(viewer, fan)
-        for fan in fans[3:7]:
-            follow(star, fan)
+        star, viewer, fans = star_with_fans(user_factory)
 
         familiar = selectors.familiar_followers(viewer_id=viewer.pk, user_id=star.pk, limit=20)
         mutual = selectors.mutual_follows(user_id=star.pk, limit=20)

@@ -18,6 +18,20 @@ def follow(follower: Any, followee: Any) -> None:
         services.follow_create(actor=follower, followee_id=followee.pk)
 
 
+def star_with_fans(user_factory: Any, *, fans: int = 12) -> tuple[Any, Any, list[Any]]:
+    """``(star, viewer, fans)``: ``fans`` accounts follow the star, the viewer follows the first
+    five of them, the star follows the fourth to the seventh back."""
+    star, viewer = user_factory(), user_factory()
+    following = [user_factory() for _ in range(fans)]
+    for fan in following:
+        follow(fan, star)
+    for fan in following[:5]:
+        follow(viewer, fan)
+    for fan in following[3:7]:
+        follow(star, fan)
+    return star, viewer, following
+
+
 def unfollow(follower: Any, followee: Any) -> None:
     """``follower`` stops following ``followee`` through the service, after-commit work run (the
     mirror, the inbox clean-up)."""
