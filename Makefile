@@ -2,6 +2,8 @@
 # services needed) and `make test` (the whole suite on MariaDB, Redis, RabbitMQ).
 PY := .venv/bin/python
 PORT ?= 8000
+# pytest-xdist's processes for make test (auto: one per core).
+TEST_PROCESSES ?= auto
 
 .PHONY: run test bootstrap services bench
 
@@ -14,7 +16,7 @@ run:
 test:
 	bash scripts/bootstrap.sh dev
 	bash scripts/ensure_services.sh
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)
 
 bench:
 	bash scripts/bootstrap.sh dev

@@ -11,6 +11,7 @@ from functools import lru_cache, wraps
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+from django.core.exceptions import BadRequest
 from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
 from django.urls import NoReverseMatch, reverse
 from django.views.csrf import csrf_failure as django_csrf_failure
@@ -121,3 +122,22 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     if wants_json(request):
         return envelope(message=f"Request refused by the CSRF check: {(reason or 'no reason given').rstrip('.')}.", status=403)
     return django_csrf_failure(request, reason=reason)
+
+
+class ContentLengthMiddleware:
+    """Answers 400 (``handler400``, or the envelope for a JSON client) to a request whose
+    Content-Length header is not a number of bytes (RFC 9110 section 8.6: digits), before the
+    middleware after it reads the header (django-prometheus's request metrics parse it as an int).
+    Gunicorn refuses such a request itself; Django's own server passes it on. The 400 is not in
+    django-prometheus's counts of answers by status: its middleware never sees the request."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        # Spaces and tabs around a value are not part of it (RFC 9110 section 5.5); empty counts as
+        # absent: some WSGI servers set it so for a request without a body.
+        length = (request.headers.get("content-length") or "").strip(" \t")
+        if length and not (length.isascii() and length.isdigit()):
+            raise BadRequest("The Content-Length header is not a number of bytes.")
+        return self.get_response(request)

@@ -29,7 +29,14 @@ from .templatetags.formatting import (
     relative_time,
     utc_title_filter,
 )
-from .templatetags.rows import follow_rows_html, note_rows_html, site_header_html, user_rows_html
+from .templatetags.rows import (
+    follow_rows_html,
+    note_rows_html,
+    site_foot_html,
+    site_head_html,
+    site_header_html,
+    user_rows_html,
+)
 
 
 @pass_context
@@ -118,6 +125,8 @@ def environment(**options: Any) -> Environment:
             "url": url,
             "static": static,
             "site_header": site_header,
+            "site_head": lambda: Markup(site_head_html()),  # noqa: S704 - rendered by Jinja2
+            "site_foot": lambda: Markup(site_foot_html()),  # noqa: S704 - rendered by Jinja2
             "note_rows": lambda notes, new_count=0: Markup(note_rows_html(notes, new_count)),  # noqa: S704 - escaped there
             "user_rows": lambda users: Markup(user_rows_html(users)),  # noqa: S704 - escaped there
             "follow_rows": follow_rows,

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from django import forms
 from django.conf import settings
 from django.forms.renderers import Jinja2
+from django.template.loader import get_template
+from django.utils.safestring import SafeString, mark_safe
 
 from .models import LIST_TITLE_MAX_LENGTH, REPLIES_POLICIES, SPOILER_MAX_LENGTH, VISIBILITIES
 
@@ -46,3 +49,21 @@ class ListMemberForm(forms.Form):
     """An account to add to or remove from a list, by username."""
 
     username = forms.CharField(max_length=150, strip=True, label="Username")
+
+
+def publish_fields_html(form: NoteForm) -> SafeString:
+    """The publish form's labels, fields and (bound) errors as the home page prints them; an
+    unbound form's are rendered once per process (they print nothing but settings)."""
+    if form.is_bound:
+        return _publish_fields(form)
+    return _unbound_publish_fields(int(settings.NOTE_MAX_LENGTH))
+
+
+@functools.lru_cache(maxsize=4)
+def _unbound_publish_fields(max_length: int) -> SafeString:
+    # The key: the one setting an unbound form prints (the body's maxlength).
+    return _publish_fields(NoteForm())
+
+
+def _publish_fields(form: NoteForm) -> SafeString:
+    return mark_safe(get_template("feed/_publish_fields.html", using="jinja2").render({"form": form}))  # noqa: S308 - Jinja2 escaped every value

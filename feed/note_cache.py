@@ -1,8 +1,9 @@
 """The note cache: what a page shows of a note and of its author, in Redis, filled on a miss.
 
-Keys are ``feed.redis_keys``' (``note_cache_key``, ``author_cache_key``); only visible notes
-and active authors are cached; the fan-out writes (``SET``), a reader's miss fills (``SET NX``,
-through ``feed.fallback.load_notes`` on the primary), a change forgets with a tombstone.
+Keys are ``feed.redis_keys``' (``note_cache_key``); only visible notes are cached, and their
+authors in the account cache (``users.account_cache``); the fan-out writes (``SET``), a reader's
+miss fills (``SET NX``, through ``feed.fallback.load_notes`` on the primary), a change forgets
+with a tombstone.
 Design: docs/architecture.md#notes-and-the-home-feed (The note cache).
 """
 
@@ -18,7 +19,9 @@ import redis
 from core.cluster import Pipe, is_cluster, pipeline
 from core.redis import REDIS_ERRORS, breaker_node, get_redis, redis_available, redis_failed
 from core.replica import primary_reads
+from users.account_cache import forget_gone_fills, is_cached, parsed_account, queue_account_fill, queue_account_forget
 from users.models import User
+from users.redis_keys import account_keys
 
 from . import redis_keys
 from .fallback import load_notes
@@ -27,7 +30,7 @@ from .paging import FeedAuthor, FeedNote
 
 # Values are plain UTF-8, not JSON: parsing is most of what a cached page
 # costs per note. A note is "<author id> <publish ms> <body>" (the body is the
-# rest, spaces and all); an author "<username bytes> <username><display name>".
+# rest, spaces and all).
 # A note with a content warning stores "\x1f<warning>\x1f<body>" as its body: a
 # control character neither a body nor a warning may hold (``core.parsing.parse_text``).
 WARNING_MARK = "\x1f"
@@ -57,12 +60,10 @@ def parse_note_value(value: bytes) -> tuple[int, int, str]:
 
 
 # Parsed values by their bytes, per process: a value's bytes are its content,
-# so one parse (and one datetime, one FeedAuthor) serves every page that
-# meets the same note or author, as the pages of its followers do. Bounded:
-# emptied when full.
+# so one parse (and one datetime) serves every page that meets the same note,
+# as the pages of its followers do. Bounded: emptied when full.
 PARSED_MAX = 20_000
 _parsed_notes: dict[bytes, tuple[int, datetime, str, int, str]] = {}
-_parsed_authors: dict[tuple[int, bytes], FeedAuthor] = {}
 
 
 def _parsed_note(value: bytes) -> tuple[int, datetime, str, int, str]:
@@ -74,31 +75,6 @@ def _parsed_note(value: bytes) -> tuple[int, datetime, str, int, str]:
         warning, body = split_warning(text)
         found = _parsed_notes[value] = (author_id, from_ms(published_ms), body, published_ms, warning)
     return found
-
-
-def _parsed_author(user_id: int, value: bytes) -> FeedAuthor:
-    found = _parsed_authors.get((user_id, value))
-    if found is None:
-        if len(_parsed_authors) >= PARSED_MAX:
-            _parsed_authors.clear()
-        found = _parsed_authors[(user_id, value)] = FeedAuthor(user_id, *parse_author_value(value))
-    return found
-
-
-def author_value(user: User | FeedAuthor) -> bytes:
-    """The note cache's value for author ``user``: the username's length in bytes, a space, the username and the display name."""
-    username = user.username.encode()
-    return b"%d %s%s" % (len(username), username, user.display_name.encode())
-
-
-def parse_author_value(value: bytes) -> tuple[str, str]:
-    """``(username, display_name)`` of an ``author_value``.
-
-    :raises ValueError: not an author value.
-    """
-    length, _, rest = value.partition(b" ")
-    size = int(length)
-    return rest[:size].decode(), rest[size:].decode()
 
 
 def queue_cache_fill(pipe: Pipe, notes: Iterable[Note], *, replace: bool) -> int:
@@ -118,19 +94,15 @@ def queue_cache_fill(pipe: Pipe, notes: Iterable[Note], *, replace: bool) -> int
         pipe.set(key, note_value(note), ex=redis_keys.NOTE_CACHE_TTL_SECONDS, nx=not replace)
         authors[note.author_id] = note.author
         queued += 1
-    for author in authors.values():
-        pipe.set(redis_keys.author_cache_key(author.pk), author_value(author), ex=redis_keys.AUTHOR_CACHE_TTL_SECONDS, nx=True)
-        queued += 1
-    return queued
+    return queued + queue_account_fill(pipe, authors.values())
 
 
 def queue_cache_forget(pipe: Pipe, *, note_ids: Iterable[int] = (), author_ids: Iterable[int] = ()) -> int:
     """Queue the tombstones of notes ``note_ids`` and accounts ``author_ids`` on ``pipe``; returns the number of commands queued."""
     keys = [redis_keys.note_cache_key(note_id) for note_id in note_ids]
-    keys += [redis_keys.author_cache_key(user_id) for user_id in author_ids]
     for key in keys:
         pipe.set(key, redis_keys.CACHE_TOMBSTONE, ex=redis_keys.CACHE_TOMBSTONE_SECONDS)
-    return len(keys)
+    return len(keys) + queue_account_forget(pipe, author_ids)
 
 
 def cache_forget(client: redis.Redis, *, note_ids: Iterable[int] = (), author_ids: Iterable[int] = ()) -> int:
@@ -232,21 +204,18 @@ def resolve_notes(
     if len(known) > NOTE_AUTHORS_MAX:
         known.clear()
     guessed = [author_id for author_id in dict.fromkeys(map(known.get, note_ids)) if author_id is not None]
-    values, flags = lookup(
-        client, redis_keys.note_cache_keys(note_ids) + redis_keys.author_cache_keys(guessed), following_key, guessed
-    )
+    values, flags = lookup(client, redis_keys.note_cache_keys(note_ids) + account_keys(guessed), following_key, guessed)
     tombstone = redis_keys.CACHE_TOMBSTONE
     followed = {user_id for user_id, member in zip(guessed, flags) if member}
     followed.discard(reader_id)  # a reader's own notes are not in its feed
     followed.difference_update(muted)  # nor the notes of accounts it mutes
     authors: dict[int, FeedAuthor] = {}
     author_values: dict[int, Any] = {}  # the entries found missing or tombstoned
-    parsed_authors = _parsed_authors
     for user_id, value in zip(guessed, values[len(note_ids) :]):
-        if value is None or value == tombstone:
-            author_values[user_id] = value
+        if is_cached(value):
+            authors[user_id] = parsed_account(user_id, value)
         else:
-            authors[user_id] = parsed_authors.get((user_id, value)) or _parsed_author(user_id, value)
+            author_values[user_id] = value
     shown: dict[int, FeedNote] = {}
     missing: list[int] = []
     tombstoned: set[int] = set()
@@ -325,15 +294,15 @@ def _resolve_rest(
     entries = sorted(waiting_authors - authors.keys() - author_values.keys())
     members = sorted((waiting_authors | {row.author_id for row in loaded.values()}) - asked)
     if entries or members:
-        values, flags = lookup(client, redis_keys.author_cache_keys(entries), following_key, members)
+        values, flags = lookup(client, account_keys(entries), following_key, members)
         followed.update(
             user_id for user_id, member in zip(members, flags) if member and user_id != reader_id and user_id not in muted
         )
         for user_id, value in zip(entries, values):
-            if value is None or value == redis_keys.CACHE_TOMBSTONE:
-                author_values[user_id] = value
+            if is_cached(value):
+                authors[user_id] = parsed_account(user_id, value)
             else:
-                authors[user_id] = _parsed_author(user_id, value)
+                author_values[user_id] = value
     fill_authors: list[User] = []
     unknown = [user_id for user_id in author_values if user_id not in authors]
     if unknown:
@@ -358,6 +327,7 @@ def _resolve_rest(
     if fill or fill_authors:
         pipe = pipeline(client)
         queue_cache_fill(pipe, fill, replace=False)
-        for user in fill_authors:
-            pipe.set(redis_keys.author_cache_key(user.pk), author_value(user), ex=redis_keys.AUTHOR_CACHE_TTL_SECONDS, nx=True)
+        queue_account_fill(pipe, fill_authors)
         pipe.execute()
+        with primary_reads():
+            forget_gone_fills(client, {row.author_id for row in fill} | {user.pk for user in fill_authors})

@@ -24,6 +24,7 @@ from core.redis import get_redis
 from social.models import OUTBOX_PAIR, OUTBOX_USER, Follow, Mute, live_mutes
 from social.selectors import follow_counts
 from users.models import User
+from users.redis_keys import account_key
 
 from . import delivery, note_cache, redis_keys
 from .models import DIRECT, ListMember, Note
@@ -328,7 +329,7 @@ def account_purge(*, user_id: int) -> int:
         for list_id in client.smembers(redis_keys.list_index_key(user_id))
         for key in (redis_keys.list_members_key(user_id, int(list_id)), *redis_keys.list_timeline_keys(user_id, int(list_id)))
     ]
-    return int(client.unlink(*redis_keys.all_user_keys(user_id), *lists, redis_keys.author_cache_key(user_id)))
+    return int(client.unlink(*redis_keys.all_user_keys(user_id), *lists, account_key(user_id)))
 
 
 def deletion_record(*, user_id: int) -> int:

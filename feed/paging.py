@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import ClassVar
 
-from users.models import User
+from users.serializers import ShownAccount
 
 from .models import VISIBILITIES, Note
 
@@ -40,31 +39,8 @@ def feed_order(item: tuple[int, int]) -> tuple[int, int]:
     return (-item[1], item[0])
 
 
-@dataclass(frozen=True, slots=True)
-class FeedAuthor:
-    """A note's author as a page shows it: ``id`` (also ``pk``), ``username``, ``display_name``
-    and ``shown_name``; an active account (``is_active``). Immutable, so one instance serves
-    every page of a process that shows this author with these names."""
-
-    id: int
-    username: str
-    display_name: str
-    is_active: ClassVar[bool] = True
-
-    @property
-    def pk(self) -> int:
-        """The account's id (as on a model)."""
-        return self.id
-
-    @property
-    def shown_name(self) -> str:
-        """The display name, or the username when there is none (``User.shown_name``)."""
-        return self.display_name or self.username
-
-    @classmethod
-    def of(cls, user: User) -> FeedAuthor:
-        """The ``FeedAuthor`` of ``user``."""
-        return cls(user.pk, user.username, user.display_name)
+# A note's author is an account as a page shows it.
+FeedAuthor = ShownAccount
 
 
 @dataclass(slots=True, eq=False)

@@ -26,6 +26,7 @@ from core.replica import primary_reads
 from social.models import Follow, Mute, live_mutes
 from social.selectors import active_follows
 from users.models import User
+from users.selectors import id_ranges
 
 from . import redis_keys
 from .delivery import Entry, active_cutoff, queue_add
@@ -368,7 +369,7 @@ def readers_to_rebuild(*, start_after: int = 0, include_inactive: bool = False) 
 def rebuild_all_outboxes(
     *, start_after: int = 0, batch_users: int = 2000, on_progress: Callable[[int], None] | None = None
 ) -> int:
-    """Rebuild every author's outbox from the database, ``batch_users`` account ids at a time.
+    """Rebuild every author's outbox from the database, ``batch_users`` accounts at a time (``users.selectors.id_ranges``).
 
     :param start_after: skip accounts with ids up to this one (resume).
     :param on_progress: called with the number of ids walked after each batch.
@@ -378,13 +379,10 @@ def rebuild_all_outboxes(
     started = timezone.now()
     written = 0
     top = User.objects.aggregate(top=Max("pk"))["top"] or 0
-    low = start_after
-    while low < top:
-        high = min(low + batch_users, top)
+    for low, high in id_ranges(start_after=start_after, top=top, batch_users=batch_users):
         written += _outboxes_range(client, low, high)
         if on_progress is not None:
             on_progress(high - low)
-        low = high
     late = visible_notes().filter(created_at__gte=started - REBUILD_OVERLAP, author_id__gt=start_after)
     pipe = pipeline(client)
     for author_id, note_id, at in late.values_list("author_id", "id", "created_at"):

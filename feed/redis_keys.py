@@ -211,24 +211,20 @@ def all_user_keys(user_id: int) -> list[str]:
 
 # --- the note cache -------------------------------------------------------------
 #
-# What a home feed page shows of a note and of its author, so a page reads no
-# database row in the common case (``feed.note_cache``):
+# What a home feed page shows of a note, so a page reads no database row in the
+# common case (``feed.note_cache``; its authors are in the account cache,
+# ``users.redis_keys.account_key``):
 #
 # - ``ff:feed:note:42``  STRING note 42's author id, publish time (ms) and body
 #   (``b"<author id> <ms> <body>"``); only visible notes. No hash tag: only
 #   single-key commands touch it, so notes spread over every slot
-# - ``ff:feed:author:{42}``  STRING user 42's username and display name
-#   (``b"<username length> <username><display name>"``); only active accounts.
-#   The user's hash tag, like every per-user key; feed-owned (``users`` keeps
-#   no Redis key)
 #
-# Either key holds ``CACHE_TOMBSTONE`` for ``CACHE_TOMBSTONE_SECONDS`` after it
-# was forgotten (the note or the account changed): readers then read the
-# database and write nothing back until it expires.
+# The key holds ``CACHE_TOMBSTONE`` for ``CACHE_TOMBSTONE_SECONDS`` after it was
+# forgotten (the note changed): readers then read the database and write
+# nothing back until it expires.
 
-# How long (seconds) a cached note or author lives without being written again.
+# How long (seconds) a cached note lives without being written again.
 NOTE_CACHE_TTL_SECONDS = 2 * 86400
-AUTHOR_CACHE_TTL_SECONDS = 86400
 # How long (seconds) a forgotten entry refuses fills. A reader fills from a
 # database read made before it writes; a read from before the change that
 # arrives after this long would write the old state back.
@@ -241,18 +237,7 @@ def note_cache_key(note_id: int) -> str:
     return f"{prefix()}feed:note:{int(note_id)}"
 
 
-def author_cache_key(user_id: int) -> str:
-    """STRING: the cached display fields of active account ``user_id`` (username, display name)."""
-    return f"{prefix()}feed:author:{{{int(user_id)}}}"
-
-
 def note_cache_keys(note_ids: Iterable[int]) -> list[str]:
     """``note_cache_key`` of each of ``note_ids``, in order (the prefix read once: a page builds dozens)."""
     head = f"{prefix()}feed:note:"
     return [f"{head}{int(note_id)}" for note_id in note_ids]
-
-
-def author_cache_keys(user_ids: Iterable[int]) -> list[str]:
-    """``author_cache_key`` of each of ``user_ids``, in order (the prefix read once)."""
-    head = f"{prefix()}feed:author:"
-    return [f"{head}{{{int(user_id)}}}" for user_id in user_ids]

@@ -24,7 +24,7 @@ from users.models import HOME, User
 from users.selectors import active_user_named
 
 from . import selectors, services
-from .forms import ListForm, ListMemberForm, NoteForm
+from .forms import ListForm, ListMemberForm, NoteForm, publish_fields_html
 from .models import PUBLIC, List, Note
 
 
@@ -37,14 +37,10 @@ def _reader(request: HttpRequest) -> User:
 def profile(request: HttpRequest, username: str) -> HttpResponse:
     """/u/<username>/: counts, follow button, badges, "you both follow", "followed by ... you follow",
     and the author's newest notes."""
-    user = active_user_named(username)
     viewer = _viewer(request)
+    user, seen = visibility.shown_account(viewer=viewer, username=username)
     if user.username != username:
-        visibility.require_shown(viewer=viewer, user=user)
         return redirect_to_canonical(request, "feed:profile", username=user.username)
-    seen = visibility.access(viewer=viewer, user=user)
-    if seen.hidden:
-        raise NotFound("No such account.")
     hidden: set[int] = set()
     muted: set[int] = set()
     if viewer is not None:
@@ -101,6 +97,7 @@ def _home(request: HttpRequest, form: NoteForm, *, status: int = 200, read: bool
             new_count = next((index for index, note in enumerate(page.notes) if note.pk <= read_before), 0)
     context: dict[str, Any] = {
         "form": form,
+        "publish_fields": publish_fields_html(form),
         "page": page,
         "is_first_page": is_first_page,
         "new_count": new_count,
@@ -171,17 +168,17 @@ def note_delete(request: HttpRequest, note_id: int) -> HttpResponse:
 @require_safe
 def user_notes(request: HttpRequest, username: str) -> HttpResponse:
     """/u/<username>/notes/: the author's notes, newest first, 20 per page (``require_content``)."""
-    author = active_user_named(username)
-    if author.username != username:
-        visibility.require_shown(viewer=_viewer(request), user=author)
-        return redirect_to_canonical(request, "feed:user_notes", username=author.username)
     viewer = _viewer(request)
-    visibility.require_content(viewer=viewer, user=author)
+    author, seen = visibility.shown_account(viewer=viewer, username=username)
+    if author.username != username:
+        return redirect_to_canonical(request, "feed:user_notes", username=author.username)
+    visibility.content_shown(seen, user=author)
     page = selectors.user_timeline(
         author=author,
         cursor=feed_cursor(request.GET.get("cursor")),
         limit=settings.FEED_PAGE_SIZE,
         viewer_id=viewer.pk if viewer is not None else None,
+        viewer_follows=seen.follows if viewer is not None else None,
     )
     context = {"profile_user": author, "page": page, "is_first_page": not request.GET.get("cursor")}
     return render(request, "feed/user_notes.html", context)

@@ -24,6 +24,7 @@ from core.models import OutboxEntry
 from core.redis import get_redis, write_sentinels
 from core.replica import primary_reads
 from users.models import User
+from users.selectors import id_ranges
 
 from . import layout, redis_keys
 from .control_mirror import mirror_apply_controls, mute_score
@@ -319,7 +320,7 @@ def rebuild_all(
     start_after: int = 0,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> RebuildStats:
-    """Rebuild the whole mirror, ``batch_users`` account ids at a time; sets the sentinel at the end.
+    """Rebuild the whole mirror, ``batch_users`` accounts at a time (``users.selectors.id_ranges``); sets the sentinel at the end.
 
     :param start_after: resume after this user id (every step is idempotent).
     :param on_progress: called with ``(users_done_in_batch, edges_in_batch)``.
@@ -333,16 +334,13 @@ def rebuild_all(
     # of the database time. Accounts (de)activated after this read are
     # re-applied from their outbox entries at the end.
     inactive = inactive_user_ids()
-    low = start_after
-    while low < top:
-        high = min(low + batch_users, top)
+    for low, high in id_ranges(start_after=start_after, top=top, batch_users=batch_users):
         users, edges = rebuild_range(client, low, high, inactive=inactive)
         stats.users += users
         stats.edges += edges
         stats.last_user_id = high
         if on_progress is not None:
             on_progress(users, edges)
-        low = high
     # Follows and unfollows that committed while we read older snapshots.
     mirror_apply_pairs(_pairs(changed_since(started_at)))
     # Blocks and mutes likewise.

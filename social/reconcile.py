@@ -26,6 +26,7 @@ from core.redis import get_redis
 from core.replica import primary_reads
 from core.runs import recorded_run
 from users.models import User
+from users.selectors import id_ranges
 
 from . import layout, redis_keys
 from .control_mirror import controls_differences, mirror_apply_controls
@@ -438,7 +439,7 @@ def reconcile_all(
 
     :param repair: False for a dry run; ``repair_drift`` is the same switch (wins when given).
     :param start_after: walk ids above this one (resume).
-    :param batch_users: account ids per batch (memory bound: one batch's edges).
+    :param batch_users: accounts per batch (``users.selectors.id_ranges``) (memory bound: one batch's edges).
     :param check: ``"digest"`` (default), ``"counts"`` or ``"full"``.
     :param sample: fraction 0 < f <= 1 of accounts to check, chosen at random per id.
     :param on_progress: called with the number of ids walked after each batch.
@@ -460,7 +461,7 @@ def reconcile_all(
         ranges: Iterable[tuple[int, int]] = [(user_id - 1, user_id)]
     else:
         top = User.objects.aggregate(top=Max("pk"))["top"] or 0
-        ranges = ((low, min(low + batch_users, top)) for low in range(start_after, top, batch_users))
+        ranges = id_ranges(start_after=start_after, top=top, batch_users=batch_users)
     for low, high in ranges:
         ids = list(User.objects.filter(pk__gt=low, pk__lte=high).order_by("pk").values_list("pk", flat=True))
         chosen = sampled(ids, sample, rng)

@@ -6,7 +6,7 @@ whose two accounts are active count.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
@@ -29,8 +29,11 @@ from core.paging import (
     redis_page_above,
 )
 from core.redis import REDIS_ERRORS, intersect_sets, redis_or_database
+from users.account_cache import accounts_from_values
 from users.models import User
+from users.redis_keys import account_key_parts
 from users.selectors import users_by_id
+from users.serializers import ShownAccount
 
 from . import layout, redis_keys
 from .models import Block, Follow, FollowImport, FollowRequest, Mute, live_mutes
@@ -119,6 +122,8 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 Row = TypeVar("Row", FollowRequest, Block, Mute)
 Entry = TypeVar("Entry")
+# A follow list row's account: a ``User``, or as the account cache shows it (a page that prints names only).
+Account = TypeVar("Account", User, ShownAccount)
 
 
 def _newest_first(
@@ -338,27 +343,32 @@ def follow_counts_many(*, user_ids: Sequence[int]) -> dict[int, Counts]:
 
 
 @dataclass(frozen=True)
-class FollowEntry:
+class FollowEntry(Generic[Account]):
     """One row of a followers/following list: the account and when the follow began."""
 
-    user: User
+    user: Account
     followed_at: datetime
 
 
 @dataclass(frozen=True)
-class FollowPage:
+class FollowPage(Generic[Account]):
     """A page of a followers/following list, newest first; ``next_cursor`` None at the end."""
 
-    entries: list[FollowEntry]
+    entries: list[FollowEntry[Account]]
     next_cursor: Cursor | None = None
     prev_cursor: Cursor | None = None  # the first entry's position, for the page above (None: empty)
 
 
-def _page(items: list[Item], limit: int, *, older: bool = False) -> FollowPage:
+def _page(items: list[Item], limit: int, *, older: bool = False) -> FollowPage[User]:
     """The page of the first ``limit`` of ``items`` (``older``: older items follow it whatever
-    ``items`` holds, as after a page read above a position)."""
+    ``items`` holds, as after a page read above a position), its accounts read as ``User``s."""
+    return _page_of(items, limit, users_by_id([member for member, _ in items[:limit]]), older=older)
+
+
+def _page_of(items: list[Item], limit: int, users: Mapping[int, Account], *, older: bool = False) -> FollowPage[Account]:
+    """``_page`` with the accounts ``users`` (``{id: account}``); an id it lacks (not an active
+    account) is left out."""
     shown = items[:limit]
-    users = users_by_id([member for member, _ in shown])
     entries = [
         FollowEntry(user=users[member], followed_at=datetime.fromtimestamp(score, tz=UTC))
         for member, score in shown
@@ -418,12 +428,12 @@ def followers_items(*, user_id: int, cursor: Cursor | None, limit: int) -> list[
     return redis_or_database(from_redis, from_database, keys=[redis_keys.followers_zset_key(user_id)])
 
 
-def followers_page(*, user_id: int, cursor: Cursor | None, limit: int) -> FollowPage:
+def followers_page(*, user_id: int, cursor: Cursor | None, limit: int) -> FollowPage[User]:
     """Followers of ``user_id`` newest first, ``limit`` per page, after ``cursor``."""
     return _page(followers_items(user_id=user_id, cursor=cursor, limit=limit + 1), limit)
 
 
-def following_page(*, user_id: int, cursor: Cursor | None, limit: int) -> FollowPage:
+def following_page(*, user_id: int, cursor: Cursor | None, limit: int) -> FollowPage[User]:
     """Accounts ``user_id`` follows, newest first, ``limit`` per page, after ``cursor``."""
 
     def from_redis(client: redis.Redis) -> list[Item]:
@@ -441,7 +451,9 @@ def following_page(*, user_id: int, cursor: Cursor | None, limit: int) -> Follow
 # following sorted set and set, the viewer's block set (signed out: any key, not read), then each
 # follower shard's sorted set, then each one's set. ARGV: PAGE_LUA's limit, score and member;
 # "followers" or "following"; "1" to read the block set; the layouts whose readers read the
-# shards (two). Replies {marker ("" for none), the page, followers, following, blocked ids}.
+# shards (two); the head and tail of an account cache key (``account_key_parts``) and how many
+# rows are shown. Replies {marker ("" for none), the page, followers, following, blocked ids,
+# the shown rows' account cache entries}.
 FOLLOW_LIST_LUA = (
     PAGE_LUA
     + """
@@ -460,7 +472,15 @@ local followers = 0
 for _, key in ipairs(sets) do followers = followers + redis.call('SCARD', key) end
 local blocked = {}
 if ARGV[5] == '1' then blocked = redis.call('SMEMBERS', KEYS[6]) end
-return {marker, page, followers, redis.call('SCARD', KEYS[5]), blocked}
+-- The account cache's entries of the rows shown (keys built from the ids read: one server only).
+local accounts = {}
+local shown = math.min(tonumber(ARGV[10]), #page / 2)
+if shown > 0 then
+  local names = {}
+  for i = 1, shown do names[i] = ARGV[8] .. page[2 * i - 1] .. ARGV[9] end
+  accounts = redis.call('MGET', unpack(names))
+end
+return {marker, page, followers, redis.call('SCARD', KEYS[5]), blocked, accounts}
 """
 )
 
@@ -470,12 +490,12 @@ class FollowList:
     """What a followers or following page shows: its ``page``, its account's ``counts``, and the
     accounts ``hidden`` from the viewer by a block either way (none signed out)."""
 
-    page: FollowPage
+    page: FollowPage[Any]
     counts: Counts | None
     hidden: set[int]
 
     @property
-    def shown(self) -> list[FollowEntry]:
+    def shown(self) -> list[FollowEntry[Any]]:
         """The page's entries without the accounts hidden from the viewer."""
         return [entry for entry in self.page.entries if entry.user.pk not in self.hidden]
 
@@ -502,11 +522,19 @@ def follow_list(
             *(zset_key for _, zset_key in shards),
             *(set_key for set_key, _ in shards),
         ]
-        arguments = [*page_arguments(cursor, limit + 1), kind, 0 if viewer_id is None else 1, *layout.SHARD_READING_LAYOUTS]
-        marker, rows, followers, following, blocked = lua(FOLLOW_LIST_LUA)(keys=keys, args=arguments, client=client)
+        arguments = [
+            *page_arguments(cursor, limit + 1),
+            kind,
+            0 if viewer_id is None else 1,
+            *layout.SHARD_READING_LAYOUTS,
+            *account_key_parts(),
+            limit,
+        ]
+        marker, rows, followers, following, blocked, values = lua(FOLLOW_LIST_LUA)(keys=keys, args=arguments, client=client)
         layout_remember(user_id, layout.marker_layout(marker or None))
+        items = decode_page(rows)
         return FollowList(
-            page=_page(decode_page(rows), limit),
+            page=_page_of(items, limit, accounts_from_values(client, [member for member, _ in items[:limit]], values)),
             # Two SCARDs or so in the script either way; only the database's counts cost.
             counts=Counts(followers=int(followers), following=int(following)) if counts else None,
             hidden={int(member) for member in blocked},
@@ -523,7 +551,7 @@ def follow_list(
     )
 
 
-def followers_page_above(*, user_id: int, above: Cursor, limit: int) -> FollowPage:
+def followers_page_above(*, user_id: int, above: Cursor, limit: int) -> FollowPage[User]:
     """The ``limit`` followers of ``user_id`` just above ``above`` (newer: Mastodon's ``min_id``),
     newest first; its ``next_cursor`` continues below them."""
 
@@ -538,7 +566,7 @@ def followers_page_above(*, user_id: int, above: Cursor, limit: int) -> FollowPa
     return _page(redis_or_database(from_redis, from_database, keys=[redis_keys.followers_zset_key(user_id)]), limit, older=True)
 
 
-def following_page_above(*, user_id: int, above: Cursor, limit: int) -> FollowPage:
+def following_page_above(*, user_id: int, above: Cursor, limit: int) -> FollowPage[User]:
     """The ``limit`` accounts ``user_id`` follows just above ``above``, newest first (as ``followers_page_above``)."""
 
     def from_redis(client: redis.Redis) -> list[Item]:
@@ -554,14 +582,14 @@ def following_page_above(*, user_id: int, above: Cursor, limit: int) -> FollowPa
 
 
 @dataclass(frozen=True)
-class UserSample:
+class UserSample(Generic[Account]):
     """A set of accounts given as its size and a few of them (lowest ids first)."""
 
     count: int
-    users: list[User] = field(default_factory=list)
+    users: list[Account] = field(default_factory=list)
 
 
-def _samples(wanted: Sequence[tuple[set[int], int, Collection[int]]]) -> list[UserSample]:
+def _samples(wanted: Sequence[tuple[set[int], int, Collection[int]]]) -> list[UserSample[User]]:
     """A ``UserSample`` of each ``(ids, limit, exclude)``, the accounts of all of them read in one query."""
     chosen: list[tuple[int, list[int]]] = []
     for ids, limit, exclude in wanted:
@@ -570,13 +598,18 @@ def _samples(wanted: Sequence[tuple[set[int], int, Collection[int]]]) -> list[Us
     return _samples_chosen(chosen)
 
 
-def _samples_chosen(chosen: Sequence[tuple[int, Sequence[int]]]) -> list[UserSample]:
+def _samples_chosen(chosen: Sequence[tuple[int, Sequence[int]]]) -> list[UserSample[User]]:
     """A ``UserSample`` of each ``(count, ids shown)``, the accounts of all of them read in one query."""
-    users = users_by_id([user_id for _, shown in chosen for user_id in shown])
+    return _samples_of(chosen, users_by_id([user_id for _, shown in chosen for user_id in shown]))
+
+
+def _samples_of(chosen: Sequence[tuple[int, Sequence[int]]], users: Mapping[int, Account]) -> list[UserSample[Account]]:
+    """A ``UserSample`` of each ``(count, ids shown)`` with the accounts ``users`` (``{id: account}``;
+    an id it lacks, not an active account, is left out)."""
     return [UserSample(count=count, users=[users[i] for i in shown if i in users]) for count, shown in chosen]
 
 
-def _sample(ids: set[int], limit: int, exclude: Sequence[int] = ()) -> UserSample:
+def _sample(ids: set[int], limit: int, exclude: Sequence[int] = ()) -> UserSample[User]:
     return _samples([(ids, limit, exclude)])[0]
 
 
@@ -631,7 +664,7 @@ def common_following_ids(*, user_id: int, other_id: int) -> set[int]:
     )
 
 
-def common_following(*, user_id: int, other_id: int, limit: int = 12, hidden: Collection[int] = ()) -> UserSample:
+def common_following(*, user_id: int, other_id: int, limit: int = 12, hidden: Collection[int] = ()) -> UserSample[User]:
     """Accounts both ``user_id`` and ``other_id`` follow ("you both follow"), without the two and ``hidden``."""
     return _sample(common_following_ids(user_id=user_id, other_id=other_id), limit, exclude=(user_id, other_id, *hidden))
 
@@ -650,7 +683,7 @@ def familiar_follower_ids(*, viewer_id: int, user_id: int) -> set[int]:
     )
 
 
-def familiar_followers(*, viewer_id: int, user_id: int, limit: int = 3, hidden: Collection[int] = ()) -> UserSample:
+def familiar_followers(*, viewer_id: int, user_id: int, limit: int = 3, hidden: Collection[int] = ()) -> UserSample[User]:
     """Followers of ``user_id`` whom ``viewer_id`` follows ("followed by N people you follow"), without ``hidden``."""
     found = familiar_follower_ids(viewer_id=viewer_id, user_id=user_id)
     return _sample(found, limit, exclude=(viewer_id, user_id, *hidden))
@@ -670,7 +703,7 @@ def mutual_follow_ids(*, user_id: int) -> set[int]:
     )
 
 
-def mutual_follows(*, user_id: int, limit: int = 12, hidden: Collection[int] = ()) -> UserSample:
+def mutual_follows(*, user_id: int, limit: int = 12, hidden: Collection[int] = ()) -> UserSample[User]:
     """Accounts that follow ``user_id`` and that ``user_id`` follows back (friends), without ``hidden``."""
     return _sample(mutual_follow_ids(user_id=user_id), limit, exclude=(user_id, *hidden))
 
@@ -681,9 +714,9 @@ class ProfileSamples:
     than the account ``common`` ("you both follow") and ``familiar`` ("followed by N people you
     follow"; None for no such viewer)."""
 
-    mutual: UserSample
-    common: UserSample | None = None
-    familiar: UserSample | None = None
+    mutual: UserSample[Any]
+    common: UserSample[Any] | None = None
+    familiar: UserSample[Any] | None = None
 
 
 def profile_samples(
@@ -705,45 +738,59 @@ def profile_samples(
 # KEYS: the account's followers layout marker, its followers set, its following set, and for a
 # viewer other than the account the viewer's following set. ARGV: the layouts whose readers read
 # follower shards (two), the sample sizes (mutual and common; familiar), the viewer's id ("" for
-# none: left out of common and familiar) and the ids left out of every sample (the account's, the
-# hidden ones). Replies {marker} alone when the followers are in shards; else the marker (nil when
-# none), the followers and following counts, then per intersection (mutual; with a viewer common,
-# familiar) the count of its members not left out and the lowest of those ids, ascending; with a
-# viewer last whether the viewer follows the account and whether the account follows the viewer.
+# none: left out of common and familiar), the head and tail of an account cache key
+# (``account_key_parts``) and the ids left out of every sample (the account's, the hidden ones).
+# Replies {marker} alone when the followers are in shards; else the marker (nil when none), the
+# followers and following counts, then per intersection (mutual; with a viewer common, familiar)
+# the count of its members not left out and the lowest of those ids, ascending; with a viewer
+# whether the viewer follows the account and whether the account follows the viewer; last the
+# account cache entries of the sampled ids, in the order they came.
 PROFILE_GRAPH_LUA = """
 local marker = redis.call('GET', KEYS[1])
 if marker and (marker == ARGV[1] or marker == ARGV[2]) then return {marker} end
 local replies = {marker or false, redis.call('SCARD', KEYS[2]), redis.call('SCARD', KEYS[3])}
 local left_out = {}
-for index = 6, #ARGV do left_out[ARGV[index]] = true end
+for index = 8, #ARGV do left_out[ARGV[index]] = true end
 local viewer = ARGV[5]
+local names = {}
 local function sample(members, limit, skip)
     local count, lowest = 0, {}
-    for _, member in ipairs(members) do
+    -- Ids are written without leading zeros, so a member longer than the highest id kept is
+    -- higher: most members are passed over without tonumber, the loop's costliest step.
+    local longest = limit > 0 and math.huge or -1
+    for index = 1, #members do
+        local member = members[index]
         if not left_out[member] and member ~= skip then
             count = count + 1
-            local id = tonumber(member)
-            if limit > 0 and (#lowest < limit or id < lowest[#lowest]) then
-                local position = #lowest + 1
-                while position > 1 and lowest[position - 1] > id do
-                    lowest[position] = lowest[position - 1]
-                    position = position - 1
+            if #member <= longest then
+                local id = tonumber(member)
+                if #lowest < limit or id < lowest[#lowest] then
+                    local position = #lowest + 1
+                    while position > 1 and lowest[position - 1] > id do
+                        lowest[position] = lowest[position - 1]
+                        position = position - 1
+                    end
+                    lowest[position] = id
+                    if #lowest > limit then lowest[#lowest] = nil end
+                    if #lowest == limit then longest = #string.format('%d', lowest[limit]) end
                 end
-                lowest[position] = id
-                if #lowest > limit then lowest[#lowest] = nil end
             end
         end
     end
     replies[#replies + 1] = count
     replies[#replies + 1] = lowest
+    -- %d: Lua prints a number past 14 digits in exponent form.
+    for _, id in ipairs(lowest) do names[#names + 1] = ARGV[6] .. string.format('%d', id) .. ARGV[7] end
 end
 sample(redis.call('SINTER', KEYS[2], KEYS[3]), tonumber(ARGV[3]), false)
 if KEYS[4] then
     sample(redis.call('SINTER', KEYS[4], KEYS[3]), tonumber(ARGV[3]), viewer)
     sample(redis.call('SINTER', KEYS[2], KEYS[4]), tonumber(ARGV[4]), viewer)
-    replies[#replies + 1] = redis.call('SISMEMBER', KEYS[4], ARGV[6])
+    replies[#replies + 1] = redis.call('SISMEMBER', KEYS[4], ARGV[8])
     replies[#replies + 1] = redis.call('SISMEMBER', KEYS[3], viewer)
 end
+-- The keys are built from the ids sampled: one server only.
+if #names > 0 then replies[#replies + 1] = redis.call('MGET', unpack(names)) else replies[#replies + 1] = {} end
 return replies
 """
 
@@ -779,9 +826,21 @@ def profile_graph(
         ]
         if viewer is not None:
             keys.append(redis_keys.following_set_key(viewer))
-        args = [*layout.SHARD_READING_LAYOUTS, limit, familiar_limit, "" if viewer is None else viewer, user_id, *hidden]
+        args = [
+            *layout.SHARD_READING_LAYOUTS,
+            limit,
+            familiar_limit,
+            "" if viewer is None else viewer,
+            *account_key_parts(),
+            user_id,
+            *hidden,
+        ]
         reply = lua(PROFILE_GRAPH_LUA)(keys=keys, args=args, client=client)
-        return None if len(reply) == 1 else list(reply)  # one reply: the followers are in shards
+        if len(reply) == 1:
+            return None  # the followers are in shards
+        *replies, values = reply
+        sampled = [int(member) for index in range(4, len(replies) - (0 if viewer is None else 2), 2) for member in replies[index]]
+        return [*replies, accounts_from_values(client, sampled, values)]
 
     reply = redis_or_database(from_redis, lambda: None, keys=[redis_keys.followers_set_key(user_id)])
     if reply is None:
@@ -792,9 +851,10 @@ def profile_graph(
             ),
             relationship=None if viewer is None else relationship(viewer_id=viewer, user_id=user_id),
         )
+    *reply, accounts = reply
     counts = Counts(followers=int(reply[1]), following=int(reply[2]))
     sampled = reply[3:] if viewer is None else reply[3:-2]
-    shown = _samples_chosen([(int(sampled[i]), [int(m) for m in sampled[i + 1]]) for i in range(0, len(sampled), 2)])
+    shown = _samples_of([(int(sampled[i]), [int(m) for m in sampled[i + 1]]) for i in range(0, len(sampled), 2)], accounts)
     if viewer is None:
         return ProfileGraph(counts=counts, samples=ProfileSamples(mutual=shown[0]))
     return ProfileGraph(

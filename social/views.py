@@ -22,7 +22,7 @@ from core.paging import control_cursor, follow_cursor, request_cursor
 from core.parsing import parse_decision, parse_mute_duration, username_problem
 from users.forms import DirectorySearchForm
 from users.models import User
-from users.selectors import active_user_named, users_search
+from users.selectors import users_search
 
 from . import controls, selectors, services, transfer, visibility
 from .outbox import suggestions_request
@@ -50,12 +50,11 @@ def _viewer(request: HttpRequest) -> User | None:
 
 
 def _list_page(request: HttpRequest, username: str, *, kind: str) -> HttpResponse:
-    user = active_user_named(username)
     viewer = _viewer(request)
+    user, seen = visibility.shown_account(viewer=viewer, username=username)
     if user.username != username:
-        visibility.require_shown(viewer=viewer, user=user)
         return redirect_to_canonical(request, f"social:{kind}", username=user.username)
-    visibility.require_content(viewer=viewer, user=user)
+    visibility.content_shown(seen, user=user)
     found = selectors.follow_list(
         kind=kind,
         user_id=user.pk,

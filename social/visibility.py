@@ -1,19 +1,20 @@
 """Reads of blocks, mutes and private accounts: who sees whom, and whose notes a reader skips.
 
 Redis answers the list filters (or the database while it cannot); whether a reader may see an
-account is decided against the database on the primary (``access``, ``hidden_authors``), so a
-committed change is in force on the next request. Rules: docs/behaviours.md#blocks-mutes-removing-a-follower-private-accounts
+account is decided against the database on the primary (``access``, ``account_and_access``,
+``hidden_authors``), so a committed change is in force on the next request. Rules: docs/behaviours.md#blocks-mutes-removing-a-follower-private-accounts
 and #visibility-at-read-time.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 import redis
-from django.db import connection
+from django.db import connection, connections, router
 from django.db.models import Q
 from django.utils import timezone
 
@@ -21,6 +22,7 @@ from core.cluster import pipeline
 from core.errors import Forbidden, NotFound
 from core.redis import redis_or_database
 from users.models import User
+from users.selectors import user_columns, username_condition
 
 from . import redis_keys
 from .models import Block, Follow, Mute, live_mutes
@@ -125,21 +127,31 @@ def standing(*, viewer_id: int, user_id: int) -> Standing | None:
     One index-only statement on the primary (never a replica or the mirror); raw SQL, since
     building it with the ORM costs more than running it.
     """
-    users, follows, blocks = User._meta.db_table, Follow._meta.db_table, Block._meta.db_table
     with connection.cursor() as cursor:
-        # Joins, not EXISTS subqueries: MariaDB runs a dependent subquery at several times the
-        # cost of an eq_ref join step. Each unique key matches one row at most.
         cursor.execute(
-            f"SELECT u.approve_followers, f.id IS NOT NULL, h.id IS NOT NULL, b.id IS NOT NULL"
-            f" FROM {users} u"
-            f" LEFT JOIN {follows} f ON f.follower_id = %s AND f.followee_id = u.id"
-            f" LEFT JOIN {blocks} h ON h.blocker_id = u.id AND h.blocked_id = %s"
-            f" LEFT JOIN {blocks} b ON b.blocker_id = %s AND b.blocked_id = u.id"
-            f" WHERE u.id = %s",
+            f"SELECT u.approve_followers, {STANDING_FLAGS} FROM {User._meta.db_table} u{_standing_joins()} WHERE u.id = %s",
             [viewer_id, viewer_id, viewer_id, user_id],
         )
         row = cursor.fetchone()
     return None if row is None else Standing(*(bool(value) for value in row))
+
+
+# What the joins of ``_standing_joins`` found, in the order of ``Standing``'s fields after ``private``.
+STANDING_FLAGS = "f.id IS NOT NULL AS standing_follows, h.id IS NOT NULL AS standing_hides, b.id IS NOT NULL AS standing_blocked"
+
+
+@functools.cache
+def _standing_joins() -> str:
+    """The joins to the account ``u`` that tell how a viewer (three ``%s``, each its id) stands
+    with it: ``f`` its follow of ``u``, ``h`` a block of it by ``u``, ``b`` its block of ``u``."""
+    follows, blocks = Follow._meta.db_table, Block._meta.db_table
+    # Joins, not EXISTS subqueries: MariaDB runs a dependent subquery at several times the
+    # cost of an eq_ref join step. Each unique key matches one row at most.
+    return (
+        f" LEFT JOIN {follows} f ON f.follower_id = %s AND f.followee_id = u.id"
+        f" LEFT JOIN {blocks} h ON h.blocker_id = u.id AND h.blocked_id = %s"
+        f" LEFT JOIN {blocks} b ON b.blocker_id = %s AND b.blocked_id = u.id"
+    )
 
 
 def access(*, viewer: User | None, user: User) -> Access:
@@ -154,11 +166,64 @@ def access(*, viewer: User | None, user: User) -> Access:
     found = standing(viewer_id=viewer.pk, user_id=user.pk)
     if found is None:  # deleted since it was loaded
         return Access(hidden=True, blocking=False, private=bool(user.approve_followers), content=False)
+    return _access_of(found)
+
+
+def _access_of(found: Standing) -> Access:
     if found.hides or found.blocked:
         return Access(hidden=found.hides, blocking=found.blocked, private=found.private, content=False, follows=found.follows)
     return Access(
         hidden=False, blocking=False, private=found.private, content=not found.private or found.follows, follows=found.follows
     )
+
+
+def account_and_access(
+    *, viewer: User | None, username: str | None = None, user_id: int | None = None
+) -> tuple[User, Access] | None:
+    """The active account called ``username`` (whatever its case: the caller redirects to the
+    stored spelling) or else with id ``user_id``, and ``access`` of ``viewer`` (None: signed out)
+    to it; None when there is no such account. One query, where ``active_user_named`` and
+    ``access`` took two: the account's row with ``standing``'s joins, on the primary for another
+    viewer (as ``standing``), where page reads go for none or the account itself.
+
+    :raises NotFound: ``username`` is not a possible username (404).
+    """
+    own = viewer is not None and (user_id == viewer.pk if username is None else username == viewer.username)
+    alias = router.db_for_write(User) if viewer is not None and not own else router.db_for_read(User)
+    value: object
+    if username is not None:
+        condition, value = username_condition(alias, username, column=f"u.{connections[alias].ops.quote_name('username')}")
+    else:
+        condition, value = "u.id = %s", user_id
+    viewer_id = viewer.pk if viewer is not None else None
+    found = list(
+        User.objects.raw(
+            # standing's joins (no row joins for no viewer), their flags named as the query's own
+            # columns; the lowest id first, as active_user_named.
+            f"SELECT {user_columns(alias, 'u')}, {STANDING_FLAGS} FROM {User._meta.db_table} u{_standing_joins()}"
+            f" WHERE {condition} AND u.is_active = %s ORDER BY u.id LIMIT 1",
+            [viewer_id, viewer_id, viewer_id, value, True],
+        ).using(alias)
+    )
+    if not found:
+        return None
+    user = found[0]
+    if viewer is None or viewer.pk == user.pk:
+        return user, access(viewer=viewer, user=user)
+    flags = (bool(getattr(user, name)) for name in ("standing_follows", "standing_hides", "standing_blocked"))
+    return user, _access_of(Standing(bool(user.approve_followers), *flags))
+
+
+def shown_account(*, viewer: User | None, username: str) -> tuple[User, Access]:
+    """``account_and_access`` of a page's account called ``username``.
+
+    :raises NotFound: no such active account, or it blocks ``viewer`` (404, as if absent: not even
+        a redirect to the name's spelling).
+    """
+    found = account_and_access(viewer=viewer, username=username)
+    if found is None or found[1].hidden:
+        raise NotFound("No such account.")
+    return found
 
 
 def hidden_authors(*, reader_id: int, author_ids: Collection[int]) -> set[int]:
@@ -196,7 +261,12 @@ def require_content(*, viewer: User | None, user: User) -> Access:
     :raises Forbidden: ``user`` is private and ``viewer`` is not its follower, or
         ``viewer`` blocks ``user`` (403).
     """
-    seen = access(viewer=viewer, user=user)
+    return content_shown(access(viewer=viewer, user=user), user=user)
+
+
+def content_shown(seen: Access, *, user: User) -> Access:
+    """``seen`` (``access`` to ``user``), for a page or endpoint that shows ``user``'s notes or
+    lists; raises as ``require_content``."""
     if seen.hidden:
         raise NotFound("No such account.")
     if seen.blocking:

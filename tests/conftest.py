@@ -38,6 +38,7 @@ from core.redis import forget_sentinel, get_redis, redis_reset_breaker, write_se
 from tests.cluster import RedisClusterNodes
 from tests.support import graph
 from tests.support.accounts import UserFactory, make_user, signed_in
+from tests.support.broker import broker_turn as turn_on_the_broker
 from tests.support.celery import celery_conf
 from tests.support.faults import CeleryWorker, RedisServer, point_at, purge_queue
 from tests.support.redis import unlink_prefix
@@ -72,11 +73,37 @@ def uses_services(item: Any) -> bool:
     return bool(SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ())))
 
 
+# The fixtures of a test that talks to the machine's RabbitMQ (the e2e ones: tests/e2e/conftest.py).
+BROKER_FIXTURES = frozenset({"queue", "worker", "celery_worker", "stack"})
+
+
+def uses_broker(item: Any) -> bool:
+    """Whether ``item`` talks to the machine's RabbitMQ: marked ``broker`` or ``worker``, or a
+    broker fixture in its closure."""
+    if item.get_closest_marker("broker") or item.get_closest_marker("worker"):
+        return True
+    return bool(BROKER_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+
+
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
-    """Mark every test that uses a service ``services`` (see the module docstring)."""
+    """Mark every test that uses a service ``services`` (see the module docstring), and every
+    test that talks to the machine's RabbitMQ ``broker`` (``broker_turn``)."""
     for item in items:
         if item.get_closest_marker("services") is None and uses_services(item):
             item.add_marker(pytest.mark.services)
+        if uses_broker(item):
+            item.add_marker(pytest.mark.broker)
+
+
+@pytest.fixture(autouse=True)
+def broker_turn(request: Any) -> Iterator[None]:
+    """A ``broker`` test holds the machine's RabbitMQ shared while it runs, a ``broker_outage`` one
+    (the soak test, which stops it) alone: across pytest-xdist's processes (``tests.support.broker``)."""
+    if request.node.get_closest_marker("broker") is None:
+        yield
+        return
+    with turn_on_the_broker(alone=request.node.get_closest_marker("broker_outage") is not None):
+        yield
 
 
 def cluster_caches(base: dict[str, Any], url: str) -> dict[str, Any]:

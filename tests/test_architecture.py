@@ -72,6 +72,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "derived",
             "page_reader",
             "note_cache",
+            "account_cache",
             "fallback",
             "backends",
         },

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from django.db import connections, router
 
@@ -50,22 +50,34 @@ def active_user_named(username: str) -> User:
     :raises NotFound: not a possible username (``core.parsing``), no such
         account, or it is deactivated (404).
     """
-    if username_problem(username) is not None:
-        raise NotFound("No such account.")
     alias = router.db_for_read(User)
-    ops = connections[alias].ops
-    # The ORM's own iexact comparison on this database (MariaDB's LIKE, the value's wildcards
-    # escaped), the lowest id first as ``.first()`` orders.
-    column = ops.lookup_cast("iexact", "CharField") % ops.quote_name("username")
-    comparison = connections[alias].operators["iexact"]  # type: ignore[attr-defined]  # every backend's wrapper has it
-    found = _raw_users(
-        alias,
-        f"{column} {comparison} AND is_active = %s ORDER BY id LIMIT 1",
-        [ops.prep_for_iexact_query(username), True],
-    )
+    condition, value = username_condition(alias, username, column=connections[alias].ops.quote_name("username"))
+    # The lowest id first, as ``.first()`` orders.
+    found = _raw_users(alias, f"{condition} AND is_active = %s ORDER BY id LIMIT 1", [value, True])
     if not found:
         raise NotFound("No such account.")
     return found[0]
+
+
+def username_condition(alias: str, username: str, *, column: str) -> tuple[str, str]:
+    """``(sql, value)``: the SQL condition (one ``%s``, for ``value``) that ``column`` names
+    ``username`` whatever its case, as the ORM's own iexact compares on the database ``alias``
+    (MariaDB's LIKE, the value's wildcards escaped).
+
+    :raises NotFound: not a possible username (``core.parsing``; 404).
+    """
+    if username_problem(username) is not None:
+        raise NotFound("No such account.")
+    ops = connections[alias].ops
+    comparison = connections[alias].operators["iexact"]  # type: ignore[attr-defined]  # every backend's wrapper has it
+    return f"{ops.lookup_cast('iexact', 'CharField') % column} {comparison}", ops.prep_for_iexact_query(username)
+
+
+def user_columns(alias: str, table: str) -> str:
+    """Every column of the accounts' table for the database ``alias``, each as ``table.column``:
+    the select list of a raw query that joins other tables to the account's row."""
+    quote = connections[alias].ops.quote_name
+    return ", ".join(f"{table}.{quote(str(field.column))}" for field in User._meta.concrete_fields)
 
 
 def account_by_id(user_id: int) -> User | None:
@@ -128,3 +140,26 @@ def markers_of(*, user_id: int, timelines: Sequence[str]) -> dict[str, Marker]:
 def marker_position(*, user_id: int, timeline: str) -> int:
     """``user_id``'s ``timeline`` marker's ``last_read_id`` (0 when never written)."""
     return int(Marker.objects.filter(user_id=user_id, timeline=timeline).values_list("last_read_id", flat=True).first() or 0)
+
+
+def id_ranges(*, start_after: int, top: int, batch_users: int) -> Iterator[tuple[int, int]]:
+    """Ranges ``(low, high)`` of account ids (``low < id <= high``) from ``start_after`` to ``top``,
+    each holding at most ``batch_users`` accounts: a walk in batches that costs nothing for a gap in
+    the ids (deletions, imports with their own ids). Each high is its batch's last id, the last
+    range's is ``top``; consecutive ranges meet (one's high is the next's low).
+
+    :raises ValueError: ``batch_users`` below 1.
+    """
+    if batch_users < 1:
+        raise ValueError("batch_users must be at least 1")
+    low = start_after
+    while low < top:
+        # The batch's last id: one seek on the primary key.
+        last = list(
+            User.objects.filter(pk__gt=low, pk__lte=top)
+            .order_by("pk")
+            .values_list("pk", flat=True)[batch_users - 1 : batch_users]
+        )
+        high = last[0] if last else top
+        yield low, high
+        low = high

@@ -63,6 +63,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     # Last, so it sees the exceptions views raise: domain errors -> 4xx, the API's failures -> the envelope.
     "core.errors.DomainErrorMiddleware",
+    # Before django-prometheus's PrometheusAfterMiddleware (appended below), which parses the
+    # header; its BadRequest is answered by handler400 (the envelope for a JSON client).
+    "core.http.ContentLengthMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -89,6 +92,8 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "notifications.context_processors.unread",
+                # Last: the page's CSRF token masked once, not at each form (after Django's own).
+                "core.context_processors.csrf",
             ],
         },
     },
@@ -108,6 +113,8 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "notifications.context_processors.unread",
+                # Last: the page's CSRF token masked once, not at each form (after Django's own).
+                "core.context_processors.csrf",
             ],
         },
     },

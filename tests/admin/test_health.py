@@ -120,6 +120,7 @@ class TestBrokerFigures:
         assert response.context["health"].broker.eager is True
         assert b"eager mode" in response.content
 
+    @pytest.mark.broker
     def test_reads_queue_lengths_from_the_real_broker(self, superuser_client: Any, settings: Any) -> None:
         settings.CELERY_TASK_ALWAYS_EAGER = False
         settings.CELERY_BROKER_URL = "amqp://guest:guest@127.0.0.1:5672//"

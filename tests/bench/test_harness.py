@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 from django.conf import settings
 
+from tests.support.broker import broker_turn
+
 # bench/run.py's child process uses MariaDB and RabbitMQ (no fixture of this module says so).
 pytestmark = pytest.mark.services
 
@@ -74,15 +76,17 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[subpro
         "BENCH_REDIS_KEY_PREFIX": "benchsmoke:",
     }
     try:
-        done = subprocess.run(
-            [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--fresh", "--budget", "0.05", "--out", str(out)],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
+        # The run publishes to the machine's RabbitMQ; this fixture outlives each test's own turn.
+        with broker_turn(alone=False):
+            done = subprocess.run(
+                [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--fresh", "--budget", "0.05", "--out", str(out)],
+                env=env,
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+            )
         yield done, out
     finally:
         drop_database(name)

@@ -379,6 +379,32 @@ class TestMethods:
         assert response["Allow"] == "GET, HEAD"
 
 
+class TestHeaders:
+    """A Content-Length header that is not a number of bytes (found by the API fuzz test: a 500 in
+    django-prometheus's request metrics, which parse it as an int)."""
+
+    @pytest.mark.parametrize("length", ["9:PWUhb{09sN/", "-1", "1.5", "²", "4 4", "0x10"])
+    def test_an_api_write_answers_400_in_the_envelope_and_writes_nothing(
+        self, length: str, alice: Any, bob: Any, redis_state: str
+    ) -> None:
+        before = written()
+
+        response = signed_in(alice).put(f"/api/follow/{bob.pk}/true", CONTENT_LENGTH=length)
+
+        assert (response.status_code, response.json()) == (
+            400,
+            {"success": False, "errorMsg": "The request could not be understood.", "data": None},
+        )
+        assert written() == before
+
+    def test_a_page_answers_400_and_a_number_passes(self, alice: Any, bob: Any) -> None:
+        assert Client().get("/u/bob/", CONTENT_LENGTH="x").status_code == 400
+        assert Client().get("/u/bob/", CONTENT_LENGTH="0").status_code == 200
+        assert Client().get("/u/bob/", CONTENT_LENGTH="").status_code == 200  # as some servers send no body
+        assert Client().get("/u/bob/", CONTENT_LENGTH=" 0\t").status_code == 200  # spaces around a value
+        assert signed_in(alice).put(f"/api/follow/{bob.pk}/true", CONTENT_LENGTH="0").status_code == 200
+
+
 class TestSignUpInput:
     def test_sign_up_answers_only_get_head_and_post(self) -> None:
         answers = {

@@ -33,9 +33,12 @@ def fresh_window(group: str, who: str, rate_setting: str, *, needed: float) -> N
     while True:
         usage = limits._usage(group, who, rate_setting, increment=False)
         assert usage is not None
+        assert usage["limit"] > 0, "the rate-limit cache did not answer"
         if usage["time_left"] >= needed:
             return
-        time.sleep(usage["time_left"] + 0.05)
+        # django-ratelimit reads the clock twice (the window's end, then time_left), so a
+        # second's tick between the two gives -1: the window has just ended.
+        time.sleep(max(0, usage["time_left"]) + 0.05)
 
 
 class TestFollowsPerDay:

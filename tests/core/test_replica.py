@@ -25,7 +25,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from core import outbox
-from core.redis import redis_reset_breaker
+from core.redis import get_redis, redis_reset_breaker
 from core.replica import WROTE_AT_COOKIE, page_reads, primary_reads
 from feed import redis_keys as feed_keys
 from feed import services as feed_services
@@ -43,6 +43,7 @@ from tests.support.consistency import feed_differences
 from tests.support.faults import RedisServer, point_at
 from tests.support.feed import inbox_ids
 from tests.support.graph import assert_mirror_equals_database
+from users.redis_keys import ACCOUNT_REPLICA_FILL_SECONDS, account_key
 
 pytestmark = [
     pytest.mark.replica,
@@ -116,6 +117,8 @@ class TestTheRouterSendsPageReadsToTheReplica:
         assert from_redis.primary == [] and from_database.primary == []
         assert any("users_user" in sql for sql in from_redis.replica)
         assert any("social_follow" in sql for sql in from_database.replica)
+        # The replica's answer fills the account cache for as long as a tombstone lives, not a day.
+        assert 0 < get_redis().ttl(account_key(alice.pk)) <= ACCOUNT_REPLICA_FILL_SECONDS
 
     def test_the_feed_database_path_reads_the_replica(self, pair, settings):
         alice, bob = make_user("alice"), make_user("bob")

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from django.template import Context, Template
 from django.test import Client
 
+from core.templatetags import rows
 from feed.paging import FeedAuthor, FeedNote
 from social import services
 from social.models import Mute
@@ -77,6 +79,26 @@ class TestUserRows:
             '<a href="/u/dave/">Dave &lt;D&gt;</a> <span class="muted">@dave</span></span></li>'
         )
 
+    def test_a_row_is_rendered_once_per_process_and_again_for_new_names(self, user_factory, monkeypatch):
+        erin, dave = user_factory(username="erin"), user_factory(username="dave", display_name="Dave")
+        rendered: list[int] = []
+        render_row = rows._render_row
+
+        def counted(name: str, context: dict[str, Any]) -> str:
+            rendered.append(context["u"].pk)
+            return render_row(name, context)
+
+        monkeypatch.setattr(rows, "_user_rows", rows.Kept(100))
+        monkeypatch.setattr(rows, "_render_row", counted)
+        first = render("{% user_rows users %}", users=[erin, dave])
+        again = render("{% user_rows users %}", users=[dave, erin])
+        dave.display_name = "Dave Two"
+        renamed = render("{% user_rows users %}", users=[dave])
+
+        assert rendered == [erin.pk, dave.pk, dave.pk]
+        assert first.index("@erin") < first.index("@dave") and again.index("@dave") < again.index("@erin")
+        assert ">Dave Two</a>" in renamed
+
 
 class TestFollowRows:
     @pytest.fixture
@@ -90,24 +112,35 @@ class TestFollowRows:
         html = Client().get("/u/alice/followers/").content.decode()
 
         assert html.count('class="person"') == 2
-        assert "<form" not in html.split('class="people follow-list"')[1].split("</ol>")[0]
+        rows = html.split('class="people follow-list"')[1].split("</ol>")[0]
+        assert "<form" not in rows and "<button" not in rows
+        assert 'id="row-action"' not in html
 
     def test_the_owner_can_remove_each_follower(self, alice, followers):
         html = signed_in(alice).get("/u/alice/followers/").content.decode()
 
-        assert 'action="/u/bob/remove-follower/"' in html and 'action="/u/charlie/remove-follower/"' in html
-        assert html.count('<input type="hidden" name="back" value="followers">') == 2
+        assert 'formaction="/u/bob/remove-follower/" name="back" value="followers"' in html
+        assert 'formaction="/u/charlie/remove-follower/" name="back" value="followers"' in html
+        assert html.count('form="row-action"') == 6  # remove, mute and block on each row
 
-    def test_a_row_form_carries_a_token_the_site_accepts(self, alice, bob, charlie, followers):
+    def test_a_row_button_posts_a_token_the_site_accepts(self, alice, bob, charlie, followers):
+        """A row's button posts the page's one form (its token) to the button's own action, with the
+        button's name and value, as a browser does."""
         client = signed_in(bob, enforce_csrf_checks=True)
         html = client.get("/u/alice/followers/").content.decode()
+        form = re.search(
+            r'<form id="row-action" method="post" hidden><input type="hidden" name="csrfmiddlewaretoken" value="([^"]+)"></form>',
+            html,
+        )
+        assert form is not None
         row = html.split('<span class="muted">@charlie</span>')[1].split("</li>")[0]
-        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', row)
-        assert token is not None
-        action = re.search(r'<form method="post" action="(/u/charlie/[^"]*mute[^"]*)"', row)
-        assert action is not None
+        button = re.search(
+            r'<button type="submit" form="row-action" formaction="(/u/charlie/mute/)" name="duration" value="forever"', row
+        )
+        assert button is not None
+        assert "<form" not in row  # no token in a row: the rows are cached, the token is the page's
 
-        response = client.post(action.group(1), {"csrfmiddlewaretoken": token.group(1), "duration": "forever"})
+        response = client.post(button.group(1), {"csrfmiddlewaretoken": form.group(1), "duration": "forever"})
 
         assert response.status_code == 302
         assert Mute.objects.filter(muter=bob, muted=charlie).exists()
@@ -147,13 +180,76 @@ class TestAccountFragments:
         before = [client.get(path).content.decode() for path in pages]
 
         bob.username, bob.display_name = "robert", "Robert"
-        bob.save()
+        with django_capture_on_commit_callbacks(execute=True):  # the rename commits, as a request's would
+            bob.save()
         after = [client.get(path).content.decode() for path in pages]
 
         assert all("@bob<" in html for html in before)
         for path, html in zip(pages, after, strict=True):
             assert "@robert<" in html and "@bob<" not in html, path
             assert ">Robert</" in html, path
+
+
+class TestCachedRows:
+    """Rows are kept per process by every value they print: a change of any of them renders a new
+    row, and a row rendered for one viewer never shows another viewer's buttons."""
+
+    def test_a_note_row_changes_with_its_body_warning_author_and_age(self):
+        first = render("{% note_rows notes %}", notes=[a_note()])
+        assert render("{% note_rows notes %}", notes=[a_note()]) == first  # kept
+
+        assert "edited" in render("{% note_rows notes %}", notes=[a_note(body="edited")])
+        assert "<summary>spoiler</summary>" in render("{% note_rows notes %}", notes=[a_note(spoiler_text="spoiler")])
+        assert "<strong>Robert</strong>" in render("{% note_rows notes %}", notes=[a_note(display_name="Robert")])
+        recent = FeedNote(43, 7, FeedAuthor(id=7, username="bob", display_name="Bob"), "hi", datetime.now(UTC), 1)
+        assert ">just now</time>" in render("{% note_rows notes %}", notes=[recent])
+
+    def test_the_new_divider_stands_after_the_count_it_is_given(self):
+        notes = [FeedNote(n, 7, FeedAuthor(id=7, username="bob", display_name=""), f"note {n}", AT, n) for n in (1, 2, 3)]
+
+        html = render("{% note_rows notes new_count=2 %}", notes=notes)
+
+        assert html.index('id="note-2"') < html.index('id="last-read"') < html.index('id="note-3"')
+        assert 'id="last-read"' not in render("{% note_rows notes %}", notes=notes)
+
+    def test_the_owners_buttons_never_reach_another_viewer(self, alice, bob, charlie, django_capture_on_commit_callbacks):
+        with django_capture_on_commit_callbacks(execute=True):
+            for follower in (bob, charlie):
+                services.follow_create(actor=follower, followee_id=alice.pk)
+        owner = signed_in(alice).get("/u/alice/followers/").content.decode()
+
+        other = signed_in(bob).get("/u/alice/followers/").content.decode()
+        signed_out = Client().get("/u/alice/followers/").content.decode()
+
+        assert owner.count(">Remove</button>") == 2
+        assert ">Remove</button>" not in other and ">Remove</button>" not in signed_out
+        assert "More for @charlie" in other and "More for @bob" not in other  # no menu on the viewer's own row
+        assert "More for @" not in signed_out
+
+
+class TestCachedHeader:
+    def test_each_reader_gets_its_own_header_count_and_token(self, alice, bob, django_capture_on_commit_callbacks):
+        """The header is kept by what it prints (reader, page, unread count); the sign-out form's
+        token is the request's own."""
+        alice_client, bob_client = signed_in(alice), signed_in(bob)
+        first = alice_client.get("/home").content.decode()
+        with django_capture_on_commit_callbacks(execute=True):
+            services.follow_create(actor=bob, followee_id=alice.pk)  # a notification for alice
+
+        again = alice_client.get("/home").content.decode()
+        bobs = bob_client.get("/home").content.decode()
+
+        def token(html: str) -> str:
+            found = re.search(
+                r'action="/logout/" class="inline"><input type="hidden" name="csrfmiddlewaretoken" value="([^"]+)">', html
+            )
+            assert found is not None
+            return found.group(1)
+
+        assert 'title="Your profile, @alice"' in first and 'id="unread-count"' not in first
+        assert '<span class="badge badge-unread" id="unread-count">1</span>' in again
+        assert 'title="Your profile, @bob"' in bobs and "@alice" not in bobs.split("</header>")[0]
+        assert len({token(first), token(again), token(bobs)}) == 3
 
 
 class TestLineEnds:

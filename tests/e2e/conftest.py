@@ -43,6 +43,7 @@ from core import redis_keys as core_keys
 from core.outbox import now_ms
 from core.redis import forget_sentinel, get_redis, redis_reset_breaker
 from tests.support.accounts import signed_in
+from tests.support.broker import broker_turn
 from tests.support.browser import DESKTOP
 from tests.support.celery import celery_conf
 from tests.support.faults import CeleryWorker, purge_queue
@@ -137,10 +138,12 @@ def celery_worker(django_db_setup: Any, django_db_blocker: Any, e2e_names: dict[
             redis_url=str(settings.REDIS_URL),  # the session's Redis (never the system's db 0)
             extra_env={"REDIS_KEY_PREFIX": e2e_names["prefix"], "DJANGO_ALLOW_ASYNC_UNSAFE": ""},
         )
-        worker.start()
+        with broker_turn(alone=False):  # a package's fixture outlives each test's own turn
+            worker.start()
     yield worker
     worker.stop()
-    purge_queue(e2e_names["queue"])
+    with broker_turn(alone=False):
+        purge_queue(e2e_names["queue"])
     unlink_prefix(get_redis(), e2e_names["prefix"])
 
 

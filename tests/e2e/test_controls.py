@@ -13,6 +13,7 @@ from django.db import connections
 
 from feed import services as feed_services
 from feed.models import Note
+from social import models as social_models
 from social import services as social_services
 from social.models import Follow, FollowRequest
 from tests.support.accounts import make_user
@@ -193,3 +194,33 @@ class TestWhoToFollow:
         page.goto("/home")
         wait_until(lambda: page.locator(".suggestions-box li").count() == 1, timeout=10, what="the home page's box filled")
         assert "Dave\nfollowed by @bob you follow" in page.locator(".suggestions-box").inner_text()
+
+
+class TestRowActions:
+    def test_mute_and_remove_from_a_followers_list(self, stack, open_session, shot):
+        """A row's buttons post the page's one form (``row-action``) to their own action: in a
+        browser, Mute mutes that row's account and Remove removes that follower."""
+        owner = make_user("alice")
+        fans = [make_user("bob"), make_user("charlie")]
+        for fan in fans:
+            social_services.follow_create(actor=fan, followee_id=owner.pk)
+        session = open_session(owner, label="alice")
+        page = session.page
+        page.goto("/u/alice/followers/")
+
+        charlie_row = page.locator("ol.follow-list li", has_text="@charlie")
+        charlie_row.locator("details.row-actions summary").click()
+        charlie_row.get_by_role("button", name="Mute").click()
+        page.wait_for_url(re.compile(r"/u/charlie/$"))
+        shot(session, "muted-from-a-row")
+
+        assert social_models.Mute.objects.filter(muter=owner, muted=fans[1]).exists()
+        assert not social_models.Mute.objects.filter(muter=owner, muted=fans[0]).exists()
+
+        page.goto("/u/alice/followers/")
+        page.locator("ol.follow-list li", has_text="@bob").get_by_role("button", name="Remove").click()
+        page.wait_for_url(re.compile(r"/u/alice/followers/$"))
+
+        assert not Follow.objects.filter(follower=fans[0], followee=owner).exists()
+        assert Follow.objects.filter(follower=fans[1], followee=owner).exists()
+        assert "@bob" not in page.locator("ol.follow-list").inner_text()

@@ -17,7 +17,9 @@ from feed import outbox as feed_outbox
 from feed.models import Note, now_whole_ms
 from tests.support.accounts import signed_in
 from tests.support.feed import inbox_ids
+from users.account_cache import parse_account_value
 from users.models import User
+from users.redis_keys import ACCOUNT_TOMBSTONE, account_key
 
 pytestmark = pytest.mark.django_db
 
@@ -55,7 +57,7 @@ class TestFilling:
             note.published_ms,
             "words with  spaces and ünïcode",
         )
-        assert note_cache.parse_author_value(redis_client.get(redis_keys.author_cache_key(active_bob.pk))) == (
+        assert parse_account_value(redis_client.get(account_key(active_bob.pk))) == (
             active_bob.username,
             active_bob.display_name,
         )
@@ -102,7 +104,9 @@ class TestFilling:
             second = page_ids(active_alice, limit=2)
 
         assert first == second == [row.pk for row in rows[:2]]
-        assert len(missed.captured_queries) == 2  # the notes with their authors, on the primary; the visibility check
+        # The notes with their authors, on the primary; the filled author still active (forget_gone_fills);
+        # the visibility check.
+        assert len(missed.captured_queries) == 3
         assert len(hit.captured_queries) == 1  # the visibility check
         assert all(redis_client.get(redis_keys.note_cache_key(row.pk)) for row in rows[:3])  # the round read 3
 
@@ -180,7 +184,7 @@ class TestForgetting:
         with django_capture_on_commit_callbacks(execute=True):
             user_set_active(user=active_bob, is_active=False)
 
-        assert redis_client.get(redis_keys.author_cache_key(active_bob.pk)) == redis_keys.CACHE_TOMBSTONE
+        assert redis_client.get(account_key(active_bob.pk)) == ACCOUNT_TOMBSTONE
         assert {n.author_id for n in selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10).notes} == {
             feed[0].author_id
         }
@@ -215,7 +219,7 @@ class TestForgetting:
             active_bob.save(update_fields=["last_login"])
 
         assert not OutboxEntry.objects.filter(kind=feed_outbox.AUTHOR_CACHE_KIND, subject_id=active_bob.pk).exists()
-        assert redis_client.get(redis_keys.author_cache_key(active_bob.pk)) != redis_keys.CACHE_TOMBSTONE
+        assert redis_client.get(account_key(active_bob.pk)) != ACCOUNT_TOMBSTONE
 
     def test_a_tombstone_refuses_a_fill_read_before_the_change(self, active_alice, feed, redis_client):
         note = Note.objects.select_related("author").get(pk=feed[5].pk)  # read while visible...
@@ -245,7 +249,7 @@ class TestForgetting:
         with django_capture_on_commit_callbacks(execute=True):
             User.objects.get(pk=active_bob.pk).delete()
 
-        assert not redis_client.exists(redis_keys.author_cache_key(active_bob.pk))
+        assert not redis_client.exists(account_key(active_bob.pk))
         assert {n.author.username for n in selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10).notes} == {
             "charlie"
         }

@@ -47,7 +47,7 @@ from tests.support.faults import CeleryWorker, RedisServer, point_at, purge_queu
 from tests.support.graph import assert_mirror_equals_database
 from users.models import User
 
-pytestmark = [pytest.mark.slow, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.worker, pytest.mark.broker_outage, pytest.mark.django_db(transaction=True)]
 
 WRITERS = 5
 SECONDS = float(os.environ.get("FOLLOWFEED_SOAK_SECONDS", "180"))

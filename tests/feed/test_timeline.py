@@ -418,3 +418,53 @@ def test_a_note_older_than_what_the_cap_trimmed_does_not_hide_the_trimmed_notes(
     assert seen == [newest.pk, tie_a.pk, tie_b.pk, oldest.pk, late.pk]
     assert redis_client.get(redis_keys.inbox_floor_key(active_alice.pk)) is not None
     assert late.pk not in inbox_ids(redis_client, active_alice)
+
+
+class TestUserTimeline:
+    """An author's own notes on its profile, as each viewer may see them, paged by cursor."""
+
+    @pytest.fixture
+    def notes(self, user_factory: Any) -> Any:
+        """Nine notes of one author over two milliseconds (ids rise while the times alternate), of
+        every visibility, one hidden and one deleted; returns the author."""
+        author = user_factory(username="writer")
+        moment = timezone.now().replace(microsecond=0) - timedelta(seconds=5)
+        visibilities = ["public", "unlisted", "private", "direct", "public", "private", "public", "unlisted", "public"]
+        for index, visibility in enumerate(visibilities):
+            at = moment if index % 2 else moment - timedelta(milliseconds=1)
+            services.note_create(author=author, body=f"note {index}", created_at=at, visibility=visibility)
+        Note.objects.filter(body="note 4").update(is_hidden=True)
+        Note.objects.filter(body="note 6").update(deleted_at=timezone.now())
+        return author
+
+    @pytest.mark.parametrize(
+        ("viewer", "shown"),
+        [("nobody", ("public", "unlisted")), ("follower", ("public", "unlisted", "private")), ("author", None)],
+    )
+    def test_pages_of_two_give_what_the_viewer_may_see_once_in_feed_order(
+        self, notes: Any, user_factory: Any, follow: Any, viewer: str, shown: tuple[str, ...] | None
+    ) -> None:
+        viewer_id = None
+        if viewer == "follower":
+            reader = user_factory(username="reader")
+            follow(reader, notes)
+            viewer_id = reader.pk
+        elif viewer == "author":
+            viewer_id = notes.pk
+        rows = Note.objects.filter(author=notes, is_hidden=False, deleted_at__isnull=True)
+        if shown is not None:
+            rows = rows.filter(visibility__in=shown)
+        expected = list(rows.order_by("-created_at", "id").values_list("id", "created_at", "body", "visibility"))
+
+        walked: list[tuple[int, Any, str, str]] = []
+        cursor = None
+        for _ in range(10):
+            page = selectors.user_timeline(author=notes, cursor=cursor, limit=2, viewer_id=viewer_id)
+            walked += [(note.pk, note.created_at, note.body, note.visibility) for note in page.notes]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+
+        assert walked == expected
+        assert len(expected) == {"nobody": 4, "follower": 6, "author": 7}[viewer]
+        assert all(at.tzinfo is not None for _, at, _, _ in walked)

@@ -640,8 +640,8 @@ class TestListControls:
         page = signed_in(alice).get(f"/u/{charlie.username}/followers/")
         blocked = run_commits(lambda: signed_in(alice).post(f"/u/{bob.username}/block/"))
 
-        assert f'action="/u/{bob.username}/block/"'.encode() in page.content
-        assert f'action="/u/{bob.username}/mute/"'.encode() in page.content
+        assert f'form="row-action" formaction="/u/{bob.username}/block/"'.encode() in page.content
+        assert f'form="row-action" formaction="/u/{bob.username}/mute/"'.encode() in page.content
         assert blocked.status_code == 302
         assert Block.objects.filter(blocker=alice, blocked=bob).exists()
 

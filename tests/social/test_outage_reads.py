@@ -30,7 +30,21 @@ def answers(alice, bob, charlie, dave):
         "common": {u.pk for u in selectors.common_following(user_id=alice.pk, other_id=charlie.pk).users},
         "familiar": {u.pk for u in selectors.familiar_followers(viewer_id=alice.pk, user_id=charlie.pk).users},
         "mutual": {u.pk for u in selectors.mutual_follows(user_id=alice.pk).users},
-        "profile_graph": selectors.profile_graph(user_id=alice.pk, viewer_id=charlie.pk),
+        "profile_graph": printed(selectors.profile_graph(user_id=alice.pk, viewer_id=charlie.pk)),
+    }
+
+
+def printed(graph):
+    """What a profile prints of ``graph``: its counts, the relationship, and each sample's size and
+    accounts (id, handle, shown name), whichever type holds them (``User`` or the account cache's)."""
+    samples = [graph.samples.mutual, graph.samples.common, graph.samples.familiar]
+    return {
+        "counts": graph.counts,
+        "relationship": graph.relationship,
+        "samples": [
+            None if sample is None else (sample.count, [(u.pk, u.username, u.shown_name) for u in sample.users])
+            for sample in samples
+        ],
     }
 
 
@@ -47,11 +61,12 @@ class TestReadsWithRedisDown:
         assert from_database == from_redis
         assert from_database["common"] == {bob.pk, dave.pk}
         assert from_database["mutual"] == {bob.pk, dave.pk}
-        counts, samples = from_database["profile_graph"].counts, from_database["profile_graph"].samples
-        assert counts == selectors.Counts(followers=2, following=2)
-        assert [u.pk for u in samples.mutual.users] == sorted([bob.pk, dave.pk])
-        assert samples.common is not None and [u.pk for u in samples.common.users] == sorted([bob.pk, dave.pk])
-        assert from_database["profile_graph"].relationship == selectors.Relationship(is_following=False, follows_you=False)
+        profile = from_database["profile_graph"]
+        assert profile["counts"] == selectors.Counts(followers=2, following=2)
+        pair = sorted([(bob.pk, "bob", bob.shown_name), (dave.pk, "dave", dave.shown_name)])
+        assert profile["samples"][0] == (2, pair)  # mutual
+        assert profile["samples"][1] == (2, pair)  # common
+        assert profile["relationship"] == selectors.Relationship(is_following=False, follows_you=False)
         assert from_database["counts"] == selectors.Counts(followers=2, following=1)
         assert from_database["counts_many"] == {
             alice.pk: selectors.Counts(followers=2, following=2),

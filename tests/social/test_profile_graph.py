@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from core.cluster import is_cluster
+from core.cluster import is_cluster, lua
 from social import layout, redis_keys, selectors
 from social.models import Follow
 from tests.support.graph import follow, star_with_fans, unfollow
+from users.redis_keys import account_key_parts
 
 pytestmark = pytest.mark.django_db
 
@@ -143,3 +144,50 @@ class TestShardedAccount:
         assert samples.familiar is not None
         assert {u.pk for u in samples.familiar.users} == {fan.pk for fan in fans[:5]}
         assert graph.relationship == selectors.Relationship(is_following=False, follows_you=False)
+
+
+class TestProfileGraphScript:
+    """The script's samples over members of every length, in a set kept as a hash table (members in
+    no order) and as an intset (ascending): the lowest ids by number, not by text."""
+
+    @pytest.mark.parametrize("size", [40, 700])  # below and above the default set-max-intset-entries (512)
+    def test_samples_and_counts_equal_python_over_ids_of_every_length(self, redis_client: Any, size: int) -> None:
+        if is_cluster(redis_client):
+            pytest.skip("the script reads the viewer's key and the accounts' keys: one server only")
+        pick = random.Random(size)
+        account, viewer = 5_000_000_001, 5_000_000_002
+        pool = pick.sample([*range(1, 200), *range(900, 1_200), *range(99_000, 101_000), *range(10**9, 10**9 + 500)], 3 * size)
+        followers, following, viewer_following = (set(pick.sample(pool, size)) for _ in range(3))
+        followers |= {viewer}
+        following |= {viewer}
+        for key, members in [
+            (redis_keys.followers_set_key(account), followers),
+            (redis_keys.following_set_key(account), following),
+            (redis_keys.following_set_key(viewer), viewer_following),
+        ]:
+            redis_client.sadd(key, *members)
+        hidden = set(pick.sample(sorted(followers & following), 3)) - {viewer}
+        limit, familiar_limit = 8, 3
+
+        reply = lua(selectors.PROFILE_GRAPH_LUA)(
+            keys=[
+                redis_keys.followers_layout_key(account),
+                redis_keys.followers_set_key(account),
+                redis_keys.following_set_key(account),
+                redis_keys.following_set_key(viewer),
+            ],
+            args=[*layout.SHARD_READING_LAYOUTS, limit, familiar_limit, viewer, *account_key_parts(), account, *hidden],
+            client=redis_client,
+        )
+
+        def expected(members: set[int], size_limit: int, *, leave_out_viewer: bool) -> list[Any]:
+            shown = members - hidden - {account} - ({viewer} if leave_out_viewer else set())
+            return [len(shown), sorted(shown)[:size_limit]]
+
+        assert reply[1:3] == [len(followers), len(following)]
+        assert reply[3:9] == [
+            *expected(followers & following, limit, leave_out_viewer=False),
+            *expected(viewer_following & following, limit, leave_out_viewer=True),
+            *expected(followers & viewer_following, familiar_limit, leave_out_viewer=True),
+        ]
+        assert min(len(str(member)) for member in followers & following) < 4 < max(len(str(m)) for m in followers & following)

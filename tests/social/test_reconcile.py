@@ -11,6 +11,7 @@ from django.core.management import call_command
 
 from social import reconcile, redis_keys, selectors, services
 from social.models import Follow, ReconcileRun
+from social.rebuild import rebuild_all
 from social.reconcile import reconcile_all, reconcile_run
 from tests.support.graph import assert_mirror_equals_database, db_edges
 
@@ -334,3 +335,24 @@ class TestControlsReconcile:
         assert "<th>controls_drifted</th><td>3</td>" in page
         assert reconcile_all(repair=False).controls_drifted == 0
         assert redis_client.sismember(redis_keys.blocks_key(alice.pk), str(bob.pk))
+
+
+class TestSparseIds:
+    def test_a_gap_in_the_account_ids_is_walked_in_one_batch_by_the_reconcile_and_the_rebuild(
+        self, user_factory, follow, redis_client
+    ):
+        near = [user_factory() for _ in range(3)]
+        far = user_factory(pk=near[-1].pk + 10_000)
+        follow(near[0], far)
+        follow(far, near[1])
+        start = near[0].pk - 1
+        reconciled: list[int] = []
+        rebuilt: list[int] = []
+
+        report = reconcile_all(repair=False, start_after=start, batch_users=2, on_progress=reconciled.append)
+        rebuild_all(start_after=start, batch_users=2, on_progress=lambda users, edges: rebuilt.append(users))
+
+        assert (report.users_checked, report.drift) == (4, 0)
+        assert reconciled == [near[1].pk - start, far.pk - near[1].pk]
+        assert rebuilt == [2, 2]
+        assert_mirror_equals_database(redis_client, [user.pk for user in [*near, far]])

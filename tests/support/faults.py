@@ -26,6 +26,8 @@ from typing import Any
 import redis
 from django.conf import settings
 from django.db import connection
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from tests.support.commands import celery_worker_command, redis_server_command
 
@@ -93,6 +95,7 @@ class RedisServer:
         self.port = free_port()
         self.data_dir = data_dir
         self.process: subprocess.Popen[bytes] | None = None
+        self.started_once = False
 
     @property
     def url(self) -> str:
@@ -103,15 +106,46 @@ class RedisServer:
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2, password=password)
 
     def start(self) -> None:
-        """Start (or restart: empty, or from the last snapshot) the server and wait until it answers PING."""
+        """Start (or restart: empty, or from the last snapshot) the server and wait until it answers PING.
+
+        :raises AssertionError: the server ended (its log's end in the message), or another
+            process's server held the port at every try.
+        """
         persistence = ["--dir", str(self.data_dir), "--dbfilename", "dump.rdb"] if self.data_dir is not None else []
-        self.process = subprocess.Popen(
-            redis_server_command(self.port, *persistence),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        probe = self.client()
-        wait_until(lambda: _pings(probe), timeout=10, what=f"redis-server on {self.port}")
+        for _ in range(5):
+            log = log_dir() / f"redis-server-{self.port}-{os.getpid()}.log"
+            with log.open("wb") as output:
+                self.process = process = subprocess.Popen(
+                    redis_server_command(self.port, *persistence), stdout=output, stderr=subprocess.STDOUT
+                )
+            owner: int | None = None
+            try:
+                owner = self._owner_of_port(process)
+            finally:
+                if owner != process.pid:  # not this server's port, or the wait failed
+                    process.kill()
+                    process.wait()
+            if owner == process.pid:
+                self.started_once = True
+                return
+            if owner is None:
+                raise AssertionError(f"redis-server on {self.port} ended ({process.returncode}): {log.read_text()[-2000:]}")
+            # free_port's port was taken before this server bound it (by another test process's
+            # server): a first start moves to another port; a restart keeps the URL the
+            # application holds and waits for the port.
+            if self.started_once:
+                time.sleep(1)
+            else:
+                self.port = free_port()
+        raise AssertionError(f"redis-server found no port of its own (last {self.port})")
+
+    def _owner_of_port(self, process: subprocess.Popen[bytes]) -> int | None:
+        """Wait until ``process`` ends or the port answers PING: the process id of the server that
+        answers (None: none does)."""
+        # No retries: redis-py's own backoff on a refused connection would make each look last seconds.
+        probe = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2, retry=Retry(NoBackoff(), 0))
+        wait_until(lambda: process.poll() is not None or _pings(probe), timeout=10, what=f"redis-server on {self.port}")
+        return int(probe.info("server")["process_id"]) if _pings(probe) else None
 
     def kill(self) -> None:
         """SIGKILL the server: every client command now fails with a connection error."""

@@ -9,7 +9,7 @@ import pytest
 
 from core.errors import NotFound
 from users.models import User
-from users.selectors import LIST_FIELDS, active_user_named, users_by_id
+from users.selectors import LIST_FIELDS, active_user_named, id_ranges, users_by_id
 
 pytestmark = pytest.mark.django_db
 
@@ -61,3 +61,23 @@ class TestUsersById:
     def test_no_ids_no_query(self, django_assert_num_queries: Any) -> None:
         with django_assert_num_queries(0):
             assert users_by_id([]) == {}
+
+
+class TestIdRanges:
+    def test_each_range_holds_at_most_the_batch_and_a_gap_in_the_ids_costs_no_range(self, user_factory: Any) -> None:
+        near = [user_factory().pk for _ in range(5)]
+        far = user_factory(pk=near[-1] + 10**12).pk
+        start = near[0] - 1
+
+        ranges = list(id_ranges(start_after=start, top=far, batch_users=2))
+
+        assert ranges == [(start, near[1]), (near[1], near[3]), (near[3], far)]
+
+    def test_a_walk_from_the_top_or_above_is_empty(self, user_factory: Any) -> None:
+        top = user_factory().pk
+
+        assert list(id_ranges(start_after=top, top=top, batch_users=10)) == []
+
+    def test_a_batch_below_one_is_refused(self) -> None:
+        with pytest.raises(ValueError, match="batch_users"):
+            next(id_ranges(start_after=0, top=10, batch_users=0))
