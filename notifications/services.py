@@ -77,10 +77,12 @@ def _ensure_rows(recipient_id: int, kind: str, now_day: date) -> None:
     _insert_ignore(UnreadCounter._meta.db_table, "recipient_id, unread, version", [recipient_id, 0, 0])
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     day = connection.ops.adapt_datefield_value(now_day)
+    # Made as its no rows derive it (read, no actors): the job may find under its lock that the
+    # change no longer stands and add no row, leaving the group as made.
     _insert_ignore(
         NotificationGroup._meta.db_table,
         "recipient_id, kind, day, count, latest_actor_ids, updated_at, unread",
-        [recipient_id, kind, day, 0, "[]", now, True],
+        [recipient_id, kind, day, 0, "[]", now, False],
     )
 
 

@@ -154,6 +154,32 @@ def writer(args: tuple[list[int], int, float, str]) -> tuple[dict[str, int], lis
     return done, failures
 
 
+def notification_differences() -> list[str]:
+    """What the notifications reconcile would find, item by item: stale rows (recipient, actor,
+    kind), groups (stored figures beside derived), counters (row beside the visible unread rows)
+    and Redis mirrors (stored beside the row's value); empty when nothing differs."""
+    from notifications import redis_keys as notification_keys
+    from notifications.models import Notification, NotificationGroup, UnreadCounter
+    from notifications.selectors import derive_group, visible
+    from notifications.services import _stale_pairs
+
+    found = [f"stale row {pair}" for pair in _stale_pairs(0, 2**62)]
+    for group in NotificationGroup.objects.order_by("pk"):
+        derived_group = derive_group(group.pk)
+        if derived_group.differs(group):
+            stored = (group.count, group.latest_actor_ids, group.unread, group.updated_at)
+            found.append(f"group {group.pk} of {group.recipient_id}: stored {stored}, derived {derived_group}")
+    client = get_redis()
+    for recipient_id, version, unread in UnreadCounter.objects.order_by("pk").values_list("pk", "version", "unread"):
+        truth = visible(Notification.objects.filter(recipient_id=recipient_id, read_at__isnull=True)).count()
+        if truth != unread:
+            found.append(f"counter of {recipient_id}: row {unread} at version {version}, visible unread rows {truth}")
+        value = client.get(notification_keys.unread_key(recipient_id))
+        if value is not None and value != notification_keys.unread_value(version, unread).encode():
+            found.append(f"mirror of {recipient_id}: Redis {value!r}, row {version}:{unread}")
+    return found
+
+
 class Chaos:
     """The faults, on a schedule over the run; ``injected`` names each one when it happened."""
 
@@ -305,12 +331,13 @@ def test_five_writers_through_redis_broker_and_worker_faults_end_with_feeds_equa
     readers = list(User.objects.filter(is_active=True).values_list("pk", flat=True))
     feeds = feed_differences(readers)
     derived_drift = derived.drift(repair=False)
+    notifications_found = notification_differences() if any(derived_drift.values()) else []
     with capsys.disabled():
         print(
             f"\nsoak: {sum(v for k, v in operations.items() if k not in ('errors', 'refused'))} operations in {SECONDS:.0f} s {operations}; "
             f"faults injected: {chaos.injected}; drains sent {drains['sent']}, refused {drains['refused']}; "
             f"differences found: graph {len(graph_differences)}, feeds {len(feeds)} of {len(readers)} readers; "
-            f"derived structures {derived_drift}"
+            f"derived structures {derived_drift}; notifications: {notifications_found}"
         )
 
     assert failures == []
@@ -319,4 +346,4 @@ def test_five_writers_through_redis_broker_and_worker_faults_end_with_feeds_equa
     assert sum(operations.values()) > 1000
     assert graph_differences == []
     assert feeds == {}
-    assert derived_drift == dict.fromkeys(derived_drift, 0)
+    assert derived_drift == dict.fromkeys(derived_drift, 0), notifications_found

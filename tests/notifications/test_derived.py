@@ -15,7 +15,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from notifications import receivers, redis_keys, selectors, services
-from notifications.models import Notification, NotificationGroup, NotificationsReconcileRun, UnreadCounter
+from notifications.models import FOLLOW, Notification, NotificationGroup, NotificationsReconcileRun, UnreadCounter
 from social import controls
 from social import services as social_services
 from social.models import Block, Follow, FollowRequest
@@ -182,6 +182,49 @@ class TestC29ActorMovesToAnotherDay:
         ]
         assert sum("@bob" in line.text for line in lines) == 1
         assert unread_everywhere(alice, redis_client) == (2, 2, 2, 2)
+
+
+class TestAJobThatMakesNoRow:
+    """A job makes its recipient's counter and day group before it takes the lock and checks
+    the change again; when it then makes no row, what it made must already agree with its
+    (absent) rows: the reconcile finds nothing and the page shows no line (the soak found one)."""
+
+    def test_a_block_between_the_jobs_two_checks(self, alice, bob, run_commits, redis_client, monkeypatch):
+        run_commits(lambda: social_services.follow_create(actor=bob, followee_id=alice.pk))
+        Notification.objects.all().delete()
+        NotificationGroup.objects.all().delete()
+        ensure_rows = services._ensure_rows
+
+        def ensure_then_blocked(*args, **kwargs):
+            ensure_rows(*args, **kwargs)
+            # Another request's block commits after the job's first check, before its lock.
+            run_commits(lambda: controls.block_create(actor=alice, target_id=bob.pk))
+
+        monkeypatch.setattr(services, "_ensure_rows", ensure_then_blocked)
+
+        made = services.notification_add(FOLLOW, recipient_id=alice.pk, actor_id=bob.pk)
+
+        assert made is False
+        assert list(NotificationGroup.objects.values_list("count", "unread")) == [(0, False)]
+        assert services.notifications_reconcile(dry_run=True).as_dict() == services.NotificationsDrift().as_dict()
+        assert texts(alice) == []
+
+    def test_a_follow_again_within_the_minute_across_midnight(self, alice, bob, run_commits, redis_client):
+        late = datetime(2026, 11, 2, 23, 59, 40, tzinfo=UTC)
+        with frozen(late):
+            run_commits(lambda: social_services.follow_create(actor=bob, followee_id=alice.pk))
+        with frozen(late + timedelta(seconds=30)):  # the next day, within REPEAT_SECONDS
+            run_commits(lambda: social_services.follow_delete(actor=bob, followee_id=alice.pk))
+            run_commits(lambda: social_services.follow_create(actor=bob, followee_id=alice.pk))
+
+        days = NotificationGroup.objects.order_by("day").values_list("day", "count", "unread")
+        assert [(day.isoformat(), count, unread) for day, count, unread in days] == [
+            ("2026-11-02", 1, True),
+            ("2026-11-03", 0, False),
+        ]
+        assert services.notifications_reconcile(dry_run=True).as_dict() == services.NotificationsDrift().as_dict()
+        assert texts(alice) == ["@bob followed you"]
+        assert unread_everywhere(alice, redis_client) == (1, 1, 1, 1)
 
 
 class TestRequestsThatEnd:
