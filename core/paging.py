@@ -157,6 +157,27 @@ local function member_less(a, b)
   return #a < #b
 end
 
+-- A member's place in byte order as an exact number: a decimal id of at most 15 digits read as
+-- base 11 (digit d is d + 1, a missing digit 0) stays below 2^53; nil for any other member.
+-- The merge compares its heads by this number, member_less only where it is nil.
+local POWERS
+
+local function byte_order(member)
+  local n = #member
+  if n > 15 then return nil end
+  if not POWERS then
+    POWERS = {}
+    for i = 0, 15 do POWERS[i] = 11 ^ i end
+  end
+  local value = 0
+  for i = 1, n do
+    local digit = string.byte(member, i) - 47
+    if digit < 1 or digit > 10 then return nil end
+    value = value * 11 + digit
+  end
+  return value * POWERS[15 - n]
+end
+
 local function rank_after(key, score, member)
   local low = redis.call('ZCOUNT', key, '(' .. score, '+inf')
   local high = low + redis.call('ZCOUNT', key, score, score)
@@ -176,7 +197,7 @@ local function merged_page(keys, limit, score, member)
   local count = #keys
   local chunk = limit
   if count > 1 then chunk = math.min(limit, math.max(4, math.ceil(2 * limit / count))) end
-  local rows, next_rank, at, top = {}, {}, {}, {}
+  local rows, next_rank, at, top, order = {}, {}, {}, {}, {}
   for k = 1, count do
     local start = 0
     if score ~= '' then start = rank_after(keys[k], score, member) end
@@ -185,27 +206,43 @@ local function merged_page(keys, limit, score, member)
     if #rows[k] > 0 then top[k] = tonumber(rows[k][2]) end
   end
   if count == 1 then return rows[1] end
-  local page = {}
-  while #page < 2 * limit do
+  for k = 1, count do
+    if top[k] then order[k] = byte_order(rows[k][1]) end
+  end
+  local page, taken = {}, 0
+  while taken < limit do
     local best
     for k = 1, count do
-      if top[k] and (not best or top[k] > top[best]
-          or (top[k] == top[best] and member_less(rows[best][at[best]], rows[k][at[k]]))) then
+      local t = top[k]
+      if t and (not best or t > top[best]) then
         best = k
+      elseif t and t == top[best] then
+        -- A tie: the member later in byte order comes first (ZREVRANGE's order).
+        local mine, theirs = order[k], order[best]
+        if mine and theirs then
+          if mine > theirs then best = k end
+        elseif member_less(rows[best][at[best]], rows[k][at[k]]) then
+          best = k
+        end
       end
     end
     if not best then break end
     local list, i = rows[best], at[best]
-    page[#page + 1], page[#page + 2] = list[i], list[i + 1]
+    taken = taken + 1
+    page[2 * taken - 1], page[2 * taken] = list[i], list[i + 1]
     i = i + 2
-    if i > #list and #list == 2 * chunk and #page < 2 * limit then
+    if i > #list and #list == 2 * chunk and taken < limit then
       -- A full chunk ran out: the key may hold more; fetch what the page can still take.
-      local wanted = limit - #page / 2
+      local wanted = limit - taken
       list = redis.call('ZREVRANGE', keys[best], next_rank[best], next_rank[best] + wanted - 1, 'WITHSCORES')
       rows[best], next_rank[best], i = list, next_rank[best] + #list / 2, 1
     end
     at[best] = i
-    top[best] = i <= #list and tonumber(list[i + 1]) or nil
+    if i <= #list then
+      top[best], order[best] = tonumber(list[i + 1]), byte_order(list[i])
+    else
+      top[best], order[best] = nil, nil
+    end
   end
   return page
 end
