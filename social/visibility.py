@@ -22,7 +22,7 @@ from core.cluster import pipeline
 from core.errors import Forbidden, NotFound
 from core.redis import redis_or_database
 from users.models import User
-from users.selectors import user_columns, username_condition
+from users.selectors import accounts_from_sql, user_columns, username_condition
 
 from . import redis_keys
 from .models import Block, Follow, Mute, live_mutes
@@ -196,22 +196,20 @@ def account_and_access(
     else:
         condition, value = "u.id = %s", user_id
     viewer_id = viewer.pk if viewer is not None else None
-    found = list(
-        User.objects.raw(
-            # standing's joins (no row joins for no viewer), their flags named as the query's own
-            # columns; the lowest id first, as active_user_named.
-            f"SELECT {user_columns(alias, 'u')}, {STANDING_FLAGS} FROM {User._meta.db_table} u{_standing_joins()}"
-            f" WHERE {condition} AND u.is_active = %s ORDER BY u.id LIMIT 1",
-            [viewer_id, viewer_id, viewer_id, value, True],
-        ).using(alias)
+    found = accounts_from_sql(
+        alias,
+        # standing's joins (no row joins for no viewer) and their flags after the account's
+        # columns; the lowest id first, as active_user_named.
+        f"SELECT {user_columns(alias, 'u')}, {STANDING_FLAGS} FROM {User._meta.db_table} u{_standing_joins()}"
+        f" WHERE {condition} AND u.is_active = %s ORDER BY u.id LIMIT 1",
+        [viewer_id, viewer_id, viewer_id, value, True],
     )
     if not found:
         return None
-    user = found[0]
+    user, flags = found[0]
     if viewer is None or viewer.pk == user.pk:
         return user, access(viewer=viewer, user=user)
-    flags = (bool(getattr(user, name)) for name in ("standing_follows", "standing_hides", "standing_blocked"))
-    return user, _access_of(Standing(bool(user.approve_followers), *flags))
+    return user, _access_of(Standing(bool(user.approve_followers), *(bool(flag) for flag in flags)))
 
 
 def shown_account(*, viewer: User | None, username: str) -> tuple[User, Access]:

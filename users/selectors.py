@@ -5,8 +5,13 @@ from __future__ import annotations
 import functools
 import unicodedata
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+from weakref import WeakKeyDictionary
 
 from django.db import connections, router
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models.expressions import Col
 
 from core.errors import NotFound
 from core.parsing import id_or_none, username_problem
@@ -101,10 +106,66 @@ def users_by_id(ids: Sequence[int]) -> dict[int, User]:
 
 def _raw_users(alias: str, where: str, params: Sequence[object], fields: tuple[str, ...] | None = None) -> list[User]:
     """The accounts matching the SQL condition ``where`` (``%s`` placeholders for ``params``), with
-    ``fields`` loaded (None: every field; the others load on access). Django's ``raw``: the ORM
-    builds and compiles a queryset on every call, which costs more than running a query this small.
+    ``fields`` loaded (None: every field; the others load on access).
     """
-    return list(User.objects.raw(f"{_select(alias, fields)} WHERE {where}", params).using(alias))
+    return [user for user, _ in accounts_from_sql(alias, f"{_select(alias, fields)} WHERE {where}", params, fields)]
+
+
+def accounts_from_sql(
+    alias: str, sql: str, params: Sequence[Any], fields: tuple[str, ...] | None = None
+) -> list[tuple[User, tuple[Any, ...]]]:
+    """Run ``sql`` on the database ``alias`` and make an account of each row, as Django's ``raw``
+    would, without building a queryset per call (it cost more than a query this small).
+
+    :param sql: its first columns are the accounts' ``fields`` in the model's order (None: every
+        field, as ``_select`` and ``user_columns`` list them); any columns after them come back as
+        they are, beside each account.
+    :returns: ``[(account, the row's other columns)]`` in the rows' order.
+    """
+    connection = connections[alias]
+    reader = _row_reader(connection, fields)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    width = len(reader.names)
+    found = []
+    for row in rows:
+        values = list(row[:width])
+        for index, converters, column in reader.converters:
+            value = values[index]
+            for converter in converters:
+                value = converter(value, column, connection)
+            values[index] = value
+        found.append((User.from_db(alias, reader.names, values), tuple(row[width:])))
+    return found
+
+
+@dataclass(frozen=True)
+class _RowReader:
+    """How a row's account columns become field values: the fields' names, and per column that
+    needs them the database's and the field's converters with the column they convert."""
+
+    names: list[str]
+    converters: list[tuple[int, list[Any], Col]]
+
+
+# Per connection object: its backend's converters are its own operations' methods.
+_row_readers: WeakKeyDictionary[BaseDatabaseWrapper, dict[tuple[str, ...] | None, _RowReader]] = WeakKeyDictionary()
+
+
+def _row_reader(connection: BaseDatabaseWrapper, fields: tuple[str, ...] | None) -> _RowReader:
+    readers = _row_readers.setdefault(connection, {})
+    reader = readers.get(fields)
+    if reader is None:
+        loaded = [field for field in User._meta.concrete_fields if fields is None or field.attname in fields]
+        converters = []
+        for index, field in enumerate(loaded):
+            column = field.get_col(User._meta.db_table)
+            found = connection.ops.get_db_converters(column) + field.get_db_converters(connection)
+            if found:
+                converters.append((index, found, column))
+        reader = readers[fields] = _RowReader(names=[field.attname for field in loaded], converters=converters)
+    return reader
 
 
 @functools.cache

@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.db import DEFAULT_DB_ALIAS
+from django.utils import timezone
 
 from core.errors import NotFound
 from users.models import User
-from users.selectors import LIST_FIELDS, active_user_named, id_ranges, users_by_id
+from users.selectors import LIST_FIELDS, account_by_id, accounts_from_sql, active_user_named, id_ranges, user_columns, users_by_id
 
 pytestmark = pytest.mark.django_db
 
@@ -61,6 +63,40 @@ class TestUsersById:
     def test_no_ids_no_query(self, django_assert_num_queries: Any) -> None:
         with django_assert_num_queries(0):
             assert users_by_id([]) == {}
+
+
+class TestAccountsFromSql:
+    """The rows made into accounts without a queryset: every field as the ORM reads it (the
+    database's converters applied: aware datetimes, booleans), the columns after them beside."""
+
+    def test_every_field_equals_the_orms_and_the_columns_after_come_beside(self, user_factory: Any) -> None:
+        user = user_factory(username="Row", display_name="Shown", bio="about", approve_followers=True, is_staff=True)
+        User.objects.filter(pk=user.pk).update(last_login=timezone.now(), last_seen_at=timezone.now())
+        table = User._meta.db_table
+
+        found = accounts_from_sql(
+            DEFAULT_DB_ALIAS,
+            f"SELECT {user_columns(DEFAULT_DB_ALIAS, 'u')}, u.id + 1, 'x' FROM {table} u WHERE u.id = %s",
+            [user.pk],
+        )
+
+        assert len(found) == 1
+        account, others = found[0]
+        expected = User.objects.get(pk=user.pk)
+        names = [field.attname for field in User._meta.concrete_fields]
+        assert [getattr(account, name) for name in names] == [getattr(expected, name) for name in names]
+        assert account.last_login is not None and account.last_login.tzinfo is not None
+        assert account.is_staff is True and account.approve_followers is True
+        assert (account._state.adding, account._state.db) == (False, DEFAULT_DB_ALIAS)
+        assert [int(others[0]), others[1]] == [user.pk + 1, "x"]
+
+    def test_account_by_id_reads_active_and_deactivated_accounts(self, user_factory: Any) -> None:
+        gone = user_factory(is_active=False)
+
+        found = account_by_id(gone.pk)
+
+        assert found is not None and (found.pk, found.is_active) == (gone.pk, False)
+        assert account_by_id(10**12) is None
 
 
 class TestIdRanges:
