@@ -7,7 +7,6 @@ import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
-from weakref import WeakKeyDictionary
 
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -149,12 +148,15 @@ class _RowReader:
     converters: list[tuple[int, list[Any], Col]]
 
 
-# Per connection object: its backend's converters are its own operations' methods.
-_row_readers: WeakKeyDictionary[BaseDatabaseWrapper, dict[tuple[str, ...] | None, _RowReader]] = WeakKeyDictionary()
+# Kept on the connection object itself: its backend's converters are methods of its operations,
+# which point back to it, so a table of readers outside it (even one of weak keys) would keep
+# every connection that ever read an account alive, and its database session open (a thread per
+# request: the streaming process, runserver).
+_READERS_ATTRIBUTE = "_followfeed_account_row_readers"
 
 
 def _row_reader(connection: BaseDatabaseWrapper, fields: tuple[str, ...] | None) -> _RowReader:
-    readers = _row_readers.setdefault(connection, {})
+    readers: dict[tuple[str, ...] | None, _RowReader] = connection.__dict__.setdefault(_READERS_ATTRIBUTE, {})
     reader = readers.get(fields)
     if reader is None:
         loaded = [field for field in User._meta.concrete_fields if fields is None or field.attname in fields]

@@ -21,7 +21,9 @@ pytestmark = pytest.mark.django_db
 # are not ids (the byte-by-byte comparison).
 MEMBER = st.one_of(
     st.integers(min_value=0, max_value=10**20).map(str),
-    st.sampled_from(["007", "0", "9", "10", "99", "100", "a", "9a", "10a", "~", "é"]),
+    st.sampled_from(["007", "0", "9", "10", "99", "100", "a", "9a", "10a", "~", "é", "", "-1", " 1", "1e5"]),
+    # Either side of the 15 digits the numeric order covers.
+    st.sampled_from(["99999999999999", "999999999999999", "1000000000000000", "9999999999999999", "10000000000000000"]),
 )
 
 
@@ -70,5 +72,24 @@ def test_any_members_and_ties_merge_in_one_sorted_sets_order(
         flat = iter(reply)
         found = [(member.decode(), int(score)) for member, score in zip(flat, flat)]
         assert found == expected_page(rows, cursor, limit)
+    finally:
+        redis_client.delete(*names)
+
+
+@pytest.mark.parametrize("digits", [14, 15, 16, 17, 20])
+def test_ids_that_differ_in_their_last_digit_tie_in_order(digits: int, redis_client: Any) -> None:
+    """Ids one apart at the length where the numeric order ends (a number past 2^53 would round
+    neighbours together), one score, spread over three keys."""
+    names = [f"{settings.REDIS_KEY_PREFIX}test:merge:{{page}}:{k}" for k in range(3)]
+    head = "1" + "0" * (digits - 2)
+    rows = {f"{head}{last}": 1_700_000_000 for last in range(10)}
+    redis_client.delete(*names)
+    try:
+        for index, member in enumerate(sorted(rows)):
+            redis_client.zadd(names[index % 3], {member: rows[member]})
+
+        reply = lua(_PAGE_SCRIPT)(keys=names, args=[10, "", ""], client=redis_client)
+
+        assert [member.decode() for member in reply[::2]] == [member for member, _ in expected_page(rows, None, 10)]
     finally:
         redis_client.delete(*names)

@@ -3,10 +3,13 @@ same answers as the ORM's queries they replaced."""
 
 from __future__ import annotations
 
+import gc
+import threading
+import weakref
 from typing import Any
 
 import pytest
-from django.db import DEFAULT_DB_ALIAS
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils import timezone
 
 from core.errors import NotFound
@@ -97,6 +100,31 @@ class TestAccountsFromSql:
 
         assert found is not None and (found.pk, found.is_active) == (gone.pk, False)
         assert account_by_id(10**12) is None
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("read", ["account_by_id", "users_by_id"])
+def test_a_threads_connection_goes_with_the_thread(read: str, user_factory: Any) -> None:
+    """A thread per request (the streaming process, runserver) reads the signed-in account on a
+    connection of its own: what the read keeps for that connection goes with it, not the
+    connection with the process (its database session stayed open)."""
+    user = user_factory()
+    reads = {"account_by_id": lambda: account_by_id(user.pk), "users_by_id": lambda: users_by_id([user.pk])}
+    found: list[object] = []
+    wrappers: list[weakref.ref[Any]] = []
+
+    def request() -> None:
+        wrappers.append(weakref.ref(connections[DEFAULT_DB_ALIAS]))
+        found.append(reads[read]())  # and the thread ends without closing, as with CONN_MAX_AGE
+
+    for _ in range(5):
+        thread = threading.Thread(target=request)
+        thread.start()
+        thread.join()
+    gc.collect()
+
+    assert len(found) == 5 and all(found)
+    assert [ref() for ref in wrappers] == [None] * 5
 
 
 class TestIdRanges:
