@@ -367,10 +367,24 @@ def _stale_pairs(low: int, high: int) -> list[tuple[int, int]]:
     return list(stale.values_list("recipient_id", "actor_id").order_by("recipient_id", "actor_id"))
 
 
-def _reconcile_batch(client: redis.Redis, low: int, high: int, *, dry_run: bool) -> NotificationsDrift:
-    # Everything is found first, so a dry run and a repair of the same state report the
-    # same ``*_found``; then the repairs, rows first (their removal re-derives groups and
-    # counters too), each idempotent under the recipient's lock.
+@dataclass
+class NotificationsFound:
+    """What differs from the rows for recipients in a range: ``stale`` rows' ``(recipient, actor)``,
+    ``groups`` (recipient id -> ids of its groups whose figures differ), ``counters`` (recipient
+    ids whose counter row differs) and ``mirrors`` (recipient ids whose Redis counter differs)."""
+
+    stale: list[tuple[int, int]]
+    groups: dict[int, list[int]]
+    counters: list[int]
+    mirrors: list[int]
+
+
+def notifications_found(client: redis.Redis, low: int, high: int) -> NotificationsFound:
+    """Find what differs from the rows for recipients with ids in ``(low, high]`` (the reconcile's
+    check, no repair).
+
+    :raises: ``REDIS_ERRORS``.
+    """
     stale = _stale_pairs(low, high)
     groups: dict[int, list[int]] = {}
     for group in NotificationGroup.objects.filter(recipient_id__gt=low, recipient_id__lte=high).order_by("pk"):
@@ -393,6 +407,15 @@ def _reconcile_batch(client: redis.Redis, low: int, high: int, *, dry_run: bool)
         for (user_id, version, unread), value in zip(stored, pipe.execute())
         if value is not None and value != redis_keys.unread_value(version, unread).encode()
     ]
+    return NotificationsFound(stale=stale, groups=groups, counters=counters, mirrors=mirrors)
+
+
+def _reconcile_batch(client: redis.Redis, low: int, high: int, *, dry_run: bool) -> NotificationsDrift:
+    # Everything is found first, so a dry run and a repair of the same state report the
+    # same ``*_found``; then the repairs, rows first (their removal re-derives groups and
+    # counters too), each idempotent under the recipient's lock.
+    found = notifications_found(client, low, high)
+    stale, groups, counters, mirrors = found.stale, found.groups, found.counters, found.mirrors
     drift = NotificationsDrift(
         rows_found=len(stale),
         groups_found=sum(len(ids) for ids in groups.values()),

@@ -155,29 +155,29 @@ def writer(args: tuple[list[int], int, float, str]) -> tuple[dict[str, int], lis
 
 
 def notification_differences() -> list[str]:
-    """What the notifications reconcile would find, item by item: stale rows (recipient, actor,
-    kind), groups (stored figures beside derived), counters (row beside the visible unread rows)
-    and Redis mirrors (stored beside the row's value); empty when nothing differs."""
+    """What the notifications reconcile finds (``notifications_found``), item by item: stale rows
+    (recipient, actor), groups (stored figures beside derived), counters and Redis mirrors (the
+    row beside the visible unread rows and the stored value); empty when nothing differs."""
     from notifications import redis_keys as notification_keys
     from notifications.models import Notification, NotificationGroup, UnreadCounter
     from notifications.selectors import derive_group, visible
-    from notifications.services import _stale_pairs
+    from notifications.services import notifications_found
 
-    found = [f"stale row {pair}" for pair in _stale_pairs(0, 2**62)]
-    for group in NotificationGroup.objects.order_by("pk"):
-        derived_group = derive_group(group.pk)
-        if derived_group.differs(group):
-            stored = (group.count, group.latest_actor_ids, group.unread, group.updated_at)
-            found.append(f"group {group.pk} of {group.recipient_id}: stored {stored}, derived {derived_group}")
     client = get_redis()
-    for recipient_id, version, unread in UnreadCounter.objects.order_by("pk").values_list("pk", "version", "unread"):
+    found = notifications_found(client, 0, 2**62)
+    lines = [f"stale row {pair}" for pair in found.stale]
+    for group in NotificationGroup.objects.filter(pk__in=[pk for ids in found.groups.values() for pk in ids]).order_by("pk"):
+        stored = (group.count, group.latest_actor_ids, group.unread, group.updated_at)
+        lines.append(f"group {group.pk} of {group.recipient_id}: stored {stored}, derived {derive_group(group.pk)}")
+    for recipient_id, version, unread in (
+        UnreadCounter.objects.filter(pk__in=[*found.counters, *found.mirrors])
+        .order_by("pk")
+        .values_list("pk", "version", "unread")
+    ):
         truth = visible(Notification.objects.filter(recipient_id=recipient_id, read_at__isnull=True)).count()
-        if truth != unread:
-            found.append(f"counter of {recipient_id}: row {unread} at version {version}, visible unread rows {truth}")
-        value = client.get(notification_keys.unread_key(recipient_id))
-        if value is not None and value != notification_keys.unread_value(version, unread).encode():
-            found.append(f"mirror of {recipient_id}: Redis {value!r}, row {version}:{unread}")
-    return found
+        mirror = client.get(notification_keys.unread_key(recipient_id))
+        lines.append(f"counter of {recipient_id}: row {version}:{unread}, visible unread rows {truth}, Redis {mirror!r}")
+    return lines
 
 
 class Chaos:
