@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import functools
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models.expressions import Col
+from django.db.models import Field
+from django.db.models.sql.compiler import SQLCompiler
+from django.db.models.sql.query import Query
 
 from core.errors import NotFound
 from core.parsing import id_or_none, username_problem
@@ -81,7 +83,7 @@ def user_columns(alias: str, table: str) -> str:
     """Every column of the accounts' table for the database ``alias``, each as ``table.column``:
     the select list of a raw query that joins other tables to the account's row."""
     quote = connections[alias].ops.quote_name
-    return ", ".join(f"{table}.{quote(str(field.column))}" for field in User._meta.concrete_fields)
+    return ", ".join(f"{table}.{quote(str(field.column))}" for field in _loaded_fields(None))
 
 
 def account_by_id(user_id: int) -> User | None:
@@ -125,33 +127,28 @@ def accounts_from_sql(
     reader = _row_reader(connection, fields)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        rows = cursor.fetchall()
+        rows: Iterable[Sequence[Any]] = cursor.fetchall()
+    if reader.converters:
+        rows = reader.compiler.apply_converters(rows, reader.converters)
     width = len(reader.names)
-    found = []
-    for row in rows:
-        values = list(row[:width])
-        for index, converters, column in reader.converters:
-            value = values[index]
-            for converter in converters:
-                value = converter(value, column, connection)
-            values[index] = value
-        found.append((User.from_db(alias, reader.names, values), tuple(row[width:])))
-    return found
+    return [(User.from_db(alias, reader.names, row[:width]), tuple(row[width:])) for row in rows]
 
 
 @dataclass(frozen=True)
 class _RowReader:
-    """How a row's account columns become field values: the fields' names, and per column that
-    needs them the database's and the field's converters with the column they convert."""
+    """How a row's account columns become field values, as Django's ``raw`` makes them: the
+    fields' names, and Django's compiler with the converters of the columns that need them
+    (``SQLCompiler.get_converters``, ``apply_converters``)."""
 
     names: list[str]
-    converters: list[tuple[int, list[Any], Col]]
+    compiler: SQLCompiler
+    converters: dict[int, tuple[list[Any], Any]]
 
 
-# Kept on the connection object itself: its backend's converters are methods of its operations,
-# which point back to it, so a table of readers outside it (even one of weak keys) would keep
-# every connection that ever read an account alive, and its database session open (a thread per
-# request: the streaming process, runserver).
+# Kept on the connection object itself: its compiler and its backend's converters point back to
+# it, so a table of readers outside it (even one of weak keys) would keep every connection that
+# ever read an account alive, and its database session open (a thread per request: the streaming
+# process, runserver).
 _READERS_ATTRIBUTE = "_followfeed_account_row_readers"
 
 
@@ -159,22 +156,25 @@ def _row_reader(connection: BaseDatabaseWrapper, fields: tuple[str, ...] | None)
     readers: dict[tuple[str, ...] | None, _RowReader] = connection.__dict__.setdefault(_READERS_ATTRIBUTE, {})
     reader = readers.get(fields)
     if reader is None:
-        loaded = [field for field in User._meta.concrete_fields if fields is None or field.attname in fields]
-        converters = []
-        for index, field in enumerate(loaded):
-            column = field.get_col(User._meta.db_table)
-            found = connection.ops.get_db_converters(column) + field.get_db_converters(connection)
-            if found:
-                converters.append((index, found, column))
-        reader = readers[fields] = _RowReader(names=[field.attname for field in loaded], converters=converters)
+        loaded = _loaded_fields(fields)
+        compiler = connection.ops.compiler("SQLCompiler")(Query(User), connection, connection.alias)
+        converters = compiler.get_converters([field.get_col(User._meta.db_table) for field in loaded])
+        reader = readers[fields] = _RowReader(names=[field.attname for field in loaded], compiler=compiler, converters=converters)
     return reader
+
+
+@functools.cache
+def _loaded_fields(fields: tuple[str, ...] | None) -> tuple[Field[Any, Any], ...]:
+    """The accounts' concrete fields named in ``fields`` (None: every one), in the model's order:
+    the columns ``_select`` lists and ``accounts_from_sql`` reads."""
+    return tuple(field for field in User._meta.concrete_fields if fields is None or field.attname in fields)
 
 
 @functools.cache
 def _select(alias: str, fields: tuple[str, ...] | None) -> str:
     """``SELECT <the columns of fields> FROM <the accounts' table>`` for the database ``alias``."""
     quote = connections[alias].ops.quote_name
-    columns = [str(field.column) for field in User._meta.concrete_fields if fields is None or field.attname in fields]
+    columns = [str(field.column) for field in _loaded_fields(fields)]
     return f"SELECT {', '.join(quote(column) for column in columns)} FROM {quote(User._meta.db_table)}"
 
 
