@@ -44,7 +44,7 @@ class SessionStore(CachedDatabaseStore):
 
     def load(self) -> dict[str, Any]:
         """The session's data: the cached copy, else the database's row (cached for next time), else {}."""
-        data = self._cache_call(lambda: self._cache.get(self.cache_key))
+        data = self._cached_data()
         if data is not None:
             return dict(data)
         row = self._get_session_from_db()  # type: ignore[attr-defined]
@@ -59,6 +59,10 @@ class SessionStore(CachedDatabaseStore):
             self._cache_call(lambda: self._cache.delete(self.cache_key), writes=True)
             return {}
         return dict(data)
+
+    def _cached_data(self) -> dict[str, Any] | None:
+        """The cached copy of the session's data (None: none, or Redis unavailable)."""
+        return self._cache_call(lambda: self._cache.get(self.cache_key))
 
     def _validate_session_key(self, key: str | None) -> bool:
         # Only keys of the alphabet Django makes them from (lower case and digits): another

@@ -42,6 +42,7 @@ from tests.support.broker import broker_turn as turn_on_the_broker
 from tests.support.celery import celery_conf
 from tests.support.faults import CeleryWorker, RedisServer, point_at, purge_queue
 from tests.support.redis import unlink_prefix
+from users.account_rows import forget_kept
 from users.models import User
 
 
@@ -178,6 +179,7 @@ def redis_isolated(request: Any) -> Iterator[str | None]:
     settings.CACHES = {**settings.CACHES, "default": {**settings.CACHES["default"], "KEY_PREFIX": f"{prefix}cache"}}
     redis_reset_breaker()
     forget_sentinel()
+    forget_kept()  # kept rows name tokens of another prefix; and ids repeat on SQLite
     client = get_redis()
     write_sentinels(client, now_ms())
     yield prefix

@@ -73,6 +73,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "page_reader",
             "note_cache",
             "account_cache",
+            "account_rows",
             "fallback",
             "backends",
         },

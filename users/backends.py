@@ -8,13 +8,16 @@ from django.contrib.auth.backends import ModelBackend
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 
+from core.parsing import id_or_none
+
+from .account_rows import signed_in_account
 from .models import User
-from .selectors import account_by_id
 
 
 class AccountBackend(ModelBackend):
     """``ModelBackend`` (passwords, permissions, inactive accounts refused), its read of the
-    signed-in account on every request in raw SQL (``users.selectors.account_by_id``).
+    signed-in account on every request from this process's copy while the account's version token
+    says it is current, else in raw SQL (``users.account_rows``).
 
     ``AUTHENTICATION_BACKENDS`` lists ``ModelBackend`` after it only for the sessions signed in
     before this backend existed: a failed sign-in ends here (``PermissionDenied``), so the
@@ -23,7 +26,8 @@ class AccountBackend(ModelBackend):
 
     def get_user(self, user_id: Any) -> User | None:
         """The active account ``user_id`` (None: none, or deactivated)."""
-        user = account_by_id(user_id)
+        parsed = id_or_none(str(user_id))
+        user = None if parsed is None else signed_in_account(parsed)
         return user if user is not None and self.user_can_authenticate(user) else None
 
     def authenticate(

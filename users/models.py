@@ -5,9 +5,28 @@ from django.db import models, transaction
 
 from core.parsing import USERNAME_HELP, validate_display_name, validate_username
 
+from .signals import accounts_updated
+
 
 class UserQuerySet(models.QuerySet["User"]):
-    """Deletes lock the accounts' rows before Django collects what cascades with them."""
+    """Deletes lock the accounts' rows before Django collects what cascades with them; updates
+    send ``accounts_updated`` (``users.signals``), so the accounts' version changes as on a save."""
+
+    def update(self, **kwargs: Any) -> int:
+        """``QuerySet.update`` of the accounts, locked first, sending ``accounts_updated`` in the
+        same transaction (not for ``User.UNVERSIONED_FIELDS`` alone): its receiver records the
+        accounts' new version, so no process keeps serving a row from before.
+
+        :returns: the number of rows matched.
+        """
+        if set(kwargs) <= User.UNVERSIONED_FIELDS:
+            return super().update(**kwargs)
+        with transaction.atomic(using=self.db):
+            ids = list(self.select_for_update().values_list("pk", flat=True))
+            if not ids:
+                return 0
+            accounts_updated.send(sender=User, user_ids=ids, fields=sorted(kwargs))
+            return super().update(**kwargs)
 
     def delete(self) -> tuple[int, dict[str, int]]:
         """Delete the accounts, their rows locked first (``User.delete``'s reason).
@@ -53,6 +72,11 @@ class User(AbstractUser):
     approve_followers = models.BooleanField(default=False)
 
     objects: ClassVar[AccountManager] = AccountManager()
+
+    # Written at sign-in and read by no request from its own account (the admin reads its rows): a
+    # write of only these leaves the account's version (users.account_rows), so signing in records
+    # nothing. A kept row may show them up to users.account_rows.KEEP_SECONDS old.
+    UNVERSIONED_FIELDS: ClassVar[frozenset[str]] = frozenset({"last_login", "last_seen_at"})
 
     def delete(self, using: Any = None, keep_parents: bool = False) -> tuple[int, dict[str, int]]:
         """Delete the account, its row locked before the cascade is collected (``UserQuerySet.delete``)."""

@@ -4,6 +4,9 @@
   (``b"<username length> <username><display name>"``, ``users.account_cache``); only active
   accounts. The user's hash tag, like every per-user key.
 
+- ``ff:users:version:{42}``  STRING a token naming the current version of user 42's row: set to a
+  new token after every write of the row, and by a reader that finds none (``users.account_rows``).
+
 A forgotten entry (the account was renamed, deactivated or deleted) holds ``ACCOUNT_TOMBSTONE``
 for ``ACCOUNT_TOMBSTONE_SECONDS``: readers then read the database and write nothing back until it
 expires. ``REDIS_KEY_PREFIX`` is read at call time. Design: docs/architecture.md#the-account-cache.
@@ -24,6 +27,9 @@ ACCOUNT_CACHE_TTL_SECONDS = 86400
 ACCOUNT_TOMBSTONE_SECONDS = 60
 ACCOUNT_TOMBSTONE = b"~"
 ACCOUNT_REPLICA_FILL_SECONDS = ACCOUNT_TOMBSTONE_SECONDS
+# How long (seconds) an account's version token lives without a write or a reader's renewal: a
+# reader that finds none sets a new one, so a token is never used twice.
+ACCOUNT_VERSION_SECONDS = 86400
 
 
 def prefix() -> str:
@@ -46,3 +52,8 @@ def account_key_parts() -> tuple[str, str]:
     """``(head, tail)`` with ``account_key(n) == head + str(n) + tail``, for a script that builds
     the keys of the ids it read."""
     return f"{prefix()}users:account:{{", "}"
+
+
+def account_version_key(user_id: int) -> str:
+    """STRING: the token of the current version of account ``user_id``'s row."""
+    return f"{prefix()}users:version:{{{int(user_id)}}}"

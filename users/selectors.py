@@ -86,11 +86,11 @@ def user_columns(alias: str, table: str) -> str:
     return ", ".join(f"{table}.{quote(str(field.column))}" for field in _loaded_fields(None))
 
 
-def account_by_id(user_id: int) -> User | None:
-    """The account ``user_id`` with every field, active or not (None: no such account); the read
-    a signed-in request makes first (``users.backends.AccountBackend``)."""
-    alias = router.db_for_read(User)
-    found = _raw_users(alias, "id = %s", [user_id])
+def account_by_id(user_id: int, *, alias: str | None = None) -> User | None:
+    """The account ``user_id`` with every field, active or not (None: no such account), read on the
+    database ``alias`` (None: where account reads go); the read a signed-in request makes when it
+    has no kept copy (``users.account_rows``)."""
+    found = _raw_users(alias or router.db_for_read(User), "id = %s", [user_id])
     return found[0] if found else None
 
 
@@ -161,6 +161,13 @@ def _row_reader(connection: BaseDatabaseWrapper, fields: tuple[str, ...] | None)
         converters = compiler.get_converters([field.get_col(User._meta.db_table) for field in loaded])
         reader = readers[fields] = _RowReader(names=[field.attname for field in loaded], compiler=compiler, converters=converters)
     return reader
+
+
+@functools.cache
+def loaded_names() -> list[str]:
+    """The attribute names of every field of an account, in the order ``account_by_id`` reads them
+    (``Model.from_db``'s ``field_names``)."""
+    return [field.attname for field in _loaded_fields(None)]
 
 
 @functools.cache

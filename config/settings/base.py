@@ -220,9 +220,10 @@ CACHES = {
     "limits": {"BACKEND": "core.cache.FallbackCache", "OPTIONS": {"primary": "default", "fallback": "database"}},
 }
 RATELIMIT_USE_CACHE = "limits"
-# Sessions: the database's rows, read from the default cache (core.sessions); a cached copy lives
+# Sessions: the database's rows, read from the default cache (core.sessions) with the account's
+# version token (users.sessions, users.account_rows); a cached copy lives
 # at most this long (seconds), which bounds how long a delete lost to a Redis outage goes unseen.
-SESSION_ENGINE = "core.sessions"
+SESSION_ENGINE = "users.sessions"
 SESSION_CACHE_SECONDS = env.int("SESSION_CACHE_SECONDS", default=300)
 # A cache that cannot count refuses the action rather than letting it through.
 RATELIMIT_FAIL_OPEN = False

@@ -91,9 +91,10 @@ class TestRedisFigures:
         assert figures.sentinel_present is True
         assert figures.prefix == redis_isolated
         if figures.prefix_scan_complete:
-            # "extra", the admin's session (core.sessions) and the sentinels: one on one server, one
-            # per master's run of slots on a cluster.
-            assert figures.prefix_keys_seen == 2 + len(all_sentinel_keys(redis_client))
+            # "extra", the admin's session (core.sessions), its account's version token
+            # (users.account_rows) and the sentinels: one on one server, one per master's run of
+            # slots on a cluster.
+            assert figures.prefix_keys_seen == 3 + len(all_sentinel_keys(redis_client))
         assert figures.keys_examined > 0
 
     def test_unreachable_redis_is_shown_not_raised(self, superuser_client: Any, monkeypatch: Any) -> None:

@@ -69,19 +69,20 @@ class TestHomePage:
         self, active_alice, feed, people, follow, publish, django_assert_num_queries
     ):
         client = signed_in(active_alice)
-        client.get("/home")  # warm: last_seen_at just written
-        # user + the database tail past the horizon (the notes come from the note cache) + the
-        # visibility check of the page's authors + the home marker's read (the session is Redis's)
-        with django_assert_num_queries(4):
+        client.get("/home")  # warm: last_seen_at just written, the account's row kept (users.account_rows)
+        # the database tail past the horizon (the notes come from the note cache) + the visibility
+        # check of the page's authors + the home marker's read (the session and the account's token
+        # are Redis's)
+        with django_assert_num_queries(3):
             small = client.get("/home")
         for author in people(5):
             follow(active_alice, author)
             for i in range(6):
                 publish(author, at_ms=BASE_MS + 100 + i)
 
-        # A full page from Redis and the note cache: user, the visibility check, the home marker's
-        # read and its move to the newer note on top.
-        with django_assert_num_queries(4):
+        # A full page from Redis and the note cache: the visibility check, the home marker's read
+        # and its move to the newer note on top.
+        with django_assert_num_queries(3):
             big = client.get("/home")
 
         assert small.status_code == big.status_code == 200

@@ -1,0 +1,182 @@
+"""The signed-in account's row, kept per process under its version token in Redis.
+
+Every write of an account's row changes the account's version token (``users.outbox``, after
+commit). A request reads the token with its session (the same round trip: ``users.sessions``) and
+makes the account from this process's copy of the row read under that token; otherwise it reads
+the row from the primary and keeps it under the token read before. A copy serves at most
+``KEEP_SECONDS``, and while Redis cannot be read every request reads the row, as without this.
+Design: docs/architecture.md#the-signed-in-account.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from django.contrib.auth import SESSION_KEY
+from django.db import router
+
+from core.cluster import lua, pipeline
+from core.parsing import id_or_none
+from core.redis import REDIS_ERRORS, breaker_node, get_redis, mirror_ready, redis_available, redis_failed, redis_succeeded
+
+from . import redis_keys
+from .models import User
+from .selectors import account_by_id, loaded_names
+
+# How long (seconds) a kept row serves without being read again, whatever its token: bounds a
+# change whose new token never reached Redis (a write lost to a failover) or made outside Django.
+KEEP_SECONDS = 60.0
+# Rows kept and session keys known per process; each table is emptied when full.
+KEPT_MAX = 10_000
+SESSIONS_MAX = 50_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    token: bytes
+    until: float  # time.monotonic()
+    alias: str
+    values: tuple[Any, ...]
+
+
+_kept: dict[int, _Kept] = {}
+# Session key -> the account it signed in (a sign-in always makes a new key): a request whose key is
+# known reads the account's token with the session.
+_session_accounts: dict[str, int] = {}
+# The token this request's session read brought, ``(user_id, token)``; None: none.
+_token_read: ContextVar[tuple[int, bytes] | None] = ContextVar("followfeed_account_token_read", default=None)
+
+
+def forget_kept() -> None:
+    """Empty this process's kept rows and known sessions (tests)."""
+    _kept.clear()
+    _session_accounts.clear()
+    _token_read.set(None)
+
+
+def session_account(session_key: str | None) -> int | None:
+    """The account that session ``session_key`` signed in, when this process has read it before."""
+    return None if session_key is None else _session_accounts.get(session_key)
+
+
+def learn_session(session_key: str | None, data: dict[str, Any]) -> None:
+    """Remember which account the session ``session_key`` (its loaded ``data``) signed in."""
+    user_id = id_or_none(data.get(SESSION_KEY))
+    if session_key is None or user_id is None:
+        return
+    if len(_session_accounts) >= SESSIONS_MAX:
+        _session_accounts.clear()
+    _session_accounts[session_key] = user_id
+
+
+def token_read(brought: tuple[int, bytes] | None) -> None:
+    """Record ``(user_id, token)``, the token of an account that this request's session read
+    brought (None: it brought none); the next ``signed_in_account`` of that account uses it."""
+    _token_read.set(brought)
+
+
+def signed_in_account(user_id: int) -> User | None:
+    """The account ``user_id`` with every field, active or not (None: no such account), as
+    ``users.selectors.account_by_id`` reads it: from this process's copy while the account's token
+    is the one it was read under, else from the primary (kept for the next request).
+
+    A fresh ``User`` each call: a request may change its own.
+    """
+    brought = _token_read.get()
+    _token_read.set(None)
+    token = brought[1] if brought is not None and brought[0] == user_id else _read_token(user_id)
+    if token is None:
+        return account_by_id(user_id)  # Redis unreadable: as if nothing were kept
+    kept = _kept.get(user_id)
+    if kept is not None and kept.token == token and time.monotonic() < kept.until:
+        return User.from_db(kept.alias, loaded_names(), kept.values)
+    alias = router.db_for_write(User)
+    # The primary's row, read after the token: a write that commits later changes the token.
+    user = account_by_id(user_id, alias=alias)
+    if user is None:
+        _forget_token(user_id, token)  # no such account (deleted): no key of it stays
+    else:
+        if len(_kept) >= KEPT_MAX:
+            _kept.clear()
+        values = tuple(getattr(user, name) for name in loaded_names())
+        _kept[user_id] = _Kept(token=token, until=time.monotonic() + KEEP_SECONDS, alias=alias, values=values)
+    return user
+
+
+def version_key_of_session(session_key: str | None) -> str | None:
+    """The token key to read with session ``session_key``'s (None: its account is not known here)."""
+    user_id = session_account(session_key)
+    return None if user_id is None else redis_keys.account_version_key(user_id)
+
+
+def token_of(client: redis.Redis, user_id: int, found: bytes | None) -> bytes:
+    """The token of account ``user_id``: ``found`` (what a read of its key answered), or when it was
+    missing a new one set now (``SET NX GET``: a concurrent reader's or writer's wins), so no token
+    is ever used twice. :raises: ``REDIS_ERRORS``."""
+    if found is not None:
+        return found
+    fresh = secrets.token_hex(8).encode()
+    previous = client.set(
+        redis_keys.account_version_key(user_id), fresh, nx=True, get=True, ex=redis_keys.ACCOUNT_VERSION_SECONDS
+    )
+    return fresh if previous is None else _as_bytes(previous)
+
+
+def _forget_token(user_id: int, token: bytes) -> None:
+    """Delete account ``user_id``'s token if it is still ``token``, best effort."""
+    key = redis_keys.account_version_key(user_id)
+    try:
+        lua(_FORGET_LUA)(keys=[key], args=[token], client=get_redis())
+    except REDIS_ERRORS as exc:
+        redis_failed(exc, breaker_node(key))
+
+
+_FORGET_LUA = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+
+
+def _read_token(user_id: int) -> bytes | None:
+    """The token of account ``user_id`` read on its own (None: Redis unavailable or not ready)."""
+    key = redis_keys.account_version_key(user_id)
+    node = breaker_node(key)
+    if not redis_available(node):
+        return None
+    try:
+        client = get_redis()
+        if not mirror_ready(client, [key]):
+            return None
+        found = client.get(key)
+        token = token_of(client, user_id, None if found is None else _as_bytes(found))
+    except REDIS_ERRORS as exc:
+        redis_failed(exc, node)
+        return None
+    redis_succeeded(node)
+    return token
+
+
+def versions_forget(*, user_ids: Sequence[int]) -> None:
+    """Delete the tokens of ``user_ids`` (deleted accounts). :raises: ``REDIS_ERRORS``."""
+    if user_ids:
+        pipe = pipeline(get_redis())
+        for user_id in user_ids:
+            pipe.delete(redis_keys.account_version_key(user_id))
+        pipe.execute()
+
+
+def versions_change(*, user_ids: Sequence[int]) -> None:
+    """Give each of ``user_ids`` a new token (its row was written). :raises: ``REDIS_ERRORS``."""
+    if not user_ids:
+        return
+    pipe = pipeline(get_redis())
+    for user_id in user_ids:
+        pipe.set(redis_keys.account_version_key(user_id), secrets.token_hex(8), ex=redis_keys.ACCOUNT_VERSION_SECONDS)
+    pipe.execute()
+
+
+def _as_bytes(value: object) -> bytes:
+    return value if isinstance(value, bytes) else str(value).encode()
