@@ -12,8 +12,6 @@ from functools import wraps
 from io import BytesIO
 from typing import Any
 
-import orjson
-from django.core.serializers.json import DjangoJSONEncoder
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.http.multipartparser import MultiPartParser, MultiPartParserError
 from django.views.decorators.csrf import csrf_exempt
@@ -21,6 +19,7 @@ from oauth2_provider.models import AccessToken
 
 from core.errors import failure_of
 from core.parsing import parse_json_object
+from core.responses import JsonResponse
 from users.models import User
 
 from .scopes import allows
@@ -41,20 +40,6 @@ class ApiError(Exception):
         super().__init__(message)
         self.message = message
         self.status = status
-
-
-class JsonResponse(HttpResponse):
-    """A JSON answer, ``data`` of any JSON type, encoded by orjson (a page of 40 Statuses is about
-    60 KB, which the standard library takes about ten times as long to encode); what orjson does
-    not encode itself (dates, decimals, lazy text) as Django's ``JsonResponse`` encodes it."""
-
-    def __init__(self, data: Any, status: int = 200, **kwargs: Any) -> None:
-        kwargs.setdefault("content_type", "application/json")
-        content = orjson.dumps(data, default=_ENCODER.default, option=orjson.OPT_PASSTHROUGH_DATETIME)
-        super().__init__(content=content, status=status, **kwargs)
-
-
-_ENCODER = DjangoJSONEncoder()
 
 
 def error(message: str, status: int) -> JsonResponse:

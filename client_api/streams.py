@@ -37,13 +37,14 @@ from core import redis_keys as core_keys
 from core.cluster import cluster_nodes
 from core.errors import InvalidInput
 from core.parsing import parse_id
+from core.responses import JsonResponse
 from core.streaming import DELETE, NOTIFICATION, UPDATE, Event
 from feed import selectors as feed_selectors
 from feed import services as feed_services
 from users.models import User
 
 from . import formatting, selectors
-from .http import DISABLED, INVALID_TOKEN, OUT_OF_SCOPE, JsonResponse, bearer, error
+from .http import DISABLED, INVALID_TOKEN, OUT_OF_SCOPE, bearer, error
 from .scopes import allows
 
 logger = logging.getLogger(__name__)

@@ -21,6 +21,7 @@ from core import limits
 from core.errors import Forbidden, InvalidInput, NotFound
 from core.paging import Cursor, control_cursor, follow_cursor, request_cursor
 from core.parsing import parse_id, parse_username
+from core.responses import JsonResponse
 from feed import selectors as feed_selectors
 from feed import services as feed_services
 from feed.models import List, Note
@@ -34,7 +35,7 @@ from users import services as user_services
 from users.models import MARKER_TIMELINES, User
 
 from . import formatting, selectors, services
-from .http import OUT_OF_SCOPE, ApiError, Call, JsonResponse, endpoint, error, json_list, with_link
+from .http import OUT_OF_SCOPE, ApiError, Call, endpoint, error, json_list, with_link
 from .validators import registered_scopes
 
 ACCOUNT_LIMIT = 40

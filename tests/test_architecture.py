@@ -53,6 +53,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "transactions",
             "metrics",
             "connections",
+            "responses",
         },
     ),
     (
