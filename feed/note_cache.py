@@ -164,6 +164,44 @@ def lookup(client: redis.Redis, keys: Sequence[str], set_key: str, members: Sequ
     return values, [bool(member) for member in replies[-1]] if members else []
 
 
+@dataclass(slots=True)
+class NoteReads:
+    """The note cache read with a page's first round (``feed.page_reader.inbox_round``): ``notes``
+    the entries of some ids (None: missing; the tombstone), ``authors`` the entries of their
+    authors, ``followed`` whether the reader follows each of those authors."""
+
+    notes: dict[int, bytes | None]
+    authors: dict[int, bytes | None]
+    followed: dict[int, bool]
+
+    @classmethod
+    def of(
+        cls,
+        note_ids: Sequence[Any],
+        values: Sequence[Any],
+        author_ids: Sequence[Any],
+        entries: Sequence[Any],
+        flags: Sequence[Any],
+    ) -> NoteReads:
+        """The reads of ``INBOX_ROUND_LUA``'s replies: the ids it looked up with their ``values``,
+        the authors it found in them with their ``entries`` and following ``flags``."""
+        authors = [int(author_id) for author_id in author_ids]
+        return cls(
+            notes=dict(zip((int(note_id) for note_id in note_ids), values)),
+            authors=dict(zip(authors, entries)),
+            followed={author_id: bool(flag) for author_id, flag in zip(authors, flags)},
+        )
+
+    def answer(self, note_ids: Sequence[int], authors: Sequence[int]) -> tuple[list[Any], list[bool]] | None:
+        """``lookup``'s answer for ``note_ids`` and ``authors`` when these reads hold all of it, else None."""
+        notes, entries, followed = self.notes, self.authors, self.followed
+        if not all(note_id in notes for note_id in note_ids) or not all(author_id in followed for author_id in authors):
+            return None
+        return [notes[note_id] for note_id in note_ids] + [entries[author_id] for author_id in authors], [
+            followed[author_id] for author_id in authors
+        ]
+
+
 @dataclass
 class Resolved:
     """The notes behind some ids for one reader: ``shown`` the ones the reader's feed shows
@@ -188,13 +226,20 @@ def forget_note_authors() -> None:
 
 
 def resolve_notes(
-    client: redis.Redis, note_ids: Sequence[int], *, reader_id: int, following_key: str, muted: Collection[int] = ()
+    client: redis.Redis,
+    note_ids: Sequence[int],
+    *,
+    reader_id: int,
+    following_key: str,
+    muted: Collection[int] = (),
+    reads: NoteReads | None = None,
 ) -> Resolved:
     """Look up ``note_ids`` and their authors in the note cache, and whether ``reader_id`` (following
     set ``following_key``) follows those authors.
 
-    One round trip when this process met every id before, else two; misses cost a query for
-    notes and one for authors, on the primary, and a fill (``SET NX``).
+    No round trip when ``reads`` (made in this request, of the same following set) hold all of it;
+    one when this process met every id before, else two; misses cost a query for notes and one
+    for authors, on the primary, and a fill (``SET NX``).
 
     :raises: Redis errors (``REDIS_ERRORS``).
     """
@@ -203,8 +248,16 @@ def resolve_notes(
     known = _note_authors
     if len(known) > NOTE_AUTHORS_MAX:
         known.clear()
+    if reads is not None:
+        for note_id in note_ids:
+            value = reads.notes.get(note_id)
+            if value is not None and value != redis_keys.CACHE_TOMBSTONE and note_id not in known:
+                known[note_id] = _parsed_note(value)[0]
     guessed = [author_id for author_id in dict.fromkeys(map(known.get, note_ids)) if author_id is not None]
-    values, flags = lookup(client, redis_keys.note_cache_keys(note_ids) + account_keys(guessed), following_key, guessed)
+    answered = None if reads is None else reads.answer(note_ids, guessed)
+    values, flags = answered or lookup(
+        client, redis_keys.note_cache_keys(note_ids) + account_keys(guessed), following_key, guessed
+    )
     tombstone = redis_keys.CACHE_TOMBSTONE
     followed = {user_id for user_id, member in zip(guessed, flags) if member}
     followed.discard(reader_id)  # a reader's own notes are not in its feed

@@ -18,6 +18,7 @@ from core.cluster import Pipe, is_cluster, lua, node_client, pipeline
 from social import redis_keys as social_keys
 from social.selectors import active_follows
 from social.visibility import hidden_authors, now_ms
+from users.redis_keys import account_key_parts
 
 from . import note_cache, redis_keys
 from .fallback import database_after, database_run
@@ -233,7 +234,8 @@ def redis_window(
 @dataclass(slots=True)
 class InboxRound:
     """A page's first round: ``synced`` and ``rebuilding`` (the inbox's markers), ``pulled`` (the
-    pull authors the reader follows), ``read`` (the inbox's first window, or None).
+    pull authors the reader follows), ``read`` (the inbox's first window, or None), ``notes`` (the
+    note cache's reads of the window's first ids, on one server).
     """
 
     synced: bool
@@ -241,6 +243,7 @@ class InboxRound:
     pulled: list[int]
     read: KeyRead | None
     muted: frozenset[int] = frozenset()
+    notes: note_cache.NoteReads | None = None
 
 
 def scored(reply: Sequence[Any]) -> list[tuple[int, int]]:
@@ -252,35 +255,96 @@ def scored(reply: Sequence[Any]) -> list[tuple[int, int]]:
     return [(int(member), int(score)) for member, score in zip(members, members)]
 
 
-def inbox_round(client: redis.Redis, *, reader_id: int, pull: Sequence[int], after: Position | None, n: int) -> InboxRound:
+# The first round on one server, as one script: the commands of ``inbox_round``'s pipeline, then
+# the note cache's entries of the window's first ids, their authors' entries and whether the reader
+# follows those authors (``note_cache.NoteReads``), so a page whose notes are all cached needs no
+# second round. The keys of the entries are built from the ids read, which one server allows.
+# KEYS: synced, rebuilding, mutes, excluded, following set, inbox. ARGV: now (ms), the window's
+# upper score ('' for the top), n, ids to look up, the note keys' head, the account keys' head and
+# tail, the pull authors.
+INBOX_ROUND_LUA = """
+local replies = {redis.call('MGET', KEYS[1], KEYS[2]), redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. ARGV[1], '+inf'),
+    redis.call('SMEMBERS', KEYS[4])}
+if #ARGV > 7 then replies[4] = redis.call('SMISMEMBER', KEYS[5], unpack(ARGV, 8)) else replies[4] = {} end
+local n, window = tonumber(ARGV[3]), {}
+if n > 0 then
+    if ARGV[2] == '' then window = redis.call('ZREVRANGE', KEYS[6], 0, n - 1, 'WITHSCORES')
+    else window = redis.call('ZREVRANGEBYSCORE', KEYS[6], ARGV[2], '-inf', 'WITHSCORES', 'LIMIT', 0, n) end
+end
+replies[5] = window
+local notes, values, authors, seen, entries, followed = {}, {}, {}, {}, {}, {}
+for index = 1, math.min(tonumber(ARGV[4]), #window / 2) do notes[index] = ARGV[5] .. window[2 * index - 1] end
+if #notes > 0 then values = redis.call('MGET', unpack(notes)) end
+for _, value in ipairs(values) do
+    local author = value and string.match(value, '^(%d+) ')
+    if author and not seen[author] then
+        seen[author] = true
+        authors[#authors + 1] = author
+    end
+end
+if #authors > 0 then
+    local keys = {}
+    for index, author in ipairs(authors) do keys[index] = ARGV[6] .. author .. ARGV[7] end
+    entries = redis.call('MGET', unpack(keys))
+    followed = redis.call('SMISMEMBER', KEYS[5], unpack(authors))
+end
+replies[6], replies[7], replies[8], replies[9] = values, authors, entries, followed
+return replies
+"""
+
+
+def inbox_round(
+    client: redis.Redis, *, reader_id: int, pull: Sequence[int], after: Position | None, n: int, notes: int = 0
+) -> InboxRound:
     """The inbox's markers, the authors skipped (muted, or in an exclusive list), which of ``pull`` the
-    reader follows (``SMISMEMBER``), and the inbox's first
-    window (``n`` ids after ``after``; 0: none), in one pipeline to the reader's slot's master.
+    reader follows (``SMISMEMBER``), and the inbox's first window (``n`` ids after ``after``; 0:
+    none), in one round trip to the reader's slot's master. On one server, also the note cache's
+    reads of the window's first ``notes`` ids (``INBOX_ROUND_LUA``); on a cluster a pipeline.
 
     Commands go raw (``execute_command``): redis-py's reply callbacks cost more than the commands on a cached page.
 
     :raises: ``REDIS_ERRORS``; a moved slot is one.
     """
     inbox = redis_keys.inbox_key(reader_id)
-    pipe: Pipe = (node_client(client, inbox) if is_cluster(client) else client).pipeline(transaction=False)
-    pipe.execute_command("MGET", redis_keys.inbox_synced_key(reader_id), redis_keys.inbox_rebuilding_key(reader_id))
-    # The accounts the reader mutes now (O(mutes)): their notes are skipped.
-    pipe.execute_command("ZRANGEBYSCORE", social_keys.mutes_key(reader_id), f"({now_ms()}", "+inf")
-    # The members of the reader's exclusive lists: skipped as muted ones are.
-    pipe.execute_command("SMEMBERS", redis_keys.excluded_key(reader_id))
-    if pull:
-        pipe.execute_command("SMISMEMBER", social_keys.following_set_key(reader_id), *pull)
-    if n:
-        if after is None:
-            pipe.execute_command("ZREVRANGE", inbox, 0, n - 1, "WITHSCORES")
-        else:
-            pipe.execute_command("ZREVRANGEBYSCORE", inbox, after.score, "-inf", "WITHSCORES", "LIMIT", 0, n)
-    replies = pipe.execute()
+    synced_key, rebuilding_key = redis_keys.inbox_synced_key(reader_id), redis_keys.inbox_rebuilding_key(reader_id)
+    mutes_key, excluded_key = social_keys.mutes_key(reader_id), redis_keys.excluded_key(reader_id)
+    following_key = social_keys.following_set_key(reader_id)
+    reads: note_cache.NoteReads | None = None
+    if not is_cluster(client):
+        head, tail = account_key_parts()
+        replies = lua(INBOX_ROUND_LUA)(
+            keys=[synced_key, rebuilding_key, mutes_key, excluded_key, following_key, inbox],
+            args=[now_ms(), "" if after is None else after.score, n, notes, redis_keys.note_cache_key_head(), head, tail, *pull],
+            client=client,
+        )
+        window = replies[4]
+        looked_up = [member for member, _ in scored(window)[: len(replies[5])]]
+        reads = note_cache.NoteReads.of(looked_up, replies[5], replies[6], replies[7], replies[8])
+    else:
+        pipe: Pipe = node_client(client, inbox).pipeline(transaction=False)
+        pipe.execute_command("MGET", synced_key, rebuilding_key)
+        # The accounts the reader mutes now (O(mutes)): their notes are skipped.
+        pipe.execute_command("ZRANGEBYSCORE", mutes_key, f"({now_ms()}", "+inf")
+        # The members of the reader's exclusive lists: skipped as muted ones are.
+        pipe.execute_command("SMEMBERS", excluded_key)
+        if pull:
+            pipe.execute_command("SMISMEMBER", following_key, *pull)
+        if n:
+            if after is None:
+                pipe.execute_command("ZREVRANGE", inbox, 0, n - 1, "WITHSCORES")
+            else:
+                pipe.execute_command("ZREVRANGEBYSCORE", inbox, after.score, "-inf", "WITHSCORES", "LIMIT", 0, n)
+        replies = pipe.execute()
+        if not pull:
+            replies.insert(3, [])
+        window = replies[4] if n else []
     synced, rebuilding = replies[0]
     muted = frozenset(int(member) for member in replies[1]).union(int(member) for member in replies[2])
     pulled = [author for author, member in zip(pull, replies[3]) if member and author not in muted] if pull else []
-    read = key_read(scored(replies[-1]), after, n) if n else None
-    return InboxRound(synced=synced is not None, rebuilding=rebuilding is not None, pulled=pulled, read=read, muted=muted)
+    read = key_read(scored(window), after, n) if n else None
+    return InboxRound(
+        synced=synced is not None, rebuilding=rebuilding is not None, pulled=pulled, read=read, muted=muted, notes=reads
+    )
 
 
 # --- pages ------------------------------------------------------------------------
@@ -307,6 +371,7 @@ class Feed:
     followees: Collection[int] | None = None
     muted: Collection[int] = frozenset()
     window: int | None = None
+    notes: note_cache.NoteReads | None = None
     checked: set[int] = field(default_factory=set)
     hidden: set[int] = field(default_factory=set)
 
@@ -429,6 +494,7 @@ def read_page(feed: Feed, after: Position | None, limit: int) -> Page:
                     reader_id=feed.reader_id,
                     following_key=feed.following_key,
                     muted=feed.skipped(),
+                    reads=feed.notes,
                 )
                 stale: list[Candidate] = []
                 for candidate in chunk:

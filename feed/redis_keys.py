@@ -237,7 +237,12 @@ def note_cache_key(note_id: int) -> str:
     return f"{prefix()}feed:note:{int(note_id)}"
 
 
+def note_cache_key_head() -> str:
+    """``head`` with ``note_cache_key(n) == head + str(n)``, for a script that builds the keys of the ids it read."""
+    return f"{prefix()}feed:note:"
+
+
 def note_cache_keys(note_ids: Iterable[int]) -> list[str]:
     """``note_cache_key`` of each of ``note_ids``, in order (the prefix read once: a page builds dozens)."""
-    head = f"{prefix()}feed:note:"
+    head = note_cache_key_head()
     return [f"{head}{int(note_id)}" for note_id in note_ids]

@@ -147,8 +147,8 @@ def _redis_feed(client: redis.Redis, user_id: int, start: Start | None) -> tuple
     inbox = redis_keys.inbox_key(user_id)
     if not mirror_ready(client, [inbox]):
         return None, False
-    after, n = (start.after, start.n) if start is not None else (None, 0)
-    found = inbox_round(client, reader_id=user_id, pull=pull_authors_cached(client), after=after, n=n)
+    after, n, notes = (start.after, start.n, start.notes) if start is not None else (None, 0, 0)
+    found = inbox_round(client, reader_id=user_id, pull=pull_authors_cached(client), after=after, n=n, notes=notes)
     if not found.synced or found.rebuilding:
         return None, True
     keys = [inbox] + [redis_keys.outbox_key(author) for author in found.pulled]
@@ -160,16 +160,19 @@ def _redis_feed(client: redis.Redis, user_id: int, start: Start | None) -> tuple
         following_key=social_keys.following_set_key(user_id),
         first=first,
         muted=found.muted,
+        notes=found.notes,
     )
     return feed, False
 
 
 @dataclass(slots=True)
 class Start:
-    """Where a page starts (``after``) and how many ids its first round reads per key (``n``)."""
+    """Where a page starts (``after``), how many ids its first round reads per key (``n``) and
+    how many of the inbox's it looks up in the note cache with them (``notes``)."""
 
     after: Position | None
     n: int
+    notes: int = 0
 
 
 def _with_feed(user_id: int, read: Any, *, database_only: bool = False, start: Start | None = None) -> tuple[Any, bool, str]:
@@ -204,7 +207,10 @@ def home_timeline(*, user_id: int, cursor: Cursor | None, limit: int, database_o
     """
     after = Position(cursor.score, cursor.member) if cursor is not None else None
     page, catching_up, source = _with_feed(
-        user_id, lambda feed: read_page(feed, after, limit), database_only=database_only, start=Start(after, first_window(limit))
+        user_id,
+        lambda feed: read_page(feed, after, limit),
+        database_only=database_only,
+        start=Start(after, first_window(limit), limit + 1),
     )
     last = page.last
     next_cursor = Cursor(score=last.score, member=last.note_id) if page.has_more and last is not None else None
@@ -224,9 +230,9 @@ def home_timeline_scroll(*, user_id: int, last_id: int | None, offset: int, limi
 
     start: Start | None = None  # with an offset the position comes from the run at lastId, read first
     if last_id is None:
-        start = Start(None, first_window(limit))
+        start = Start(None, first_window(limit), limit + 1)
     elif offset == 0:
-        start = Start(Position(last_id, 0), first_window(limit))
+        start = Start(Position(last_id, 0), first_window(limit), limit + 1)
     (page, seen), catching_up, _ = _with_feed(user_id, read, start=start)
     min_time, next_offset = scroll_state(page, last_id, seen)
     return ScrollPage(notes=page.notes, min_time=min_time, offset=next_offset, has_more=page.has_more, catching_up=catching_up)

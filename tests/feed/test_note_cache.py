@@ -294,11 +294,84 @@ class TestFollowing:
             return real(client, keys, set_key, members)
 
         monkeypatch.setattr(note_cache, "lookup", spy)
+        read_with_the_inbox: list[note_cache.NoteReads] = []
+        real_reads = note_cache.NoteReads.of.__func__  # type: ignore[attr-defined]
+
+        def reads_spy(cls: Any, *replies: Any) -> note_cache.NoteReads:
+            read_with_the_inbox.append(real_reads(cls, *replies))
+            return read_with_the_inbox[-1]
+
+        monkeypatch.setattr(note_cache.NoteReads, "of", classmethod(reads_spy))
         note_cache.forget_note_authors()
 
         page_ids(active_alice, limit=2)
 
-        assert asked and max(asked) <= 2  # the authors of the page's 3 ids (2 accounts), never the following set
+        # The authors of the page's 3 ids (2 accounts), never the following set: on one server read
+        # with the inbox's first round (no lookup of its own), on a cluster by the lookup.
+        asked += [len(reads.followed) for reads in read_with_the_inbox]
+        assert asked and max(asked) <= 2
+
+
+class TestReadWithTheInbox:
+    """On one server the first round reads the note cache of the window's first ids (``INBOX_ROUND_LUA``)."""
+
+    def lookups(self, monkeypatch: Any) -> list[list[int]]:
+        asked: list[list[int]] = []
+        real = note_cache.lookup
+
+        def spy(client: Any, keys: Any, set_key: Any, members: Any) -> Any:
+            asked.append(list(members))
+            return real(client, keys, set_key, members)
+
+        monkeypatch.setattr(note_cache, "lookup", spy)
+        return asked
+
+    def test_a_cached_page_takes_no_second_round_and_equals_the_database_page(
+        self, active_alice, feed, monkeypatch, redis_backend
+    ):
+        asked = self.lookups(monkeypatch)
+        note_cache.forget_note_authors()  # a process that never met these ids
+
+        page = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=4)
+
+        truth = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=4, database_only=True)
+        assert page.source == "redis"
+        assert [(n.pk, n.author_id, n.body, n.published_ms) for n in page.notes] == [
+            (n.pk, n.author_id, n.body, n.published_ms) for n in truth.notes
+        ]
+        assert [n.author.username for n in page.notes] == [n.author.username for n in truth.notes]
+        if redis_backend is None:  # a cluster has no script: it makes its lookups
+            assert asked == []
+
+    def test_what_the_round_found_missing_is_read_from_the_database_and_filled(
+        self, active_alice, active_bob, active_charlie, feed, monkeypatch, redis_client, redis_backend
+    ):
+        if redis_backend is not None:
+            pytest.skip("a cluster reads the note cache by its own lookups")
+        newest = max(feed, key=lambda n: n.published_ms)
+        redis_client.delete(redis_keys.note_cache_key(newest.pk))  # evicted
+        redis_client.delete(account_key(active_bob.pk), account_key(active_charlie.pk))  # both authors' entries
+        asked = self.lookups(monkeypatch)
+
+        page = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=6)
+
+        assert [n.pk for n in page.notes] == [n.pk for n in sorted(feed, key=lambda n: -n.published_ms)]
+        assert {n.author.username for n in page.notes} == {active_bob.username, active_charlie.username}
+        assert asked == []  # the round's reads were the lookup: what they missed came from the database
+        assert redis_client.get(redis_keys.note_cache_key(newest.pk)) == note_cache.note_value(newest)
+        assert parse_account_value(redis_client.get(account_key(active_bob.pk)))[0] == active_bob.username
+
+    def test_a_muted_or_unfollowed_author_read_with_the_round_is_still_left_out(
+        self, active_alice, active_bob, feed, no_tasks, redis_client, django_capture_on_commit_callbacks
+    ):
+        from social import services as social_services
+
+        with django_capture_on_commit_callbacks(execute=True):
+            social_services.follow_delete(actor=active_alice, followee_id=active_bob.pk)
+
+        page = selectors.home_timeline(user_id=active_alice.pk, cursor=None, limit=10)
+
+        assert page.notes and {n.author_id for n in page.notes} == {n.author_id for n in feed} - {active_bob.pk}
 
 
 class TestRedisDown:
