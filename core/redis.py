@@ -112,10 +112,21 @@ def redis_available(node: str = "") -> bool:
         return True
 
 
+# Failures this process has met (``redis_failed`` calls): what a process kept while a write's
+# after-commit work reached Redis must not outlive a failure that may have stopped some of it.
+_counts = {"failures": 0}
+
+
+def failures_seen() -> int:
+    """How many Redis failures this process has recorded so far (grows only)."""
+    return _counts["failures"]
+
+
 def redis_failed(exc: BaseException, node: str = "") -> None:
     """Open the breaker of ``node`` for ``REDIS_CIRCUIT_OPEN_SECONDS`` after a failure ``exc``; log it once."""
     breaker = _breaker(node)
     with _lock:
+        _counts["failures"] += 1
         was_closed = breaker.state == _CLOSED
         breaker.state = _OPEN
         breaker.open_until = time.monotonic() + float(settings.REDIS_CIRCUIT_OPEN_SECONDS)

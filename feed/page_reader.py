@@ -265,7 +265,14 @@ def scored(reply: Sequence[Any]) -> list[tuple[int, int]]:
 INBOX_ROUND_LUA = """
 local replies = {redis.call('MGET', KEYS[1], KEYS[2]), redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. ARGV[1], '+inf'),
     redis.call('SMEMBERS', KEYS[4])}
-if #ARGV > 7 then replies[4] = redis.call('SMISMEMBER', KEYS[5], unpack(ARGV, 8)) else replies[4] = {} end
+-- In parts: unpack takes a few thousand values at most.
+local pulled = {}
+for first = 8, #ARGV, 1000 do
+    for _, flag in ipairs(redis.call('SMISMEMBER', KEYS[5], unpack(ARGV, first, math.min(first + 999, #ARGV)))) do
+        pulled[#pulled + 1] = flag
+    end
+end
+replies[4] = pulled
 local n, window = tonumber(ARGV[3]), {}
 if n > 0 then
     if ARGV[2] == '' then window = redis.call('ZREVRANGE', KEYS[6], 0, n - 1, 'WITHSCORES')

@@ -23,15 +23,26 @@ from django.db import router
 
 from core.cluster import lua, pipeline
 from core.parsing import id_or_none
-from core.redis import REDIS_ERRORS, breaker_node, get_redis, mirror_ready, redis_available, redis_failed, redis_succeeded
+from core.redis import (
+    REDIS_ERRORS,
+    breaker_node,
+    failures_seen,
+    get_redis,
+    mirror_ready,
+    redis_available,
+    redis_failed,
+    redis_succeeded,
+)
 
 from . import redis_keys
 from .models import User
 from .selectors import account_by_id, loaded_names
 
 # How long (seconds) a kept row serves without being read again, whatever its token: bounds a
-# change whose new token never reached Redis (a write lost to a failover) or made outside Django.
-KEEP_SECONDS = 60.0
+# change whose new token never reached Redis (its after-commit work skipped while the committing
+# process's breaker was open, until the drain applies it; a write lost to a failover; a write
+# made outside Django) for a process that kept the row before.
+KEEP_SECONDS = 10.0
 # Rows kept and session keys known per process; each table is emptied when full.
 KEPT_MAX = 10_000
 SESSIONS_MAX = 50_000
@@ -41,6 +52,7 @@ SESSIONS_MAX = 50_000
 class _Kept:
     token: bytes
     until: float  # time.monotonic()
+    failures: int  # core.redis.failures_seen() when kept
     alias: str
     values: tuple[Any, ...]
 
@@ -51,6 +63,16 @@ _kept: dict[int, _Kept] = {}
 _session_accounts: dict[str, int] = {}
 # The token this request's session read brought, ``(user_id, token)``; None: none.
 _token_read: ContextVar[tuple[int, bytes] | None] = ContextVar("followfeed_account_token_read", default=None)
+
+
+def seen_written(user_id: int, seen_at: Any) -> None:
+    """This process's kept row of ``user_id`` has ``last_seen_at`` = ``seen_at`` (written now, a field
+    whose write changes no token: ``User.UNVERSIONED_FIELDS``), so its next requests see it."""
+    kept = _kept.get(user_id)
+    if kept is not None:
+        values = list(kept.values)
+        values[loaded_names().index("last_seen_at")] = seen_at
+        _kept[user_id] = _Kept(token=kept.token, until=kept.until, failures=kept.failures, alias=kept.alias, values=tuple(values))
 
 
 def forget_kept() -> None:
@@ -94,7 +116,8 @@ def signed_in_account(user_id: int) -> User | None:
     if token is None:
         return account_by_id(user_id)  # Redis unreadable: as if nothing were kept
     kept = _kept.get(user_id)
-    if kept is not None and kept.token == token and time.monotonic() < kept.until:
+    # A Redis failure in this process since the row was kept may have stopped a write's token change.
+    if kept is not None and kept.token == token and time.monotonic() < kept.until and kept.failures == failures_seen():
         return User.from_db(kept.alias, loaded_names(), kept.values)
     alias = router.db_for_write(User)
     # The primary's row, read after the token: a write that commits later changes the token.
@@ -105,7 +128,9 @@ def signed_in_account(user_id: int) -> User | None:
         if len(_kept) >= KEPT_MAX:
             _kept.clear()
         values = tuple(getattr(user, name) for name in loaded_names())
-        _kept[user_id] = _Kept(token=token, until=time.monotonic() + KEEP_SECONDS, alias=alias, values=values)
+        _kept[user_id] = _Kept(
+            token=token, until=time.monotonic() + KEEP_SECONDS, failures=failures_seen(), alias=alias, values=values
+        )
     return user
 
 
@@ -117,15 +142,25 @@ def version_key_of_session(session_key: str | None) -> str | None:
 
 def token_of(client: redis.Redis, user_id: int, found: bytes | None) -> bytes:
     """The token of account ``user_id``: ``found`` (what a read of its key answered), or when it was
-    missing a new one set now (``SET NX GET``: a concurrent reader's or writer's wins), so no token
+    missing a new one set now (``_VERSION_LUA``: a concurrent reader's or writer's wins), so no token
     is ever used twice. :raises: ``REDIS_ERRORS``."""
     if found is not None:
         return found
-    fresh = secrets.token_hex(8).encode()
-    previous = client.set(
-        redis_keys.account_version_key(user_id), fresh, nx=True, get=True, ex=redis_keys.ACCOUNT_VERSION_SECONDS
+    token = lua(_VERSION_LUA)(
+        keys=[redis_keys.account_version_key(user_id)],
+        args=[secrets.token_hex(8), redis_keys.ACCOUNT_VERSION_SECONDS],
+        client=client,
     )
-    return fresh if previous is None else _as_bytes(previous)
+    return _as_bytes(token)
+
+
+# The token, or a new one set when there is none (atomic: a concurrent reader's or writer's wins).
+_VERSION_LUA = """
+local token = redis.call('GET', KEYS[1])
+if token then return token end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+return ARGV[1]
+"""
 
 
 def _forget_token(user_id: int, token: bytes) -> None:

@@ -73,9 +73,9 @@ class User(AbstractUser):
 
     objects: ClassVar[AccountManager] = AccountManager()
 
-    # Written at sign-in and read by no request from its own account (the admin reads its rows): a
-    # write of only these leaves the account's version (users.account_rows), so signing in records
-    # nothing. A kept row may show them up to users.account_rows.KEEP_SECONDS old.
+    # Written at sign-in and on a visit (at most every few minutes): a write of only these leaves
+    # the account's version (users.account_rows), so signing in records nothing. No request shows
+    # them; user_touch_seen, which compares last_seen_at, updates its process's kept row itself.
     UNVERSIONED_FIELDS: ClassVar[frozenset[str]] = frozenset({"last_login", "last_seen_at"})
 
     def delete(self, using: Any = None, keep_parents: bool = False) -> tuple[int, dict[str, int]]:

@@ -34,5 +34,4 @@ def account_written(user_ids: Iterable[int]) -> None:
 
     :raises django.db.DatabaseError: as ``core.outbox.record``.
     """
-    for user_id in sorted(set(user_ids)):
-        outbox.record(ACCOUNT_VERSION, subject_id=user_id)
+    outbox.record_many(ACCOUNT_VERSION, [(user_id, None) for user_id in sorted(set(user_ids))])

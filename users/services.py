@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from core.errors import Conflict
 
+from .account_rows import seen_written
 from .models import Marker, User
 from .signals import user_activity_changed
 
@@ -65,6 +66,7 @@ def user_touch_seen(*, user: User) -> bool:
         return False
     User.objects.filter(pk=user.pk).update(last_seen_at=now)
     user.last_seen_at = now
+    seen_written(user.pk, now)
     return True
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -137,3 +138,35 @@ class TestAWriteThatOutlivesItsRetries:
         assert response["Retry-After"] == "1"
         assert response.json()["errorMsg"] == "The site is busy with other changes to the same accounts; try again."
         assert not Mute.objects.exists()
+
+
+class TestJsonAnswers:
+    def test_what_orjson_refuses_is_written_as_django_writes_it_never_a_500(self, alice: Any) -> None:
+        client = signed_in(alice, raise_request_exception=False)
+
+        answer = client.put("/api/me/settings", data=b'{"\\ud800": 1}', content_type="application/json")
+
+        assert answer.status_code == 400
+        assert answer.json()["success"] is False and "\ud800" in answer.json()["errorMsg"]
+
+    def test_the_values_read_back_as_django_s_own_encoder_writes_them(self) -> None:
+        from datetime import UTC, datetime
+        from decimal import Decimal
+
+        from django.http import JsonResponse as DjangoJsonResponse
+        from django.utils.translation import gettext_lazy
+
+        from core.responses import JsonResponse
+
+        data = {"text": "ünïcode ✓", "when": datetime(2026, 12, 5, 14, 3, 2, 123456, tzinfo=UTC), "price": Decimal("1.50")}
+        data["lazy"] = gettext_lazy("Sign in first.")
+        data["keys"] = {1: "an int key"}
+        data["list"] = [1, 2.5, None, True]
+
+        ours, django = JsonResponse(data), DjangoJsonResponse(data)
+
+        assert json.loads(ours.content) == json.loads(django.content)
+        assert ours["Content-Type"] == django["Content-Type"] == "application/json"
+        assert json.loads(JsonResponse([1, "two"]).content) == [1, "two"]
+        with pytest.raises(TypeError):
+            JsonResponse([1], safe=True)

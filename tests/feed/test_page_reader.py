@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from feed import page_reader
 from feed.paging import Position
+from social.redis_keys import following_set_key
 
 # Scores from a few milliseconds, so runs of equal scores (ties) are common.
 sets = st.lists(
@@ -55,3 +56,13 @@ def test_a_script_reads_each_set_as_one_command_per_set_does(contents, n, after,
     assert whole[0] == whole[1]
     # And what was read is the sets' own: every member at most n per set, newest first.
     assert all(len(read.items) <= n for read in windows[0])
+
+
+def test_the_first_round_takes_a_pull_set_of_any_size(redis_client) -> None:
+    pull = list(range(1, 8_200))
+    following = following_set_key(7)
+    redis_client.sadd(following, 5, 8_100)
+
+    found = page_reader.inbox_round(redis_client, reader_id=7, pull=pull, after=None, n=5, notes=6)
+
+    assert found.pulled == [5, 8_100]

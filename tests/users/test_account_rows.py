@@ -4,16 +4,23 @@ cannot vouch for it."""
 
 from __future__ import annotations
 
+import json
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core import serializers
+from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from core import outbox
 from core.models import OutboxEntry
+from core.redis import redis_failed, redis_reset_breaker
 from social import controls
-from tests.support.accounts import signed_in
+from tests.support.accounts import UserFactory, signed_in
 from users import account_rows, redis_keys
 from users.backends import AccountBackend
 from users.models import User
@@ -183,7 +190,54 @@ class TestAChangeShowsOnTheNextRead:
         assert reads == 1 and found is not None and found.display_name == "A New Name"
 
 
+class TestAWriteWhoseTokenChangeWasSkipped:
+    def test_a_deactivation_made_while_the_breaker_was_open_signs_out_once_it_closes(self, alice, run_commits, settings):
+        settings.REDIS_CIRCUIT_OPEN_SECONDS = 5.0
+        client = signed_in(alice)
+        assert client.get("/home").status_code == 200
+        assert client.get("/home").status_code == 200  # kept
+        redis_failed(ConnectionError("a blip"))  # the breaker opens: the after-commit work is skipped
+
+        run_commits(lambda: user_set_active(user=User.objects.get(pk=alice.pk), is_active=False))
+        redis_reset_breaker()  # REDIS_CIRCUIT_OPEN_SECONDS later; the entry still pending
+
+        assert OutboxEntry.objects.filter(kind=ACCOUNT_VERSION_KIND, applied_at__isnull=True).count() == 1
+        assert client.get("/home").status_code == 302
+
+    def test_a_fixture_loaded_over_an_account_changes_its_token(self, alice, run_commits, tmp_path: Path):
+        client = signed_in(alice)
+        client.get("/home")
+        assert client.get("/home").status_code == 200
+        rows = json.loads(serializers.serialize("json", [User.objects.get(pk=alice.pk)]))
+        rows[0]["fields"]["is_active"] = False
+        fixture = tmp_path / "accounts.json"
+        fixture.write_text(json.dumps(rows))
+
+        run_commits(lambda: call_command("loaddata", str(fixture), verbosity=0))
+
+        assert client.get("/home").status_code == 302
+
+
 class TestWhatChangesTheToken:
+    def test_a_visit_writes_last_seen_once_though_the_row_is_kept(self, alice):
+        client = signed_in(alice)
+        User.objects.filter(pk=alice.pk).update(last_seen_at=timezone.now() - timedelta(hours=1))
+        with CaptureQueriesContext(connection) as queries:
+            for _ in range(4):
+                assert client.get("/home").status_code == 200
+
+        writes = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE") and "last_seen_at" in q["sql"]]
+        assert len(writes) == 1
+
+    def test_an_update_of_many_accounts_records_their_entries_at_once(self, run_commits):
+        users = UserFactory.create_batch(200)
+        with CaptureQueriesContext(connection) as queries:
+            run_commits(lambda: User.objects.filter(pk__in=[user.pk for user in users]).update(bio="hello"))
+
+        assert len(queries.captured_queries) < 20
+        assert OutboxEntry.objects.filter(kind=ACCOUNT_VERSION_KIND, applied_at__isnull=True).count() == 0
+        assert OutboxEntry.objects.filter(kind=ACCOUNT_VERSION_KIND).count() == 200
+
     def test_an_update_records_one_entry_per_account_and_a_sign_in_s_fields_none(self, alice, bob, charlie):
         entries = OutboxEntry.objects.filter(kind=ACCOUNT_VERSION_KIND)
 
