@@ -12,6 +12,7 @@ replica's SQL thread (``ReplicaPair.lag``).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -62,8 +63,13 @@ class Reads:
     replica: list[str] = field(default_factory=list)
 
     def primary_beyond_sessions(self) -> list[str]:
-        """Primary queries other than the session's (sessions stay on the primary by design)."""
-        return [sql for sql in self.primary if "django_session" not in sql]
+        """Primary queries other than the session's and the signed-in account's row (both stay on
+        the primary by design: a kept account row is read there, users.account_rows)."""
+        return [sql for sql in self.primary if "django_session" not in sql and not SIGNED_IN_ACCOUNT.fullmatch(sql)]
+
+
+# The signed-in account's read (users.selectors.account_by_id): every column, by id alone.
+SIGNED_IN_ACCOUNT = re.compile(r"SELECT `id`, `password`, .* FROM `users_user` WHERE id = \d+")
 
 
 @contextmanager
