@@ -9,10 +9,15 @@ class NotificationsConfig(AppConfig):
         from django.db.models.signals import pre_delete
 
         from social.signals import block_created, follow_created, follow_request_approved, follow_request_ended, follow_requested
+        from users.account_rows import read_with_session
         from users.models import User
         from users.signals import user_activity_changed
 
         from . import outbox, receivers  # noqa: F401 - outbox registers the notification kinds
+        from .redis_keys import unread_key
+
+        # The unread count of every page's header comes with the session's read.
+        read_with_session(unread_key)
 
         follow_created.connect(receivers.on_followed, dispatch_uid="notifications.on_follow")
         follow_requested.connect(receivers.on_follow_requested, dispatch_uid="notifications.on_follow_request")

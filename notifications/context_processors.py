@@ -1,4 +1,4 @@
-"""The unread notifications count in the header of every page (one Redis GET, O(1))."""
+"""The unread notifications count in the header of every page (O(1): read with the session, else one Redis GET)."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ from core.cluster import lua
 from core.paging import Cursor
 from core.redis import redis_or_database
 from social.models import Block
+from users.account_rows import value_read_with_session
 from users.models import User
 from users.selectors import users_by_id
 
@@ -67,9 +68,13 @@ def unread_database(*, user_id: int) -> int:
 
 
 def unread_count(*, user_id: int) -> int:
-    """The unread notifications of ``user_id``, O(1): one GET; while missing, the counter row (then
+    """The unread notifications of ``user_id``, O(1): what the request's session read brought
+    (``users.account_rows.read_with_session``), else one GET; while missing, the counter row (then
     stored); the database alone while Redis is down.
     """
+    found, value = value_read_with_session(redis_keys.unread_key(user_id))
+    if found and (count := redis_keys.unread_count_of(value)) is not None:
+        return count
 
     def from_redis(client: redis.Redis) -> int:
         key = redis_keys.unread_key(user_id)

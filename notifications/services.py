@@ -26,6 +26,7 @@ from core.models import OutboxEntry
 from core.redis import get_redis
 from core.transactions import retry_on_deadlock
 from social.models import Block, Follow, FollowRequest, Mute, live_mutes
+from users.account_rows import forget_value_read
 from users.models import NOTIFICATIONS, User
 from users.services import marker_advance
 
@@ -280,6 +281,7 @@ def _counter_change(counter: UnreadCounter, unread: int) -> None:
     counter.unread, counter.version = max(0, unread), counter.version + 1
     counter.save(update_fields=["unread", "version"])
     outbox.record(COUNTER, subject_id=counter.recipient_id)
+    forget_value_read(redis_keys.unread_key(counter.recipient_id))  # this request's header reads the new count
 
 
 def notifications_mark_read(*, recipient_id: int, up_to: datetime | None = None) -> int:

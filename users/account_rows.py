@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -75,11 +75,51 @@ def seen_written(user_id: int, seen_at: Any) -> None:
         _kept[user_id] = _Kept(token=kept.token, until=kept.until, failures=kept.failures, alias=kept.alias, values=tuple(values))
 
 
+# Keys of the signed-in account that higher apps read with its session, as its token is: their
+# builders (``read_with_session``, registered at start-up), and what this request's read brought.
+_companions: list[Callable[[int], str]] = []
+_values_read: ContextVar[dict[str, Any] | None] = ContextVar("followfeed_values_read_with_session", default=None)
+
+
+def read_with_session(key_of: Callable[[int], str]) -> None:
+    """Read ``key_of(account id)`` with the session of every account this process knows (one
+    ``MGET``, ``users.sessions``); a request then finds it with ``value_read_with_session``."""
+    if key_of not in _companions:
+        _companions.append(key_of)
+
+
+def companion_keys(user_id: int) -> list[str]:
+    """The keys ``read_with_session`` asked for account ``user_id``, in order."""
+    return [key_of(user_id) for key_of in _companions]
+
+
+def values_read(values: dict[str, Any] | None) -> None:
+    """Record what this request's session read brought of ``companion_keys`` (None: nothing)."""
+    _values_read.set(values)
+
+
+def value_read_with_session(key: str) -> tuple[bool, Any]:
+    """``(True, the value or None for none)`` when this request's session read brought ``key``
+    (and nothing in the request changed it since: ``forget_value_read``), else ``(False, None)``."""
+    values = _values_read.get()
+    if values is None or key not in values:
+        return False, None
+    return True, values[key]
+
+
+def forget_value_read(key: str) -> None:
+    """This request changed ``key``: later reads in it go to Redis."""
+    values = _values_read.get()
+    if values is not None:
+        values.pop(key, None)
+
+
 def forget_kept() -> None:
     """Empty this process's kept rows and known sessions (tests)."""
     _kept.clear()
     _session_accounts.clear()
     _token_read.set(None)
+    _values_read.set(None)
 
 
 def session_account(session_key: str | None) -> int | None:

@@ -1,6 +1,7 @@
 """Sessions (``SESSION_ENGINE = "users.sessions"``): ``core.sessions``' store, whose read of a
-session this process has met before also brings its account's version token, in the same round
-trip (``MGET`` on one Redis server), for ``users.account_rows``. On a cluster the two keys are on
+session this process has met before also brings its account's version token and the keys higher
+apps asked for (``account_rows.read_with_session``), in the same round trip (``MGET`` on one Redis
+server), for ``users.account_rows``. On a cluster the two keys are on
 different slots: the session is read alone and the token by its own read.
 Design: docs/architecture.md#the-signed-in-account.
 """
@@ -27,6 +28,7 @@ class SessionStore(sessions.SessionStore):
 
     def _cached_data(self) -> dict[str, Any] | None:
         account_rows.token_read(None)
+        account_rows.values_read(None)
         user_id = account_rows.session_account(self.session_key)
         if user_id is None:
             return super()._cached_data()
@@ -39,6 +41,8 @@ class SessionStore(sessions.SessionStore):
         token_key = redis_keys.account_version_key(user_id)
         if is_cluster(client) or not mirror_ready(client, [token_key]):
             return self._cache.get(self.cache_key)  # type: ignore[no-any-return]
-        value, token = client.mget([self._cache.make_key(self.cache_key), token_key])
+        companions = account_rows.companion_keys(user_id)
+        value, token, *found = client.mget([self._cache.make_key(self.cache_key), token_key, *companions])
         account_rows.token_read((user_id, account_rows.token_of(client, user_id, token)))
+        account_rows.values_read(dict(zip(companions, found)))
         return None if value is None else self._cache.client.decode(value)  # type: ignore[attr-defined]

@@ -6,7 +6,7 @@ The Django template language's pages use the tags: ``{% note_rows notes %}``, ``
 ``{% site_messages %}`` and ``{% site_foot %}`` print the layout's parts (``base.html``). The Jinja2
 pages call the same functions as globals (``core.jinja2``), and ``follow_rows`` too: its buttons
 post the follow list page's one form, which only that Jinja2 page has. Presentation only: no
-queries (the header's unread count is the context processor's one Redis GET).
+queries (the header's unread count is the context processor's, read with the session).
 """
 
 from __future__ import annotations

@@ -5,12 +5,14 @@ repair; blocked and muted accounts make none; the page and the API."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.test import Client
 from django.utils import timezone
 
 from core.models import OutboxEntry
+from core.redis import redis_or_database
 from notifications import redis_keys, selectors, services
 from notifications.models import APPROVED, FOLLOW, REQUEST, Notification, NotificationGroup, UnreadCounter
 from notifications.selectors import counter_publish
@@ -18,6 +20,7 @@ from social import controls
 from social import services as social_services
 from tests.support.accounts import UserFactory, signed_in
 from tests.support.graph import follow
+from users import account_rows
 from users.models import User
 
 pytestmark = pytest.mark.django_db
@@ -270,6 +273,40 @@ class TestUnreadCounter:
         assert b'id="unread-count">1<' in home.content
         assert b"@alice followed you" in page.content
         assert b'id="unread-count"' not in after.content
+
+
+class TestTheCountReadWithTheSession:
+    def test_a_page_s_header_count_comes_with_the_session_s_read(self, alice, bob, charlie, monkeypatch, redis_backend):
+        follow(alice, bob)
+        client = signed_in(bob)
+        client.get("/home")  # this process learns the session's account
+        own_reads: list[int] = []
+        real = redis_or_database
+
+        def spy(*args: Any, **kwargs: Any) -> Any:
+            own_reads.append(1)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr("notifications.selectors.redis_or_database", spy)
+        home = client.get("/home")
+        follow(charlie, bob)  # a notification between two pages
+        after = client.get("/home")
+
+        assert b'id="unread-count">1<' in home.content
+        assert b'id="unread-count">2<' in after.content
+        # One server: no read of its own; a cluster reads it apart (another slot).
+        assert own_reads == ([] if redis_backend is None else [1, 1])
+
+    def test_a_request_that_changes_the_count_reads_it_again(self, alice, bob, run_commits):
+        follow(alice, bob)
+        key = redis_keys.unread_key(bob.pk)
+        account_rows.values_read({key: redis_keys.unread_value(1, 5).encode()})  # what a session read brought
+        assert selectors.unread_count(user_id=bob.pk) == 5
+
+        run_commits(lambda: services.notifications_mark_read(recipient_id=bob.pk))
+
+        assert account_rows.value_read_with_session(key) == (False, None)
+        assert selectors.unread_count(user_id=bob.pk) == 0
 
 
 class TestApi:
