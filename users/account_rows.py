@@ -61,8 +61,9 @@ _kept: dict[int, _Kept] = {}
 # Session key -> the account it signed in (a sign-in always makes a new key): a request whose key is
 # known reads the account's token with the session.
 _session_accounts: dict[str, int] = {}
-# The token this request's session read brought, ``(user_id, token)``; None: none.
-_token_read: ContextVar[tuple[int, bytes] | None] = ContextVar("followfeed_account_token_read", default=None)
+# The token this request's session read brought, ``(user_id, token, core.redis.failures_seen()
+# before the read)``; None: none.
+_token_read: ContextVar[tuple[int, bytes, int] | None] = ContextVar("followfeed_account_token_read", default=None)
 
 
 def seen_written(user_id: int, seen_at: Any) -> None:
@@ -137,10 +138,18 @@ def learn_session(session_key: str | None, data: dict[str, Any]) -> None:
     _session_accounts[session_key] = user_id
 
 
-def token_read(brought: tuple[int, bytes] | None) -> None:
-    """Record ``(user_id, token)``, the token of an account that this request's session read
-    brought (None: it brought none); the next ``signed_in_account`` of that account uses it."""
+def token_read(brought: tuple[int, bytes, int] | None) -> None:
+    """Record ``(user_id, token, failures)``, the token of an account that this request's session
+    read brought and ``core.redis.failures_seen()`` taken before that read (None: it brought none);
+    the next ``signed_in_account`` of that account uses it."""
     _token_read.set(brought)
+
+
+def request_started() -> None:
+    """Forget what an earlier request in this thread read with its session (a thread serves many
+    requests, and one that loads no session, a bearer token's, must not find them)."""
+    _token_read.set(None)
+    _values_read.set(None)
 
 
 def signed_in_account(user_id: int) -> User | None:
@@ -152,12 +161,25 @@ def signed_in_account(user_id: int) -> User | None:
     """
     brought = _token_read.get()
     _token_read.set(None)
-    token = brought[1] if brought is not None and brought[0] == user_id else _read_token(user_id)
+    token: bytes | None
+    if brought is not None and brought[0] == user_id:
+        _, token, failures = brought
+    else:
+        # Taken before the token and the row are read: a failure met after them (a write's token
+        # change skipped) makes the row untrusted.
+        failures = failures_seen()
+        token = _read_token(user_id)
     if token is None:
         return account_by_id(user_id)  # Redis unreadable: as if nothing were kept
     kept = _kept.get(user_id)
-    # A Redis failure in this process since the row was kept may have stopped a write's token change.
-    if kept is not None and kept.token == token and time.monotonic() < kept.until and kept.failures == failures_seen():
+    # A Redis failure in this process since the row was kept, or since this request's token was
+    # read, may have stopped a write's token change.
+    if (
+        kept is not None
+        and kept.token == token
+        and time.monotonic() < kept.until
+        and kept.failures == failures == failures_seen()
+    ):
         return User.from_db(kept.alias, loaded_names(), kept.values)
     alias = router.db_for_write(User)
     # The primary's row, read after the token: a write that commits later changes the token.
@@ -168,9 +190,8 @@ def signed_in_account(user_id: int) -> User | None:
         if len(_kept) >= KEPT_MAX:
             _kept.clear()
         values = tuple(getattr(user, name) for name in loaded_names())
-        _kept[user_id] = _Kept(
-            token=token, until=time.monotonic() + KEEP_SECONDS, failures=failures_seen(), alias=alias, values=values
-        )
+        # Kept with the failures seen before its token and row were read (see above).
+        _kept[user_id] = _Kept(token=token, until=time.monotonic() + KEEP_SECONDS, failures=failures, alias=alias, values=values)
     return user
 
 

@@ -7,6 +7,7 @@ class UsersConfig(AppConfig):
 
     def ready(self) -> None:
         from django.contrib.auth.signals import user_logged_in
+        from django.core.signals import request_started
         from django.db.models.signals import post_delete, post_save
 
         from . import receivers
@@ -17,3 +18,4 @@ class UsersConfig(AppConfig):
         post_save.connect(receivers.on_user_saved, sender=User, dispatch_uid="users.account_version_saved")
         post_delete.connect(receivers.on_user_deleted, sender=User, dispatch_uid="users.account_version_deleted")
         accounts_updated.connect(receivers.on_accounts_updated, dispatch_uid="users.account_version_updated")
+        request_started.connect(receivers.on_request_started, dispatch_uid="users.forget_session_reads")

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
+from . import account_rows
 from .models import User
 from .outbox import account_written
 from .services import user_touch_seen
@@ -33,3 +34,8 @@ def on_user_deleted(sender: Any, *, instance: User, **kwargs: Any) -> None:
 def on_accounts_updated(sender: Any, *, user_ids: list[int], **kwargs: Any) -> None:
     """Accounts were updated by a queryset: their version tokens change after commit."""
     account_written(user_ids)
+
+
+def on_request_started(sender: Any, **kwargs: Any) -> None:
+    """A request begins: nothing read with an earlier request's session is its."""
+    account_rows.request_started()

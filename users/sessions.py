@@ -12,7 +12,7 @@ from typing import Any
 
 from core import sessions
 from core.cluster import is_cluster
-from core.redis import mirror_ready
+from core.redis import failures_seen, mirror_ready
 
 from . import account_rows, redis_keys
 
@@ -42,7 +42,8 @@ class SessionStore(sessions.SessionStore):
         if is_cluster(client) or not mirror_ready(client, [token_key]):
             return self._cache.get(self.cache_key)  # type: ignore[no-any-return]
         companions = account_rows.companion_keys(user_id)
+        failures = failures_seen()
         value, token, *found = client.mget([self._cache.make_key(self.cache_key), token_key, *companions])
-        account_rows.token_read((user_id, account_rows.token_of(client, user_id, token)))
+        account_rows.token_read((user_id, account_rows.token_of(client, user_id, token), failures))
         account_rows.values_read(dict(zip(companions, found)))
         return None if value is None else self._cache.client.decode(value)  # type: ignore[attr-defined]

@@ -4,6 +4,7 @@ repair; blocked and muted accounts make none; the page and the API."""
 
 from __future__ import annotations
 
+import contextvars
 from datetime import timedelta
 from typing import Any
 
@@ -18,6 +19,7 @@ from notifications.models import APPROVED, FOLLOW, REQUEST, Notification, Notifi
 from notifications.selectors import counter_publish
 from social import controls
 from social import services as social_services
+from tests.client_api.conftest import Api, make_app, make_token
 from tests.support.accounts import UserFactory, signed_in
 from tests.support.graph import follow
 from users import account_rows
@@ -296,6 +298,19 @@ class TestTheCountReadWithTheSession:
         assert b'id="unread-count">2<' in after.content
         # One server: no read of its own; a cluster reads it apart (another slot).
         assert own_reads == ([] if redis_backend is None else [1, 1])
+
+    def test_a_bearer_request_after_a_page_in_the_same_thread_reads_the_count_afresh(self, alice, bob, charlie):
+        follow(alice, bob)
+        make_token(bob, make_app(), token="bob-token")
+        browser = signed_in(bob)
+        browser.get("/home")
+        assert b'id="unread-count">1<' in browser.get("/home").content
+        contextvars.Context().run(follow, charlie, bob)  # in another worker: 2 unread now
+
+        answers = [Api("bob-token").get(f"/api/{version}/notifications/unread_count") for version in ("v1", "v2")]
+
+        assert [answer.json()["count"] for answer in answers] == [2, 2]
+        assert account_rows.value_read_with_session(redis_keys.unread_key(bob.pk)) == (False, None)
 
     def test_a_request_that_changes_the_count_reads_it_again(self, alice, bob, run_commits):
         follow(alice, bob)

@@ -25,6 +25,7 @@ from users import account_rows, redis_keys
 from users.backends import AccountBackend
 from users.models import User
 from users.outbox import ACCOUNT_VERSION_KIND
+from users.selectors import account_by_id
 from users.services import user_set_active, user_touch_seen
 
 pytestmark = pytest.mark.django_db
@@ -202,6 +203,24 @@ class TestAWriteWhoseTokenChangeWasSkipped:
         redis_reset_breaker()  # REDIS_CIRCUIT_OPEN_SECONDS later; the entry still pending
 
         assert OutboxEntry.objects.filter(kind=ACCOUNT_VERSION_KIND, applied_at__isnull=True).count() == 1
+        assert client.get("/home").status_code == 302
+
+    def test_a_failure_met_while_the_row_was_read_leaves_it_untrusted(self, alice, run_commits, settings, monkeypatch):
+        settings.REDIS_CIRCUIT_OPEN_SECONDS = 5.0
+        client = signed_in(alice)
+        real = account_by_id
+
+        def read_then_a_deactivation_during_an_outage(user_id: int, **kwargs: Any) -> User | None:
+            found = real(user_id, **kwargs)  # the row, still active
+            monkeypatch.setattr(account_rows, "account_by_id", real)
+            redis_failed(ConnectionError("a blip"))
+            run_commits(lambda: user_set_active(user=User.objects.get(pk=alice.pk), is_active=False))
+            return found
+
+        monkeypatch.setattr(account_rows, "account_by_id", read_then_a_deactivation_during_an_outage)
+        assert client.get("/home").status_code == 200  # read before the deactivation committed
+        redis_reset_breaker()
+
         assert client.get("/home").status_code == 302
 
     def test_a_fixture_loaded_over_an_account_changes_its_token(self, alice, run_commits, tmp_path: Path):
