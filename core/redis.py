@@ -317,6 +317,14 @@ _RELEASE_LUA = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call(
 _RENEW_LUA = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0"
 
 
+def delete_if_equal(client: redis.Redis, key: str, value: str | bytes) -> bool:
+    """Delete ``key`` if it still holds ``value``, atomically; whether it did.
+
+    :raises: ``REDIS_ERRORS``.
+    """
+    return bool(client.eval(_RELEASE_LUA, 1, key, value))
+
+
 class RedisLockLost(RuntimeError):
     """The lock expired and another holder took it; the work under it must stop."""
 
@@ -346,7 +354,7 @@ class RedisLock:
 
     def release(self) -> None:
         """Delete the lock if it is still ours (nothing otherwise)."""
-        self.client.eval(_RELEASE_LUA, 1, self.key, self.token)
+        delete_if_equal(self.client, self.key, self.token)
 
     def queue_release(self, pipe: Pipe) -> None:
         """Queue ``release`` on ``pipe`` (``core.cluster.pipeline``; many locks released in one round trip)."""

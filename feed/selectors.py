@@ -174,6 +174,12 @@ class Start:
     n: int
     notes: int = 0
 
+    @classmethod
+    def page(cls, after: Position | None, limit: int) -> Start:
+        """The start of a page of ``limit`` notes after ``after``: ``first_window(limit)`` ids per
+        key, and the note cache of the ``limit + 1`` the page may show."""
+        return cls(after, first_window(limit), limit + 1)
+
 
 def _with_feed(user_id: int, read: Any, *, database_only: bool = False, start: Start | None = None) -> tuple[Any, bool, str]:
     """Run ``read(feed)`` on the Redis feed, or on the database feed when Redis can't serve it
@@ -210,7 +216,7 @@ def home_timeline(*, user_id: int, cursor: Cursor | None, limit: int, database_o
         user_id,
         lambda feed: read_page(feed, after, limit),
         database_only=database_only,
-        start=Start(after, first_window(limit), limit + 1),
+        start=Start.page(after, limit),
     )
     last = page.last
     next_cursor = Cursor(score=last.score, member=last.note_id) if page.has_more and last is not None else None
@@ -230,9 +236,9 @@ def home_timeline_scroll(*, user_id: int, last_id: int | None, offset: int, limi
 
     start: Start | None = None  # with an offset the position comes from the run at lastId, read first
     if last_id is None:
-        start = Start(None, first_window(limit), limit + 1)
+        start = Start.page(None, limit)
     elif offset == 0:
-        start = Start(Position(last_id, 0), first_window(limit), limit + 1)
+        start = Start.page(Position(last_id, 0), limit)
     (page, seen), catching_up, _ = _with_feed(user_id, read, start=start)
     min_time, next_offset = scroll_state(page, last_id, seen)
     return ScrollPage(notes=page.notes, min_time=min_time, offset=next_offset, has_more=page.has_more, catching_up=catching_up)

@@ -10,6 +10,7 @@ Design: docs/architecture.md#the-signed-in-account.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -23,16 +24,7 @@ from django.db import router
 
 from core.cluster import lua, pipeline
 from core.parsing import id_or_none
-from core.redis import (
-    REDIS_ERRORS,
-    breaker_node,
-    failures_seen,
-    get_redis,
-    mirror_ready,
-    redis_available,
-    redis_failed,
-    redis_succeeded,
-)
+from core.redis import REDIS_ERRORS, breaker_node, delete_if_equal, failures_seen, get_redis, redis_failed, redis_or_database
 
 from . import redis_keys
 from .models import User
@@ -73,7 +65,7 @@ def seen_written(user_id: int, seen_at: Any) -> None:
     if kept is not None:
         values = list(kept.values)
         values[loaded_names().index("last_seen_at")] = seen_at
-        _kept[user_id] = _Kept(token=kept.token, until=kept.until, failures=kept.failures, alias=kept.alias, values=tuple(values))
+        _kept[user_id] = dataclasses.replace(kept, values=tuple(values))
 
 
 # Keys of the signed-in account that higher apps read with its session, as its token is: their
@@ -195,12 +187,6 @@ def signed_in_account(user_id: int) -> User | None:
     return user
 
 
-def version_key_of_session(session_key: str | None) -> str | None:
-    """The token key to read with session ``session_key``'s (None: its account is not known here)."""
-    user_id = session_account(session_key)
-    return None if user_id is None else redis_keys.account_version_key(user_id)
-
-
 def token_of(client: redis.Redis, user_id: int, found: bytes | None) -> bytes:
     """The token of account ``user_id``: ``found`` (what a read of its key answered), or when it was
     missing a new one set now (``_VERSION_LUA``: a concurrent reader's or writer's wins), so no token
@@ -228,49 +214,32 @@ def _forget_token(user_id: int, token: bytes) -> None:
     """Delete account ``user_id``'s token if it is still ``token``, best effort."""
     key = redis_keys.account_version_key(user_id)
     try:
-        lua(_FORGET_LUA)(keys=[key], args=[token], client=get_redis())
+        delete_if_equal(get_redis(), key, token)
     except REDIS_ERRORS as exc:
         redis_failed(exc, breaker_node(key))
-
-
-_FORGET_LUA = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
 
 def _read_token(user_id: int) -> bytes | None:
     """The token of account ``user_id`` read on its own (None: Redis unavailable or not ready)."""
     key = redis_keys.account_version_key(user_id)
-    node = breaker_node(key)
-    if not redis_available(node):
-        return None
-    try:
-        client = get_redis()
-        if not mirror_ready(client, [key]):
-            return None
+
+    def from_redis(client: redis.Redis) -> bytes | None:
         found = client.get(key)
-        token = token_of(client, user_id, None if found is None else _as_bytes(found))
-    except REDIS_ERRORS as exc:
-        redis_failed(exc, node)
-        return None
-    redis_succeeded(node)
-    return token
+        return token_of(client, user_id, None if found is None else _as_bytes(found))
+
+    return redis_or_database(from_redis, lambda: None, keys=[key])
 
 
-def versions_forget(*, user_ids: Sequence[int]) -> None:
-    """Delete the tokens of ``user_ids`` (deleted accounts). :raises: ``REDIS_ERRORS``."""
-    if user_ids:
-        pipe = pipeline(get_redis())
-        for user_id in user_ids:
-            pipe.delete(redis_keys.account_version_key(user_id))
-        pipe.execute()
-
-
-def versions_change(*, user_ids: Sequence[int]) -> None:
-    """Give each of ``user_ids`` a new token (its row was written). :raises: ``REDIS_ERRORS``."""
-    if not user_ids:
+def versions_change(*, user_ids: Sequence[int], gone: Sequence[int] = ()) -> None:
+    """Give each of ``user_ids`` a new token (its row was written) and delete the tokens of
+    ``gone`` (deleted accounts), in one round trip. :raises: ``REDIS_ERRORS``."""
+    if not user_ids and not gone:
         return
     pipe = pipeline(get_redis())
     for user_id in user_ids:
         pipe.set(redis_keys.account_version_key(user_id), secrets.token_hex(8), ex=redis_keys.ACCOUNT_VERSION_SECONDS)
+    for user_id in gone:
+        pipe.delete(redis_keys.account_version_key(user_id))
     pipe.execute()
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from core import outbox
 from core.models import OutboxEntry
 
-from .account_rows import versions_change, versions_forget
+from .account_rows import versions_change
 from .models import User
 
 ACCOUNT_VERSION_KIND = "users.account_version"
@@ -21,8 +21,10 @@ def _apply_account_version(entries: Sequence[OutboxEntry]) -> None:
     user_ids = sorted({entry.subject_id for entry in entries})
     # The database says which accounts still exist: a deleted one's token goes with its other keys.
     existing = set(User.objects.filter(pk__in=user_ids).values_list("pk", flat=True))
-    versions_change(user_ids=[user_id for user_id in user_ids if user_id in existing])
-    versions_forget(user_ids=[user_id for user_id in user_ids if user_id not in existing])
+    versions_change(
+        user_ids=[user_id for user_id in user_ids if user_id in existing],
+        gone=[user_id for user_id in user_ids if user_id not in existing],
+    )
 
 
 ACCOUNT_VERSION = outbox.register(ACCOUNT_VERSION_KIND, apply=_apply_account_version, inline=True)
