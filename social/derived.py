@@ -132,3 +132,32 @@ declare(
         ),
     },
 )
+
+USER = kinds("social.user")
+
+declare(
+    "profile samples kept",
+    app="social",
+    reconcile="social.reconcile.profile_samples_drift",
+    cells={
+        # Every mirror write deletes both accounts' graph version tokens, which the kept sample's
+        # key holds (``social.mirror.queue_graph_version_change``).
+        Change.FOLLOW: PAIR,
+        Change.UNFOLLOW: PAIR,
+        Change.REQUEST_MADE: NO_EDGE,
+        Change.REQUEST_APPROVED: PAIR,
+        Change.REQUEST_REJECTED: NO_EDGE,
+        Change.REQUEST_WITHDRAWN: NO_EDGE,
+        Change.FOLLOWER_REMOVED: PAIR,
+        # The viewer's blocked accounts are in the key's digest as well.
+        Change.BLOCK: kinds("social.pair", "social.control"),
+        Change.UNBLOCK: CONTROL,
+        Change.MUTE: Unaffected("samples leave out blocked accounts, not muted ones"),
+        Change.UNMUTE: Unaffected("samples leave out blocked accounts, not muted ones"),
+        Change.PRIVACY_ON: Unaffected("followers stay followers; the page decides who sees the samples"),
+        Change.PRIVACY_OFF: kinds("social.privacy_open", "social.pair"),
+        Change.DEACTIVATION: USER,
+        Change.REACTIVATION: USER,
+        Change.DELETION: USER,
+    },
+)

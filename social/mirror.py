@@ -128,6 +128,16 @@ def queue_pair_write(
     for set_key, zset_key in stale:
         pipe.srem(set_key, follower_id)
         pipe.zrem(zset_key, follower_id)
+    queue_graph_version_change(pipe, (follower_id, followee_id))
+
+
+def queue_graph_version_change(pipe: Pipe, user_ids: Iterable[int]) -> None:
+    """Queue on ``pipe``, after the writes of ``user_ids``' follow-graph keys, the removal of their
+    graph version tokens (``redis_keys.graph_version_key``): what was cached under the old token
+    (a profile's samples) is then never read again. Every writer of those keys calls it."""
+    for user_id in dict.fromkeys(int(user_id) for user_id in user_ids):
+        # One key per UNLINK: the accounts' keys may be on different cluster slots.
+        pipe.unlink(redis_keys.graph_version_key(user_id))
 
 
 def _score_of(value: datetime | str) -> int:

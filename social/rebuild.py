@@ -29,7 +29,7 @@ from users.selectors import id_ranges
 from . import layout, redis_keys
 from .control_mirror import mirror_apply_controls, mute_score
 from .edges import active_edges_in_range, inactive_user_ids
-from .mirror import mirror_apply_pairs, mirror_apply_user
+from .mirror import mirror_apply_pairs, mirror_apply_user, queue_graph_version_change
 from .models import OUTBOX_CONTROL, OUTBOX_PAIR, OUTBOX_USER, Block, Mute, live_mutes
 
 logger = logging.getLogger(__name__)
@@ -159,7 +159,15 @@ def queue_user_keys(
         and layout.desired_layout(followers=len(followers), layout=had_layout) == layout.LAYOUT_SINGLE
     ):
         _queue_small_user(pipe, user_id, following, followers)
-        return
+    else:
+        _queue_big_user(pipe, user_id, following, followers, had_layout=had_layout)
+    queue_graph_version_change(pipe, [user_id])
+
+
+def _queue_big_user(
+    pipe: Pipe, user_id: int, following: list[tuple[int, int]], followers: list[tuple[int, int]], *, had_layout: bytes
+) -> None:
+    """``queue_user_keys`` of an account with a key too big for ``_queue_small_user`` (build aside and swap)."""
     _queue_set(pipe, redis_keys.following_set_key(user_id), [member for member, _ in following])
     _queue_zset(pipe, redis_keys.following_zset_key(user_id), following)
     shards = layout.shard_count()
@@ -300,6 +308,7 @@ def rebuild_user(user_id: int, *, chunk: int = ADD_CHUNK) -> int:
         for follower_id, score in followers[start : start + chunk]:
             pipe.sadd(redis_keys.following_set_key(follower_id), str(user_id))
             pipe.zadd(redis_keys.following_zset_key(follower_id), {str(user_id): score})
+        queue_graph_version_change(pipe, [follower_id for follower_id, _ in followers[start : start + chunk]])
         pipe.execute()
     stale_followees -= {b for b, _ in following}
     stale_followers -= {a for a, _ in followers}

@@ -20,7 +20,7 @@ import redis
 from django.db import connection
 from django.db.models import Max
 
-from core.cluster import pipeline
+from core.cluster import is_cluster, lua, pipeline
 from core.parsing import id_or_none
 from core.redis import get_redis
 from core.replica import primary_reads
@@ -28,9 +28,9 @@ from core.runs import recorded_run
 from users.models import User
 from users.selectors import id_ranges
 
-from . import layout, redis_keys
+from . import layout, redis_keys, selectors
 from .control_mirror import controls_differences, mirror_apply_controls
-from .mirror import mirror_apply_pairs
+from .mirror import mirror_apply_pairs, queue_graph_version_change
 from .models import Follow, ReconcileRun, follow_score
 from .selectors import followers_layouts
 
@@ -72,6 +72,7 @@ class ReconcileReport:
     drifted_controls: set[Pair] = field(default_factory=set, repr=False)
     # (command, key, member) removing members that are not decimal ids.
     garbage: list[tuple[str, str, bytes]] = field(default_factory=list, repr=False)
+    garbage_owners: set[int] = field(default_factory=set, repr=False)  # the accounts of ``garbage``'s keys
     # The same, from block and mute sets.
     controls_garbage: list[tuple[str, str, bytes]] = field(default_factory=list, repr=False)
 
@@ -81,6 +82,7 @@ class ReconcileReport:
         data.pop("drifted_pairs")
         data.pop("drifted_controls")
         data.pop("garbage")
+        data.pop("garbage_owners")
         data.pop("controls_garbage")
         return data
 
@@ -305,6 +307,7 @@ def diff_side(
         if other is None:
             junk.add(member)
             report.garbage.extend(("srem", set_key, member) for set_key, _ in side.keys)
+            report.garbage_owners.add(user_id)
         else:
             set_ids.add(other)
     for member, score in scored.items():
@@ -399,9 +402,11 @@ def repair_report(client: redis.Redis, report: ReconcileReport) -> None:
                 pipe.srem(key, member)
             else:
                 pipe.zrem(key, member)
+        queue_graph_version_change(pipe, report.garbage_owners)
         pipe.execute()
         report.controls_repaired += len(report.controls_garbage)
         report.garbage.clear()
+        report.garbage_owners.clear()
         report.controls_garbage.clear()
     if report.drifted_pairs:
         mirror_apply_pairs(sorted(report.drifted_pairs))
@@ -472,6 +477,7 @@ def reconcile_all(
             report.drifted_pairs.clear()
             report.drifted_controls.clear()
             report.garbage.clear()
+            report.garbage_owners.clear()
             report.controls_garbage.clear()
         report.last_user_id = high
         if on_batch is not None:
@@ -562,3 +568,60 @@ def controls_drift(*, repair: bool) -> int:
     :returns: pairs whose block or mute Redis shows wrong (repaired unless ``repair`` is False).
     """
     return reconcile_all(repair=repair, check=CHECK_FULL).controls_drifted
+
+
+# A kept profile sample as arrays: the three sizes, the samples (count, ids; per intersection)
+# and what they were asked for (the two sample sizes, the account's id, the hidden ids).
+_KEPT_SAMPLE_LUA = "local kept = redis.call('GET', KEYS[1]) if not kept then return false end return cmsgpack.unpack(kept)"
+
+
+def _tokens_current(client: redis.Redis, token_keys: list[str], tokens: list[str]) -> bool:
+    """Whether the graph version tokens at ``token_keys`` are still ``tokens``."""
+    return [token.decode() if isinstance(token, bytes) else token or "" for token in client.mget(token_keys)] == tokens
+
+
+def _lowest(ids: set[int], limit: int, left_out: set[int]) -> list[Any]:
+    shown = ids - left_out
+    return [len(shown), sorted(shown)[:limit]]
+
+
+def profile_samples_drift(*, repair: bool) -> int:
+    """The table's reconcile of the profile samples kept in Redis (``selectors.PROFILE_GRAPH_LUA``):
+    each one still readable (both accounts' graph version tokens current) against the samples of
+    the sets as they are now; a differing one is deleted unless ``repair`` is False. Kept samples
+    under an older token are never read again and expire.
+
+    :returns: how many kept samples differed.
+    :raises: ``REDIS_ERRORS``.
+    """
+    client = get_redis()
+    if is_cluster(client):
+        return 0  # a cluster keeps none (``selectors.profile_graph``)
+    head = redis_keys.profile_samples_key_head()
+    read = lua(_KEPT_SAMPLE_LUA)
+    drift = 0
+    for raw_key in client.scan_iter(match=f"{head}*", count=1000):
+        key = raw_key.decode()
+        account_part, viewer_part, *tokens, _digest = key[len(head) :].split(":")
+        account_id, viewer_id = int(account_part), int(viewer_part) if viewer_part else None
+        token_keys = [redis_keys.graph_version_key(account_id)]
+        if viewer_id is not None:
+            token_keys.append(redis_keys.graph_version_key(viewer_id))
+        tokens = tokens[: len(token_keys)]
+        entry = read(keys=[key], args=[], client=client) if _tokens_current(client, token_keys, tokens) else None
+        if not entry:
+            continue
+        samples, (limit, familiar_limit, *left_out) = entry[3], entry[4]
+        kept = [[samples[index], list(samples[index + 1])] for index in range(0, len(samples), 2)]
+        wanted = [_lowest(selectors.mutual_follow_ids(user_id=account_id), limit, set(left_out))]
+        if viewer_id is not None:
+            others = set(left_out) | {viewer_id}
+            wanted.append(_lowest(selectors.common_following_ids(user_id=viewer_id, other_id=account_id), limit, others))
+            familiar = selectors.familiar_follower_ids(viewer_id=viewer_id, user_id=account_id)
+            wanted.append(_lowest(familiar, familiar_limit, others))
+        # A write between the two reads changed the token: its next read derives the sample again.
+        if kept != wanted and _tokens_current(client, token_keys, tokens):
+            drift += 1
+            if repair:
+                client.delete(key)
+    return drift

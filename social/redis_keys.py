@@ -63,6 +63,24 @@ def followers_migration_queued_key(user_id: int) -> str:
     return f"{prefix()}followers:migration:queued:{{{int(user_id)}}}"
 
 
+def graph_version_key(user_id: int) -> str:
+    """STRING: a random token of the current state of ``user_id``'s follow-graph keys (its
+    following set, its followers set); every writer of those keys deletes it after writing, and
+    a reader of a cached profile sample sets a new one when it finds none."""
+    return f"{prefix()}graph:version:{{{int(user_id)}}}"
+
+
+def profile_samples_key_head() -> str:
+    """The head of a cached profile sample's key: the script that reads it (``PROFILE_GRAPH_LUA``)
+    appends the account, the viewer, both graph version tokens and a digest of its arguments."""
+    return f"{prefix()}profile:samples:"
+
+
+# A cached profile sample is left behind by any change of its accounts' graphs (its key holds
+# their version tokens); this only bounds how long a left-behind one takes memory.
+PROFILE_SAMPLES_TTL_SECONDS = 300
+
+
 def blocks_key(user_id: int) -> str:
     """SET of the ids hidden from ``user_id`` by a block in either direction."""
     return f"{prefix()}blocks:{{{int(user_id)}}}"
@@ -152,6 +170,7 @@ def all_user_keys(user_id: int) -> list[str]:
         followers_layout_key(user_id),
         followers_migration_lock_key(user_id),
         followers_migration_queued_key(user_id),
+        graph_version_key(user_id),
         blocks_key(user_id),
         mutes_key(user_id),
         suggestions_key(user_id),

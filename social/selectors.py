@@ -6,6 +6,7 @@ whose two accounts are active count.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -735,58 +736,98 @@ def profile_samples(
     return ProfileSamples(mutual=samples[0], common=samples[1], familiar=samples[2])
 
 
-# KEYS: the account's followers layout marker, its followers set, its following set, and for a
-# viewer other than the account the viewer's following set. ARGV: the layouts whose readers read
-# follower shards (two), the sample sizes (mutual and common; familiar), the viewer's id ("" for
-# none: left out of common and familiar), the head and tail of an account cache key
-# (``account_key_parts``) and the ids left out of every sample (the account's, the hidden ones).
+# KEYS: the account's followers layout marker, its followers set, its following set, its graph
+# version token (``redis_keys.graph_version_key``), and for a viewer other than the account the
+# viewer's following set and graph version token. ARGV: the layouts whose readers read follower
+# shards (two), the sample sizes (mutual and common; familiar), the viewer's id ("" for none: left
+# out of common and familiar), the head and tail of an account cache key (``account_key_parts``),
+# the head of a cached sample's key, a fresh random token, the cached sample's time to live in
+# seconds, then the ids left out of every sample (the account's, then the hidden ones, sorted).
 # Replies {marker} alone when the followers are in shards; else the marker (nil when none), the
 # followers and following counts, then per intersection (mutual; with a viewer common, familiar)
 # the count of its members not left out and the lowest of those ids, ascending; with a viewer
 # whether the viewer follows the account and whether the account follows the viewer; last the
 # account cache entries of the sampled ids, in the order they came.
+#
+# The intersections are most of a profile's cost in Redis, so their samples are kept under a key
+# holding both accounts' graph version tokens: every writer of those accounts' follow keys deletes
+# its token (``mirror.queue_graph_version_change``), so a sample computed before a change is never
+# read after it. The sets' sizes are kept beside the sample and compared, a second guard.
 PROFILE_GRAPH_LUA = """
 local marker = redis.call('GET', KEYS[1])
 if marker and (marker == ARGV[1] or marker == ARGV[2]) then return {marker} end
 local replies = {marker or false, redis.call('SCARD', KEYS[2]), redis.call('SCARD', KEYS[3])}
-local left_out = {}
-for index = 8, #ARGV do left_out[ARGV[index]] = true end
 local viewer = ARGV[5]
-local names = {}
-local function sample(members, limit, skip)
-    local count, lowest = 0, {}
-    -- Ids are written without leading zeros, so a member longer than the highest id kept is
-    -- higher: most members are passed over without tonumber, the loop's costliest step.
-    local longest = limit > 0 and math.huge or -1
-    for index = 1, #members do
-        local member = members[index]
-        if not left_out[member] and member ~= skip then
-            count = count + 1
-            if #member <= longest then
-                local id = tonumber(member)
-                if #lowest < limit or id < lowest[#lowest] then
-                    local position = #lowest + 1
-                    while position > 1 and lowest[position - 1] > id do
-                        lowest[position] = lowest[position - 1]
-                        position = position - 1
+local with_viewer = KEYS[5] ~= nil
+local sizes = {replies[2], replies[3], with_viewer and redis.call('SCARD', KEYS[5]) or 0}
+local function token(key, suffix)
+    local value = redis.call('GET', key)
+    if value then return value end
+    -- A token is never reused: a new one is random. (pcall: out of memory, nothing is kept.)
+    value = ARGV[9] .. suffix
+    redis.pcall('SET', key, value)
+    return value
+end
+local cache_key = ARGV[8] .. ARGV[11] .. ':' .. viewer .. ':' .. token(KEYS[4], 'a') .. ':'
+    .. (with_viewer and token(KEYS[6], 'b') or '') .. ':'
+    .. redis.sha1hex(table.concat(ARGV, ',', 3, 7) .. ',' .. table.concat(ARGV, ',', 11))
+local samples
+local kept = redis.call('GET', cache_key)
+if kept then
+    local entry = cmsgpack.unpack(kept)
+    if entry[1] == sizes[1] and entry[2] == sizes[2] and entry[3] == sizes[3] then samples = entry[4] end
+end
+if not samples then
+    samples = {}
+    local left_out = {}
+    for index = 11, #ARGV do left_out[ARGV[index]] = true end
+    local function sample(members, limit, skip)
+        local count, lowest = 0, {}
+        -- Ids are written without leading zeros, so a member longer than the highest id kept is
+        -- higher: most members are passed over without tonumber, the loop's costliest step.
+        local longest = limit > 0 and math.huge or -1
+        for index = 1, #members do
+            local member = members[index]
+            if not left_out[member] and member ~= skip then
+                count = count + 1
+                if #member <= longest then
+                    local id = tonumber(member)
+                    if #lowest < limit or id < lowest[#lowest] then
+                        local position = #lowest + 1
+                        while position > 1 and lowest[position - 1] > id do
+                            lowest[position] = lowest[position - 1]
+                            position = position - 1
+                        end
+                        lowest[position] = id
+                        if #lowest > limit then lowest[#lowest] = nil end
+                        if #lowest == limit then longest = #string.format('%d', lowest[limit]) end
                     end
-                    lowest[position] = id
-                    if #lowest > limit then lowest[#lowest] = nil end
-                    if #lowest == limit then longest = #string.format('%d', lowest[limit]) end
                 end
             end
         end
+        samples[#samples + 1] = count
+        samples[#samples + 1] = lowest
     end
-    replies[#replies + 1] = count
-    replies[#replies + 1] = lowest
-    -- %d: Lua prints a number past 14 digits in exponent form.
-    for _, id in ipairs(lowest) do names[#names + 1] = ARGV[6] .. string.format('%d', id) .. ARGV[7] end
+    sample(redis.call('SINTER', KEYS[2], KEYS[3]), tonumber(ARGV[3]), false)
+    if with_viewer then
+        sample(redis.call('SINTER', KEYS[5], KEYS[3]), tonumber(ARGV[3]), viewer)
+        sample(redis.call('SINTER', KEYS[2], KEYS[5]), tonumber(ARGV[4]), viewer)
+    end
+    -- With the sizes and the samples, what they were computed for (for the reconcile): the
+    -- sample sizes and the ids left out.
+    local asked = {tonumber(ARGV[3]), tonumber(ARGV[4])}
+    for index = 11, #ARGV do asked[#asked + 1] = tonumber(ARGV[index]) end
+    redis.pcall('SET', cache_key, cmsgpack.pack({sizes[1], sizes[2], sizes[3], samples, asked}), 'EX', ARGV[10])
 end
-sample(redis.call('SINTER', KEYS[2], KEYS[3]), tonumber(ARGV[3]), false)
-if KEYS[4] then
-    sample(redis.call('SINTER', KEYS[4], KEYS[3]), tonumber(ARGV[3]), viewer)
-    sample(redis.call('SINTER', KEYS[2], KEYS[4]), tonumber(ARGV[4]), viewer)
-    replies[#replies + 1] = redis.call('SISMEMBER', KEYS[4], ARGV[8])
+local names = {}
+for index = 1, #samples, 2 do
+    replies[#replies + 1] = samples[index]
+    replies[#replies + 1] = samples[index + 1]
+    -- %d: Lua prints a number past 14 digits in exponent form.
+    for _, id in ipairs(samples[index + 1]) do names[#names + 1] = ARGV[6] .. string.format('%d', id) .. ARGV[7] end
+end
+if with_viewer then
+    replies[#replies + 1] = redis.call('SISMEMBER', KEYS[5], ARGV[11])
     replies[#replies + 1] = redis.call('SISMEMBER', KEYS[3], viewer)
 end
 -- The keys are built from the ids sampled: one server only.
@@ -823,17 +864,21 @@ def profile_graph(
             redis_keys.followers_layout_key(user_id),
             redis_keys.followers_set_key(user_id),
             redis_keys.following_set_key(user_id),
+            redis_keys.graph_version_key(user_id),
         ]
         if viewer is not None:
-            keys.append(redis_keys.following_set_key(viewer))
+            keys += [redis_keys.following_set_key(viewer), redis_keys.graph_version_key(viewer)]
         args = [
             *layout.SHARD_READING_LAYOUTS,
             limit,
             familiar_limit,
             "" if viewer is None else viewer,
             *account_key_parts(),
+            redis_keys.profile_samples_key_head(),
+            secrets.token_hex(8),
+            redis_keys.PROFILE_SAMPLES_TTL_SECONDS,
             user_id,
-            *hidden,
+            *sorted(hidden),
         ]
         reply = lua(PROFILE_GRAPH_LUA)(keys=keys, args=args, client=client)
         if len(reply) == 1:

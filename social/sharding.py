@@ -20,7 +20,7 @@ from core.cluster import pipeline
 from core.redis import RedisLock, RedisLockLost, get_redis
 
 from . import layout, redis_keys
-from .mirror import LayoutObservation, mirror_apply_pairs
+from .mirror import LayoutObservation, mirror_apply_pairs, queue_graph_version_change
 
 logger = logging.getLogger(__name__)
 
@@ -306,10 +306,13 @@ def _migrate(
         result.repaired = _repair(client, user_id, differ, old_place, new_place)
         step("verified")
     # The flip: one command, so every reader switches at once.
+    pipe = pipeline(client)
     if to_shards:
-        client.set(marker_key, layout.LAYOUT_SHARDED)
+        pipe.set(marker_key, layout.LAYOUT_SHARDED)
     else:
-        client.unlink(marker_key)
+        pipe.unlink(marker_key)
+    queue_graph_version_change(pipe, [user_id])  # readers now read other keys
+    pipe.execute()
     step("flipped")
     for pair in sources:
         client.unlink(*pair)  # one slot per UNLINK (a pair shares its hash tag)

@@ -7,7 +7,7 @@ from django.conf import settings
 from core.celery import task
 
 from .controls import mutes_expire
-from .reconcile import reconcile_run
+from .reconcile import profile_samples_drift, reconcile_run
 from .suggestions import suggestions_reconcile_run, suggestions_refresh_active
 from .transfer import imports_drift
 
@@ -58,3 +58,12 @@ def social_imports_reconcile() -> int:
     :returns: how many imports were stalled.
     """
     return imports_drift(repair=True)
+
+
+@task(acks_late=True)
+def social_profile_samples_reconcile() -> int:
+    """Nightly: the profile samples kept in Redis against the sets they were derived from (repairs).
+
+    :returns: how many kept samples differed.
+    """
+    return profile_samples_drift(repair=True)

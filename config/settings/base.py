@@ -335,6 +335,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "social.tasks.social_imports_reconcile",
         "schedule": crontab(hour=5, minute=15),
     },
+    # The profile samples kept in Redis against the sets they were derived from.
+    "reconcile-profile-samples-nightly": {
+        "task": "social.tasks.social_profile_samples_reconcile",
+        "schedule": crontab(hour=5, minute=20),
+    },
     # A mute that ran out gives back the muted author's notes within this long.
     "expire-mutes": {
         "task": "social.tasks.social_mutes_expire",

@@ -174,9 +174,22 @@ class TestProfileGraphScript:
                 redis_keys.followers_layout_key(account),
                 redis_keys.followers_set_key(account),
                 redis_keys.following_set_key(account),
+                redis_keys.graph_version_key(account),
                 redis_keys.following_set_key(viewer),
+                redis_keys.graph_version_key(viewer),
             ],
-            args=[*layout.SHARD_READING_LAYOUTS, limit, familiar_limit, viewer, *account_key_parts(), account, *hidden],
+            args=[
+                *layout.SHARD_READING_LAYOUTS,
+                limit,
+                familiar_limit,
+                viewer,
+                *account_key_parts(),
+                redis_keys.profile_samples_key_head(),
+                "token",
+                60,
+                account,
+                *sorted(hidden),
+            ],
             client=redis_client,
         )
 
