@@ -41,19 +41,17 @@ def profile(request: HttpRequest, username: str) -> HttpResponse:
     user, seen = visibility.shown_account(viewer=viewer, username=username)
     if user.username != username:
         return redirect_to_canonical(request, "feed:profile", username=user.username)
-    hidden: set[int] = set()
-    muted: set[int] = set()
-    if viewer is not None:
-        hidden, muted = visibility.hidden_and_muted_ids(viewer_id=viewer.pk)
     context: dict[str, Any] = {"profile_user": user, "access": seen, "is_self": viewer is not None and viewer.pk == user.pk}
     relationship: social_selectors.Relationship | None = None
+    muting: bool | None = None
     if seen.content:
+        # The viewer's blocks (left out of the samples) and mutes come with the graph.
         graph = social_selectors.profile_graph(
-            user_id=user.pk, viewer_id=viewer.pk if viewer is not None else None, hidden=hidden
+            user_id=user.pk, viewer_id=viewer.pk if viewer is not None else None, read_controls=viewer is not None
         )
         samples = graph.samples
         context.update(counts=graph.counts, mutual=samples.mutual, common=samples.common, familiar=samples.familiar)
-        relationship = graph.relationship
+        relationship, muting = graph.relationship, graph.muting
         context["notes"] = selectors.user_timeline(
             author=user,
             cursor=None,
@@ -69,7 +67,7 @@ def profile(request: HttpRequest, username: str) -> HttpResponse:
         context["relationship"] = relationship
         # Only a private account has requests (turning it public approves them all).
         context["requested"] = seen.private and social_selectors.follow_requested(requester_id=viewer.pk, target_id=user.pk)
-        context["muting"] = user.pk in muted
+        context["muting"] = muting if muting is not None else user.pk in visibility.muted_ids(user_id=viewer.pk)
         if context["relationship"].is_following:
             context["lists"] = selectors.lists_marked_holding(owner_id=viewer.pk, account_id=user.pk)
     return render(request, "feed/user_profile.html", context)

@@ -38,7 +38,7 @@ from users.serializers import ShownAccount
 
 from . import layout, redis_keys
 from .models import Block, Follow, FollowImport, FollowRequest, Mute, live_mutes
-from .visibility import hidden_ids
+from .visibility import hidden_and_muted_ids, hidden_ids, now_ms
 
 
 def followers_layouts(client: redis.Redis, user_ids: Iterable[int]) -> dict[int, bytes]:
@@ -737,17 +737,21 @@ def profile_samples(
 
 
 # KEYS: the account's followers layout marker, its followers set, its following set, its graph
-# version token (``redis_keys.graph_version_key``), and for a viewer other than the account the
-# viewer's following set and graph version token. ARGV: the layouts whose readers read follower
-# shards (two), the sample sizes (mutual and common; familiar), the viewer's id ("" for none: left
-# out of common and familiar), the head and tail of an account cache key (``account_key_parts``),
-# the head of a cached sample's key, a fresh random token, the cached sample's time to live in
-# seconds, then the ids left out of every sample (the account's, then the hidden ones, sorted).
+# version token (``redis_keys.graph_version_key``), the blocks set and mutes of the reader of
+# controls (the signed-in viewer, the account itself included; read only when ARGV[11] is set),
+# and for a viewer other than the account the viewer's following set and graph version token.
+# ARGV: the layouts whose readers read follower shards (two), the sample sizes (mutual and common;
+# familiar), the viewer's id ("" for none: left out of common and familiar), the head and tail of
+# an account cache key (``account_key_parts``), the head of a cached sample's key, a fresh random
+# token, the cached sample's time to live in seconds, the current time in unix ms when the
+# controls are read ("" otherwise), then the ids left out of every sample (the account's, then
+# the hidden ones, sorted; the blocked ones read from KEYS[5] are added).
 # Replies {marker} alone when the followers are in shards; else the marker (nil when none), the
 # followers and following counts, then per intersection (mutual; with a viewer common, familiar)
 # the count of its members not left out and the lowest of those ids, ascending; with a viewer
-# whether the viewer follows the account and whether the account follows the viewer; last the
-# account cache entries of the sampled ids, in the order they came.
+# whether the viewer follows the account and whether the account follows the viewer; with the
+# controls read whether the reader of controls mutes the account now; last the account cache
+# entries of the sampled ids, in the order they came.
 #
 # The intersections are most of a profile's cost in Redis, so their samples are kept under a key
 # holding both accounts' graph version tokens: every writer of those accounts' follow keys deletes
@@ -758,8 +762,18 @@ local marker = redis.call('GET', KEYS[1])
 if marker and (marker == ARGV[1] or marker == ARGV[2]) then return {marker} end
 local replies = {marker or false, redis.call('SCARD', KEYS[2]), redis.call('SCARD', KEYS[3])}
 local viewer = ARGV[5]
-local with_viewer = KEYS[5] ~= nil
-local sizes = {replies[2], replies[3], with_viewer and redis.call('SCARD', KEYS[5]) or 0}
+local with_viewer = KEYS[7] ~= nil
+local sizes = {replies[2], replies[3], with_viewer and redis.call('SCARD', KEYS[7]) or 0}
+local left = {}
+for index = 12, #ARGV do left[#left + 1] = ARGV[index] end
+local muting = false
+if ARGV[11] ~= '' then
+    local blocked = redis.call('SMEMBERS', KEYS[5])
+    table.sort(blocked)  -- the digest below names them in one order
+    for _, member in ipairs(blocked) do left[#left + 1] = member end
+    local until_ms = redis.call('ZSCORE', KEYS[6], ARGV[12])
+    muting = until_ms ~= false and tonumber(until_ms) > tonumber(ARGV[11])
+end
 local function token(key, suffix)
     local value = redis.call('GET', key)
     if value then return value end
@@ -768,9 +782,9 @@ local function token(key, suffix)
     redis.pcall('SET', key, value)
     return value
 end
-local cache_key = ARGV[8] .. ARGV[11] .. ':' .. viewer .. ':' .. token(KEYS[4], 'a') .. ':'
-    .. (with_viewer and token(KEYS[6], 'b') or '') .. ':'
-    .. redis.sha1hex(table.concat(ARGV, ',', 3, 7) .. ',' .. table.concat(ARGV, ',', 11))
+local cache_key = ARGV[8] .. ARGV[12] .. ':' .. viewer .. ':' .. token(KEYS[4], 'a') .. ':'
+    .. (with_viewer and token(KEYS[8], 'b') or '') .. ':'
+    .. redis.sha1hex(table.concat(ARGV, ',', 3, 7) .. ',' .. table.concat(left, ','))
 local samples
 local kept = redis.call('GET', cache_key)
 if kept then
@@ -780,7 +794,7 @@ end
 if not samples then
     samples = {}
     local left_out = {}
-    for index = 11, #ARGV do left_out[ARGV[index]] = true end
+    for _, member in ipairs(left) do left_out[member] = true end
     local function sample(members, limit, skip)
         local count, lowest = 0, {}
         -- Ids are written without leading zeros, so a member longer than the highest id kept is
@@ -810,13 +824,13 @@ if not samples then
     end
     sample(redis.call('SINTER', KEYS[2], KEYS[3]), tonumber(ARGV[3]), false)
     if with_viewer then
-        sample(redis.call('SINTER', KEYS[5], KEYS[3]), tonumber(ARGV[3]), viewer)
-        sample(redis.call('SINTER', KEYS[2], KEYS[5]), tonumber(ARGV[4]), viewer)
+        sample(redis.call('SINTER', KEYS[7], KEYS[3]), tonumber(ARGV[3]), viewer)
+        sample(redis.call('SINTER', KEYS[2], KEYS[7]), tonumber(ARGV[4]), viewer)
     end
     -- With the sizes and the samples, what they were computed for (for the reconcile): the
     -- sample sizes and the ids left out.
     local asked = {tonumber(ARGV[3]), tonumber(ARGV[4])}
-    for index = 11, #ARGV do asked[#asked + 1] = tonumber(ARGV[index]) end
+    for _, member in ipairs(left) do asked[#asked + 1] = tonumber(member) end
     redis.pcall('SET', cache_key, cmsgpack.pack({sizes[1], sizes[2], sizes[3], samples, asked}), 'EX', ARGV[10])
 end
 local names = {}
@@ -827,9 +841,10 @@ for index = 1, #samples, 2 do
     for _, id in ipairs(samples[index + 1]) do names[#names + 1] = ARGV[6] .. string.format('%d', id) .. ARGV[7] end
 end
 if with_viewer then
-    replies[#replies + 1] = redis.call('SISMEMBER', KEYS[5], ARGV[11])
+    replies[#replies + 1] = redis.call('SISMEMBER', KEYS[7], ARGV[12])
     replies[#replies + 1] = redis.call('SISMEMBER', KEYS[3], viewer)
 end
+if ARGV[11] ~= '' then replies[#replies + 1] = muting and 1 or 0 end
 -- The keys are built from the ids sampled: one server only.
 if #names > 0 then replies[#replies + 1] = redis.call('MGET', unpack(names)) else replies[#replies + 1] = {} end
 return replies
@@ -838,33 +853,50 @@ return replies
 
 @dataclass(frozen=True)
 class ProfileGraph:
-    """What a profile shows of the graph: its ``counts``, its ``samples``, and for a viewer other
-    than the account the ``relationship`` between them (None otherwise)."""
+    """What a profile shows of the graph: its ``counts``, its ``samples``, for a viewer other than
+    the account the ``relationship`` between them (None otherwise), and when the viewer's controls
+    were read whether the viewer mutes the account (``muting``; None otherwise)."""
 
     counts: Counts
     samples: ProfileSamples
     relationship: Relationship | None = None
+    muting: bool | None = None
 
 
 def profile_graph(
-    *, user_id: int, viewer_id: int | None, hidden: Collection[int] = (), limit: int = 8, familiar_limit: int = 3
+    *,
+    user_id: int,
+    viewer_id: int | None,
+    hidden: Collection[int] = (),
+    limit: int = 8,
+    familiar_limit: int = 3,
+    read_controls: bool = False,
 ) -> ProfileGraph:
     """``follow_counts``, ``profile_samples`` and (for a viewer other than the account)
     ``relationship`` of a profile together. On one Redis server, for an account whose followers
     are in one key, one script: the counts, the three intersections sampled in Redis (no
-    intersection crosses the wire) and both directions of the pair. Otherwise (shards, a cluster,
-    the database) the same as those calls.
+    intersection crosses the wire; kept, see ``PROFILE_GRAPH_LUA``) and both directions of the
+    pair. Otherwise (shards, a cluster, the database) the same as those calls.
+
+    :param hidden: ids left out of every sample.
+    :param read_controls: with a signed-in ``viewer_id``, also leave out the accounts hidden from
+        the viewer by a block (``visibility.hidden_and_muted_ids``) and answer ``muting``, read in
+        the same script on one server.
     """
     viewer = viewer_id if viewer_id is not None and viewer_id != user_id else None
+    controls_of = viewer_id if read_controls else None
 
     def from_redis(client: redis.Redis) -> list[Any] | None:
         if is_cluster(client):
             return None  # the viewer's keys are on another slot
+        reader = user_id if controls_of is None else controls_of
         keys = [
             redis_keys.followers_layout_key(user_id),
             redis_keys.followers_set_key(user_id),
             redis_keys.following_set_key(user_id),
             redis_keys.graph_version_key(user_id),
+            redis_keys.blocks_key(reader),
+            redis_keys.mutes_key(reader),
         ]
         if viewer is not None:
             keys += [redis_keys.following_set_key(viewer), redis_keys.graph_version_key(viewer)]
@@ -877,6 +909,7 @@ def profile_graph(
             redis_keys.profile_samples_key_head(),
             secrets.token_hex(8),
             redis_keys.PROFILE_SAMPLES_TTL_SECONDS,
+            "" if controls_of is None else now_ms(),
             user_id,
             *sorted(hidden),
         ]
@@ -884,28 +917,39 @@ def profile_graph(
         if len(reply) == 1:
             return None  # the followers are in shards
         *replies, values = reply
-        sampled = [int(member) for index in range(4, len(replies) - (0 if viewer is None else 2), 2) for member in replies[index]]
+        tail = (0 if viewer is None else 2) + (0 if controls_of is None else 1)
+        sampled = [int(member) for index in range(4, len(replies) - tail, 2) for member in replies[index]]
         return [*replies, accounts_from_values(client, sampled, values)]
 
     reply = redis_or_database(from_redis, lambda: None, keys=[redis_keys.followers_set_key(user_id)])
     if reply is None:
+        muting = None
+        if controls_of is not None:
+            blocked, muted = hidden_and_muted_ids(viewer_id=controls_of)
+            hidden, muting = {*hidden, *blocked}, user_id in muted
         return ProfileGraph(
             counts=follow_counts(user_id=user_id),
             samples=profile_samples(
                 user_id=user_id, viewer_id=viewer_id, hidden=hidden, limit=limit, familiar_limit=familiar_limit
             ),
             relationship=None if viewer is None else relationship(viewer_id=viewer, user_id=user_id),
+            muting=muting,
         )
     *reply, accounts = reply
+    muting = None
+    if controls_of is not None:
+        *reply, muted_flag = reply
+        muting = bool(muted_flag)
     counts = Counts(followers=int(reply[1]), following=int(reply[2]))
     sampled = reply[3:] if viewer is None else reply[3:-2]
     shown = _samples_of([(int(sampled[i]), [int(m) for m in sampled[i + 1]]) for i in range(0, len(sampled), 2)], accounts)
     if viewer is None:
-        return ProfileGraph(counts=counts, samples=ProfileSamples(mutual=shown[0]))
+        return ProfileGraph(counts=counts, samples=ProfileSamples(mutual=shown[0]), muting=muting)
     return ProfileGraph(
         counts=counts,
         samples=ProfileSamples(mutual=shown[0], common=shown[1], familiar=shown[2]),
         relationship=Relationship(is_following=bool(reply[-2]), follows_you=bool(reply[-1])),
+        muting=muting,
     )
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from core.redis import redis_available
-from social import selectors, services
+from social import controls, selectors, services
 
 pytestmark = pytest.mark.django_db
 
@@ -16,6 +16,7 @@ def graph(alice, bob, charlie, user_factory, django_capture_on_commit_callbacks)
     with django_capture_on_commit_callbacks(execute=True):
         for actor, target in [(alice, bob), (alice, dave), (charlie, bob), (charlie, dave), (bob, alice), (dave, alice)]:
             services.follow_create(actor=actor, followee_id=target.pk)
+        controls.mute_create(actor=charlie, target_id=alice.pk)
     return alice, bob, charlie, dave
 
 
@@ -31,6 +32,7 @@ def answers(alice, bob, charlie, dave):
         "familiar": {u.pk for u in selectors.familiar_followers(viewer_id=alice.pk, user_id=charlie.pk).users},
         "mutual": {u.pk for u in selectors.mutual_follows(user_id=alice.pk).users},
         "profile_graph": printed(selectors.profile_graph(user_id=alice.pk, viewer_id=charlie.pk)),
+        "profile_graph_controls": printed(selectors.profile_graph(user_id=alice.pk, viewer_id=charlie.pk, read_controls=True)),
     }
 
 
@@ -41,6 +43,7 @@ def printed(graph):
     return {
         "counts": graph.counts,
         "relationship": graph.relationship,
+        "muting": graph.muting,
         "samples": [
             None if sample is None else (sample.count, [(u.pk, u.username, u.shown_name) for u in sample.users])
             for sample in samples
@@ -67,6 +70,8 @@ class TestReadsWithRedisDown:
         assert profile["samples"][0] == (2, pair)  # mutual
         assert profile["samples"][1] == (2, pair)  # common
         assert profile["relationship"] == selectors.Relationship(is_following=False, follows_you=False)
+        assert profile["muting"] is None
+        assert from_database["profile_graph_controls"] == {**profile, "muting": True}
         assert from_database["counts"] == selectors.Counts(followers=2, following=1)
         assert from_database["counts_many"] == {
             alice.pk: selectors.Counts(followers=2, following=2),

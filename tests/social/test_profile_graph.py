@@ -5,12 +5,13 @@ the layout, the viewer, the hidden accounts and the sample sizes."""
 from __future__ import annotations
 
 import random
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from core.cluster import is_cluster, lua
-from social import layout, redis_keys, selectors
+from social import controls, layout, redis_keys, selectors, visibility
 from social.models import Follow
 from tests.support.graph import follow, star_with_fans, unfollow
 from users.redis_keys import account_key_parts
@@ -175,6 +176,8 @@ class TestProfileGraphScript:
                 redis_keys.followers_set_key(account),
                 redis_keys.following_set_key(account),
                 redis_keys.graph_version_key(account),
+                redis_keys.blocks_key(viewer),
+                redis_keys.mutes_key(viewer),
                 redis_keys.following_set_key(viewer),
                 redis_keys.graph_version_key(viewer),
             ],
@@ -187,6 +190,7 @@ class TestProfileGraphScript:
                 redis_keys.profile_samples_key_head(),
                 "token",
                 60,
+                "",  # the controls are not read
                 account,
                 *sorted(hidden),
             ],
@@ -204,3 +208,37 @@ class TestProfileGraphScript:
             *expected(followers & viewer_following, familiar_limit, leave_out_viewer=True),
         ]
         assert min(len(str(member)) for member in followers & following) < 4 < max(len(str(m)) for m in followers & following)
+
+
+class TestControlsReadWithTheGraph:
+    """``read_controls``: the viewer's blocked accounts are left out and its mute of the account
+    answered by the same read, as ``hidden_and_muted_ids`` would give them, on every path."""
+
+    def test_equals_the_samples_with_the_hidden_ids_and_the_mute_for_every_viewer(
+        self, crowd: list[Any], run_commits: Any, redis_client: Any
+    ) -> None:
+        run_commits(lambda: controls.block_create(actor=crowd[6], target_id=crowd[2].pk))
+        run_commits(lambda: controls.block_create(actor=crowd[4], target_id=crowd[7].pk))
+        run_commits(lambda: controls.mute_create(actor=crowd[6], target_id=crowd[0].pk))
+        run_commits(lambda: controls.mute_create(actor=crowd[8], target_id=crowd[1].pk, duration=timedelta(days=1)))
+        muting = 0
+        for user in crowd[:6]:
+            for viewer in [user, *crowd[6:10]]:
+                hidden, muted = visibility.hidden_and_muted_ids(viewer_id=viewer.pk)
+                graph = selectors.profile_graph(user_id=user.pk, viewer_id=viewer.pk, read_controls=True)
+                assert (graph.counts, shape(graph.samples), graph.relationship) == together(user.pk, viewer.pk, hidden, 8, 3)
+                assert graph.muting == (user.pk in muted)
+                muting += graph.muting
+        assert muting == 2
+
+    def test_an_unblock_and_a_mute_show_on_the_next_read(self, user_factory: Any, run_commits: Any) -> None:
+        star, viewer, fans = star_with_fans(user_factory)
+        run_commits(lambda: controls.block_create(actor=viewer, target_id=fans[3].pk))
+        graph = selectors.profile_graph(user_id=star.pk, viewer_id=viewer.pk, read_controls=True)
+        assert [user.pk for user in graph.samples.mutual.users] == [fan.pk for fan in fans[4:7]]
+        assert graph.muting is False
+        run_commits(lambda: controls.block_delete(actor=viewer, target_id=fans[3].pk))
+        run_commits(lambda: controls.mute_create(actor=viewer, target_id=star.pk))
+        graph = selectors.profile_graph(user_id=star.pk, viewer_id=viewer.pk, read_controls=True)
+        assert [user.pk for user in graph.samples.mutual.users] == [fan.pk for fan in fans[3:7]]
+        assert graph.muting is True
