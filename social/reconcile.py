@@ -601,9 +601,11 @@ def profile_samples_drift(*, repair: bool) -> int:
     read = lua(_KEPT_SAMPLE_LUA)
     drift = 0
     for raw_key in client.scan_iter(match=f"{head}*", count=1000):
-        key = raw_key.decode()
-        account_part, viewer_part, *tokens, _digest = key[len(head) :].split(":")
-        account_id, viewer_id = int(account_part), int(viewer_part) if viewer_part else None
+        key = raw_key.decode("utf-8", "replace")
+        account_part, viewer_part, *tokens = key[len(head) :].split(":")
+        account_id, viewer_id = id_or_none(account_part), id_or_none(viewer_part)
+        if account_id is None or len(tokens) != 3 or (viewer_part and viewer_id is None):
+            continue  # not a key the script writes: no read finds it
         token_keys = [redis_keys.graph_version_key(account_id)]
         if viewer_id is not None:
             token_keys.append(redis_keys.graph_version_key(viewer_id))

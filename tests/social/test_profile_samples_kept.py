@@ -163,3 +163,12 @@ class TestReconcile:
         redis_client.delete(redis_keys.graph_version_key(star.pk))  # as a writer does
         assert profile_samples_drift(repair=False) == 0
         assert len(kept_keys(redis_client)) == 1  # expires unread
+
+    def test_passes_over_a_key_under_the_head_that_the_script_never_writes(self, user_factory: Any, redis_client: Any) -> None:
+        star, viewer, _fans = star_with_fans(user_factory)
+        samples(star, viewer)
+        head = redis_keys.profile_samples_key_head()
+        redis_client.set(f"{head}junk", "x")
+        redis_client.set(f"{head}{star.pk}:x:a:b:c", "x")
+        assert profile_samples_drift(repair=True) == 0
+        assert len(kept_keys(redis_client)) == 3
