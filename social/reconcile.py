@@ -602,14 +602,15 @@ def profile_samples_drift(*, repair: bool) -> int:
     drift = 0
     for raw_key in client.scan_iter(match=f"{head}*", count=1000):
         key = raw_key.decode("utf-8", "replace")
-        account_part, viewer_part, *tokens = key[len(head) :].split(":")
-        account_id, viewer_id = id_or_none(account_part), id_or_none(viewer_part)
-        if account_id is None or len(tokens) != 3 or (viewer_part and viewer_id is None):
+        parts = key[len(head) :].split(":")
+        account_id, viewer_id = id_or_none(parts[0]), id_or_none(parts[1]) if len(parts) == 5 else None
+        if account_id is None or len(parts) != 5 or (parts[1] and viewer_id is None):
             continue  # not a key the script writes: no read finds it
+        tokens = parts[2:4]
         token_keys = [redis_keys.graph_version_key(account_id)]
         if viewer_id is not None:
             token_keys.append(redis_keys.graph_version_key(viewer_id))
-        tokens = tokens[: len(token_keys)]
+        tokens = tokens[: len(token_keys)]  # a key without a viewer holds one token and ""
         entry = read(keys=[key], args=[], client=client) if _tokens_current(client, token_keys, tokens) else None
         if not entry:
             continue
