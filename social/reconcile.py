@@ -8,6 +8,7 @@ Figures count (edge, side). Checks: docs/operations.md#management-commands.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import random
 import zlib
@@ -571,13 +572,26 @@ def controls_drift(*, repair: bool) -> int:
 
 
 # A kept profile sample as arrays: the three sizes, the samples (count, ids; per intersection)
-# and what they were asked for (the two sample sizes, the account's id, the hidden ids).
-_KEPT_SAMPLE_LUA = "local kept = redis.call('GET', KEYS[1]) if not kept then return false end return cmsgpack.unpack(kept)"
+# and what they were asked for (the two sample sizes, the digest of the blocked ids read, the ids
+# given to leave out: the account's, the hidden ones); false for no such key or another value.
+_KEPT_SAMPLE_LUA = """
+local kept = redis.call('GET', KEYS[1])
+if not kept then return false end
+local ok, entry = pcall(cmsgpack.unpack, kept)
+if not ok or type(entry) ~= 'table' or #entry ~= 5 or type(entry[4]) ~= 'table' or type(entry[5]) ~= 'table' then
+    return false
+end
+return entry
+"""
 
 
 def _tokens_current(client: redis.Redis, token_keys: list[str], tokens: list[str]) -> bool:
-    """Whether the graph version tokens at ``token_keys`` are still ``tokens``."""
-    return [token.decode() if isinstance(token, bytes) else token or "" for token in client.mget(token_keys)] == tokens
+    """Whether the graph version tokens at ``token_keys`` are still ``tokens`` (a missing one never is)."""
+    found = client.mget(token_keys)
+    return (
+        all(token is not None for token in found)
+        and [token.decode() if isinstance(token, bytes) else token for token in found] == tokens
+    )
 
 
 def _lowest(ids: set[int], limit: int, left_out: set[int]) -> list[Any]:
@@ -585,11 +599,24 @@ def _lowest(ids: set[int], limit: int, left_out: set[int]) -> list[Any]:
     return [len(shown), sorted(shown)[:limit]]
 
 
+def _blocked_ids(client: redis.Redis, reader_id: int, digest: bytes | str) -> set[int] | None:
+    """The ids in ``reader_id``'s blocks set when their digest (as ``PROFILE_GRAPH_LUA`` takes it)
+    is still ``digest``; None when the set changed since (no read finds that kept sample)."""
+    raw = client.smembers(redis_keys.blocks_key(reader_id))
+    members = sorted(member.decode("utf-8", "surrogateescape") if isinstance(member, bytes) else member for member in raw)
+    wanted = digest.decode() if isinstance(digest, bytes) else digest
+    joined = ",".join(members).encode("utf-8", "surrogateescape")
+    if hashlib.sha1(joined, usedforsecurity=False).hexdigest() != wanted:
+        return None
+    return {int(member) for member in members if id_or_none(member) is not None}
+
+
 def profile_samples_drift(*, repair: bool) -> int:
     """The table's reconcile of the profile samples kept in Redis (``selectors.PROFILE_GRAPH_LUA``):
     each one still readable (both accounts' graph version tokens current) against the samples of
     the sets as they are now; a differing one is deleted unless ``repair`` is False. Kept samples
-    under an older token are never read again and expire.
+    under an older token are never read again and expire; keys under the head that the script
+    does not write are passed over.
 
     :returns: how many kept samples differed.
     :raises: ``REDIS_ERRORS``.
@@ -606,19 +633,25 @@ def profile_samples_drift(*, repair: bool) -> int:
         account_id, viewer_id = id_or_none(parts[0]), id_or_none(parts[1]) if len(parts) == 5 else None
         if account_id is None or len(parts) != 5 or (parts[1] and viewer_id is None):
             continue  # not a key the script writes: no read finds it
-        tokens = parts[2:4]
         token_keys = [redis_keys.graph_version_key(account_id)]
         if viewer_id is not None:
             token_keys.append(redis_keys.graph_version_key(viewer_id))
-        tokens = tokens[: len(token_keys)]  # a key without a viewer holds one token and ""
+        tokens = parts[2 : 2 + len(token_keys)]  # a key without a viewer holds one token and ""
         entry = read(keys=[key], args=[], client=client) if _tokens_current(client, token_keys, tokens) else None
         if not entry:
             continue
-        samples, (limit, familiar_limit, *left_out) = entry[3], entry[4]
+        samples, (limit, familiar_limit, blocked_digest, *given) = entry[3], entry[4]
+        left_out = set(given)
+        if blocked_digest:
+            # The blocks read were the viewer's, or on one's own profile one's own.
+            blocked = _blocked_ids(client, account_id if viewer_id is None else viewer_id, blocked_digest)
+            if blocked is None:
+                continue
+            left_out |= blocked
         kept = [[samples[index], list(samples[index + 1])] for index in range(0, len(samples), 2)]
-        wanted = [_lowest(selectors.mutual_follow_ids(user_id=account_id), limit, set(left_out))]
+        wanted = [_lowest(selectors.mutual_follow_ids(user_id=account_id), limit, left_out)]
         if viewer_id is not None:
-            others = set(left_out) | {viewer_id}
+            others = left_out | {viewer_id}
             wanted.append(_lowest(selectors.common_following_ids(user_id=viewer_id, other_id=account_id), limit, others))
             familiar = selectors.familiar_follower_ids(viewer_id=viewer_id, user_id=account_id)
             wanted.append(_lowest(familiar, familiar_limit, others))

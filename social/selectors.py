@@ -766,10 +766,12 @@ local with_viewer = KEYS[7] ~= nil
 local sizes = {replies[2], replies[3], with_viewer and redis.call('SCARD', KEYS[7]) or 0}
 local left = {}
 for index = 12, #ARGV do left[#left + 1] = ARGV[index] end
-local muting = false
+local given = #left
+local muting, blocked_digest = false, ''
 if ARGV[11] ~= '' then
     local blocked = redis.call('SMEMBERS', KEYS[5])
-    table.sort(blocked)  -- the digest below names them in one order
+    table.sort(blocked)  -- the digests name them in one order
+    blocked_digest = redis.sha1hex(table.concat(blocked, ','))
     for _, member in ipairs(blocked) do left[#left + 1] = member end
     local until_ms = redis.call('ZSCORE', KEYS[6], ARGV[12])
     muting = until_ms ~= false and tonumber(until_ms) > tonumber(ARGV[11])
@@ -828,9 +830,10 @@ if not samples then
         sample(redis.call('SINTER', KEYS[2], KEYS[7]), tonumber(ARGV[4]), viewer)
     end
     -- With the sizes and the samples, what they were computed for (for the reconcile): the
-    -- sample sizes and the ids left out.
-    local asked = {tonumber(ARGV[3]), tonumber(ARGV[4])}
-    for _, member in ipairs(left) do asked[#asked + 1] = tonumber(member) end
+    -- sample sizes, the digest of the blocked ids ('' when not read: a viewer may block many,
+    -- so they are not kept) and the ids given to leave out.
+    local asked = {tonumber(ARGV[3]), tonumber(ARGV[4]), blocked_digest}
+    for index = 1, given do asked[#asked + 1] = tonumber(left[index]) end
     redis.pcall('SET', cache_key, cmsgpack.pack({sizes[1], sizes[2], sizes[3], samples, asked}), 'EX', ARGV[10])
 end
 local names = {}

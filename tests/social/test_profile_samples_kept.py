@@ -172,3 +172,35 @@ class TestReconcile:
         redis_client.set(f"{head}{star.pk}:x:a:b:c", "x")
         assert profile_samples_drift(repair=True) == 0
         assert len(kept_keys(redis_client)) == 3
+
+    def test_passes_over_a_key_with_empty_tokens_or_a_value_the_script_never_writes(
+        self, user_factory: Any, redis_client: Any
+    ) -> None:
+        account = user_factory()  # never read: it has no graph version token
+        head = redis_keys.profile_samples_key_head()
+        redis_client.set(f"{head}{account.pk}::::c", "x")
+        redis_client.set(f"{head}{account.pk}::t:x:c", "x")
+        redis_client.set(redis_keys.graph_version_key(account.pk), "t")
+        assert profile_samples_drift(repair=True) == 0
+
+    def test_checks_a_sample_that_left_out_the_viewers_blocks(self, user_factory: Any, run_commits: Any, redis_client: Any) -> None:
+        star, viewer, fans = star_with_fans(user_factory)
+        run_commits(lambda: controls.block_create(actor=viewer, target_id=fans[5].pk))
+        run_commits(lambda: controls.block_create(actor=star, target_id=fans[9].pk))
+        selectors.profile_graph(user_id=star.pk, viewer_id=viewer.pk, read_controls=True)
+        selectors.profile_graph(user_id=star.pk, viewer_id=star.pk, read_controls=True)  # one's own
+        assert len(kept_keys(redis_client)) == 2
+        assert profile_samples_drift(repair=False) == 0
+        key = redis_keys.following_set_key(star.pk)
+        redis_client.srem(key, fans[3].pk)
+        redis_client.sadd(key, fans[8].pk)
+        assert profile_samples_drift(repair=True) == 2
+
+
+def test_a_kept_sample_does_not_grow_with_the_viewers_blocks(user_factory: Any, redis_client: Any) -> None:
+    star, viewer, _fans = star_with_fans(user_factory)
+    redis_client.sadd(redis_keys.blocks_key(viewer.pk), *[str(n) for n in range(10_000_000, 10_005_000)])
+    graph = selectors.profile_graph(user_id=star.pk, viewer_id=viewer.pk, read_controls=True)
+    assert graph.samples.mutual.count == 4
+    (key,) = kept_keys(redis_client)
+    assert redis_client.strlen(key) < 512
