@@ -183,7 +183,9 @@ class TestReconcile:
         redis_client.set(redis_keys.graph_version_key(account.pk), "t")
         assert profile_samples_drift(repair=True) == 0
 
-    def test_checks_a_sample_that_left_out_the_viewers_blocks(self, user_factory: Any, run_commits: Any, redis_client: Any) -> None:
+    def test_checks_a_sample_that_left_out_the_viewers_blocks(
+        self, user_factory: Any, run_commits: Any, redis_client: Any
+    ) -> None:
         star, viewer, fans = star_with_fans(user_factory)
         run_commits(lambda: controls.block_create(actor=viewer, target_id=fans[5].pk))
         run_commits(lambda: controls.block_create(actor=star, target_id=fans[9].pk))
