@@ -2,36 +2,34 @@
 
 from __future__ import annotations
 
-from core.derived import Change, Expires, ReadTime, Unaffected, declare, kinds
+from core.derived import Cell, Change, Expires, ReadTime, Unaffected, declare, kinds
 
 from .selectors import MOST_FOLLOWED_CACHE_SECONDS
 
 NO_EDGE = Unaffected("it makes or removes no follow")
 PAIR = kinds("social.pair")
 
-declare(
-    "follow mirror and counts",
-    app="social",
-    reconcile="social.reconcile.graph_drift",
-    cells={
-        Change.FOLLOW: PAIR,
-        Change.UNFOLLOW: PAIR,
-        Change.REQUEST_MADE: NO_EDGE,
-        Change.REQUEST_APPROVED: PAIR,
-        Change.REQUEST_REJECTED: NO_EDGE,
-        Change.REQUEST_WITHDRAWN: NO_EDGE,
-        Change.FOLLOWER_REMOVED: PAIR,
-        Change.BLOCK: PAIR,
-        Change.UNBLOCK: Unaffected("an unblock restores no follow"),
-        Change.MUTE: Unaffected("a mute keeps the follow"),
-        Change.UNMUTE: Unaffected("a mute keeps the follow"),
-        Change.PRIVACY_ON: Unaffected("followers stay followers"),
-        Change.PRIVACY_OFF: kinds("social.privacy_open", "social.pair"),
-        Change.DEACTIVATION: kinds("social.user"),
-        Change.REACTIVATION: kinds("social.user"),
-        Change.DELETION: kinds("social.user"),
-    },
-)
+# The follow mirror's cells; the profile samples kept follow the mirror's writes (below).
+MIRROR_CELLS: dict[Change, Cell] = {
+    Change.FOLLOW: PAIR,
+    Change.UNFOLLOW: PAIR,
+    Change.REQUEST_MADE: NO_EDGE,
+    Change.REQUEST_APPROVED: PAIR,
+    Change.REQUEST_REJECTED: NO_EDGE,
+    Change.REQUEST_WITHDRAWN: NO_EDGE,
+    Change.FOLLOWER_REMOVED: PAIR,
+    Change.BLOCK: PAIR,
+    Change.UNBLOCK: Unaffected("an unblock restores no follow"),
+    Change.MUTE: Unaffected("a mute keeps the follow"),
+    Change.UNMUTE: Unaffected("a mute keeps the follow"),
+    Change.PRIVACY_ON: Unaffected("followers stay followers"),
+    Change.PRIVACY_OFF: kinds("social.privacy_open", "social.pair"),
+    Change.DEACTIVATION: kinds("social.user"),
+    Change.REACTIVATION: kinds("social.user"),
+    Change.DELETION: kinds("social.user"),
+}
+
+declare("follow mirror and counts", app="social", reconcile="social.reconcile.graph_drift", cells=MIRROR_CELLS)
 
 CONTROL = kinds("social.control")
 NO_CONTROL = Unaffected("it makes or ends no block or mute")
@@ -133,31 +131,20 @@ declare(
     },
 )
 
-USER = kinds("social.user")
-
 declare(
     "profile samples kept",
     app="social",
     reconcile="social.reconcile.profile_samples_drift",
     cells={
-        # Every mirror write deletes both accounts' graph version tokens, which the kept sample's
-        # key holds (``social.mirror.queue_graph_version_change``).
-        Change.FOLLOW: PAIR,
-        Change.UNFOLLOW: PAIR,
-        Change.REQUEST_MADE: NO_EDGE,
-        Change.REQUEST_APPROVED: PAIR,
-        Change.REQUEST_REJECTED: NO_EDGE,
-        Change.REQUEST_WITHDRAWN: NO_EDGE,
-        Change.FOLLOWER_REMOVED: PAIR,
-        # The viewer's blocked accounts are in the key's digest as well.
+        # Every mirror write unlinks both accounts' graph version tokens, which the kept sample's
+        # key holds (``social.mirror.queue_graph_version_change``): the mirror's cells ...
+        **MIRROR_CELLS,
+        # ... but the viewer's blocked accounts are in the key's digest too, and what leaves the
+        # mirror unaffected is said in the samples' terms.
         Change.BLOCK: kinds("social.pair", "social.control"),
         Change.UNBLOCK: CONTROL,
         Change.MUTE: Unaffected("samples leave out blocked accounts, not muted ones"),
         Change.UNMUTE: Unaffected("samples leave out blocked accounts, not muted ones"),
         Change.PRIVACY_ON: Unaffected("followers stay followers; the page decides who sees the samples"),
-        Change.PRIVACY_OFF: kinds("social.privacy_open", "social.pair"),
-        Change.DEACTIVATION: USER,
-        Change.REACTIVATION: USER,
-        Change.DELETION: USER,
     },
 )

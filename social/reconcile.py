@@ -594,11 +594,6 @@ def _tokens_current(client: redis.Redis, token_keys: list[str], tokens: list[str
     )
 
 
-def _lowest(ids: set[int], limit: int, left_out: set[int]) -> list[Any]:
-    shown = ids - left_out
-    return [len(shown), sorted(shown)[:limit]]
-
-
 def _blocked_ids(client: redis.Redis, reader_id: int, digest: bytes | str) -> set[int] | None:
     """The ids in ``reader_id``'s blocks set when their digest (as ``PROFILE_GRAPH_LUA`` takes it)
     is still ``digest``; None when the set changed since (no read finds that kept sample)."""
@@ -648,13 +643,14 @@ def profile_samples_drift(*, repair: bool) -> int:
             if blocked is None:
                 continue
             left_out |= blocked
-        kept = [[samples[index], list(samples[index + 1])] for index in range(0, len(samples), 2)]
-        wanted = [_lowest(selectors.mutual_follow_ids(user_id=account_id), limit, left_out)]
+        kept = [(samples[index], list(samples[index + 1])) for index in range(0, len(samples), 2)]
+        wanted = [selectors.lowest_shown(selectors.mutual_follow_ids(user_id=account_id), limit, left_out)]
         if viewer_id is not None:
             others = left_out | {viewer_id}
-            wanted.append(_lowest(selectors.common_following_ids(user_id=viewer_id, other_id=account_id), limit, others))
+            common = selectors.common_following_ids(user_id=viewer_id, other_id=account_id)
+            wanted.append(selectors.lowest_shown(common, limit, others))
             familiar = selectors.familiar_follower_ids(viewer_id=viewer_id, user_id=account_id)
-            wanted.append(_lowest(familiar, familiar_limit, others))
+            wanted.append(selectors.lowest_shown(familiar, familiar_limit, others))
         # A write between the two reads changed the token: its next read derives the sample again.
         if kept != wanted and _tokens_current(client, token_keys, tokens):
             drift += 1

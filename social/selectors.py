@@ -592,11 +592,14 @@ class UserSample(Generic[Account]):
 
 def _samples(wanted: Sequence[tuple[set[int], int, Collection[int]]]) -> list[UserSample[User]]:
     """A ``UserSample`` of each ``(ids, limit, exclude)``, the accounts of all of them read in one query."""
-    chosen: list[tuple[int, list[int]]] = []
-    for ids, limit, exclude in wanted:
-        kept = ids - set(exclude)
-        chosen.append((len(kept), sorted(kept)[:limit]))
-    return _samples_chosen(chosen)
+    return _samples_chosen([lowest_shown(ids, limit, exclude) for ids, limit, exclude in wanted])
+
+
+def lowest_shown(ids: set[int], limit: int, exclude: Collection[int] = ()) -> tuple[int, list[int]]:
+    """``(count, shown)`` of a sample of ``ids`` without ``exclude``: how many there are, and the
+    ``limit`` lowest ids, ascending (what ``PROFILE_GRAPH_LUA`` computes in Redis)."""
+    kept = ids - set(exclude)
+    return len(kept), sorted(kept)[:limit]
 
 
 def _samples_chosen(chosen: Sequence[tuple[int, Sequence[int]]]) -> list[UserSample[User]]:
