@@ -618,7 +618,9 @@ def _sample(ids: set[int], limit: int, exclude: Sequence[int] = ()) -> UserSampl
 
 
 def _members(reply: Iterable[bytes | str]) -> set[int]:
-    return {int(member) for member in reply}
+    """The ids among a set's members; one that is not an id (written around the mirror's writers,
+    removed by the reconcile) is left out."""
+    return {int(member) for member in reply if member.isdigit()}
 
 
 def _followers_among(client: redis.Redis, user_id: int, candidates: set[int]) -> set[int]:
@@ -811,7 +813,12 @@ if not samples then
                 count = count + 1
                 if #member <= longest then
                     local id = tonumber(member)
-                    if #lowest < limit or id < lowest[#lowest] then
+                    if not id then
+                        -- Not an id (written around the writers; the reconcile removes it): not
+                        -- counted, as _members leaves it out. One longer than the highest id kept
+                        -- is passed over unread, so counted, until the reconcile.
+                        count = count - 1
+                    elseif #lowest < limit or id < lowest[#lowest] then
                         local position = #lowest + 1
                         while position > 1 and lowest[position - 1] > id do
                             lowest[position] = lowest[position - 1]

@@ -242,3 +242,28 @@ class TestControlsReadWithTheGraph:
         graph = selectors.profile_graph(user_id=star.pk, viewer_id=viewer.pk, read_controls=True)
         assert [user.pk for user in graph.samples.mutual.users] == [fan.pk for fan in fans[3:7]]
         assert graph.muting is True
+
+
+class TestAMemberThatIsNotAnId:
+    """A member of the follow sets that is not an id (written around the mirror's writers; the
+    reconcile removes it) is neither counted nor shown in a profile's samples, and the page answers."""
+
+    def test_the_samples_leave_it_out_and_the_page_answers(self, user_factory: Any, redis_client: Any, client: Any) -> None:
+        star, viewer, fans = star_with_fans(user_factory)
+        for key in (
+            redis_keys.followers_set_key(star.pk),
+            redis_keys.following_set_key(star.pk),
+            redis_keys.following_set_key(viewer.pk),
+        ):
+            redis_client.sadd(key, "odd")
+        expected = [
+            (4, [fan.pk for fan in fans[3:7]]),
+            (2, [fan.pk for fan in fans[3:5]]),
+            (5, [fan.pk for fan in fans[:3]]),
+        ]
+        assert together(star.pk, viewer.pk, set(), 8, 3)[1] == expected
+        assert separate(star.pk, viewer.pk, set(), 8, 3)[1] == expected
+        client.force_login(viewer)
+        page = client.get(f"/u/{star.username}/")
+        assert page.status_code == 200
+        assert "Mutual follows (4)" in page.content.decode()
