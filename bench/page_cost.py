@@ -12,7 +12,7 @@ CPU time (``time.process_time``) is this process's alone, so it moves less than 
 other work shares the cores: run the code before and after a change in turn and compare the CPU
 columns. Prints one line per path, with its SQL queries and Redis round trips (commands sent,
 a pipeline or script counting once) per request; ``--profile DIR`` also writes a cProfile summary
-per path.
+per path; ``--token`` sends an access token of the reader, for the Mastodon API's paths.
 """
 
 from __future__ import annotations
@@ -36,14 +36,23 @@ def main() -> None:
     parser.add_argument("paths", nargs="*", help="paths to load (default: profile, followers, home, the JSON feed and followers)")
     parser.add_argument("--requests", type=int, default=200, help="requests per path (default 200)")
     parser.add_argument("--profile", default=None, help="a directory for a cProfile summary of each path")
+    parser.add_argument(
+        "--token", action="store_true", help="send the reader's access token (made here) for the Mastodon API's paths"
+    )
     args = parser.parse_args()
     django.setup()
     from django.test import Client
 
     from users.models import User
 
-    client = Client(HTTP_X_FORWARDED_PROTO="https")
-    client.force_login(User.objects.get(username=READER))
+    reader = User.objects.get(username=READER)
+    headers = {"X-Forwarded-Proto": "https"}
+    if args.token:
+        from bench.http_setup import mastodon_token
+
+        headers["Authorization"] = f"Bearer {mastodon_token(reader.pk)}"
+    client = Client(headers=headers)
+    client.force_login(reader)
     followed = User.objects.get(username=FOLLOWED)
     paths = args.paths or [
         f"/u/{FOLLOWED}/",
