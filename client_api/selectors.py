@@ -36,51 +36,79 @@ def _columns(model: type[Model], alias: str) -> tuple[list[str], str]:
     return [field.attname for field in fields], ", ".join(f"{alias}.{field.column}" for field in fields)
 
 
+@dataclass(frozen=True)
+class _TokenRead:
+    """The token read's SQL, each model's attribute names and its slice of the row, and the row's
+    converters, ``[(index, column, [converter])]`` for the fields that have any: worked out once per
+    database connection (the ORM's work of each call otherwise)."""
+
+    sql: str
+    parts: tuple[tuple[type[Model], list[str], slice], ...]
+    converters: tuple[tuple[int, Any, tuple[Callable[..., Any], ...]], ...]
+
+
+def _token_read(connection: Any) -> _TokenRead:
+    """``_TokenRead`` of ``connection``, kept on it."""
+    found = connection.__dict__.get("_client_api_token_read")
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    app_model = AccessToken._meta.get_field("application").related_model
+    models: list[tuple[type[Model], str]] = [(AccessToken, "t"), (User, "u"), (app_model, "a")]
+    parts: list[tuple[type[Model], list[str], slice]] = []
+    columns: list[str] = []
+    fields: list[Any] = []
+    start = 0
+    for model, alias in models:
+        names, selected = _columns(model, alias)
+        parts.append((model, names, slice(start, start + len(names))))
+        columns.append(selected)
+        fields += model._meta.concrete_fields
+        start += len(names)
+    converters = []
+    for index, field in enumerate(fields):
+        column = field.get_col(field.model._meta.db_table)
+        found_converters = (*connection.ops.get_db_converters(column), *column.get_db_converters(connection))
+        if found_converters:
+            converters.append((index, column, found_converters))
+    found = connection.__dict__["_client_api_token_read"] = _TokenRead(
+        sql=(
+            f"SELECT {', '.join(columns)} FROM {AccessToken._meta.db_table} t"
+            f" LEFT JOIN {User._meta.db_table} u ON u.id = t.user_id"
+            f" LEFT JOIN {app_model._meta.db_table} a ON a.id = t.application_id"
+            " WHERE t.token_checksum = %s"
+        ),
+        parts=tuple(parts),
+        converters=tuple(converters),
+    )
+    return found
+
+
 def access_token(raw: str) -> AccessToken | None:
     """The live (unrevoked, unexpired) access token whose value is ``raw``, with its user and application loaded, or None."""
     checksum = hashlib.sha256(raw.encode("utf-8")).hexdigest()
     # Every API call reads its token: one hand-written join, where the ORM's select_related took
     # longer to compile than the database took to answer.
-    token_names, token_columns = _columns(AccessToken, "t")
-    user_names, user_columns = _columns(User, "u")
-    app_model = AccessToken._meta.get_field("application").related_model
-    app_names, app_columns = _columns(app_model, "a")
     database = router.db_for_read(AccessToken)
-    with connections[database].cursor() as cursor:
-        cursor.execute(
-            f"SELECT {token_columns}, {user_columns}, {app_columns} FROM {AccessToken._meta.db_table} t"
-            f" LEFT JOIN {User._meta.db_table} u ON u.id = t.user_id"
-            f" LEFT JOIN {app_model._meta.db_table} a ON a.id = t.application_id"
-            " WHERE t.token_checksum = %s",
-            [checksum],
-        )
+    connection = connections[database]
+    read = _token_read(connection)
+    with connection.cursor() as cursor:
+        cursor.execute(read.sql, [checksum])
         row = cursor.fetchone()
     if row is None:
         return None
-    converted = _converted(
-        connections[database],
-        [*AccessToken._meta.concrete_fields, *User._meta.concrete_fields, *app_model._meta.concrete_fields],
-        row,
-    )
-    token_end, user_end = len(token_names), len(token_names) + len(user_names)
-    token = AccessToken.from_db(database, token_names, converted[:token_end])
-    user = User.from_db(database, user_names, converted[token_end:user_end]) if converted[token_end] is not None else None
+    values = list(row)
+    for index, column, converters in read.converters:
+        for converter in converters:
+            values[index] = converter(values[index], column, connection)
+    (_, token_names, token_part), (_, user_names, user_part), (app_model, app_names, app_part) = read.parts
+    token = AccessToken.from_db(database, token_names, values[token_part])
+    user = User.from_db(database, user_names, values[user_part]) if values[user_part.start] is not None else None
     AccessToken._meta.get_field("user").set_cached_value(token, user)
-    application = app_model.from_db(database, app_names, converted[user_end:]) if converted[user_end] is not None else None
+    application = app_model.from_db(database, app_names, values[app_part]) if values[app_part.start] is not None else None
     AccessToken._meta.get_field("application").set_cached_value(token, application)
     if token.is_expired():
         return None
     return token
-
-
-def _converted(connection: Any, fields: Sequence[Any], row: Sequence[Any]) -> list[Any]:
-    """``row``'s raw values as the ORM gives them for ``fields`` (the backend's and the fields' converters)."""
-    values = list(row)
-    for index, field in enumerate(fields):
-        column = field.get_col(field.model._meta.db_table)
-        for converter in [*connection.ops.get_db_converters(column), *column.get_db_converters(connection)]:
-            values[index] = converter(values[index], column, connection)
-    return values
 
 
 @dataclass(frozen=True)
