@@ -26,6 +26,11 @@ BREAKER_OPEN = Gauge(
     ["node"],
     multiprocess_mode="livemax",
 )
+REDIS_DATA_ERRORS = Counter(
+    "followfeed_redis_data_errors",
+    "Redis commands refused because of the data they met (a key of another type, a script's"
+    " runtime error): each read fell back to the database, no breaker opened.",
+)
 
 
 def observe_fan_out_lag(*, published_ms: int, mode: str) -> None:
@@ -36,6 +41,11 @@ def observe_fan_out_lag(*, published_ms: int, mode: str) -> None:
 def count_refusal(limit: str) -> None:
     """Count one action refused by the limit ``limit`` (a ``core.limits`` group)."""
     RATE_LIMIT_REFUSALS.labels(limit=limit).inc()
+
+
+def count_data_error() -> None:
+    """Count one Redis command refused because of the data it met (``core.redis.is_data_error``)."""
+    REDIS_DATA_ERRORS.inc()
 
 
 def set_breaker(node: str, *, is_open: bool) -> None:

@@ -24,7 +24,7 @@ from django_redis.exceptions import ConnectionInterrupted
 
 from . import redis_keys
 from .cluster import Pipe, is_cluster, lua, node_name, pipeline, primaries, queue_script, range_start, refresh, slot_ranges
-from .metrics import set_breaker
+from .metrics import count_data_error, set_breaker
 
 logger = logging.getLogger(__name__)
 
@@ -122,8 +122,49 @@ def failures_seen() -> int:
     return _counts["failures"]
 
 
+# Replies about the data a command met, not about the server: a key of another type, or a
+# script's runtime error (Redis 7 and Valkey: "ERR user_script:..."; before: "ERR Error running
+# script"; redis-py drops the "ERR "). The server answers every other command, so they open no
+# breaker. The subclasses of ResponseError (OOM, READONLY, LOADING, ...) and the other generic
+# replies (BUSY, MISCONF, MASTERDOWN) are the server's trouble.
+_DATA_ERRORS = ("WRONGTYPE ", "user_script:", "Error running script")
+# Data errors already logged by this process (each text once; the set is emptied when full).
+_data_errors_logged: set[str] = set()
+DATA_ERRORS_LOGGED_MAX = 1_000
+
+
+def is_data_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is Redis refusing a command because of the data it met (``_DATA_ERRORS``)."""
+    if type(exc) is not redis.exceptions.ResponseError:
+        return False
+    # A pipeline names the command before the reply: "Command # 2 (SCARD ...) of pipeline caused error: WRONGTYPE ...".
+    reply = str(exc).partition(" of pipeline caused error: ")[2] or str(exc)
+    return reply.startswith(_DATA_ERRORS)
+
+
 def redis_failed(exc: BaseException, node: str = "") -> None:
-    """Open the breaker of ``node`` for ``REDIS_CIRCUIT_OPEN_SECONDS`` after a failure ``exc``; log it once."""
+    """Open the breaker of ``node`` for ``REDIS_CIRCUIT_OPEN_SECONDS`` after a failure ``exc``; log it once.
+
+    A data error (``is_data_error``: a fault of one key, or a script's bug) opens no breaker: the
+    caller's fallback answers that read, and every other read keeps using Redis. It is logged
+    (each text once per process) and counted in ``failures_seen`` like any failure, since it may
+    have stopped some of a write's work.
+    """
+    if is_data_error(exc):
+        with _lock:
+            _counts["failures"] += 1
+            text = str(exc)
+            first = text not in _data_errors_logged
+            if first:
+                if len(_data_errors_logged) >= DATA_ERRORS_LOGGED_MAX:
+                    _data_errors_logged.clear()
+                _data_errors_logged.add(text)
+        count_data_error()
+        if first:
+            logger.error(
+                "Redis refused a command on its data%s (the breaker stays closed): %r", f" ({node})" if node else "", exc
+            )
+        return
     breaker = _breaker(node)
     with _lock:
         _counts["failures"] += 1

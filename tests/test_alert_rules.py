@@ -41,7 +41,7 @@ def test_promtool_checks_the_rules() -> None:
     result = subprocess.run([promtool(), "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60, check=False)
 
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 12 rules found" in result.stdout
+    assert "SUCCESS: 13 rules found" in result.stdout
 
 
 def test_recorded_series_fire_each_alert() -> None:
