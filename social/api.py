@@ -212,7 +212,7 @@ def _list(request: HttpRequest, raw_id: str, kind: str) -> JsonResponse:
         counts=False,
     )
     data = {
-        "list": [dict(user_json(e.user), followedAt=int(e.followed_at.timestamp())) for e in found.shown],
+        "list": [dict(user_json(e.user), followedAt=int(e.followed_at_seconds)) for e in found.shown],
         "next_cursor": str(found.page.next_cursor) if found.page.next_cursor else None,
     }
     return api_ok(data)

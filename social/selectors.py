@@ -10,6 +10,7 @@ import secrets
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from typing import Any, Generic, TypeVar
 
 import redis
@@ -345,10 +346,15 @@ def follow_counts_many(*, user_ids: Sequence[int]) -> dict[int, Counts]:
 
 @dataclass(frozen=True)
 class FollowEntry(Generic[Account]):
-    """One row of a followers/following list: the account and when the follow began."""
+    """One row of a followers/following list: the account and when the follow began (unix seconds)."""
 
     user: Account
-    followed_at: datetime
+    followed_at_seconds: float
+
+    @cached_property
+    def followed_at(self) -> datetime:
+        """When the follow began, aware (UTC); made when asked: the JSON list answers the seconds."""
+        return datetime.fromtimestamp(self.followed_at_seconds, tz=UTC)
 
 
 @dataclass(frozen=True)
@@ -370,11 +376,7 @@ def _page_of(items: list[Item], limit: int, users: Mapping[int, Account], *, old
     """``_page`` with the accounts ``users`` (``{id: account}``); an id it lacks (not an active
     account) is left out."""
     shown = items[:limit]
-    entries = [
-        FollowEntry(user=users[member], followed_at=datetime.fromtimestamp(score, tz=UTC))
-        for member, score in shown
-        if member in users
-    ]
+    entries = [FollowEntry(user=users[member], followed_at_seconds=score) for member, score in shown if member in users]
     next_cursor = Cursor(score=shown[-1][1], member=shown[-1][0]) if (older or len(items) > limit) and shown else None
     prev_cursor = Cursor(score=shown[0][1], member=shown[0][0]) if shown else None
     return FollowPage(entries=entries, next_cursor=next_cursor, prev_cursor=prev_cursor)
