@@ -8,9 +8,10 @@
 # Needs the data bench/http_load.py made (the database followfeed_http and its Redis snapshot in
 # var/bench-http/). Checks BEFORE_COMMIT out in a temporary worktree, starts a private redis-server
 # from the snapshot and one gunicorn (3 sync workers, production settings) per version, signs the
-# benchmark's reader in once per version, then runs wrk (32 connections, 2
-# threads) against each path, before and after in turn, ROUNDS times (default 3) for SECONDS
-# each (default 6). Prints one line per run: round, version, path, requests/s, load average.
+# benchmark's reader in once per version, then runs wrk (32 connections, 2 threads) against each
+# path (the Mastodon API's with an access token of the reader), before and after in turn, ROUNDS
+# times (default 3) for SECONDS each (default 6). Prints one line per run: round, version, path,
+# requests/s, load average.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BEFORE=${1:?usage: bench/http_ab.sh BEFORE_COMMIT [ROUNDS] [SECONDS]}
@@ -58,6 +59,13 @@ store.create()
 print(store.session_key)')
 }
 declare -A SESSION=([before]="$(sign_in "$WORK/before")" [after]="$(sign_in "$ROOT")")
+# An access token of the reader for the Mastodon API's path (the same database serves both versions).
+TOKEN=$(cd "$ROOT" && PYTHONPATH="$ROOT" "$PY" -c '
+import django
+django.setup()
+from bench.http_setup import mastodon_token
+from users.models import User
+print(mastodon_token(User.objects.get(username="u2494").pk))')
 declare -A PORT=([before]=0 [after]=0)
 for version in before after; do
     dir=$([ "$version" = before ] && echo "$WORK/before" || echo "$ROOT")
@@ -65,12 +73,18 @@ for version in before after; do
     (cd "$dir" && PYTHONPATH="$dir" "$ROOT/.venv/bin/gunicorn" config.wsgi --bind "127.0.0.1:${PORT[$version]}" --workers 3 \
         --error-logfile "$WORK/$version.err" --daemon --pid "$WORK/$version.pid")
 done
-headers() { echo "-H|X-Forwarded-Proto: https|-H|Cookie: sessionid=${SESSION[$1]}|-H|Accept: text/html"; }
-PATHS=(/bench/floor /home /u/u398/ /u/u398/followers/ /api/feed /api/users/399/followers)
+headers() {  # version path
+    case "$2" in
+        /api/v1/*) echo "-H|X-Forwarded-Proto: https|-H|Authorization: Bearer $TOKEN" ;;
+        *) echo "-H|X-Forwarded-Proto: https|-H|Cookie: sessionid=${SESSION[$1]}|-H|Accept: text/html" ;;
+    esac
+}
+PATHS=(/bench/floor /home /u/u398/ /u/u398/followers/ /api/feed /api/users/399/followers "/api/v1/timelines/home?limit=40")
 for version in before after; do
-    IFS='|' read -r -a HEADERS <<< "$(headers "$version")"
+    IFS='|' read -r -a HEADERS <<< "$(headers "$version" /bench/floor)"
     until curl -sf -o /dev/null "${HEADERS[@]}" "http://127.0.0.1:${PORT[$version]}/bench/floor"; do sleep 0.5; done
     for path in "${PATHS[@]}"; do  # warm, and every answer a 200
+        IFS='|' read -r -a HEADERS <<< "$(headers "$version" "$path")"
         status=$(curl -s -o /dev/null -w '%{http_code}' "${HEADERS[@]}" "http://127.0.0.1:${PORT[$version]}$path")
         [ "$status" = 200 ] || { echo "$version $path answered $status" >&2; exit 1; }
         wrk -c8 -t2 -d1s "${HEADERS[@]}" "http://127.0.0.1:${PORT[$version]}$path" >/dev/null
@@ -79,7 +93,7 @@ done
 for round in $(seq "$ROUNDS"); do
     for path in "${PATHS[@]}"; do
         for version in before after; do
-            IFS='|' read -r -a HEADERS <<< "$(headers "$version")"
+            IFS='|' read -r -a HEADERS <<< "$(headers "$version" "$path")"
             rate=$(wrk -c32 -t2 -d"${SECONDS_EACH}s" "${HEADERS[@]}" "http://127.0.0.1:${PORT[$version]}$path" | awk '/Requests\/sec/ {print $2}')
             echo "round $round $version $path $rate requests/s, load $(cut -d' ' -f1 /proc/loadavg)"
         done
