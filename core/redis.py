@@ -145,8 +145,9 @@ def is_data_error(exc: BaseException) -> bool:
 def redis_failed(exc: BaseException, node: str = "") -> None:
     """Open the breaker of ``node`` for ``REDIS_CIRCUIT_OPEN_SECONDS`` after a failure ``exc``; log it once.
 
-    A data error (``is_data_error``: a fault of one key, or a script's bug) opens no breaker: the
-    caller's fallback answers that read, and every other read keeps using Redis. It is logged
+    A data error (``is_data_error``: a fault of one key, or a script's bug) opens no breaker (and
+    closes a half-open one: the server answered): the caller's fallback answers that read, and
+    every other read keeps using Redis. It is logged
     (each text once per process) and counted in ``failures_seen`` like any failure, since it may
     have stopped some of a write's work.
     """
@@ -164,6 +165,7 @@ def redis_failed(exc: BaseException, node: str = "") -> None:
             logger.error(
                 "Redis refused a command on its data%s (the breaker stays closed): %r", f" ({node})" if node else "", exc
             )
+        redis_succeeded(node)  # the server answered: a half-open breaker's probe passed
         return
     breaker = _breaker(node)
     with _lock:

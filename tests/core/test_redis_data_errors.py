@@ -5,6 +5,7 @@ answers that read from the database and opens no breaker: every other read keeps
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import pytest
@@ -91,3 +92,16 @@ class TestAKeyOfAnotherTypeUnderARead:
         assert selectors.follow_counts(user_id=star.pk) == Counts(followers=1, following=0)
         assert redis_available(breaker_node(broken))
         assert selectors.follow_counts(user_id=other.pk) == Counts(followers=2, following=0)
+
+
+def test_a_data_error_met_by_the_probe_of_a_half_open_breaker_closes_it(redis_client: Any, settings: Any) -> None:
+    settings.REDIS_CIRCUIT_OPEN_SECONDS = 0.05
+    redis_failed(redis.exceptions.ConnectionError("Error 111 connecting. Connection refused."), "b-node")
+    assert not redis_available("b-node")
+    time.sleep(0.1)
+    assert redis_available("b-node")  # this caller probes; the others wait
+    assert not redis_available("b-node")
+
+    redis_failed(server_error(redis_client, "return 1 < nil"), "b-node")
+
+    assert redis_available("b-node")
