@@ -128,6 +128,9 @@ def failures_seen() -> int:
 # breaker. The subclasses of ResponseError (OOM, READONLY, LOADING, ...) and the other generic
 # replies (BUSY, MISCONF, MASTERDOWN) are the server's trouble.
 _DATA_ERRORS = ("WRONGTYPE ", "user_script:", "Error running script")
+# The server's trouble met by a command inside a script (before Redis 7 a script's error wraps it:
+# "Error running script ...: -OOM command not allowed ...").
+_SERVER_TROUBLE = ("OOM ", "READONLY ", "MISCONF ", "LOADING ", "BUSY ", "MASTERDOWN ", "CLUSTERDOWN ", "TRYAGAIN ")
 # Data errors already logged by this process (each text once; the set is emptied when full).
 _data_errors_logged: set[str] = set()
 DATA_ERRORS_LOGGED_MAX = 1_000
@@ -139,7 +142,7 @@ def is_data_error(exc: BaseException) -> bool:
         return False
     # A pipeline names the command before the reply: "Command # 2 (SCARD ...) of pipeline caused error: WRONGTYPE ...".
     reply = str(exc).partition(" of pipeline caused error: ")[2] or str(exc)
-    return reply.startswith(_DATA_ERRORS)
+    return reply.startswith(_DATA_ERRORS) and not any(trouble in reply for trouble in _SERVER_TROUBLE)
 
 
 def redis_failed(exc: BaseException, node: str = "") -> None:

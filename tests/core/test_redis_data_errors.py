@@ -50,6 +50,10 @@ class TestWhatIsADataError:
             redis.exceptions.ResponseError("BUSY Redis is busy running a script."),
             redis.exceptions.ResponseError("MISCONF Redis is configured to save RDB snapshots, but it's unable to persist."),
             redis.exceptions.ConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused."),
+            # Before Redis 7, a script's error wraps what its command met.
+            redis.exceptions.ResponseError(
+                "Error running script (call to f_0123): @user_script:1: -OOM command not allowed when used memory > 'maxmemory'."
+            ),
         ]
         assert [is_data_error(error) for error in trouble] == [False] * len(trouble)
 
