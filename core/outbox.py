@@ -37,6 +37,7 @@ from .redis import (
     RedisLock,
     delete_sentinels,
     get_redis,
+    is_data_error,
     redis_available,
     redis_failed,
     redis_succeeded,
@@ -331,9 +332,10 @@ def _apply_kind(kind: Kind, entries: list[OutboxEntry], result: ApplyResult, mar
     handler = kind.apply if mark else (kind.provisional or kind.apply)
     try:
         handler(entries)
-    except _SERVICE_ERRORS:
-        raise
-    except Exception as exc:  # EntryNotApplied, or a handler that fails on one entry
+    except Exception as exc:  # EntryNotApplied, a handler that fails on one entry, or a service down
+        # A data error (a key of another type) is one entry's, not the service's: Redis answers.
+        if isinstance(exc, _SERVICE_ERRORS) and not is_data_error(exc):
+            raise
         if len(entries) > 1:
             for entry in entries:
                 _apply_kind(kind, [entry], result, mark)
@@ -344,7 +346,8 @@ def _apply_kind(kind: Kind, entries: list[OutboxEntry], result: ApplyResult, mar
             # handler did not foresee) must not hold up every entry after it:
             # it stays pending with its error, and each drain tries it again.
             logger.exception("outbox entry %s (%s) failed; it stays pending", entries[0].pk, kind.name)
-            error = repr(exc)
+            # redis-py's repr of its errors names only their kind.
+            error = f"{type(exc).__name__}: {exc}" if is_data_error(exc) else repr(exc)
         result.stuck += 1
         # At least one attempt (the drain counts its own): the drain then
         # takes it up at once, not after the task's grace.

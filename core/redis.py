@@ -166,7 +166,7 @@ def redis_failed(exc: BaseException, node: str = "") -> None:
         count_data_error()
         if first:
             logger.error(
-                "Redis refused a command on its data%s (the breaker stays closed): %r", f" ({node})" if node else "", exc
+                "Redis refused a command on its data%s (the breaker stays closed): %s", f" ({node})" if node else "", exc
             )
         redis_succeeded(node)  # the server answered: a half-open breaker's probe passed
         return
@@ -179,7 +179,8 @@ def redis_failed(exc: BaseException, node: str = "") -> None:
     if was_closed:
         set_breaker(node, is_open=True)
         where = f" ({node})" if node else ""
-        logger.warning("Redis unavailable%s, reads fall back to the database: %r", where, exc)
+        # The type and the text: redis-py's repr of its errors names only their kind.
+        logger.warning("Redis unavailable%s, reads fall back to the database: %s: %s", where, type(exc).__name__, exc)
 
 
 def redis_succeeded(node: str = "") -> None:

@@ -189,3 +189,30 @@ class TestAPoisonEntry:
         assert stuck.applied_at is None and stuck.last_error == "ValueError('cannot take [7]')"
         assert pending() == []
         assert_mirror_equals_database(redis_client, [alice.pk, bob.pk])
+
+    def test_a_key_of_another_type_holds_up_its_entry_alone_and_the_breaker_stays_closed(
+        self, alice, bob, charlie, redis_client, settings, django_capture_on_commit_callbacks
+    ):
+        from core.redis import breaker_node, redis_available
+
+        settings.REDIS_CIRCUIT_OPEN_SECONDS = 30.0
+        with django_capture_on_commit_callbacks(execute=False):
+            services.follow_create(actor=alice, followee_id=bob.pk)
+            services.follow_create(actor=charlie, followee_id=bob.pk)
+        broken = redis_keys.following_set_key(alice.pk)
+        redis_client.delete(broken)
+        redis_client.set(broken, "not a set")
+
+        result = outbox_drain_pending(task_grace_seconds=0)
+
+        left = OutboxEntry.objects.filter(applied_at__isnull=True)
+        # The mirror's write and the inbox's backfill of alice's follow both meet her key.
+        assert (result.redis_down, result.stuck) == (False, 2)
+        assert sorted(left.values_list("kind", "subject_id", "object_id")) == [
+            ("feed.pair", alice.pk, bob.pk),
+            (OUTBOX_PAIR, alice.pk, bob.pk),
+        ]
+        stuck = graph_entries().get(subject_id=alice.pk, applied_at__isnull=True)
+        assert stuck.last_error.startswith("ResponseError: ") and "WRONGTYPE" in stuck.last_error
+        assert redis_client.sismember(redis_keys.following_set_key(charlie.pk), bob.pk)
+        assert redis_available(breaker_node(broken))
