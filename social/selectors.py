@@ -6,6 +6,7 @@ whose two accounts are active count.
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -619,10 +620,15 @@ def _sample(ids: set[int], limit: int, exclude: Sequence[int] = ()) -> UserSampl
     return _samples([(ids, limit, exclude)])[0]
 
 
+# An id as the mirror's writers write it: decimal, no sign, point, space or leading zero.
+_ID_MEMBER = re.compile(rb"[1-9][0-9]*")
+
+
 def _members(reply: Iterable[bytes | str]) -> set[int]:
-    """The ids among a set's members; one that is not an id (written around the mirror's writers,
-    removed by the reconcile) is left out."""
-    return {int(member) for member in reply if member.isdigit()}
+    """The ids among a set's members; one that is not an id as the writers write it (``_ID_MEMBER``;
+    written around them, removed by the reconcile) is left out."""
+    raw = (member.encode() if isinstance(member, str) else member for member in reply)
+    return {int(member) for member in raw if _ID_MEMBER.fullmatch(member)}
 
 
 def _followers_among(client: redis.Redis, user_id: int, candidates: set[int]) -> set[int]:
@@ -814,11 +820,11 @@ if not samples then
             if not left_out[member] and member ~= skip then
                 count = count + 1
                 if #member <= longest then
-                    local id = tonumber(member)
+                    -- An id as the writers write it (no sign, point, space or leading zero), else
+                    -- not counted, as _members leaves it out: the reconcile removes it. (One longer
+                    -- than the highest id kept is passed over unread, so counted until then.)
+                    local id = string.find(member, '^[1-9]%d*$') and tonumber(member)
                     if not id then
-                        -- Not an id (written around the writers; the reconcile removes it): not
-                        -- counted, as _members leaves it out. One longer than the highest id kept
-                        -- is passed over unread, so counted, until the reconcile.
                         count = count - 1
                     elseif #lowest < limit or id < lowest[#lowest] then
                         local position = #lowest + 1
