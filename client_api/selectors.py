@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import connections, router
 from django.db.models import Model, Q, QuerySet
 from django.utils import timezone
@@ -48,10 +49,11 @@ class _TokenRead:
 
 
 def _token_read(connection: Any) -> _TokenRead:
-    """``_TokenRead`` of ``connection``, kept on it."""
-    found = connection.__dict__.get("_client_api_token_read")
-    if found is not None:
-        return found  # type: ignore[no-any-return]
+    """``_TokenRead`` of ``connection``, kept on it for the ``USE_TZ`` it was made under (which
+    decides the datetime fields' converters)."""
+    kept = connection.__dict__.get("_client_api_token_read")
+    if kept is not None and kept[0] == settings.USE_TZ:
+        return kept[1]  # type: ignore[no-any-return]
     app_model = AccessToken._meta.get_field("application").related_model
     models: list[tuple[type[Model], str]] = [(AccessToken, "t"), (User, "u"), (app_model, "a")]
     parts: list[tuple[type[Model], list[str], slice]] = []
@@ -70,7 +72,7 @@ def _token_read(connection: Any) -> _TokenRead:
         found_converters = (*connection.ops.get_db_converters(column), *column.get_db_converters(connection))
         if found_converters:
             converters.append((index, column, found_converters))
-    found = connection.__dict__["_client_api_token_read"] = _TokenRead(
+    found = _TokenRead(
         sql=(
             f"SELECT {', '.join(columns)} FROM {AccessToken._meta.db_table} t"
             f" LEFT JOIN {User._meta.db_table} u ON u.id = t.user_id"
@@ -80,6 +82,7 @@ def _token_read(connection: Any) -> _TokenRead:
         parts=tuple(parts),
         converters=tuple(converters),
     )
+    connection.__dict__["_client_api_token_read"] = (settings.USE_TZ, found)
     return found
 
 

@@ -259,6 +259,30 @@ class TestTokens:
         assert response.json() == {"error": "Your login is currently disabled"}
         assert not alice.following_edges.exists()
 
+    def test_the_token_read_follows_use_tz(self, alice, oauth_app) -> None:
+        """The token read keeps its converters per connection: made under another USE_TZ, they are made again."""
+        from django.test import override_settings
+
+        from client_api.selectors import access_token
+
+        made = make_token(alice, oauth_app, token="tz-token")
+        with override_settings(USE_TZ=False):
+            naive = access_token("tz-token")
+        found = access_token("tz-token")
+
+        assert naive is not None and naive.pk == made.pk
+        assert found is not None and (found.pk, found.user.pk, found.expires.tzinfo is not None) == (made.pk, alice.pk, True)
+
+    def test_an_expired_token_is_a_401(self, alice, oauth_app) -> None:
+        from datetime import timedelta
+
+        from django.utils import timezone
+
+        made = make_token(alice, oauth_app, token="old-token")
+        AccessToken.objects.filter(pk=made.pk).update(expires=timezone.now() - timedelta(seconds=1))
+
+        assert Api("old-token").get("/api/v1/accounts/verify_credentials").status_code == 401
+
 
 class TestAuthorizedApps:
     def test_lists_and_revokes_the_apps_a_person_authorised(self, alice, bob, api_alice, api_bob, client: Client) -> None:
