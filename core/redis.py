@@ -140,8 +140,9 @@ def is_data_error(exc: BaseException) -> bool:
     """Whether ``exc`` is Redis refusing a command because of the data it met (``_DATA_ERRORS``)."""
     if type(exc) is not redis.exceptions.ResponseError:
         return False
+    text = str(exc)
     # A pipeline names the command before the reply: "Command # 2 (SCARD ...) of pipeline caused error: WRONGTYPE ...".
-    reply = str(exc).partition(" of pipeline caused error: ")[2] or str(exc)
+    reply = text.partition(" of pipeline caused error: ")[2] or text
     return reply.startswith(_DATA_ERRORS) and not any(trouble in reply for trouble in _SERVER_TROUBLE)
 
 
@@ -150,9 +151,8 @@ def redis_failed(exc: BaseException, node: str = "") -> None:
 
     A data error (``is_data_error``: a fault of one key, or a script's bug) opens no breaker (and
     closes a half-open one: the server answered): the caller's fallback answers that read, and
-    every other read keeps using Redis. It is logged
-    (each text once per process) and counted in ``failures_seen`` like any failure, since it may
-    have stopped some of a write's work.
+    every other read keeps using Redis. It is logged (each text once per process) and counted in
+    ``failures_seen`` like any failure, since it may have stopped some of a write's work.
     """
     if is_data_error(exc):
         with _lock:

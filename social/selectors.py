@@ -6,7 +6,6 @@ whose two accounts are active count.
 
 from __future__ import annotations
 
-import re
 import secrets
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from core.paging import (
     redis_page,
     redis_page_above,
 )
+from core.parsing import id_or_none
 from core.redis import REDIS_ERRORS, intersect_sets, redis_or_database
 from users.account_cache import accounts_from_values
 from users.models import User
@@ -620,15 +620,11 @@ def _sample(ids: set[int], limit: int, exclude: Sequence[int] = ()) -> UserSampl
     return _samples([(ids, limit, exclude)])[0]
 
 
-# An id as the mirror's writers write it: decimal, no sign, point, space or leading zero.
-_ID_MEMBER = re.compile(rb"[1-9][0-9]*")
-
-
 def _members(reply: Iterable[bytes | str]) -> set[int]:
-    """The ids among a set's members; one that is not an id as the writers write it (``_ID_MEMBER``;
-    written around them, removed by the reconcile) is left out."""
-    raw = (member.encode() if isinstance(member, str) else member for member in reply)
-    return {int(member) for member in raw if _ID_MEMBER.fullmatch(member)}
+    """The ids among a set's members; one that is not an id as the writers write it (``id_or_none``,
+    as the reconcile judges them; written around the writers, it removes them) is left out."""
+    found = (id_or_none(member) for member in reply)
+    return {member for member in found if member is not None}
 
 
 def _followers_among(client: redis.Redis, user_id: int, candidates: set[int]) -> set[int]:
