@@ -1,7 +1,8 @@
 """Where the real graphs live, and how to get one that is missing.
 
-Files are looked up in ``FOLLOWFEED_DATA_DIR`` (default ``../shared/data``).
-A missing file is downloaded from its publisher (SNAP) and checked against
+Files are looked up in ``FOLLOWFEED_DATA_DIR`` (default ``../shared/data``), then, for a
+checkout cloned from a local repository (``git clone /work/main /tmp/fresh``), in the
+``../shared/data`` beside that repository. A missing file is downloaded from its publisher (SNAP) and checked against
 the sha256 published in ``shared/data/README.md``; a mismatch is an error.
 The data files are research data (cite SNAP); they are never committed.
 """
@@ -12,6 +13,7 @@ import gzip
 import hashlib
 import io
 import shutil
+import subprocess
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,6 +67,9 @@ def dataset_path(name: str | None = None) -> Path:
     path = Path(settings.FOLLOWFEED_DATA_DIR) / name
     if path.is_file():
         return path
+    origin = _clone_source()
+    if origin is not None and (origin.parent / "shared" / "data" / name).is_file():
+        return origin.parent / "shared" / "data" / name
     if name not in KNOWN_DATASETS:
         raise DatasetError(f"{path} does not exist and {name} is not a known dataset")
     url, expected = KNOWN_DATASETS[name]
@@ -88,6 +93,25 @@ def dataset_path(name: str | None = None) -> Path:
         raise DatasetError(f"{url}: sha256 {actual} does not match the published {expected}")
     partial.rename(target)
     return target
+
+
+def _clone_source() -> Path | None:
+    """The local repository this checkout (``BASE_DIR``) was cloned from: its ``origin`` remote when
+    that is a directory on this machine; None otherwise (no git, no origin, a URL)."""
+    try:
+        found = subprocess.run(  # noqa: S603 - git on PATH, fixed argv
+            ["git", "-C", str(settings.BASE_DIR), "config", "--get", "remote.origin.url"],  # noqa: S607
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    url = found.stdout.strip().removeprefix("file://")
+    if found.returncode != 0 or not url or not Path(url).is_dir():
+        return None
+    return Path(url).resolve()
 
 
 def read_edges(path: Path) -> Iterator[tuple[int, int]]:

@@ -1,5 +1,6 @@
 """import_graph on real data slices and edge cases (C18 self-loops, re-runs)."""
 
+import subprocess
 from io import StringIO
 
 import pytest
@@ -63,6 +64,18 @@ class TestImportGraph:
             "set FOLLOWFEED_DATA_DIR to the folder that holds it"
         )
         assert not (tmp_path / "var" / "data" / "wiki-Vote.txt.gz").exists()
+
+    def test_a_clone_of_a_local_repository_finds_the_data_beside_that_repository(self, tmp_path, settings):
+        origin = tmp_path / "work" / "main"
+        shared = tmp_path / "work" / "shared" / "data"
+        shared.mkdir(parents=True)
+        write_edges(shared / "wiki-Vote.txt.gz", "1 2\n")
+        subprocess.run(["git", "init", "-q", str(origin)], check=True)
+        subprocess.run(["git", "clone", "-q", str(origin), str(tmp_path / "fresh")], check=True, capture_output=True)
+        settings.BASE_DIR = tmp_path / "fresh"
+        settings.FOLLOWFEED_DATA_DIR = str(tmp_path / "shared" / "data")  # the default beside the clone: absent
+
+        assert dataset_path("wiki-Vote.txt.gz") == (shared / "wiki-Vote.txt.gz").resolve()
 
     def test_real_slice_matches_the_file_and_the_mirror(self, redis_client):
         path = dataset_path("wiki-Vote.txt.gz")
