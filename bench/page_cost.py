@@ -84,7 +84,8 @@ def main() -> None:
             profiler.disable()
             out = io.StringIO()
             pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(60)
-            Path(args.profile, path.strip("/").replace("/", "_") + ".txt").write_text(out.getvalue())
+            Path(args.profile).mkdir(parents=True, exist_ok=True)
+            Path(args.profile, path.strip("/").replace("/", "_").replace("?", "_") + ".txt").write_text(out.getvalue())
 
 
 def round_trips(client: Any, path: str) -> tuple[int, int]:

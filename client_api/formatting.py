@@ -221,12 +221,20 @@ def accounts_json(request: HttpRequest, users: Sequence[User]) -> list[dict[str,
     return [account_json(request, user, statuses_count=counts.get(user.pk, 0), counts=follows.get(user.pk)) for user in users]
 
 
-def statuses_json_of(request: HttpRequest, notes: Sequence[Note | FeedNote]) -> list[dict[str, Any]]:
-    """Statuses for ``notes`` as every timeline answers them (their ``status_facts`` read here:
-    the settings only of the notes that do not carry them, the home timeline's cached ones)."""
-    facts = status_facts(
-        author_ids=[note.author_id for note in notes], note_ids=[note.pk for note in notes if not note.visibility]
-    )
+def statuses_json_of(
+    request: HttpRequest, notes: Sequence[Note | FeedNote], known: StatusFacts | None = None
+) -> list[dict[str, Any]]:
+    """Statuses for ``notes`` as every timeline answers them, with the ``status_facts`` they need
+    (the settings only of the notes that do not carry them, the home timeline's cached ones):
+    ``known``, those already read, and what it lacks read here (no query when it lacks nothing)."""
+    authors = {note.author_id for note in notes}
+    unset = [note.pk for note in notes if not note.visibility]
+    if known is not None:
+        authors.difference_update(known.authors)
+        unset = [note_id for note_id in unset if note_id not in known.settings]
+    facts = status_facts(author_ids=sorted(authors), note_ids=unset) if authors or unset else StatusFacts({}, {})
+    if known is not None:
+        facts = StatusFacts({**known.authors, **facts.authors}, {**known.settings, **facts.settings})
     return statuses_json(request, notes, facts)
 
 

@@ -21,7 +21,15 @@ from core.paging import Cursor
 from core.redis import REDIS_ERRORS, get_redis
 from feed.models import DIRECT, FEED_VISIBILITIES, AuthorNoteCount, Note, to_ms
 from feed.paging import FeedNote, Position
-from feed.selectors import TimelinePage, home_timeline, note_detail, own_timeline, pull_authors_cached
+from feed.selectors import (
+    TimelinePage,
+    home_timeline,
+    note_detail,
+    pull_authors_cached,
+    shown_visibilities,
+    timeline_page_of,
+    timeline_rows_query,
+)
 from notifications.models import Notification
 from social import visibility
 from social.models import Block, Follow, FollowRequest, Mute, live_mutes
@@ -283,14 +291,33 @@ def _newer(note: Note | FeedNote, bound: Position | None) -> bool:
     return bound is None or Position(note.published_ms, note.pk).precedes(bound.score, bound.note_id)
 
 
+@dataclass
+class HomeTimelinePage(TimelinePage):
+    """A page of ``home_with_own``, with the ``StatusFacts`` of its notes (read with its own notes)."""
+
+    facts: StatusFacts | None = None
+
+
 def home_with_own(*, user: User) -> Reader:
     """``user``'s home timeline with its own notes (every visibility), as Mastodon's home: the inbox
-    read merged with ``own_timeline``, both keyset-paged from the same position and order.
+    read merged with ``user_timeline`` viewed by its author, both keyset-paged from the same
+    position and order; each page a ``HomeTimelinePage`` (one query gives the own notes and the
+    facts of the page's notes).
     """
 
     def read(cursor: Cursor | None, n: int) -> TimelinePage:
         home = home_timeline(user_id=user.pk, cursor=cursor, limit=n)
-        own = own_timeline(author=user, cursor=cursor, limit=n)
+        # A full page of the inbox bounds the own notes that can be among the first n: none older
+        # than its last (those of its millisecond are read, and the merge orders them by id).
+        bottom = home.notes[-1].published_ms if home.next_cursor is not None and home.notes else None
+        own, facts = own_page_and_facts(
+            author=user,
+            cursor=cursor,
+            limit=n,
+            author_ids=[note.author_id for note in home.notes],
+            note_ids=[note.pk for note in home.notes if not note.visibility],
+            since_ms=bottom,
+        )
         merged: dict[int, Note | FeedNote] = {}
         for note in sorted([*home.notes, *own.notes], key=lambda note: (-note.published_ms, note.pk)):
             merged.setdefault(note.pk, note)
@@ -299,9 +326,24 @@ def home_with_own(*, user: User) -> Reader:
         more = len(notes) > n or home.next_cursor is not None or own.next_cursor is not None
         last = shown[-1] if shown else None
         next_cursor = Cursor(score=last.published_ms, member=last.pk) if more and last is not None else None
-        return TimelinePage(notes=shown, next_cursor=next_cursor, catching_up=home.catching_up, source=home.source)
+        return HomeTimelinePage(
+            notes=shown, next_cursor=next_cursor, catching_up=home.catching_up, source=home.source, facts=facts
+        )
 
     return read
+
+
+def facts_of_pages(pages: Sequence[TimelinePage]) -> StatusFacts | None:
+    """The ``StatusFacts`` the ``HomeTimelinePage``s among ``pages`` carry, together (None: none carries any)."""
+    carried = [page.facts for page in pages if isinstance(page, HomeTimelinePage) and page.facts is not None]
+    if not carried:
+        return None
+    authors: dict[int, AuthorFacts] = {}
+    settings: dict[int, tuple[str, str]] = {}
+    for facts in carried:
+        authors.update(facts.authors)
+        settings.update(facts.settings)
+    return StatusFacts(authors, settings)
 
 
 def timeline_window(
@@ -429,38 +471,85 @@ class StatusFacts:
 def status_facts(*, author_ids: Sequence[int], note_ids: Sequence[int]) -> StatusFacts:
     """``StatusFacts`` of a page's authors and of its notes (the home timeline's cached notes
     carry no visibility, its authors no bio), in one round trip: two selects as one UNION ALL."""
+    return _facts_and_own(author_ids=author_ids, note_ids=note_ids, own=None)[0]
+
+
+def own_page_and_facts(
+    *,
+    author: User,
+    cursor: Cursor | None,
+    limit: int,
+    author_ids: Sequence[int],
+    note_ids: Sequence[int],
+    since_ms: int | None = None,
+) -> tuple[TimelinePage, StatusFacts]:
+    """``user_timeline(author=author, cursor=cursor, limit=limit, viewer_id=author.pk)`` (its own
+    notes of every visibility), only those published at ``since_ms`` or later (None: however
+    old), and the ``status_facts`` of ``author_ids`` (``author`` among them) and ``note_ids``, in
+    one query: the home timeline of the API reads both for every page."""
+    own = timeline_rows_query(
+        author_id=author.pk,
+        visibilities=shown_visibilities(viewer_id=author.pk, author_id=author.pk),
+        cursor=cursor,
+        count=limit + 1,
+        since_ms=since_ms,
+    )
+    facts, rows = _facts_and_own(author_ids=[*author_ids, author.pk], note_ids=note_ids, own=own)
+    return timeline_page_of(author, rows, limit), facts
+
+
+# The kinds of the rows of _facts_and_own's query, told apart by its first column.
+_AUTHOR, _SETTINGS, _OWN = 0, 1, 2
+
+
+def _facts_and_own(
+    *, author_ids: Sequence[int], note_ids: Sequence[int], own: tuple[str, list[Any]] | None
+) -> tuple[StatusFacts, list[tuple[int, datetime | str, str, str, str]]]:
+    """``StatusFacts`` of ``author_ids`` and ``note_ids``, and the rows of the query ``own`` (a
+    ``timeline_rows_query`` and its parameters; None: none), in one UNION ALL."""
     authors, notes = sorted(set(author_ids)), sorted(set(note_ids))
-    if not authors and not notes:
-        return StatusFacts({}, {})
+    if not authors and not notes and own is None:
+        return StatusFacts({}, {}), []
     users, table = User._meta.db_table, Note._meta.db_table
-    # Told apart by the first column: 0, an author (its counted notes, bio, locked, joined);
-    # 1, a note's settings.
+    # Every part gives (kind, id, count, text, spoiler, locked, time, body): an author (its counted
+    # notes, bio, locked, joined), a note's settings (visibility, spoiler text), or one of the own
+    # notes (visibility, spoiler text, created, body).
     parts: list[str] = []
-    params: list[int | str] = []
+    params: list[Any] = []
     if authors:
         parts.append(
-            f"SELECT 0, u.id, COALESCE(c.notes, (SELECT COUNT(*) FROM {table} n WHERE n.author_id = u.id"
+            f"SELECT {_AUTHOR}, u.id, COALESCE(c.notes, (SELECT COUNT(*) FROM {table} n WHERE n.author_id = u.id"
             f" AND n.deleted_at IS NULL AND n.is_hidden = 0 AND n.visibility IN ({', '.join(['%s'] * len(FEED_VISIBILITIES))}))),"
-            f" u.bio, '', u.approve_followers, u.date_joined FROM {users} u"
+            f" u.bio, '', u.approve_followers, u.date_joined, '' FROM {users} u"
             f" LEFT JOIN {AuthorNoteCount._meta.db_table} c ON c.author_id = u.id"
             f" WHERE u.id IN ({', '.join(['%s'] * len(authors))})"
         )
         params += [*FEED_VISIBILITIES, *authors]
     if notes:
         parts.append(
-            f"SELECT 1, id, 0, visibility, spoiler_text, 0, NULL FROM {table} WHERE id IN ({', '.join(['%s'] * len(notes))})"
+            f"SELECT {_SETTINGS}, id, 0, visibility, spoiler_text, 0, NULL, '' FROM {table}"
+            f" WHERE id IN ({', '.join(['%s'] * len(notes))})"
         )
         params += notes
+    if own is not None:
+        # A derived table: its ORDER BY and LIMIT stay its own inside the union (on SQLite too).
+        parts.append(
+            f"SELECT {_OWN}, own.id, 0, own.visibility, own.spoiler_text, 0, own.created_at, own.body FROM ({own[0]}) own"
+        )
+        params += own[1]
     found: dict[int, AuthorFacts] = {}
     settings: dict[int, tuple[str, str]] = {}
+    rows: list[tuple[int, datetime | str, str, str, str]] = []
     with connections[router.db_for_read(Note)].cursor() as cursor:
         cursor.execute(" UNION ALL ".join(parts), params)
-        for kind, key, count, text, spoiler, locked, joined in cursor.fetchall():
-            if kind == 0:
-                found[int(key)] = AuthorFacts(int(count), str(text), bool(locked), _aware(joined))
-            else:
+        for kind, key, count, text, spoiler, locked, moment, body in cursor.fetchall():
+            if kind == _AUTHOR:
+                found[int(key)] = AuthorFacts(int(count), str(text), bool(locked), _aware(moment))
+            elif kind == _SETTINGS:
                 settings[int(key)] = (str(text), str(spoiler))
-    return StatusFacts(found, settings)
+            else:
+                rows.append((int(key), moment, str(body), str(spoiler), str(text)))
+    return StatusFacts(found, settings), rows
 
 
 def _aware(moment: datetime | str | None) -> datetime | None:

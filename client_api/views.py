@@ -353,11 +353,11 @@ def account_statuses(call: Call, raw_id: str) -> JsonResponse:
     return _statuses_response(call, notes, more)
 
 
-def _statuses_response(call: Call, notes: list[Any], more: bool) -> JsonResponse:
+def _statuses_response(call: Call, notes: list[Any], more: bool, facts: selectors.StatusFacts | None = None) -> JsonResponse:
     link = formatting.link_header(
         call.request, newest=str(notes[0].pk) if notes else None, oldest=str(notes[-1].pk) if notes else None, more=more
     )
-    return with_link(json_list(formatting.statuses_json_of(call.request, notes)), link)
+    return with_link(json_list(formatting.statuses_json_of(call.request, notes, facts)), link)
 
 
 def _follow_list(call: Call, raw_id: str, *, followers: bool) -> JsonResponse:
@@ -631,7 +631,8 @@ def timeline_home(call: Call) -> JsonResponse:
         found.append(page)
         return page
 
-    response = _timeline(call, reading)
+    # The facts of the statuses came with the pages (their own notes' query).
+    response = _timeline(call, reading, facts_of=lambda: selectors.facts_of_pages(found))
     # What the read learnt of the inbox spares the visit asking Redis again.
     feed_services.feed_visit(user=call.me, synced=_inbox_synced(found))
     return response
@@ -645,13 +646,16 @@ def _inbox_synced(pages: list[feed_selectors.TimelinePage]) -> bool | None:
     return True if True in seen else None
 
 
-def _timeline(call: Call, read: selectors.Reader) -> JsonResponse:
-    """The statuses of the timeline ``read`` paged by the call's ``max_id``/``since_id``/``min_id``/``limit``."""
+def _timeline(
+    call: Call, read: selectors.Reader, facts_of: Callable[[], selectors.StatusFacts | None] | None = None
+) -> JsonResponse:
+    """The statuses of the timeline ``read`` paged by the call's ``max_id``/``since_id``/``min_id``/``limit``
+    (``facts_of``: the ``StatusFacts`` the reads learnt, asked once they are done)."""
     limit = call.limit(STATUS_LIMIT, STATUS_LIMIT_MAX)
     notes, more = selectors.timeline_window(
         read, max_id=call.id_param("max_id"), since_id=call.id_param("since_id"), min_id=call.id_param("min_id"), limit=limit
     )
-    return _statuses_response(call, notes, more)
+    return _statuses_response(call, notes, more, facts_of() if facts_of is not None else None)
 
 
 # --- read markers -------------------------------------------------------------------

@@ -19,6 +19,7 @@ import redis
 from django.db import connections, router
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from core.cluster import Pipe, is_cluster, node_client, pipeline, refresh
 from core.paging import Cursor
@@ -267,42 +268,63 @@ def user_timeline(
     join: ``author`` is the active account the caller loaded); ``viewer_follows`` as ``shown_visibilities``.
     """
     visibilities = shown_visibilities(viewer_id=viewer_id, author_id=author.pk, viewer_follows=viewer_follows)
-    after = None if cursor is None else Position(cursor.score, cursor.member)
-    found = _timeline_rows(author.pk, visibilities, after, limit + 1)
-    shown_author = FeedAuthor.of(author)
-    notes = [
-        FeedNote(pk, author.pk, shown_author, body, created_at, to_ms(created_at), spoiler, shown)
-        for pk, created_at, body, spoiler, shown in found[:limit]
-    ]
-    next_cursor = Cursor(score=notes[-1].published_ms, member=notes[-1].pk) if len(found) > limit else None
-    return TimelinePage(notes=notes, next_cursor=next_cursor, source="database")
+    sql, params = timeline_rows_query(author_id=author.pk, visibilities=visibilities, cursor=cursor, count=limit + 1)
+    with connections[router.db_for_read(Note)].cursor() as rows:
+        rows.execute(sql, params)
+        found = rows.fetchall()
+    return timeline_page_of(author, found, limit)
 
 
-def _timeline_rows(
-    author_id: int, visibilities: Sequence[str], after: Position | None, count: int
-) -> list[tuple[int, datetime, str, str, str]]:
-    """``(id, created_at, body, spoiler_text, visibility)`` of up to ``count`` visible notes of
-    ``author_id`` in ``visibilities``, strictly after ``after`` in feed order (None: from the newest).
-    Raw SQL: the ORM builds and compiles a queryset on every call, which costs more than this query."""
+def timeline_rows_query(
+    *, author_id: int, visibilities: Sequence[str], cursor: Cursor | None, count: int, since_ms: int | None = None
+) -> tuple[str, list[Any]]:
+    """The query, and its parameters, of up to ``count`` visible notes of ``author_id`` in
+    ``visibilities``, strictly after ``cursor`` in feed order (None: from the newest) and published
+    at ``since_ms`` (unix ms) or later (None: however old), on the database notes are read from:
+    rows ``(id, created_at, body, spoiler_text, visibility)``, for ``timeline_page_of``. Raw SQL:
+    the ORM builds and compiles a queryset on every call, which costs more than this query; a
+    caller may run it inside a query of its own."""
     alias = router.db_for_read(Note)
-    connection = connections[alias]
+    adapt = connections[alias].ops.adapt_datetimefield_value
     params: list[Any] = [author_id, False, *visibilities]
-    if after is not None:
-        at = connection.ops.adapt_datetimefield_value(from_ms(after.score))
-        params += [at, at, at, after.note_id]
+    if cursor is not None:
+        at = adapt(from_ms(cursor.score))
+        params += [at, at, at, cursor.member]
+    if since_ms is not None:
+        params.append(adapt(from_ms(since_ms)))
     params.append(count)
-    with connection.cursor() as cursor:
-        cursor.execute(_timeline_sql(alias, len(visibilities), after is not None), params)
-        rows = cursor.fetchall()
-    # As the ORM's converter: the database's datetimes are naive, in the connection's time zone.
-    zone = connection.timezone
-    return [(pk, timezone.make_aware(created_at, zone), body, spoiler, shown) for pk, created_at, body, spoiler, shown in rows]
+    return _timeline_sql(alias, len(visibilities), cursor is not None, since_ms is not None), params
+
+
+def timeline_page_of(author: User, rows: Sequence[tuple[int, datetime | str, str, str, str]], limit: int) -> TimelinePage:
+    """The page of ``limit`` notes of ``author`` from the rows of a ``timeline_rows_query`` (up to
+    ``limit + 1``, in any order: one more than ``limit`` says that older ones follow).
+
+    :raises ValueError: a row's ``created_at`` is not a time.
+    """
+    # As the ORM's converter: the database's datetimes are naive, in the connection's time zone
+    # (SQLite's raw cursor gives a union's times as text).
+    zone = connections[router.db_for_read(Note)].timezone
+    shown_author = FeedAuthor.of(author)
+    notes = []
+    for pk, created_at, body, spoiler, shown in rows:
+        moment = created_at if isinstance(created_at, datetime) else parse_datetime(created_at)
+        if moment is None:
+            raise ValueError(f"not a time: {created_at!r}")
+        if timezone.is_naive(moment):
+            moment = timezone.make_aware(moment, zone)
+        notes.append(FeedNote(pk, author.pk, shown_author, body, moment, to_ms(moment), spoiler, shown))
+    # A caller's query may give the rows in another order than this feed's.
+    notes.sort(key=lambda note: (-note.published_ms, note.pk))
+    page = notes[:limit]
+    next_cursor = Cursor(score=page[-1].published_ms, member=page[-1].pk) if len(notes) > limit else None
+    return TimelinePage(notes=page, next_cursor=next_cursor, source="database")
 
 
 @functools.cache
-def _timeline_sql(alias: str, visibilities: int, after: bool) -> str:
-    """The query of ``_timeline_rows`` for the database ``alias``, ``visibilities`` placeholders of
-    visibility, and the bounds of ``after_filter`` when ``after``."""
+def _timeline_sql(alias: str, visibilities: int, after: bool, since: bool = False) -> str:
+    """The query of ``timeline_rows_query`` for the database ``alias``, ``visibilities`` placeholders of
+    visibility, the bounds of ``after_filter`` when ``after``, and a lower bound of the time when ``since``."""
     quote = connections[alias].ops.quote_name
     column = {field.attname: quote(str(field.column)) for field in Note._meta.concrete_fields}
     where = [
@@ -315,18 +337,13 @@ def _timeline_sql(alias: str, visibilities: int, after: bool) -> str:
         # after_filter's bounds: the range on created_at lets MariaDB use the index.
         created, pk = column["created_at"], column["id"]
         where.append(f"{created} <= %s AND ({created} < %s OR ({created} = %s AND {pk} > %s))")
+    if since:
+        where.append(f"{column['created_at']} >= %s")
     shown = ", ".join(column[name] for name in ("id", "created_at", "body", "spoiler_text", "visibility"))
     return (
         f"SELECT {shown} FROM {quote(Note._meta.db_table)} WHERE {' AND '.join(where)}"
         f" ORDER BY {column['created_at']} DESC, {column['id']} ASC LIMIT %s"
     )
-
-
-def own_timeline(*, author: User, cursor: Cursor | None, limit: int) -> TimelinePage:
-    """``author``'s own visible notes of every visibility, as the author sees them, newest first
-    (``user_timeline`` viewed by the author: the home timeline of the Mastodon API merges them
-    into every page). ``author`` is active (its caller is signed in as it)."""
-    return user_timeline(author=author, cursor=cursor, limit=limit, viewer_id=author.pk)
 
 
 def shown_note_count(*, author_id: int) -> int:

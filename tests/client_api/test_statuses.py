@@ -266,6 +266,38 @@ class TestVisibility:
             zip(reversed(posted), ["direct", "private", "unlisted", "public"], strict=True)
         )
 
+    def test_own_notes_between_a_followees_page_through_once_with_their_settings(
+        self, alice, bob, api_alice, api_bob, run_commits
+    ) -> None:
+        run_commits(lambda: follow_create(actor=alice, followee_id=bob.pk))
+        expected: list[tuple[str, str, str, str]] = []
+        for index, visibility in enumerate(("direct", "private", "public", "unlisted")):
+            mine = run_commits(
+                lambda index=index, visibility=visibility: api_alice.post(
+                    "/api/v1/statuses", {"status": f"alice {index}", "visibility": visibility, "spoiler_text": f"cw {index}"}
+                )
+            ).json()
+            expected.append((mine["id"], visibility, f"cw {index}", "alice"))
+            # More of bob's than a page holds after each: the inbox's page is full, and one of
+            # alice's notes lies between its first and its last.
+            for turn in range(2):
+                theirs = post(run_commits, api_bob, f"bob {index}.{turn}")
+                expected.append((theirs["id"], "public", "", "bob"))
+        api_alice.get("/api/v1/timelines/home")  # the second read takes bob's notes from the note cache
+
+        seen: list[tuple[str, str, str, str]] = []
+        url = "/api/v1/timelines/home?limit=3"
+        while url:
+            response = api_alice.get(url)
+            seen += [(s["id"], s["visibility"], s["spoiler_text"], s["account"]["username"]) for s in response.json()]
+            next_links = [
+                part.split(";")[0].strip()[1:-1] for part in response.get("Link", "").split(",") if 'rel="next"' in part
+            ]
+            url = next_links[0].replace("http://testserver", "") if next_links else ""
+
+        assert seen == list(reversed(expected))
+        assert [s["account"]["statuses_count"] for s in api_alice.get("/api/v1/timelines/home").json()[:3]] == [8, 8, 3]
+
     def test_reading_the_home_timeline_is_a_visit_that_keeps_the_inbox(self, user_factory, oauth_app, run_commits) -> None:
         # An account that only uses the API: never seen, so fan-out skipped its inbox.
         reader = user_factory.create(last_seen_at=None)
@@ -308,15 +340,15 @@ class TestQueryCounts:
             run_commits(lambda author=author: note_create(author=author, body="first"))
         api_alice.get("/api/v1/timelines/home")  # fills the note cache
         # the token, the mutes, the inbox read (database: inbox not synced), the page's authors followed
-        # now (social.visibility.hidden_authors), own notes, and the notes' settings with their authors'
-        # counts (client_api.selectors.status_facts)
-        with django_assert_num_queries(6):
+        # now (social.visibility.hidden_authors), and own notes with the notes' settings and their
+        # authors' counts in one (client_api.selectors.own_page_and_facts)
+        with django_assert_num_queries(5):
             assert len(api_alice.get("/api/v1/timelines/home").json()) == 3
 
         for author in authors[3:]:
             run_commits(lambda author=author: note_create(author=author, body="second"))
         api_alice.get("/api/v1/timelines/home")
-        with django_assert_num_queries(6):
+        with django_assert_num_queries(5):
             assert len(api_alice.get("/api/v1/timelines/home").json()) == 6
 
 
