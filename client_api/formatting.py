@@ -87,11 +87,13 @@ def account_json(
     ``facts``: its ``status_facts``, for an author a timeline carries with its names only)."""
     counts = counts if counts is not None else follow_counts(user_id=user.pk)
     if facts is not None:
-        bio, locked, joined, statuses_count = facts.bio, facts.locked, facts.joined, facts.statuses_count
+        bio, locked, statuses_count = facts.bio, facts.locked, facts.statuses_count
+        created = None if facts.joined_day is None else f"{facts.joined_day}T00:00:00.000Z"
     else:
         # What was loaded, never a deferred read (a FeedAuthor carries its names only).
         fields = {} if isinstance(user, FeedAuthor) else user.__dict__
-        bio, locked, joined = fields.get("bio") or "", bool(fields.get("approve_followers", False)), fields.get("date_joined")
+        bio, locked = fields.get("bio") or "", bool(fields.get("approve_followers", False))
+        created = iso_day(fields.get("date_joined"))
     display_name = user.display_name if isinstance(user, FeedAuthor) else user.__dict__.get("display_name")
     if statuses_count is None:
         found = status_facts(author_ids=[user.pk], note_ids=()).authors.get(user.pk)
@@ -108,7 +110,7 @@ def account_json(
         "discoverable": True,
         "indexable": False,
         "group": False,
-        "created_at": iso_day(joined),
+        "created_at": created,
         "note": html_text(bio),
         "url": profile,
         "uri": profile,

@@ -6,14 +6,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.db import connections, router
 from django.db.models import Model, Q, QuerySet
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from oauth2_provider.models import AccessToken
 
 from core.errors import Forbidden, InvalidInput, NotFound
@@ -451,12 +450,13 @@ def notification_group(*, recipient_id: int, key: str) -> list[Notification]:
 class AuthorFacts:
     """What an Account needs beyond the names a timeline carries: ``statuses_count`` (notes shown
     to others: direct ones left out, a count must not tell that an author keeps notes to itself),
-    ``bio``, ``locked`` (approves its followers) and ``joined``."""
+    ``bio``, ``locked`` (approves its followers) and ``joined_day`` (``YYYY-MM-DD``, UTC, as
+    Mastodon shows when an account was made)."""
 
     statuses_count: int
     bio: str
     locked: bool
-    joined: datetime | None
+    joined_day: str | None
 
 
 @dataclass(frozen=True)
@@ -512,15 +512,16 @@ def _facts_and_own(
         return StatusFacts({}, {}), []
     users, table = User._meta.db_table, Note._meta.db_table
     # Every part gives (kind, id, count, text, spoiler, locked, time, body): an author (its counted
-    # notes, bio, locked, joined), a note's settings (visibility, spoiler text), or one of the own
-    # notes (visibility, spoiler text, created, body).
+    # notes, bio, the day it joined, locked), a note's settings (visibility, spoiler text), or one
+    # of the own notes (visibility, spoiler text, created, body). The day as text: the driver makes
+    # a datetime of a time in Python, and a page has some forty authors.
     parts: list[str] = []
     params: list[Any] = []
     if authors:
         parts.append(
             f"SELECT {_AUTHOR}, u.id, COALESCE(c.notes, (SELECT COUNT(*) FROM {table} n WHERE n.author_id = u.id"
             f" AND n.deleted_at IS NULL AND n.is_hidden = 0 AND n.visibility IN ({', '.join(['%s'] * len(FEED_VISIBILITIES))}))),"
-            f" u.bio, '', u.approve_followers, u.date_joined, '' FROM {users} u"
+            f" u.bio, DATE(u.date_joined), u.approve_followers, NULL, '' FROM {users} u"
             f" LEFT JOIN {AuthorNoteCount._meta.db_table} c ON c.author_id = u.id"
             f" WHERE u.id IN ({', '.join(['%s'] * len(authors))})"
         )
@@ -544,19 +545,12 @@ def _facts_and_own(
         cursor.execute(" UNION ALL ".join(parts), params)
         for kind, key, count, text, spoiler, locked, moment, body in cursor.fetchall():
             if kind == _AUTHOR:
-                found[int(key)] = AuthorFacts(int(count), str(text), bool(locked), _aware(moment))
+                found[int(key)] = AuthorFacts(int(count), str(text), bool(locked), str(spoiler) if spoiler else None)
             elif kind == _SETTINGS:
                 settings[int(key)] = (str(text), str(spoiler))
             else:
                 rows.append((int(key), moment, str(body), str(spoiler), str(text)))
     return StatusFacts(found, settings), rows
-
-
-def _aware(moment: datetime | str | None) -> datetime | None:
-    """A raw cursor's DATETIME (naive, UTC; SQLite may give its text) as the ORM gives it."""
-    if isinstance(moment, str):
-        moment = parse_datetime(moment)
-    return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment
 
 
 def stream_note(*, reader: User, note_id: int) -> Note | None:
