@@ -519,8 +519,10 @@ def _facts_and_own(
     params: list[Any] = []
     if authors:
         parts.append(
-            f"SELECT {_AUTHOR}, u.id, COALESCE(c.notes, (SELECT COUNT(*) FROM {table} n WHERE n.author_id = u.id"
-            f" AND n.deleted_at IS NULL AND n.is_hidden = 0 AND n.visibility IN ({', '.join(['%s'] * len(FEED_VISIBILITIES))}))),"
+            # The count cast: MariaDB types the union's column DECIMAL, which the driver converts in Python.
+            f"SELECT {_AUTHOR}, u.id, CAST(COALESCE(c.notes, (SELECT COUNT(*) FROM {table} n WHERE n.author_id = u.id"
+            f" AND n.deleted_at IS NULL AND n.is_hidden = 0 AND n.visibility IN ({', '.join(['%s'] * len(FEED_VISIBILITIES))})))"
+            " AS SIGNED),"
             f" u.bio, DATE(u.date_joined), u.approve_followers, NULL, '' FROM {users} u"
             f" LEFT JOIN {AuthorNoteCount._meta.db_table} c ON c.author_id = u.id"
             f" WHERE u.id IN ({', '.join(['%s'] * len(authors))})"
