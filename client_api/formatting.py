@@ -98,13 +98,45 @@ def account_json(
     if statuses_count is None:
         found = status_facts(author_ids=[user.pk], note_ids=()).authors.get(user.pk)
         statuses_count = found.statuses_count if found is not None else 0
-    profile = url_of(request, "feed:profile", user.username)
-    avatar = _origin(request) + MISSING_AVATAR
+    origin = _origin(request)
+    key = (origin, user.pk, user.username, display_name or "", bio, locked, created)
+    kept = _account_shapes.get(key)
+    if kept is None:
+        if len(_account_shapes) >= SHAPES_MAX:
+            _account_shapes.clear()
+        kept = _account_shapes[key] = _account_shape(origin, *key[1:])
+    shape = kept.copy()
+    # Empty lists of its own: a caller may add to them.
+    shape.update(
+        followers_count=counts.followers,
+        following_count=counts.following,
+        statuses_count=statuses_count,
+        emojis=[],
+        roles=[],
+        fields=[],
+    )
+    return shape
+
+
+# The parts of Accounts and Statuses that only their content decides, per process, keyed by that
+# content (so never stale): a page of 40 statuses would build each one again. Bounded: emptied when full.
+SHAPES_MAX = 20_000
+_account_shapes: dict[tuple[str, int, str, str, str, bool, str | None], dict[str, Any]] = {}
+_status_parts: dict[tuple[str, int, str, datetime], tuple[str, str | None, str]] = {}
+
+
+def _account_shape(
+    origin: str, user_id: int, username: str, display_name: str, bio: str, locked: bool, created: str | None
+) -> dict[str, Any]:
+    """An Account of these fields, its counts and lists left for ``account_json`` to fill."""
+    prefix, suffix = _route("feed:profile")
+    profile = f"{origin}{prefix}{username}{suffix}"
+    avatar = origin + MISSING_AVATAR
     return {
-        "id": str(user.pk),
-        "username": user.username,
-        "acct": user.username,
-        "display_name": display_name or "",
+        "id": str(user_id),
+        "username": username,
+        "acct": username,
+        "display_name": display_name,
         "locked": locked,
         "bot": False,
         "discoverable": True,
@@ -118,15 +150,15 @@ def account_json(
         "avatar_static": avatar,
         "header": avatar,
         "header_static": avatar,
-        "followers_count": counts.followers,
-        "following_count": counts.following,
-        "statuses_count": statuses_count,
+        "followers_count": 0,
+        "following_count": 0,
+        "statuses_count": 0,
         "last_status_at": None,
         "hide_collections": False,
         "noindex": False,
-        "emojis": [],
-        "roles": [],
-        "fields": [],
+        "emojis": None,
+        "roles": None,
+        "fields": None,
     }
 
 
@@ -177,16 +209,22 @@ def status_json(
     """Mastodon's Status for ``note`` (``account``: its author's Account, when already built;
     ``settings``: its ``(visibility, spoiler_text)`` when ``note`` does not carry them)."""
     visibility, spoiler = settings or (getattr(note, "visibility", "public"), getattr(note, "spoiler_text", ""))
-    url = url_of(request, "feed:note_detail", note.pk)
+    key = (_origin(request), note.pk, note.body, note.created_at)
+    parts = _status_parts.get(key)
+    if parts is None:
+        if len(_status_parts) >= SHAPES_MAX:
+            _status_parts.clear()
+        parts = _status_parts[key] = (url_of(request, "feed:note_detail", note.pk), iso(note.created_at), html_text(note.body))
+    url, created, content = parts
     author = note.author
     return {
         "id": str(note.pk),
         "uri": url,
         "url": url,
-        "created_at": iso(note.created_at),
+        "created_at": created,
         "edited_at": None,
         "account": account if account is not None else account_json(request, author),
-        "content": html_text(note.body),
+        "content": content,
         "visibility": visibility,
         "sensitive": bool(spoiler),
         "spoiler_text": spoiler,

@@ -252,6 +252,35 @@ class TestVisibility:
         assert (account["locked"], account["note"], account["statuses_count"]) == (True, "<p>Writes &lt;short&gt; notes</p>", 1)
         assert account["created_at"].endswith("T00:00:00.000Z")
 
+    def test_an_authors_changes_show_on_the_next_read_of_the_home_timeline(
+        self, alice, bob, api_alice, api_bob, run_commits
+    ) -> None:
+        run_commits(lambda: follow_create(actor=bob, followee_id=alice.pk))
+        run_commits(lambda: api_alice.post("/api/v1/statuses", {"status": "hello <b>"}))
+        named = alice.display_name
+        before = [api_bob.get("/api/v1/timelines/home").json()[0] for _ in range(2)][-1]  # the second: kept shapes
+        before["account"]["fields"].append("a client's own change")
+
+        def change() -> None:
+            alice.display_name, alice.bio, alice.approve_followers = "Alice A.", "New <bio>", True
+            alice.save()
+
+        run_commits(change)
+        after = api_bob.get("/api/v1/timelines/home").json()[0]
+
+        assert (before["content"], before["account"]["display_name"], before["account"]["note"]) == (
+            "<p>hello &lt;b&gt;</p>",
+            named,
+            "",
+        )
+        assert (after["content"], after["account"]["display_name"], after["account"]["note"], after["account"]["locked"]) == (
+            "<p>hello &lt;b&gt;</p>",
+            "Alice A.",
+            "<p>New &lt;bio&gt;</p>",
+            True,
+        )
+        assert after["account"]["fields"] == []
+
     def test_the_callers_own_statuses_of_every_visibility_are_in_its_home(self, api_alice, run_commits) -> None:
         posted = [
             run_commits(
