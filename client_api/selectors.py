@@ -18,6 +18,7 @@ from oauth2_provider.models import AccessToken
 from core.errors import Forbidden, InvalidInput, NotFound
 from core.paging import Cursor
 from core.redis import REDIS_ERRORS, get_redis
+from core.sql import id_list
 from feed.models import DIRECT, FEED_VISIBILITIES, AuthorNoteCount, Note, to_ms
 from feed.paging import FeedNote, Position
 from feed.selectors import (
@@ -525,15 +526,13 @@ def _facts_and_own(
             " AS SIGNED),"
             f" u.bio, DATE(u.date_joined), u.approve_followers, NULL, '' FROM {users} u"
             f" LEFT JOIN {AuthorNoteCount._meta.db_table} c ON c.author_id = u.id"
-            f" WHERE u.id IN ({', '.join(['%s'] * len(authors))})"
+            f" WHERE u.id IN ({id_list(authors)})"
         )
-        params += [*FEED_VISIBILITIES, *authors]
+        params += FEED_VISIBILITIES
     if notes:
         parts.append(
-            f"SELECT {_SETTINGS}, id, 0, visibility, spoiler_text, 0, NULL, '' FROM {table}"
-            f" WHERE id IN ({', '.join(['%s'] * len(notes))})"
+            f"SELECT {_SETTINGS}, id, 0, visibility, spoiler_text, 0, NULL, '' FROM {table} WHERE id IN ({id_list(notes)})"
         )
-        params += notes
     if own is not None:
         # A derived table: its ORDER BY and LIMIT stay its own inside the union (on SQLite too).
         parts.append(

@@ -21,6 +21,7 @@ from django.utils import timezone
 from core.cluster import pipeline
 from core.errors import Forbidden, NotFound
 from core.redis import redis_or_database
+from core.sql import id_list
 from users.models import User
 from users.selectors import accounts_from_sql, user_columns, username_condition
 
@@ -236,8 +237,8 @@ def hidden_authors(*, reader_id: int, author_ids: Collection[int]) -> set[int]:
     ids = sorted(author_ids)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT followee_id FROM {Follow._meta.db_table} WHERE follower_id = %s AND followee_id IN ({', '.join(['%s'] * len(ids))})",
-            [reader_id, *ids],
+            f"SELECT followee_id FROM {Follow._meta.db_table} WHERE follower_id = %s AND followee_id IN ({id_list(ids)})",
+            [reader_id],
         )
         followed = {int(row[0]) for row in cursor.fetchall()}
     return set(ids) - followed

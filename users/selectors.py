@@ -16,6 +16,7 @@ from django.db.models.sql.query import Query
 
 from core.errors import NotFound
 from core.parsing import id_or_none, username_problem
+from core.sql import id_list
 
 from .models import Marker, User
 
@@ -99,9 +100,7 @@ def users_by_id(ids: Sequence[int]) -> dict[int, User]:
     wanted = sorted({int(i) for i in ids})
     if not wanted:
         return {}
-    found = _raw_users(
-        router.db_for_read(User), f"id IN ({', '.join(['%s'] * len(wanted))}) AND is_active = %s", [*wanted, True], LIST_FIELDS
-    )
+    found = _raw_users(router.db_for_read(User), f"id IN ({id_list(wanted)}) AND is_active = %s", [True], LIST_FIELDS)
     return {user.pk: user for user in found}
 
 
