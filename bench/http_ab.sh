@@ -10,8 +10,8 @@
 # from the snapshot and one gunicorn (3 sync workers, production settings) per version, signs the
 # benchmark's reader in once per version, then runs wrk (32 connections, 2 threads) against each
 # path (the Mastodon API's with an access token of the reader), before and after in turn, ROUNDS
-# times (default 3) for SECONDS each (default 6). Prints one line per run: round, version, path,
-# requests/s, load average.
+# times (default 3) for SECONDS each (default 6); AB_PATHS="path path ..." loads those paths only.
+# Prints one line per run: round, version, path, requests/s, load average.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BEFORE=${1:?usage: bench/http_ab.sh BEFORE_COMMIT [ROUNDS] [SECONDS]}
@@ -80,6 +80,7 @@ headers() {  # version path
     esac
 }
 PATHS=(/bench/floor /home /u/u398/ /u/u398/followers/ /api/feed /api/users/399/followers "/api/v1/timelines/home?limit=40")
+if [ -n "${AB_PATHS:-}" ]; then read -ra PATHS <<< "$AB_PATHS"; fi  # some paths only, more rounds in the same time
 for version in before after; do
     IFS='|' read -r -a HEADERS <<< "$(headers "$version" /bench/floor)"
     until curl -sf -o /dev/null "${HEADERS[@]}" "http://127.0.0.1:${PORT[$version]}/bench/floor"; do sleep 0.5; done

@@ -488,14 +488,20 @@ def own_page_and_facts(
     notes of every visibility), only those published at ``since_ms`` or later (None: however
     old), and the ``status_facts`` of ``author_ids`` (``author`` among them) and ``note_ids``, in
     one query: the home timeline of the API reads both for every page."""
-    own = timeline_rows_query(
+    # A part of _facts_and_own's union, in its layout. Inside parentheses the query keeps its ORDER
+    # BY and LIMIT with no derived table (a temporary table per query); SQLite takes no parentheses
+    # around a part of a union, so there a derived table does it.
+    tagged = connections[router.db_for_read(Note)].vendor != "sqlite"
+    sql, params = timeline_rows_query(
         author_id=author.pk,
         visibilities=shown_visibilities(viewer_id=author.pk, author_id=author.pk),
         cursor=cursor,
         count=limit + 1,
         since_ms=since_ms,
+        around=(f"{_OWN}, ", ", 0, 0") if tagged else ("", ""),
     )
-    facts, rows = _facts_and_own(author_ids=[*author_ids, author.pk], note_ids=note_ids, own=own)
+    part = f"({sql})" if tagged else f"SELECT {_OWN}, own.*, 0, 0 FROM ({sql}) own"
+    facts, rows = _facts_and_own(author_ids=[*author_ids, author.pk], note_ids=note_ids, own=(part, params))
     return timeline_page_of(author, rows, limit), facts
 
 
@@ -506,47 +512,45 @@ _AUTHOR, _SETTINGS, _OWN = 0, 1, 2
 def _facts_and_own(
     *, author_ids: Sequence[int], note_ids: Sequence[int], own: tuple[str, list[Any]] | None
 ) -> tuple[StatusFacts, list[tuple[int, datetime | str, str, str, str]]]:
-    """``StatusFacts`` of ``author_ids`` and ``note_ids``, and the rows of the query ``own`` (a
-    ``timeline_rows_query`` and its parameters; None: none), in one UNION ALL."""
+    """``StatusFacts`` of ``author_ids`` and ``note_ids``, and the own notes' rows of ``own`` (a
+    part of the union in its layout, of own notes, and its parameters; None: none), in one UNION ALL."""
     authors, notes = sorted(set(author_ids)), sorted(set(note_ids))
     if not authors and not notes and own is None:
         return StatusFacts({}, {}), []
     users, table = User._meta.db_table, Note._meta.db_table
-    # Every part gives (kind, id, count, text, spoiler, locked, time, body): an author (its counted
-    # notes, bio, the day it joined, locked), a note's settings (visibility, spoiler text), or one
-    # of the own notes (visibility, spoiler text, created, body). The day as text: the driver makes
-    # a datetime of a time in Python, and a page has some forty authors.
+    # Every part gives (kind, id, time, body, spoiler, text, count, locked), the own notes' row
+    # (id, created_at, body, spoiler_text, visibility) between the kind and two zeros: an author
+    # (bio, the day it joined, its counted notes, locked), a note's settings (spoiler text,
+    # visibility), or one of the own notes. The day as text: the driver makes a datetime of a time
+    # in Python, and a page has some forty authors.
     parts: list[str] = []
     params: list[Any] = []
     if authors:
         parts.append(
             # The count cast: MariaDB types the union's column DECIMAL, which the driver converts in Python.
-            f"SELECT {_AUTHOR}, u.id, CAST(COALESCE(c.notes, (SELECT COUNT(*) FROM {table} n WHERE n.author_id = u.id"
+            f"SELECT {_AUTHOR}, u.id, NULL, u.bio, DATE(u.date_joined), '',"
+            f" CAST(COALESCE(c.notes, (SELECT COUNT(*) FROM {table} n WHERE n.author_id = u.id"
             f" AND n.deleted_at IS NULL AND n.is_hidden = 0 AND n.visibility IN ({', '.join(['%s'] * len(FEED_VISIBILITIES))})))"
-            " AS SIGNED),"
-            f" u.bio, DATE(u.date_joined), u.approve_followers, NULL, '' FROM {users} u"
+            f" AS SIGNED), u.approve_followers FROM {users} u"
             f" LEFT JOIN {AuthorNoteCount._meta.db_table} c ON c.author_id = u.id"
             f" WHERE u.id IN ({id_list(authors)})"
         )
         params += FEED_VISIBILITIES
     if notes:
         parts.append(
-            f"SELECT {_SETTINGS}, id, 0, visibility, spoiler_text, 0, NULL, '' FROM {table} WHERE id IN ({id_list(notes)})"
+            f"SELECT {_SETTINGS}, id, NULL, '', spoiler_text, visibility, 0, 0 FROM {table} WHERE id IN ({id_list(notes)})"
         )
     if own is not None:
-        # A derived table: its ORDER BY and LIMIT stay its own inside the union (on SQLite too).
-        parts.append(
-            f"SELECT {_OWN}, own.id, 0, own.visibility, own.spoiler_text, 0, own.created_at, own.body FROM ({own[0]}) own"
-        )
+        parts.append(own[0])
         params += own[1]
     found: dict[int, AuthorFacts] = {}
     settings: dict[int, tuple[str, str]] = {}
     rows: list[tuple[int, datetime | str, str, str, str]] = []
     with connections[router.db_for_read(Note)].cursor() as cursor:
         cursor.execute(" UNION ALL ".join(parts), params)
-        for kind, key, count, text, spoiler, locked, moment, body in cursor.fetchall():
+        for kind, key, moment, body, spoiler, text, count, locked in cursor.fetchall():
             if kind == _AUTHOR:
-                found[int(key)] = AuthorFacts(int(count), str(text), bool(locked), str(spoiler) if spoiler else None)
+                found[int(key)] = AuthorFacts(int(count), str(body), bool(locked), str(spoiler) if spoiler else None)
             elif kind == _SETTINGS:
                 settings[int(key)] = (str(text), str(spoiler))
             else:

@@ -276,14 +276,21 @@ def user_timeline(
 
 
 def timeline_rows_query(
-    *, author_id: int, visibilities: Sequence[str], cursor: Cursor | None, count: int, since_ms: int | None = None
+    *,
+    author_id: int,
+    visibilities: Sequence[str],
+    cursor: Cursor | None,
+    count: int,
+    since_ms: int | None = None,
+    around: tuple[str, str] = ("", ""),
 ) -> tuple[str, list[Any]]:
     """The query, and its parameters, of up to ``count`` visible notes of ``author_id`` in
     ``visibilities``, strictly after ``cursor`` in feed order (None: from the newest) and published
     at ``since_ms`` (unix ms) or later (None: however old), on the database notes are read from:
     rows ``(id, created_at, body, spoiler_text, visibility)``, for ``timeline_page_of``. Raw SQL:
     the ORM builds and compiles a queryset on every call, which costs more than this query; a
-    caller may run it inside a query of its own."""
+    caller may run it inside a query of its own, with the constant columns ``around`` (SQL, e.g.
+    ``("2, ", ", 0")``) before and after those five."""
     alias = router.db_for_read(Note)
     adapt = connections[alias].ops.adapt_datetimefield_value
     params: list[Any] = [author_id, False, *visibilities]
@@ -293,7 +300,7 @@ def timeline_rows_query(
     if since_ms is not None:
         params.append(adapt(from_ms(since_ms)))
     params.append(count)
-    return _timeline_sql(alias, len(visibilities), cursor is not None, since_ms is not None), params
+    return _timeline_sql(alias, len(visibilities), cursor is not None, since_ms is not None, around), params
 
 
 def timeline_page_of(author: User, rows: Sequence[tuple[int, datetime | str, str, str, str]], limit: int) -> TimelinePage:
@@ -322,9 +329,10 @@ def timeline_page_of(author: User, rows: Sequence[tuple[int, datetime | str, str
 
 
 @functools.cache
-def _timeline_sql(alias: str, visibilities: int, after: bool, since: bool = False) -> str:
+def _timeline_sql(alias: str, visibilities: int, after: bool, since: bool = False, around: tuple[str, str] = ("", "")) -> str:
     """The query of ``timeline_rows_query`` for the database ``alias``, ``visibilities`` placeholders of
-    visibility, the bounds of ``after_filter`` when ``after``, and a lower bound of the time when ``since``."""
+    visibility, the bounds of ``after_filter`` when ``after``, a lower bound of the time when ``since``,
+    and the columns ``around`` the row's."""
     quote = connections[alias].ops.quote_name
     column = {field.attname: quote(str(field.column)) for field in Note._meta.concrete_fields}
     where = [
@@ -341,7 +349,7 @@ def _timeline_sql(alias: str, visibilities: int, after: bool, since: bool = Fals
         where.append(f"{column['created_at']} >= %s")
     shown = ", ".join(column[name] for name in ("id", "created_at", "body", "spoiler_text", "visibility"))
     return (
-        f"SELECT {shown} FROM {quote(Note._meta.db_table)} WHERE {' AND '.join(where)}"
+        f"SELECT {around[0]}{shown}{around[1]} FROM {quote(Note._meta.db_table)} WHERE {' AND '.join(where)}"
         f" ORDER BY {column['created_at']} DESC, {column['id']} ASC LIMIT %s"
     )
 
