@@ -54,6 +54,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "metrics",
             "connections",
             "responses",
+            "sql",
         },
     ),
     (
