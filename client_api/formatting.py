@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 from django.http import HttpRequest
 from django.urls import reverse
 
+from core.templatetags.rows import Kept
 from feed.models import List, Note
 from feed.paging import FeedAuthor, FeedNote
 from notifications.models import Notification
@@ -100,12 +101,7 @@ def account_json(
         statuses_count = found.statuses_count if found is not None else 0
     origin = _origin(request)
     key = (origin, user.pk, user.username, display_name or "", bio, locked, created)
-    kept = _account_shapes.get(key)
-    if kept is None:
-        if len(_account_shapes) >= SHAPES_MAX:
-            _account_shapes.clear()
-        kept = _account_shapes[key] = _account_shape(origin, *key[1:])
-    shape = kept.copy()
+    shape = _account_shapes.get(key, lambda: _account_shape(*key)).copy()
     # Empty lists of its own: a caller may add to them.
     shape.update(
         followers_count=counts.followers,
@@ -119,10 +115,9 @@ def account_json(
 
 
 # The parts of Accounts and Statuses that only their content decides, per process, keyed by that
-# content (so never stale): a page of 40 statuses would build each one again. Bounded: emptied when full.
-SHAPES_MAX = 20_000
-_account_shapes: dict[tuple[str, int, str, str, str, bool, str | None], dict[str, Any]] = {}
-_status_parts: dict[tuple[str, int, str, datetime], tuple[str, str | None, str]] = {}
+# content (so never stale): a page of 40 statuses would build each one again.
+_account_shapes: Kept[dict[str, Any]] = Kept(20_000)
+_status_parts: Kept[tuple[str, str | None, str]] = Kept(20_000)
 
 
 def _account_shape(
@@ -209,13 +204,10 @@ def status_json(
     """Mastodon's Status for ``note`` (``account``: its author's Account, when already built;
     ``settings``: its ``(visibility, spoiler_text)`` when ``note`` does not carry them)."""
     visibility, spoiler = settings or (getattr(note, "visibility", "public"), getattr(note, "spoiler_text", ""))
-    key = (_origin(request), note.pk, note.body, note.created_at)
-    parts = _status_parts.get(key)
-    if parts is None:
-        if len(_status_parts) >= SHAPES_MAX:
-            _status_parts.clear()
-        parts = _status_parts[key] = (url_of(request, "feed:note_detail", note.pk), iso(note.created_at), html_text(note.body))
-    url, created, content = parts
+    url, created, content = _status_parts.get(
+        (_origin(request), note.pk, note.body, note.created_at),
+        lambda: (url_of(request, "feed:note_detail", note.pk), iso(note.created_at), html_text(note.body)),
+    )
     author = note.author
     return {
         "id": str(note.pk),

@@ -42,8 +42,9 @@ T = TypeVar("T")
 
 
 class Kept(Generic[T]):
-    """Rendered HTML one process keeps, keyed by every value it prints, so a change of any of them is
-    a new key, never a stale render. Bounded: emptied when ``limit`` entries are held."""
+    """Rendered output (HTML, or the parts of an API's answer) one process keeps, keyed by every
+    value it prints, so a change of any of them is a new key, never a stale render. Bounded:
+    emptied when ``limit`` entries are held."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
