@@ -266,7 +266,7 @@ def statuses_json_of(
         unset = [note_id for note_id in unset if note_id not in known.settings]
     facts = status_facts(author_ids=sorted(authors), note_ids=unset) if authors or unset else StatusFacts({}, {})
     if known is not None:
-        facts = StatusFacts({**known.authors, **facts.authors}, {**known.settings, **facts.settings})
+        facts = StatusFacts.joined([known, facts])
     return statuses_json(request, notes, facts)
 
 

@@ -4,7 +4,7 @@ a request, relationships in Mastodon's terms, and notifications with a client's 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -336,14 +336,7 @@ def home_with_own(*, user: User) -> Reader:
 def facts_of_pages(pages: Sequence[TimelinePage]) -> StatusFacts | None:
     """The ``StatusFacts`` the ``HomeTimelinePage``s among ``pages`` carry, together (None: none carries any)."""
     carried = [page.facts for page in pages if isinstance(page, HomeTimelinePage) and page.facts is not None]
-    if not carried:
-        return None
-    authors: dict[int, AuthorFacts] = {}
-    settings: dict[int, tuple[str, str]] = {}
-    for facts in carried:
-        authors.update(facts.authors)
-        settings.update(facts.settings)
-    return StatusFacts(authors, settings)
+    return StatusFacts.joined(carried) if carried else None
 
 
 def timeline_window(
@@ -467,6 +460,16 @@ class StatusFacts:
 
     authors: dict[int, AuthorFacts]
     settings: dict[int, tuple[str, str]]
+
+    @classmethod
+    def joined(cls, parts: Iterable[StatusFacts]) -> StatusFacts:
+        """The facts of ``parts`` together (of an author or note in several, the last part's)."""
+        authors: dict[int, AuthorFacts] = {}
+        settings: dict[int, tuple[str, str]] = {}
+        for part in parts:
+            authors.update(part.authors)
+            settings.update(part.settings)
+        return cls(authors, settings)
 
 
 def status_facts(*, author_ids: Sequence[int], note_ids: Sequence[int]) -> StatusFacts:
