@@ -46,16 +46,23 @@ def data_floor(request: HttpRequest) -> HttpResponse:
     if not user.is_authenticated:
         return JsonResponse({"success": False}, status=403)
     key = inbox_key(user.pk)
-    members: list[Any] = redis_or_database(lambda client: client.zrevrange(key, 0, DATA_FLOOR_ROWS - 1), list, keys=[key])
-    ids = [int(member) for member in members]
-    rows: list[tuple[int, int, Any]] = []
-    if ids:
+    # An inbox's scores are its notes' publish times (unix ms).
+    members: list[Any] = redis_or_database(
+        lambda client: client.zrevrange(key, 0, DATA_FLOOR_ROWS - 1, withscores=True), list, keys=[key]
+    )
+    scored = [(int(member), int(score)) for member, score in members]
+    authors: dict[int, int] = {}
+    if scored:
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT id, author_id, created_at FROM {Note._meta.db_table} WHERE id IN ({id_list(ids)})")
-            rows = list(cursor.fetchall())
-    order = {note_id: index for index, note_id in enumerate(ids)}
-    rows.sort(key=lambda row: order[int(row[0])])
-    data = [{"id": str(row[0]), "authorId": str(row[1]), "publishedMs": int(row[2].timestamp() * 1000)} for row in rows]
+            cursor.execute(
+                f"SELECT id, author_id FROM {Note._meta.db_table} WHERE id IN ({id_list([note_id for note_id, _ in scored])})"
+            )
+            authors = {int(note_id): int(author_id) for note_id, author_id in cursor.fetchall()}
+    data = [
+        {"id": str(note_id), "authorId": str(authors[note_id]), "publishedMs": published_ms}
+        for note_id, published_ms in scored
+        if note_id in authors
+    ]
     return JsonResponse({"success": True, "data": data})
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.test import Client
 
 from core.redis import get_redis
 from feed.rebuild import inbox_rebuild
@@ -45,8 +46,6 @@ def test_the_data_floor_answers_the_readers_twenty_newest_inbox_notes_newest_fir
 
 
 def test_the_data_floor_refuses_a_visitor_who_is_not_signed_in(db: Any) -> None:
-    from django.test import Client
-
     response = Client().get("/bench/data-floor", secure=True)
 
     assert response.status_code == 403
@@ -54,8 +53,6 @@ def test_the_data_floor_refuses_a_visitor_who_is_not_signed_in(db: Any) -> None:
 
 
 def test_the_floor_answers_two_bytes(db: Any) -> None:
-    from django.test import Client
-
     response = Client().get("/bench/floor", secure=True)
 
     assert (response.status_code, response.content) == (200, b"ok")
